@@ -1,0 +1,101 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+/// Settings shared by every Swift target: Swift 6 language mode is the package default;
+/// `MemberImportVisibility` keeps each file honest about what it imports.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "Curlew",
+    products: [
+        .library(name: "SessionCore", targets: ["SessionCore"]),
+        .library(name: "Serialization", targets: ["Serialization"]),
+        .library(name: "Security", targets: ["Security"]),
+        .library(name: "Reachability", targets: ["Reachability"]),
+        .executable(name: "curlew", targets: ["curlew"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+    ],
+    targets: [
+        // MARK: C shims (only what Swift cannot call: variadic functions and macros)
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"])]
+        ),
+
+        // MARK: Libraries
+        .target(
+            name: "Serialization",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "Security",
+            dependencies: ["COpenSSL"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "SessionCore",
+            dependencies: ["CCurl", "Serialization", "Security", "COpenSSL"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "Reachability",
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Command-line tool
+        .executableTarget(
+            name: "curlew",
+            dependencies: [
+                "SessionCore", "Serialization", "Security", "Reachability",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // MARK: Tests
+        .target(
+            name: "CurlewTestSupport",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+            ],
+            path: "Tests/CurlewTestSupport",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SessionCoreTests",
+            dependencies: ["SessionCore", "Serialization", "Security", "CurlewTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SerializationTests",
+            dependencies: ["Serialization", "CurlewTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SecurityTests",
+            dependencies: ["Security", "COpenSSL", "CurlewTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ReachabilityTests",
+            dependencies: ["Reachability"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

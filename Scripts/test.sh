@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs whatever is missing, starts the loopback peers, and runs every test.
+# Usage: Scripts/test.sh [extra `swift test` arguments, e.g. --filter SessionCoreTests]
+set -euo pipefail
+source "$(dirname "$0")/lib/setup.sh"
+cd "$CURLEW_ROOT"
+
+ensure_system_packages
+ensure_swift
+ensure_python_peers
+trap stop_httpbin EXIT INT TERM
+start_httpbin
+
+log "building (debug, with tests)"
+swift build --build-tests
+
+log "checking that every Swift block in Docs/ compiles"
+Scripts/check-docs.sh
+
+log "running the tests"
+swift test --skip-build --disable-swift-testing "$@"

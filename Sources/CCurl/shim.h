@@ -1,0 +1,73 @@
+// Curlew's libcurl shim: only what Swift cannot call directly.
+// curl_easy_setopt, curl_easy_getinfo, curl_multi_setopt and curl_share_setopt are
+// variadic, so each argument type gets a typed static inline wrapper. No logic lives here.
+#ifndef CURLEW_CCURL_SHIM_H
+#define CURLEW_CCURL_SHIM_H
+
+#include <curl/curl.h>
+
+// MARK: curl_easy_setopt
+
+static inline CURLcode curlew_easy_setopt_long(CURL *_Nonnull handle, CURLoption option, long value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode curlew_easy_setopt_off_t(CURL *_Nonnull handle, CURLoption option, curl_off_t value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode curlew_easy_setopt_string(CURL *_Nonnull handle, CURLoption option, const char *_Nullable value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode curlew_easy_setopt_pointer(CURL *_Nonnull handle, CURLoption option, void *_Nullable value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode curlew_easy_setopt_slist(CURL *_Nonnull handle, CURLoption option, struct curl_slist *_Nullable value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode curlew_easy_setopt_write_function(CURL *_Nonnull handle, CURLoption option, curl_write_callback _Nullable value) {
+    return curl_easy_setopt(handle, option, value);
+}
+static inline CURLcode curlew_easy_setopt_read_function(CURL *_Nonnull handle, curl_read_callback _Nullable value) {
+    return curl_easy_setopt(handle, CURLOPT_READFUNCTION, value);
+}
+static inline CURLcode curlew_easy_setopt_seek_function(CURL *_Nonnull handle, curl_seek_callback _Nullable value) {
+    return curl_easy_setopt(handle, CURLOPT_SEEKFUNCTION, value);
+}
+static inline CURLcode curlew_easy_setopt_xferinfo_function(CURL *_Nonnull handle, curl_xferinfo_callback _Nullable value) {
+    return curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, value);
+}
+static inline CURLcode curlew_easy_setopt_ssl_ctx_function(CURL *_Nonnull handle, curl_ssl_ctx_callback _Nullable value) {
+    return curl_easy_setopt(handle, CURLOPT_SSL_CTX_FUNCTION, value);
+}
+static inline CURLcode curlew_easy_setopt_prereq_function(CURL *_Nonnull handle, curl_prereq_callback _Nullable value) {
+    return curl_easy_setopt(handle, CURLOPT_PREREQFUNCTION, value);
+}
+
+// MARK: curl_easy_getinfo
+
+static inline CURLcode curlew_easy_getinfo_long(CURL *_Nonnull handle, CURLINFO info, long *_Nonnull value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+static inline CURLcode curlew_easy_getinfo_off_t(CURL *_Nonnull handle, CURLINFO info, curl_off_t *_Nonnull value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+static inline CURLcode curlew_easy_getinfo_string(CURL *_Nonnull handle, CURLINFO info, char *_Nullable *_Nonnull value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+static inline CURLcode curlew_easy_getinfo_pointer(CURL *_Nonnull handle, CURLINFO info, void *_Nullable *_Nonnull value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+
+// MARK: curl_multi_setopt / curl_share_setopt
+
+static inline CURLMcode curlew_multi_setopt_long(CURLM *_Nonnull handle, CURLMoption option, long value) {
+    return curl_multi_setopt(handle, option, value);
+}
+static inline CURLSHcode curlew_share_setopt_long(CURLSH *_Nonnull handle, CURLSHoption option, long value) {
+    return curl_share_setopt(handle, option, value);
+}
+
+// MARK: macros that alias enum values (Swift does not import them)
+
+static inline CURLversion curlew_version_now(void) { return CURLVERSION_NOW; }
+
+#endif

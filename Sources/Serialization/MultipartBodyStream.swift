@@ -1,0 +1,306 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The streamed body of a `multipart/form-data` request: an `InputStream` subclass that
+/// produces the boundary lines, part headers and part bodies in order, reading files and
+/// caller streams lazily, one chunk per ``read(_:maxLength:)`` (AFNetworking's
+/// `AFMultipartBodyStream`). A 2 GB file never enters memory.
+///
+/// ``HTTPRequestSerializing/multipartFormRequest(method:urlString:parameters:constructingBodyWith:)``
+/// puts it in the request's `httpBodyStream`, with `Content-Length` equal to ``contentLength``.
+///
+/// **For the session engine.** Find it with `request.httpBodyStream as? MultipartBodyStream`
+/// and call ``read(_:maxLength:)`` repeatedly (from curl's read callback, say): it opens itself
+/// on first use, returns between 1 and `maxLength` bytes while data remains, 0 at the end (after
+/// exactly ``contentLength`` bytes) and -1 on failure with ``streamError`` set (a file that
+/// shrank, a caller stream that ended early). It never blocks except on file I/O and, when
+/// throttling was requested, on the ``delay`` after each packet. ``makeRewoundCopy()`` gives a
+/// fresh stream over the same parts for a redirect or a retry.
+///
+/// **Threads.** Not thread-safe, like every `InputStream`: read it from one thread at a time
+/// (successive calls may come from different threads if they never overlap).
+public final class MultipartBodyStream: InputStream {
+    /// Where a run of bytes comes from.
+    enum Source {
+        /// Bytes held in memory (boundaries, headers, small parts).
+        case bytes(Data)
+        /// `length` bytes of a file, opened when reached.
+        case file(URL, length: Int64)
+        /// `length` bytes of a caller's stream, opened when reached.
+        case stream(InputStream, length: Int64)
+
+        /// The number of bytes this source contributes.
+        var length: Int64 {
+            switch self {
+            case .bytes(let data): return Int64(data.count)
+            case .file(_, let length), .stream(_, let length): return length
+            }
+        }
+    }
+
+    /// The total number of bytes the stream produces: the exact `Content-Length`.
+    public let contentLength: Int64
+    /// The boundary, as in the `Content-Type` header.
+    public let boundary: String
+    /// The most bytes handed out per read when throttled; nil when not throttled.
+    public let packetSize: Int?
+    /// The pause after each throttled packet, in seconds; 0 when not throttled.
+    public let delay: TimeInterval
+    /// The bytes produced so far.
+    public private(set) var numberOfBytesRead: Int64 = 0
+
+    /// The sources in order.
+    private let sources: [Source]
+    /// The stream's state.
+    private var status: Stream.Status = .notOpen
+    /// The failure, once failed.
+    private var failure: (any Error)?
+    /// The source being read and the bytes of it already produced.
+    private var sourceIndex = 0
+    private var offsetInSource: Int64 = 0
+    /// The open file or caller stream of the current source.
+    private var fileHandle: FileHandle?
+    private var openStream: InputStream?
+
+    /// A stream over `sources`.
+    init(sources: [Source], boundary: String, packetSize: Int?, delay: TimeInterval) {
+        var merged: [Source] = []
+        for source in sources {
+            if case .bytes(let data) = source, case .bytes(let previous)? = merged.last {
+                merged[merged.count - 1] = .bytes(previous + data)
+            } else if source.length > 0 {
+                merged.append(source)
+            }
+        }
+        self.sources = merged
+        self.contentLength = merged.reduce(0) { $0 + $1.length }
+        self.boundary = boundary
+        self.packetSize = packetSize
+        self.delay = packetSize == nil ? 0 : delay
+        // swift-corelibs-foundation's InputStream has no plain designated initializer to call;
+        // the empty data stream underneath is never used: every stream method is overridden.
+        super.init(data: Data())
+    }
+
+    /// A new, unopened stream over the same parts, for sending the body again; nil when a part
+    /// is a caller's `InputStream` (which cannot be rewound).
+    public func makeRewoundCopy() -> MultipartBodyStream? {
+        for source in sources {
+            if case .stream = source { return nil }
+        }
+        return MultipartBodyStream(sources: sources, boundary: boundary, packetSize: packetSize, delay: delay)
+    }
+
+    // MARK: InputStream
+
+    /// Opens the stream (reading also opens it).
+    public override func open() {
+        if status == .notOpen { status = .open }
+    }
+
+    /// Closes the stream and any file or stream it has open.
+    public override func close() {
+        closeCurrentSource()
+        if status != .error { status = .closed }
+    }
+
+    /// The stream's state.
+    public override var streamStatus: Stream.Status { status }
+
+    /// The failure, once ``streamStatus`` is `.error`.
+    public override var streamError: (any Error)? { failure }
+
+    /// True while bytes remain and the stream has not failed or closed.
+    public override var hasBytesAvailable: Bool {
+        switch status {
+        case .notOpen, .open, .reading: return numberOfBytesRead < contentLength
+        default: return false
+        }
+    }
+
+    /// Direct buffer access is not supported.
+    public override func getBuffer(_ buffer: UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>,
+                                   length len: UnsafeMutablePointer<Int>) -> Bool {
+        false
+    }
+
+    /// No stream properties are supported.
+    public override func property(forKey key: Stream.PropertyKey) -> AnyObject? { nil }
+
+    /// No stream properties are supported.
+    public override func setProperty(_ property: AnyObject?, forKey key: Stream.PropertyKey) -> Bool { false }
+
+    /// Run-loop scheduling is not used: reads are synchronous.
+    public override func schedule(in aRunLoop: RunLoop, forMode mode: RunLoop.Mode) {}
+
+    /// Run-loop scheduling is not used: reads are synchronous.
+    public override func remove(from aRunLoop: RunLoop, forMode mode: RunLoop.Mode) {}
+
+    /// Copies up to `len` bytes (at most ``packetSize`` when throttled) into `buffer`.
+    /// Returns the count, 0 at the end, -1 on failure (see ``streamError``).
+    public override func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength len: Int) -> Int {
+        switch status {
+        case .notOpen: status = .open
+        case .open, .reading: break
+        case .atEnd: return 0
+        default: return -1
+        }
+        guard len > 0 else { return 0 }
+        let limit = min(len, packetSize ?? Int.max)
+        status = .reading
+        var total = 0
+        do {
+            while total < limit, sourceIndex < sources.count {
+                let produced = try readCurrentSource(into: buffer + total, maxLength: limit - total)
+                total += produced
+                offsetInSource += Int64(produced)
+                if offsetInSource >= sources[sourceIndex].length {
+                    closeCurrentSource()
+                    sourceIndex += 1
+                    offsetInSource = 0
+                } else if produced == 0 {
+                    break
+                }
+            }
+        } catch {
+            closeCurrentSource()
+            failure = error
+            status = .error
+            return -1
+        }
+        numberOfBytesRead += Int64(total)
+        status = sourceIndex >= sources.count ? .atEnd : .open
+        if delay > 0, total > 0 {
+            Thread.sleep(forTimeInterval: delay)
+        }
+        return total
+    }
+
+    // MARK: Sources
+
+    /// Reads from the current source; throws when a file or stream ends early or fails.
+    private func readCurrentSource(into buffer: UnsafeMutablePointer<UInt8>, maxLength: Int) throws -> Int {
+        let source = sources[sourceIndex]
+        let remaining = source.length - offsetInSource
+        let count = Int(min(Int64(maxLength), remaining))
+        guard count > 0 else { return 0 }
+        switch source {
+        case .bytes(let data):
+            let start = data.startIndex + Int(offsetInSource)
+            data.copyBytes(to: buffer, from: start..<(start + count))
+            return count
+        case .file(let url, let length):
+            let handle: FileHandle
+            if let fileHandle {
+                handle = fileHandle
+            } else {
+                do {
+                    handle = try FileHandle(forReadingFrom: url)
+                } catch {
+                    throw SerializationError.multipartFileUnreadable(url, reason: String(describing: error))
+                }
+                fileHandle = handle
+            }
+            let produced = Self.readFile(handle.fileDescriptor, into: buffer, count: count)
+            if produced < 0 {
+                throw SerializationError.multipartFileUnreadable(url, reason: "read failed (errno \(errno))")
+            }
+            if produced == 0 {
+                throw SerializationError.multipartFileUnreadable(
+                    url, reason: "the file ended after \(offsetInSource) of \(length) bytes (did it change?)")
+            }
+            return produced
+        case .stream(let stream, let length):
+            if openStream == nil {
+                if stream.streamStatus == .notOpen { stream.open() }
+                openStream = stream
+            }
+            let read = stream.read(buffer, maxLength: count)
+            if read < 0 {
+                let cause = stream.streamError.map { String(describing: $0) } ?? "unknown error"
+                throw SerializationError.multipartStreamFailed(reason: "a part's input stream failed: \(cause)")
+            }
+            if read == 0 {
+                throw SerializationError.multipartStreamFailed(
+                    reason: "a part's input stream ended after \(offsetInSource) of \(length) bytes")
+            }
+            return read
+        }
+    }
+
+    /// Closes the file handle or caller stream of the current source.
+    private func closeCurrentSource() {
+        if let fileHandle {
+            try? fileHandle.close()
+            self.fileHandle = nil
+        }
+        if let openStream {
+            openStream.close()
+            self.openStream = nil
+        }
+    }
+
+    /// `read(2)` straight into the caller's buffer, with no intermediate `Data` per chunk.
+    /// Retries on `EINTR`; returns the count, 0 at end of file, -1 on failure.
+    private static func readFile(_ descriptor: Int32, into buffer: UnsafeMutablePointer<UInt8>, count: Int) -> Int {
+        while true {
+            #if canImport(Glibc)
+            let result = Glibc.read(descriptor, buffer, count)
+            #elseif canImport(Musl)
+            let result = Musl.read(descriptor, buffer, count)
+            #else
+            let result = Darwin.read(descriptor, buffer, count)
+            #endif
+            if result < 0 && errno == EINTR { continue }
+            return result
+        }
+    }
+
+    // MARK: Writing to a file
+
+    /// Copies the body stream of `request` into a new file at `fileURL` (a rewound copy of a
+    /// ``MultipartBodyStream`` when possible, so the request's own stream stays unread).
+    static func writeBody(of request: URLRequest, to fileURL: URL) throws {
+        guard let original = request.httpBodyStream else {
+            throw SerializationError.invalidParameters(reason: "the request has no body stream to write", underlying: nil)
+        }
+        let stream: InputStream = (original as? MultipartBodyStream)?.makeRewoundCopy() ?? original
+        guard FileManager.default.createFile(atPath: fileURL.path, contents: nil) else {
+            throw SerializationError.multipartStreamFailed(reason: "cannot create \(fileURL.path)")
+        }
+        let output: FileHandle
+        do {
+            output = try FileHandle(forWritingTo: fileURL)
+        } catch {
+            throw SerializationError.multipartStreamFailed(reason: "cannot open \(fileURL.path): \(error)")
+        }
+        defer { try? output.close() }
+        stream.open()
+        defer { stream.close() }
+        let capacity = 64 * 1024
+        let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
+        defer { buffer.deallocate() }
+        while true {
+            let count = stream.read(buffer, maxLength: capacity)
+            if count < 0 {
+                let cause = stream.streamError.map { String(describing: $0) } ?? "unknown error"
+                throw SerializationError.multipartStreamFailed(reason: "reading the body failed: \(cause)")
+            }
+            if count == 0 { break }
+            do {
+                try output.write(contentsOf: Data(bytesNoCopy: buffer, count: count, deallocator: .none))
+            } catch {
+                throw SerializationError.multipartStreamFailed(reason: "writing \(fileURL.path) failed: \(error)")
+            }
+        }
+    }
+}

@@ -1,0 +1,55 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Turns a response and its body into a value (AFNetworking's `AFURLResponseSerialization`).
+///
+/// Conforming types implement ``responseObject(for:data:)``. Serializers whose result depends
+/// on the request (an empty body is valid for `HEAD`) also implement
+/// ``responseObject(for:response:data:)``, which the session engine calls when it knows the
+/// request. `Output` need not be `Sendable` (`XMLParser` is not);
+/// ``sendableResponseObject(for:response:data:)`` boxes a `Sendable` output as `any Sendable`
+/// (a default implementation exists when `Output: Sendable`; a serializer with a non-`Sendable`
+/// output implements it, typically by throwing ``SerializationError/outputNotSendable(_:)``).
+public protocol ResponseSerialization<Output>: Sendable {
+    /// The value produced.
+    associatedtype Output
+
+    /// Validates the response and decodes `data`.
+    ///
+    /// - Throws: ``SerializationError`` (unacceptable status code or content type, invalid or
+    ///   empty body), carrying the response and the data.
+    func responseObject(for response: HTTPURLResponse?, data: Data?) throws -> Output
+
+    /// Validates the response and decodes `data`, knowing the request that produced it.
+    /// The default implementation ignores the request and calls ``responseObject(for:data:)``.
+    func responseObject(for request: URLRequest?, response: HTTPURLResponse?, data: Data?) throws -> Output
+
+    /// The output boxed as `any Sendable` (nil for a nil optional output), for containers such as
+    /// ``CompoundResponseSerializer`` and the session engine's `DataResponse.result`.
+    ///
+    /// - Throws: ``SerializationError/outputNotSendable(_:)`` when `Output` is not `Sendable`,
+    ///   and whatever ``responseObject(for:response:data:)`` throws.
+    func sendableResponseObject(for request: URLRequest?, response: HTTPURLResponse?, data: Data?) throws
+        -> (any Sendable)?
+}
+
+extension ResponseSerialization {
+    /// Calls ``responseObject(for:data:)``; the request plays no part.
+    public func responseObject(for request: URLRequest?, response: HTTPURLResponse?, data: Data?) throws -> Output {
+        try responseObject(for: response, data: data)
+    }
+}
+
+extension ResponseSerialization where Output: Sendable {
+    /// Serializes and boxes the output; a nil optional output becomes nil. (Cast the box with
+    /// `as?` to the wrapped type: a non-nil optional output may stay wrapped in its `Optional`.)
+    public func sendableResponseObject(for request: URLRequest?, response: HTTPURLResponse?, data: Data?) throws
+        -> (any Sendable)?
+    {
+        let output = try responseObject(for: request, response: response, data: data)
+        if let optional = output as? any OptionalFlattening, optional.isNone { return nil }
+        return output
+    }
+}

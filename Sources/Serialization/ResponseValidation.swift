@@ -1,0 +1,87 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The checks every response serializer shares (AFNetworking's `validateResponse:data:error:`).
+enum ResponseValidation {
+    /// The status codes AFNetworking accepts by default: 200..<300.
+    static let defaultStatusCodes = IndexSet(integersIn: 200..<300)
+
+    /// The status codes whose empty body is valid (Alamofire's `emptyResponseCodes`).
+    static let defaultEmptyResponseCodes: Set<Int> = [204, 205]
+
+    /// The request methods whose empty body is valid (Alamofire's `emptyRequestMethods`).
+    static let defaultEmptyRequestMethods: Set<String> = ["HEAD"]
+
+    /// Throws when the status code is not acceptable, then when the MIME type is not acceptable.
+    /// A response without a MIME type and without a body (or with only whitespace, such as the
+    /// single space of Rails' `head :ok`) passes the content-type check.
+    static func validate(
+        _ response: HTTPURLResponse, data: Data?, statusCodes: IndexSet, contentTypes: Set<String>?
+    ) throws {
+        guard statusCodes.contains(response.statusCode) else {
+            throw SerializationError.unacceptableStatusCode(response.statusCode, response: response, data: data)
+        }
+        if let contentTypes {
+            let mimeType = self.mimeType(of: response)
+            if let mimeType {
+                let accepted = contentTypes.contains { $0.lowercased() == mimeType }
+                if !accepted {
+                    throw SerializationError.unacceptableContentType(
+                        mimeType, acceptable: contentTypes, response: response, data: data)
+                }
+            } else if !isEmptyOrWhitespace(data) {
+                throw SerializationError.unacceptableContentType(
+                    nil, acceptable: contentTypes, response: response, data: data)
+            }
+        }
+    }
+
+    /// The value of a response header, looked up without regard to case.
+    static func header(_ name: String, in response: HTTPURLResponse) -> String? {
+        let lowered = name.lowercased()
+        for (key, value) in response.allHeaderFields {
+            if let key = key as? String, key.lowercased() == lowered { return value as? String }
+        }
+        return nil
+    }
+
+    /// The MIME type of the `Content-Type` header, lowercased, without parameters.
+    static func mimeType(of response: HTTPURLResponse) -> String? {
+        guard let contentType = header("Content-Type", in: response) else { return nil }
+        let type = contentType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first
+            .map { $0.trimmingCharacters(in: .whitespaces).lowercased() } ?? ""
+        return type.isEmpty ? nil : type
+    }
+
+    /// The `charset` parameter of the `Content-Type` header, lowercased, without quotes.
+    static func charset(of response: HTTPURLResponse) -> String? {
+        guard let contentType = header("Content-Type", in: response) else { return nil }
+        for parameter in contentType.split(separator: ";").dropFirst() {
+            let pieces = parameter.split(separator: "=", maxSplits: 1)
+            guard pieces.count == 2,
+                  pieces[0].trimmingCharacters(in: .whitespaces).lowercased() == "charset"
+            else { continue }
+            let value = pieces[1].trimmingCharacters(in: .whitespaces)
+                .trimmingCharacters(in: CharacterSet(charactersIn: "\"'")).lowercased()
+            return value.isEmpty ? nil : value
+        }
+        return nil
+    }
+
+    /// True for nil data, empty data, and data made only of JSON whitespace.
+    static func isEmptyOrWhitespace(_ data: Data?) -> Bool {
+        guard let data else { return true }
+        return data.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }
+    }
+
+    /// Alamofire's rule: an empty body is valid for the configured status codes and request methods.
+    static func emptyResponseAllowed(
+        request: URLRequest?, response: HTTPURLResponse?, codes: Set<Int>, methods: Set<String>
+    ) -> Bool {
+        if let method = request?.httpMethod?.uppercased(), methods.contains(method) { return true }
+        if let response, codes.contains(response.statusCode) { return true }
+        return false
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Validates the response and decodes the body as text.
+///
+/// The encoding is ``encoding`` when set, else the `charset` of the `Content-Type` header; with
+/// neither, UTF-8 is tried and ISO-8859-1 (HTTP/1.1's historical default, which never fails)
+/// is the fallback. Text that is not valid in a named encoding throws
+/// ``SerializationError/invalidBody(_:response:data:underlying:)``. Empty bodies follow
+/// Alamofire: `""` for 204/205 and `HEAD`, ``SerializationError/emptyResponseBody(response:)``
+/// otherwise.
+public struct StringResponseSerializer: ResponseSerialization {
+    /// The status codes that pass validation; 200..<300 by default.
+    public var acceptableStatusCodes: IndexSet = ResponseValidation.defaultStatusCodes
+    /// The MIME types that pass validation; nil (any) by default.
+    public var acceptableContentTypes: Set<String>?
+    /// The encoding to use whatever the response says; nil by default.
+    public var encoding: String.Encoding?
+    /// Status codes for which an empty body is valid; 204 and 205.
+    public var emptyResponseCodes: Set<Int> = ResponseValidation.defaultEmptyResponseCodes
+    /// Request methods for which an empty body is valid; `HEAD`.
+    public var emptyRequestMethods: Set<String> = ResponseValidation.defaultEmptyRequestMethods
+
+    /// A serializer that reads the charset from the response.
+    public init() {}
+
+    /// Throws when the status code or the content type is not acceptable.
+    public func validate(_ response: HTTPURLResponse, data: Data?) throws {
+        try ResponseValidation.validate(
+            response, data: data, statusCodes: acceptableStatusCodes, contentTypes: acceptableContentTypes)
+    }
+
+    /// Validates and decodes; the request is unknown, so only the status code can allow an empty body.
+    public func responseObject(for response: HTTPURLResponse?, data: Data?) throws -> String {
+        try responseObject(for: nil, response: response, data: data)
+    }
+
+    /// Validates and decodes the text.
+    public func responseObject(for request: URLRequest?, response: HTTPURLResponse?, data: Data?) throws -> String {
+        if let response { try validate(response, data: data) }
+        guard let data, !data.isEmpty else {
+            let allowed = ResponseValidation.emptyResponseAllowed(
+                request: request, response: response, codes: emptyResponseCodes, methods: emptyRequestMethods)
+            if allowed { return "" }
+            throw SerializationError.emptyResponseBody(response: response)
+        }
+        let named = encoding ?? response.flatMap(ResponseValidation.charset(of:))
+            .flatMap(CharacterEncodingName.encoding(forCharset:))
+        if let named {
+            guard let text = String(data: data, encoding: named) else {
+                throw SerializationError.invalidBody(
+                    .string, response: response, data: data,
+                    underlying: CocoaError(.fileReadInapplicableStringEncoding,
+                                           userInfo: ["NSDebugDescription": "The body is not valid \(named)"]))
+            }
+            return text
+        }
+        if let text = String(data: data, encoding: .utf8) { return text }
+        // ISO-8859-1 maps every byte to the Unicode scalar of the same value.
+        var scalars = String.UnicodeScalarView()
+        scalars.append(contentsOf: data.map { Unicode.Scalar($0) })
+        return String(scalars)
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+
+/// Looks inside `Any` values handed in as parameters or produced by Foundation's parsers:
+/// optionals, numbers (including `NSNumber` and its Boolean flavour), dictionaries, arrays, sets.
+enum ValueInspection {
+    /// A number, classified.
+    enum Number {
+        case bool(Bool)
+        case int(Int)
+        case double(Double)
+    }
+
+    /// The wrapped value of an optional (at any depth), nil for `.none`, the value itself otherwise.
+    static func unwrapOptional(_ value: Any) -> Any? {
+        let mirror = Mirror(reflecting: value)
+        guard mirror.displayStyle == .optional else { return value }
+        guard let child = mirror.children.first else { return nil }
+        return unwrapOptional(child.value)
+    }
+
+    /// The value as a number when it is one. Swift numeric types are told apart by type first,
+    /// so a Swift `Int` never turns into a Boolean through `NSNumber` bridging.
+    static func number(_ value: Any) -> Number? {
+        switch value {
+        case let v as Bool where type(of: value) == Bool.self: return .bool(v)
+        case let v as Int where type(of: value) == Int.self: return .int(v)
+        case let v as Double where type(of: value) == Double.self: return .double(v)
+        case let v as Float where type(of: value) == Float.self: return .double(Double(v))
+        case let v as Int8 where type(of: value) == Int8.self: return .int(Int(v))
+        case let v as Int16 where type(of: value) == Int16.self: return .int(Int(v))
+        case let v as Int32 where type(of: value) == Int32.self: return .int(Int(v))
+        case let v as Int64 where type(of: value) == Int64.self: return .int(Int(v))
+        case let v as UInt8 where type(of: value) == UInt8.self: return .int(Int(v))
+        case let v as UInt16 where type(of: value) == UInt16.self: return .int(Int(v))
+        case let v as UInt32 where type(of: value) == UInt32.self: return .int(Int(v))
+        case let v as UInt where type(of: value) == UInt.self:
+            return Int(exactly: v).map { .int($0) } ?? .double(Double(v))
+        case let v as UInt64 where type(of: value) == UInt64.self:
+            return Int(exactly: v).map { .int($0) } ?? .double(Double(v))
+        case let v as Decimal where type(of: value) == Decimal.self:
+            return .double(NSDecimalNumber(decimal: v).doubleValue)
+        default: break
+        }
+        guard type(of: value) is NSNumber.Type, let number = value as? NSNumber else { return nil }
+        let kind = String(cString: number.objCType)
+        switch kind {
+        case "c", "B": return .bool(number.boolValue)
+        case "f", "d": return .double(number.doubleValue)
+        case "Q", "L":
+            return Int(exactly: number.uint64Value).map { .int($0) } ?? .double(number.doubleValue)
+        default: return .int(number.intValue)
+        }
+    }
+
+    /// The value as a string-keyed dictionary, when it is a dictionary with `String` keys.
+    static func dictionary(_ value: Any) -> [String: Any]? {
+        value as? [String: Any]
+    }
+
+    /// The value as a dictionary with any hashable keys.
+    static func anyKeyDictionary(_ value: Any) -> [AnyHashable: Any]? {
+        if let dictionary = value as? [String: Any] {
+            var result: [AnyHashable: Any] = [:]
+            for (key, element) in dictionary { result[AnyHashable(key)] = element }
+            return result
+        }
+        return value as? [AnyHashable: Any]
+    }
+
+    /// The value as an array (not a set, not a string, not `Data`).
+    static func array(_ value: Any) -> [Any]? {
+        if value is String || value is Data { return nil }
+        return value as? [Any]
+    }
+
+    /// The value as the elements of a set.
+    static func set(_ value: Any) -> [Any]? {
+        guard let set = value as? Set<AnyHashable> else { return nil }
+        return set.map { $0.base }
+    }
+}

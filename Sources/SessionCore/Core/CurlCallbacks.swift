@@ -1,0 +1,52 @@
+internal import CCurl
+import Foundation
+
+/// The C entry points libcurl calls during `curl_multi_perform`, on the driver thread.
+///
+/// Each receives the transfer's `TaskDelegate` as an opaque pointer that the driver retained
+/// (`Unmanaged.passRetained`) when it added the handle and releases only after
+/// `curl_multi_remove_handle`: a callback can never outlive its object. No user code runs
+/// here; the delegate only records and, where needed, hops to the manager's queues.
+enum CurlCallbacks {
+    static func delegate(_ pointer: UnsafeMutableRawPointer?) -> TaskDelegate? {
+        guard let pointer else { return nil }
+        return Unmanaged<TaskDelegate>.fromOpaque(pointer).takeUnretainedValue()
+    }
+
+    static let header: curl_write_callback = { buffer, size, count, userdata in
+        let length = size * count
+        guard let buffer, let delegate = CurlCallbacks.delegate(userdata) else { return 0 }
+        return delegate.didReceiveHeaderLine(UnsafeRawBufferPointer(start: buffer, count: length)) ? length : 0
+    }
+
+    static let write: curl_write_callback = { buffer, size, count, userdata in
+        let length = size * count
+        guard let buffer, let delegate = CurlCallbacks.delegate(userdata) else { return 0 }
+        switch delegate.didReceiveBody(UnsafeRawBufferPointer(start: buffer, count: length)) {
+        case .accepted: return length
+        case .pause: return Int(CURL_WRITEFUNC_PAUSE)
+        case .abort: return 0
+        }
+    }
+
+    static let read: curl_read_callback = { buffer, size, count, userdata in
+        guard let buffer, let delegate = CurlCallbacks.delegate(userdata) else { return Int(CURL_READFUNC_ABORT) }
+        let result = delegate.readBody(into: UnsafeMutableRawBufferPointer(start: buffer, count: size * count))
+        return result ?? Int(CURL_READFUNC_ABORT)
+    }
+
+    static let seek: curl_seek_callback = { userdata, offset, origin in
+        guard let delegate = CurlCallbacks.delegate(userdata), offset == 0, origin == SEEK_SET else {
+            return Int32(CURL_SEEKFUNC_CANTSEEK)
+        }
+        return delegate.rewindBody() ? Int32(CURL_SEEKFUNC_OK) : Int32(CURL_SEEKFUNC_CANTSEEK)
+    }
+
+    static let progress: curl_xferinfo_callback = { userdata, downloadTotal, downloaded, uploadTotal, uploaded in
+        guard let delegate = CurlCallbacks.delegate(userdata) else { return 1 }
+        delegate.didProgress(
+            uploaded: Int64(uploaded), uploadTotal: Int64(uploadTotal),
+            downloaded: Int64(downloaded), downloadTotal: Int64(downloadTotal))
+        return 0
+    }
+}

@@ -1,0 +1,69 @@
+internal import CCurl
+import Foundation
+
+/// Process-wide libcurl facts and its one-time initialisation.
+///
+/// `curl_global_init` runs exactly once, before the first handle is created (Swift's lazy
+/// globals are initialised under `swift_once`). libcurl 7.84+ built `threadsafe` makes that
+/// safe from any thread; the version check below refuses older or non-OpenSSL builds.
+enum CurlRuntime {
+    /// The outcome of initialising libcurl, computed once.
+    static let state: Result<Info, SessionError> = initialise()
+
+    /// What this process's libcurl is.
+    struct Info: Sendable {
+        let version: String
+        let sslVersion: String
+        let supportsHTTP2: Bool
+        let supportsBrotli: Bool
+        let supportsZstd: Bool
+        let isOpenSSL: Bool
+    }
+
+    private static func initialise() -> Result<Info, SessionError> {
+        let code = curl_global_init(Int(CURL_GLOBAL_ALL))
+        guard code == CURLE_OK else {
+            return .failure(.curl(code: Int(code.rawValue), message: "curl_global_init failed"))
+        }
+        guard let data = curl_version_info(curlew_version_now())?.pointee else {
+            return .failure(.curl(code: -1, message: "curl_version_info returned nothing"))
+        }
+        let features = Int(data.features)
+        let ssl = data.ssl_version.map { String(cString: $0) } ?? ""
+        let info = Info(
+            version: data.version.map { String(cString: $0) } ?? "?",
+            sslVersion: ssl,
+            supportsHTTP2: features & Int(CURL_VERSION_HTTP2) != 0,
+            supportsBrotli: features & Int(CURL_VERSION_BROTLI) != 0,
+            supportsZstd: features & Int(CURL_VERSION_ZSTD) != 0,
+            isOpenSSL: ssl.hasPrefix("OpenSSL/")
+        )
+        // Curlew needs CURLOPT_PREREQFUNCTION (7.80), thread-safe global init (7.84) and the
+        // CA-store cache (7.87).
+        if data.version_num < 0x07_57_00 {
+            return .failure(.curl(code: -1, message: "libcurl \(info.version) is too old: Curlew needs 7.87 or newer"))
+        }
+        return .success(info)
+    }
+
+    /// Human-readable libcurl version, e.g. "libcurl/7.88.1 OpenSSL/3.0.19".
+    static var versionDescription: String {
+        switch state {
+        case .success(let info): return "libcurl/\(info.version) \(info.sslVersion)"
+        case .failure(let error): return "libcurl unavailable: \(error)"
+        }
+    }
+
+    /// The CA bundle loaded for server verification. Only a CA *file* lets libcurl 7.87+ cache
+    /// the parsed store between connections (Debian's default CA *path* re-parses ~140 roots
+    /// on every handshake: ~17 ms of CPU each), so Curlew always names the file and clears the path.
+    static let systemCABundle: String? = {
+        let environment = ProcessInfo.processInfo.environment
+        let candidates = [
+            environment["SSL_CERT_FILE"], environment["CURL_CA_BUNDLE"],
+            "/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",
+            "/etc/ssl/ca-bundle.pem", "/etc/ssl/cert.pem",
+        ]
+        return candidates.compactMap { $0 }.first { FileManager.default.isReadableFile(atPath: $0) }
+    }()
+}

@@ -1,0 +1,123 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A `URLRequest` checked and translated into what libcurl needs, before any byte is sent.
+///
+/// Validation happens here, on the caller's thread, so that a malformed URL, an unsupported
+/// scheme or a header with CR/LF (header injection, reliability.md E4) is a delivered error
+/// and never a request on the wire.
+struct PreparedRequest: Sendable {
+    let url: URL
+    let method: String
+    /// "Name: value" lines for `CURLOPT_HTTPHEADER`, already validated.
+    let headerLines: [String]
+    /// The `Accept-Encoding` value curl sends and decodes (empty: every encoding curl supports).
+    let acceptEncoding: String
+    let body: RequestBody
+    let hasCookieHeader: Bool
+
+    static let supportedSchemes: Set<String> = ["http", "https"]
+
+    /// Validates `request` and merges the configuration's additional headers under it.
+    /// With `omittingCredentials`, the configuration's `Authorization`, `Cookie` and
+    /// `Proxy-Authorization` headers are not added (a redirect crossed to another origin).
+    static func prepare(
+        _ request: URLRequest, configuration: SessionConfiguration, omittingCredentials: Bool = false
+    ) throws(SessionError) -> PreparedRequest {
+        guard let url = request.url else { throw .badURL("the request has no URL") }
+        let absolute = url.absoluteString
+        guard let scheme = url.scheme?.lowercased() else { throw .badURL("'\(absolute)' has no scheme") }
+        guard supportedSchemes.contains(scheme) else { throw .unsupportedScheme(scheme) }
+        guard let host = url.host, !host.isEmpty else { throw .badURL("'\(absolute)' has no host") }
+        // Spaces and control characters would be rejected or, worse, interpreted by the server.
+        if absolute.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F }) {
+            throw .badURL("'\(absolute.debugDescription)' contains spaces or control characters")
+        }
+
+        let method = request.httpMethod ?? "GET"
+        guard !method.isEmpty, method.allSatisfy(ResponseHeadParser.isTokenCharacter) else {
+            throw .badURL("invalid HTTP method '\(method.debugDescription)'")
+        }
+
+        var merged: [(String, String)] = []
+        var seen = Set<String>()
+        for (name, value) in request.allHTTPHeaderFields ?? [:] {
+            merged.append((name, value))
+            seen.insert(name.lowercased())
+        }
+        for (name, value) in configuration.httpAdditionalHeaders where !seen.contains(name.lowercased()) {
+            if omittingCredentials && RedirectPolicy.credentialHeaders.contains(name.lowercased()) { continue }
+            merged.append((name, value))
+            seen.insert(name.lowercased())
+        }
+        merged.sort { $0.0.lowercased() < $1.0.lowercased() }  // deterministic order on the wire
+
+        var lines: [String] = []
+        var acceptEncoding = ""
+        for (name, value) in merged {
+            try validateHeader(name: name, value: value)
+            switch name.lowercased() {
+            case "accept-encoding":
+                // curl sends it and decodes what it can; the caller's list wins over curl's.
+                acceptEncoding = value
+                continue
+            default:
+                break
+            }
+            // "Name;" is curl's syntax for a header with an empty value ("Name:" would remove it).
+            lines.append(value.isEmpty ? "\(name);" : "\(name): \(value)")
+        }
+        // curl adds "Expect: 100-continue" to bodies over 1 MiB and then waits up to a second
+        // for an answer many servers never send. URLSession never sends it; neither does Curlew
+        // unless the caller asks.
+        if !seen.contains("expect") { lines.append("Expect:") }
+
+        let body: RequestBody
+        if let data = request.httpBody {
+            body = .data(data)
+        } else if let stream = request.httpBodyStream {
+            let declared = request.value(forHTTPHeaderField: "Content-Length").flatMap { Int64($0) }
+            body = .stream(stream, length: declared)
+        } else {
+            body = .none
+        }
+        // Content-Length is curl's to write from the body we give it; a caller-set value that
+        // disagreed with the body would desynchronise the connection.
+        lines.removeAll { $0.lowercased().hasPrefix("content-length:") }
+
+        return PreparedRequest(
+            url: url, method: method, headerLines: lines,
+            acceptEncoding: acceptEncoding, body: body, hasCookieHeader: seen.contains("cookie"))
+    }
+
+    /// Header names must be RFC 9110 tokens; values must not contain CR, LF or NUL.
+    static func validateHeader(name: String, value: String) throws(SessionError) {
+        guard !name.isEmpty, name.allSatisfy(ResponseHeadParser.isTokenCharacter) else {
+            throw .invalidHeader("invalid header name '\(name.debugDescription)'")
+        }
+        if value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) {
+            throw .invalidHeader("the value of '\(name)' contains CR, LF or NUL")
+        }
+    }
+}
+
+/// Where a request's body comes from.
+///
+/// `@unchecked Sendable` for the stream case, on the same terms as `URLRequest` (which is
+/// Sendable while carrying `httpBodyStream`): one owner reads the stream at a time — the
+/// task until it starts, then the driver thread.
+enum RequestBody: @unchecked Sendable {
+    case none
+    case data(Data)
+    /// A stream read lazily on the driver thread; `length` nil means chunked upload.
+    case stream(InputStream, length: Int64?)
+    /// A file read lazily on the driver thread.
+    case file(URL)
+
+    var isEmpty: Bool {
+        if case .none = self { return true }
+        return false
+    }
+}

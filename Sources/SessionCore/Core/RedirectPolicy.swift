@@ -1,0 +1,56 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// How Curlew follows redirects itself (curl's `FOLLOWLOCATION` stays off, so the
+/// redirection hook can change or refuse each hop).
+enum RedirectPolicy {
+    /// Headers that carry credentials: never sent to another origin.
+    static let credentialHeaders: Set<String> = ["authorization", "cookie", "proxy-authorization"]
+
+    static func isRedirect(_ response: HTTPURLResponse) -> Bool {
+        [301, 302, 303, 307, 308].contains(response.statusCode)
+            && response.value(forHTTPHeaderField: "Location") != nil
+    }
+
+    /// The request a browser would send next, or nil when the redirect cannot be followed
+    /// (no usable Location, a scheme other than http/https).
+    static func redirectedRequest(from request: URLRequest, response: HTTPURLResponse) -> URLRequest? {
+        guard let location = response.value(forHTTPHeaderField: "Location"),
+            let base = request.url,
+            let target = URL(string: location, relativeTo: base)?.absoluteURL,
+            let scheme = target.scheme?.lowercased(), PreparedRequest.supportedSchemes.contains(scheme)
+        else { return nil }
+
+        var next = request
+        next.url = target
+        let method = request.httpMethod ?? "GET"
+        // RFC 9110 §15.4: 303 always becomes GET (HEAD stays HEAD); 301/302 turn POST into GET
+        // as every browser does; 307/308 keep method and body.
+        let becomesGet = (response.statusCode == 303 && method != "HEAD")
+            || ([301, 302].contains(response.statusCode) && method == "POST")
+        if becomesGet {
+            next.httpMethod = "GET"
+            next.httpBody = nil
+            next.httpBodyStream = nil
+            for name in ["Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding"] {
+                next.setValue(nil, forHTTPHeaderField: name)
+            }
+        }
+        if !isSameOrigin(base, target) {
+            for (name, _) in next.allHTTPHeaderFields ?? [:] where credentialHeaders.contains(name.lowercased()) {
+                next.setValue(nil, forHTTPHeaderField: name)
+            }
+        }
+        return next
+    }
+
+    /// Same scheme, host and port (default ports made explicit).
+    static func isSameOrigin(_ lhs: URL, _ rhs: URL) -> Bool {
+        func port(_ url: URL) -> Int? { url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80) }
+        return lhs.scheme?.lowercased() == rhs.scheme?.lowercased()
+            && lhs.host?.lowercased() == rhs.host?.lowercased()
+            && port(lhs) == port(rhs)
+    }
+}

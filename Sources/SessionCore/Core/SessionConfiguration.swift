@@ -1,0 +1,88 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The settings a `URLSessionManager` applies to every transfer.
+///
+/// A plain value: `SessionConfiguration.default` is a fresh copy each time, and changing a
+/// copy never affects a manager that was already created with it.
+public struct SessionConfiguration: Sendable {
+    /// HTTP protocol versions Curlew may negotiate.
+    public enum HTTPVersion: Sendable, Hashable {
+        /// HTTP/1.1 only.
+        case http1_1
+        /// HTTP/2 over TLS when the server offers it through ALPN, HTTP/1.1 otherwise (the default).
+        case http2
+        /// HTTP/2 without negotiation, also over cleartext. Debian 12's libcurl 7.88.1 fails
+        /// every request after the first one on a reused cleartext connection (curl #10634):
+        /// prefer `.http2` there.
+        case http2PriorKnowledge
+    }
+
+    /// Which proxy transfers go through.
+    public enum Proxy: Sendable, Hashable {
+        /// The process environment decides (`http_proxy`, `https_proxy`, `no_proxy`), as curl does.
+        case environment
+        /// Never use a proxy, whatever the environment says.
+        case none
+        /// Always use this proxy URL, e.g. `http://proxy.internal:3128` or `socks5h://127.0.0.1:1080`.
+        case url(String)
+    }
+
+    /// Minimum TLS protocol versions.
+    public enum TLSVersion: Sendable, Hashable, Comparable {
+        /// TLS 1.2.
+        case tls1_2
+        /// TLS 1.3.
+        case tls1_3
+    }
+
+    /// A fresh configuration with Curlew's defaults.
+    public static var `default`: SessionConfiguration { SessionConfiguration() }
+
+    /// Idle timeout: a task fails with `.timedOut` when no byte moved in either direction for
+    /// this long (connecting included). A request's own `timeoutInterval`, when it differs from
+    /// `URLRequest`'s 60-second default, overrides it. Default: 60 s.
+    public var timeoutIntervalForRequest: TimeInterval = 60
+    /// Total time a task may take, redirects and uploads included. Default: 7 days, as URLSession.
+    public var timeoutIntervalForResource: TimeInterval = 7 * 24 * 3600
+    /// Headers added to every request that does not set them itself.
+    public var httpAdditionalHeaders: [String: String] = [:]
+    /// The most connections opened to one host at a time (`CURLMOPT_MAX_HOST_CONNECTIONS`);
+    /// further transfers to that host wait for a free connection. `0` means no limit. Default: 6.
+    public var httpMaximumConnectionsPerHost: Int = 6
+    /// The most connections open in total (`CURLMOPT_MAX_TOTAL_CONNECTIONS`); `0` means no limit.
+    public var httpMaximumConnections: Int = 0
+    /// Whether responses' `Set-Cookie` headers are stored and cookies sent. Default: true.
+    public var httpShouldSetCookies: Bool = true
+    /// Where cookies are kept when `httpShouldSetCookies` is on. `nil`: no cookies.
+    public var httpCookieStorage: HTTPCookieStorage? = HTTPCookieStorage.shared
+    /// Which HTTP versions may be negotiated. Default: `.http2`.
+    public var httpVersion: HTTPVersion = .http2
+    /// The proxy to use. Default: `.environment`.
+    public var proxy: Proxy = .environment
+    /// Connect over this Unix domain socket instead of TCP (the URL still names host and path).
+    public var unixSocketPath: String?
+    /// The lowest TLS version accepted. Default: TLS 1.2.
+    public var tlsMinimumVersion: TLSVersion = .tls1_2
+    /// The most redirects followed before a task fails with `.tooManyRedirects`. Default: 16.
+    public var maximumRedirects: Int = 16
+    /// The largest response head accepted, in bytes. Default: 256 KiB.
+    public var maximumResponseHeaderBytes: Int = 256 * 1024
+    /// The largest ratio of decoded to received body bytes accepted for a compressed response
+    /// (`Content-Encoding`); a larger one fails with `.decompressionLimitExceeded`.
+    /// The first `decompressionAllowance` bytes are always accepted. Default: 100.
+    public var decompressionLimit: Int = 100
+    /// Decoded bytes always accepted before `decompressionLimit` applies. Default: 1 MiB.
+    public var decompressionAllowance: Int = 1 << 20
+    /// Receive buffer per transfer (`CURLOPT_BUFFERSIZE`). `nil`: 16 KiB for data tasks and
+    /// 512 KiB for downloads, the sizes measured best on Linux (see Docs/Architecture.md).
+    public var receiveBufferSize: Int?
+    /// Extra certificate authorities file (PEM) trusted in addition to the system store.
+    /// `nil`: the system bundle only.
+    public var certificateAuthorityFile: String?
+
+    /// Creates a configuration with Curlew's defaults.
+    public init() {}
+}

@@ -1,0 +1,295 @@
+import Dispatch
+import Foundation
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The state a manager shares with its tasks and its driver: configuration, queues, hooks,
+/// the registry of unfinished tasks, and the completion path.
+///
+/// Tasks reference the engine, never the manager, so a manager can be released while its
+/// tasks still run; its `deinit` then cancels them and shuts the driver down.
+final class SessionEngine: Sendable {
+    struct Hooks: Sendable {
+        var redirect: (@Sendable (SessionTask, HTTPURLResponse, URLRequest) -> URLRequest?)?
+        var dataReceived: (@Sendable (DataTask, Data) -> Void)?
+        var taskDidComplete: (@Sendable (SessionTask, (any Error)?) -> Void)?
+        var metrics: (@Sendable (SessionTask, TaskMetrics?) -> Void)?
+        var sessionDidBecomeInvalid: (@Sendable ((any Error)?) -> Void)?
+    }
+
+    /// How a finished task's body becomes its result value; set by the manager.
+    typealias Serializer = @Sendable (HTTPURLResponse?, Data?) throws -> any Sendable
+
+    private struct State {
+        var tasks: [Int: SessionTask] = [:]
+        var nextIdentifier = 1
+        var completionQueue: DispatchQueue
+        var hooks = Hooks()
+        var serializer: Serializer?
+        var invalidation: Invalidation = .active
+        var invalidationWaiters: [@Sendable () -> Void] = []
+    }
+
+    enum Invalidation: Equatable { case active, invalidating, invalidated }
+
+    let configuration: SessionConfiguration
+    /// Where hooks, streamed body chunks and progress run: user code never runs on the driver.
+    let operationQueue: DispatchQueue
+    private let state: Mutex<State>
+    private let driverBox = Mutex<TransferDriver?>(nil)
+    /// Why the driver could not start (libcurl unusable); every task then fails with it.
+    private let startupError = Mutex<SessionError?>(nil)
+    /// Called on the driver thread for each new request to install TLS options.
+    let tlsConfigurator: (@Sendable (TaskDelegate) -> Void)?
+
+    private static let managerCounter = Mutex(0)
+
+    init(configuration: SessionConfiguration, tlsConfigurator: (@Sendable (TaskDelegate) -> Void)? = nil) {
+        let number = SessionEngine.managerCounter.withLock { counter -> Int in
+            counter += 1
+            return counter
+        }
+        self.configuration = configuration
+        self.tlsConfigurator = tlsConfigurator
+        operationQueue = DispatchQueue(label: "Curlew.operationQueue.\(number)")
+        state = Mutex(State(completionQueue: DispatchQueue(label: "Curlew.completionQueue.\(number)")))
+        do {
+            let driver = try TransferDriver(configuration: configuration, engine: self, identifier: number)
+            driverBox.withLock { $0 = driver }
+        } catch {
+            startupError.withLock { $0 = error }
+        }
+    }
+
+    /// The driver; nil only when libcurl could not be set up.
+    var driver: TransferDriver? { driverBox.withLock { $0 } }
+
+    /// Sends a command to the driver; false when there is none or it has shut down.
+    @discardableResult
+    func submit(_ command: TransferDriver.Command) -> Bool {
+        driver?.submit(command) ?? false
+    }
+
+    // MARK: - Settings
+
+    var completionQueue: DispatchQueue {
+        get { state.withLock { $0.completionQueue } }
+        set { state.withLock { $0.completionQueue = newValue } }
+    }
+
+    func updateHooks(_ body: (inout Hooks) -> Void) { state.withLock { body(&$0.hooks) } }
+    var hooks: Hooks { state.withLock { $0.hooks } }
+    var redirectHook: (@Sendable (SessionTask, HTTPURLResponse, URLRequest) -> URLRequest?)? { hooks.redirect }
+
+    var serializer: Serializer? {
+        get { state.withLock { $0.serializer } }
+        set { state.withLock { $0.serializer = newValue } }
+    }
+
+    // MARK: - Tasks
+
+    /// Validates the request and registers a new, suspended task.
+    func makeTask<T: SessionTask>(
+        _ type: T.Type, request: URLRequest, options: TaskOptions
+    ) -> T {
+        let identifier = state.withLock { state -> Int in
+            defer { state.nextIdentifier += 1 }
+            return state.nextIdentifier
+        }
+        let prepared: PreparedRequest
+        var failure: SessionError?
+        do {
+            prepared = try PreparedRequest.prepare(request, configuration: configuration)
+        } catch {
+            failure = error
+            prepared = PreparedRequest.placeholder(for: request)
+        }
+        let task = T(identifier: identifier, request: request, prepared: prepared, options: options, engine: self)
+        let registered = state.withLock { state -> Bool in
+            guard state.invalidation == .active else { return false }
+            state.tasks[identifier] = task
+            return true
+        }
+        if !registered {
+            failure = .sessionInvalidated
+        }
+        if let failure {
+            // A request that cannot be sent completes at once with the reason; nothing is
+            // ever put on the wire for it.
+            task.failBeforeStart(failure)
+        }
+        return task
+    }
+
+    var unfinishedTasks: [SessionTask] {
+        state.withLock { $0.tasks.values.sorted { $0.taskIdentifier < $1.taskIdentifier } }
+    }
+
+    func start(_ task: SessionTask) {
+        if !submit(.start(task)) {
+            let error = startupError.withLock { $0 } ?? .sessionInvalidated
+            complete(task, outcome: TransferOutcome(error: error, request: task.currentRequest))
+        }
+    }
+
+    func wantsBodyDelivery(for task: SessionTask) -> Bool {
+        task.options.dataHandler != nil || (task is DataTask && hooks.dataReceived != nil)
+    }
+
+    /// Hands a streamed body chunk to user code on the operation queue; resumes the paused
+    /// transfer once enough has been consumed.
+    func deliver(_ chunk: Data, for task: SessionTask, credit: StreamCredit) {
+        let hook = hooks.dataReceived
+        operationQueue.async { [self] in
+            task.options.dataHandler?(chunk)
+            if let hook, let dataTask = task as? DataTask { hook(dataTask, chunk) }
+            if credit.consume(chunk.count) { submit(.resumeReading(task)) }
+        }
+    }
+
+    // MARK: - Completion
+
+    /// Completes a task exactly once: state first, then (on the completion queue) the
+    /// serializer, the handler, the hooks and the notification.
+    func complete(_ task: SessionTask, outcome: TransferOutcome) {
+        guard task.markCompleted(outcome) else { return }
+        let (queue, hooks, serializer) = state.withLock { ($0.completionQueue, $0.hooks, $0.serializer) }
+        queue.async { [self] in
+            let result: Result<any Sendable, any Error>
+            if let error = outcome.error {
+                result = .failure(error)
+            } else if task.options.skipsSerializer || serializer == nil {
+                result = .success(outcome.body ?? Data())
+            } else if let serializer {
+                result = Result { try serializer(outcome.response, outcome.body) }
+            } else {
+                result = .success(outcome.body ?? Data())
+            }
+            let response = DataResponse(
+                request: outcome.request, response: outcome.response, data: outcome.body,
+                fileURL: outcome.fileURL, metrics: outcome.metrics, result: result)
+            if case .failure(let error) = result, outcome.error == nil {
+                task.recordSerializationError(error)
+            }
+            task.options.completionHandler?(response)
+            hooks.metrics?(task, outcome.metrics)
+            hooks.taskDidComplete?(task, result.failureValue)
+            unregister(task)
+            var userInfo: [AnyHashable: Any] = [:]
+            if let body = outcome.body { userInfo[SessionNotificationKey.responseData] = body }
+            if case .success(let value) = result { userInfo[SessionNotificationKey.serializedResponse] = value }
+            if case .failure(let error) = result { userInfo[SessionNotificationKey.error] = error }
+            if let metrics = outcome.metrics { userInfo[SessionNotificationKey.metrics] = metrics }
+            if let fileURL = outcome.fileURL { userInfo[SessionNotificationKey.assetPath] = fileURL }
+            NotificationCenter.default.post(name: .taskDidComplete, object: task, userInfo: userInfo)
+        }
+    }
+
+    func post(_ name: Notification.Name, for task: SessionTask) {
+        completionQueue.async {
+            NotificationCenter.default.post(name: name, object: task)
+        }
+    }
+
+    private func unregister(_ task: SessionTask) {
+        let finishInvalidation = state.withLock { state -> Bool in
+            state.tasks[task.taskIdentifier] = nil
+            return state.invalidation == .invalidating && state.tasks.isEmpty
+        }
+        if finishInvalidation { shutDownDriver() }
+    }
+
+    // MARK: - Invalidation
+
+    /// Stops accepting tasks; cancels the unfinished ones when asked; shuts the driver down
+    /// once none is left. `completion` runs (on the completion queue) after the driver has
+    /// freed every curl handle — at once if that already happened.
+    func invalidate(cancelingTasks: Bool, completion: (@Sendable () -> Void)? = nil) {
+        enum Step { case begin([SessionTask]), wait, alreadyDone(DispatchQueue) }
+        let step = state.withLock { state -> Step in
+            switch state.invalidation {
+            case .invalidated:
+                return .alreadyDone(state.completionQueue)
+            case .invalidating:
+                if let completion { state.invalidationWaiters.append(completion) }
+                return .wait
+            case .active:
+                state.invalidation = .invalidating
+                if let completion { state.invalidationWaiters.append(completion) }
+                return .begin(Array(state.tasks.values))
+            }
+        }
+        switch step {
+        case .alreadyDone(let queue):
+            if let completion { queue.async(execute: completion) }
+            return
+        case .wait:
+            if cancelingTasks { for task in unfinishedTasks { task.cancel(with: .cancelled) } }
+            return
+        case .begin(let tasks):
+            if cancelingTasks {
+                for task in tasks { task.cancel(with: .cancelled) }
+            }
+            if state.withLock({ $0.tasks.isEmpty }) { shutDownDriver() }
+        }
+    }
+
+    private let driverShutdownSent = Mutex(false)
+
+    private func shutDownDriver() {
+        let first = driverShutdownSent.withLock { sent -> Bool in
+            defer { sent = true }
+            return !sent
+        }
+        guard first else { return }
+        let sent = submit(.shutdown { [self] in self.didShutDown() })
+        if !sent { didShutDown() }
+    }
+
+    private func didShutDown() {
+        let (queue, hook, waiters) = state.withLock { state in
+            state.invalidation = .invalidated
+            defer { state.invalidationWaiters.removeAll() }
+            return (state.completionQueue, state.hooks.sessionDidBecomeInvalid, state.invalidationWaiters)
+        }
+        queue.async {
+            hook?(nil)
+            for waiter in waiters { waiter() }
+        }
+    }
+
+    var invalidationState: Invalidation { state.withLock { $0.invalidation } }
+}
+
+extension Result {
+    var failureValue: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}
+
+extension PreparedRequest {
+    /// Stands in for a request that failed validation; it is never sent.
+    static func placeholder(for request: URLRequest) -> PreparedRequest {
+        PreparedRequest(
+            url: request.url ?? URL(fileURLWithPath: "/"), method: "GET", headerLines: [], acceptEncoding: "",
+            body: .none, hasCookieHeader: false)
+    }
+}
+
+extension SessionTask {
+    /// Marks a task whose request cannot be sent: `resume()` completes it with `error`
+    /// without touching the driver.
+    func failBeforeStart(_ error: SessionError) {
+        protected.withLock {
+            $0.prepared = nil
+            $0.startFailure = error
+        }
+    }
+
+    func recordSerializationError(_ error: any Error) {
+        protected.withLock { $0.error = error }
+    }
+}

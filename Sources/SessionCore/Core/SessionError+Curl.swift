@@ -1,0 +1,41 @@
+internal import CCurl
+import Foundation
+
+extension SessionError {
+    /// Maps a failed `CURLcode` to the case a caller can act on, keeping curl's message.
+    init(curlCode code: CURLcode, message: String) {
+        let detail = message.isEmpty ? String(cString: curl_easy_strerror(code)) : message
+        switch code {
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
+            self = .dnsFailure(detail)
+        case CURLE_COULDNT_CONNECT:
+            self = .cannotConnect(detail)
+        case CURLE_OPERATION_TIMEDOUT:
+            self = .timedOut(detail)
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM,
+            CURLE_SSL_CIPHER, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR,
+            CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_ENGINE_INITFAILED,
+            CURLE_SSL_CRL_BADFILE, CURLE_SSL_SHUTDOWN_FAILED:
+            self = .tlsHandshakeFailed(detail)
+        case CURLE_GOT_NOTHING, CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_PARTIAL_FILE:
+            self = .networkLost(detail)
+        case CURLE_WEIRD_SERVER_REPLY, CURLE_HTTP2, CURLE_HTTP2_STREAM, CURLE_BAD_CONTENT_ENCODING,
+            CURLE_HTTP3:
+            self = .badServerResponse(detail)
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            self = .unsupportedScheme(detail)
+        case CURLE_URL_MALFORMAT:
+            self = .badURL(detail)
+        case CURLE_READ_ERROR:
+            self = .bodyStreamFailed(detail)
+        case CURLE_WRITE_ERROR:
+            self = .fileWriteFailed(detail)
+        case CURLE_ABORTED_BY_CALLBACK:
+            self = .cancelled
+        case CURLE_TOO_MANY_REDIRECTS:
+            self = .tooManyRedirects(0)
+        default:
+            self = .curl(code: Int(code.rawValue), message: detail)
+        }
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+
+/// Every way a Curlew transfer can fail, one readable case per failure.
+///
+/// Cases that come from libcurl carry curl's own error message (`CURLOPT_ERRORBUFFER`),
+/// so a log line says *why* a connection failed, not only *that* it failed.
+public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, LocalizedError {
+    /// The task was cancelled, by `cancel()`, by a cancelled Swift `Task`, or by invalidation.
+    case cancelled
+    /// No byte moved for longer than the request's idle timeout, or the whole task took
+    /// longer than `timeoutIntervalForResource`. The message says which.
+    case timedOut(String)
+    /// The TCP connection could not be made (refused, unreachable, connect timeout).
+    case cannotConnect(String)
+    /// The host name could not be resolved.
+    case dnsFailure(String)
+    /// The TLS handshake failed for a reason other than the trust policy.
+    case tlsHandshakeFailed(String)
+    /// The redirect chain was longer than `SessionConfiguration.maximumRedirects`.
+    case tooManyRedirects(Int)
+    /// The connection broke while the request or response was in flight.
+    case networkLost(String)
+    /// The server sent something that is not a valid HTTP response.
+    case badServerResponse(String)
+    /// The response head was larger than `SessionConfiguration.maximumResponseHeaderBytes`.
+    case responseHeadersTooLarge(limit: Int)
+    /// The decoded body grew beyond `SessionConfiguration.decompressionLimit` times the
+    /// bytes received: a compression bomb is refused before it fills memory.
+    case decompressionLimitExceeded(ratio: Int)
+    /// The request body stream failed or ended before its declared length.
+    case bodyStreamFailed(String)
+    /// A download could not be written to or moved into place.
+    case fileWriteFailed(String)
+    /// The session manager was invalidated before or while the task ran.
+    case sessionInvalidated
+    /// The request's URL is missing or cannot be used.
+    case badURL(String)
+    /// The URL's scheme is not one Curlew speaks (`http`, `https`).
+    case unsupportedScheme(String)
+    /// A header name or value would corrupt the request (CR, LF or NUL; invalid name).
+    case invalidHeader(String)
+    /// Any other libcurl failure, with its `CURLcode` and message.
+    case curl(code: Int, message: String)
+
+    /// A one-line, human readable description of the failure.
+    public var description: String {
+        switch self {
+        case .cancelled: return "The request was cancelled."
+        case .timedOut(let detail): return "The request timed out: \(detail)"
+        case .cannotConnect(let detail): return "Could not connect to the server: \(detail)"
+        case .dnsFailure(let detail): return "The host name could not be resolved: \(detail)"
+        case .tlsHandshakeFailed(let detail): return "The TLS handshake failed: \(detail)"
+        case .tooManyRedirects(let limit): return "Too many redirects (the limit is \(limit))."
+        case .networkLost(let detail): return "The network connection was lost: \(detail)"
+        case .badServerResponse(let detail): return "The server sent an invalid response: \(detail)"
+        case .responseHeadersTooLarge(let limit): return "The response headers exceed \(limit) bytes."
+        case .decompressionLimitExceeded(let ratio):
+            return "The decoded response body exceeds \(ratio)× its encoded size (possible compression bomb)."
+        case .bodyStreamFailed(let detail): return "The request body could not be read: \(detail)"
+        case .fileWriteFailed(let detail): return "The download could not be written: \(detail)"
+        case .sessionInvalidated: return "The session manager has been invalidated."
+        case .badURL(let detail): return "The URL cannot be used: \(detail)"
+        case .unsupportedScheme(let scheme): return "Unsupported URL scheme '\(scheme)': Curlew speaks http and https."
+        case .invalidHeader(let detail): return "Invalid HTTP header: \(detail)"
+        case .curl(let code, let message): return "libcurl error \(code): \(message)"
+        }
+    }
+
+    /// The same text as `description`, for `localizedDescription`.
+    public var errorDescription: String? { description }
+}

@@ -1,0 +1,273 @@
+import Foundation
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A transfer run by a `URLSessionManager`: AFNetworking's `NSURLSessionTask`.
+///
+/// A new task starts suspended; `resume()` starts it. `state` changes at once when you call
+/// `resume()`, `suspend()` or `cancel()`, and is `.completed` before the completion handler
+/// runs. All members may be used from any thread.
+public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible {
+    // @unchecked Sendable: every mutable member lives in `protected`, a Mutex; the rest are
+    // immutable `let`s of Sendable types.
+
+    /// The states a task moves through.
+    public enum State: Sendable, Hashable {
+        /// Transferring (or waiting for a connection).
+        case running
+        /// Not started yet, or paused by `suspend()`.
+        case suspended
+        /// `cancel()` was called; completion with `SessionError.cancelled` follows.
+        case canceling
+        /// Finished: the completion handler has run or is about to.
+        case completed
+    }
+
+    struct MutableState {
+        var lifecycle = TaskLifecycle()
+        var currentRequest: URLRequest?
+        var response: HTTPURLResponse?
+        var error: (any Error)?
+        var bytesReceived: Int64 = 0
+        var bytesSent: Int64 = 0
+        var bytesExpectedToReceive: Int64 = -1
+        var bytesExpectedToSend: Int64 = -1
+        var priority: Float = 0.5
+        var taskDescription: String?
+        /// Ownership of the prepared request passes to the driver when the task starts.
+        var prepared: PreparedRequest?
+        var progressUpdatePending = false
+        /// Set when the request failed validation: `resume()` completes with it.
+        var startFailure: SessionError?
+    }
+
+    /// Unique within its manager.
+    public let taskIdentifier: Int
+    /// The request the task was created with.
+    public let originalRequest: URLRequest?
+    let options: TaskOptions
+    let engine: SessionEngine
+    let protected: Mutex<MutableState>
+    /// Upload progress; updated on the manager's operation queue.
+    let uploadProgress: Progress
+    /// Download progress; updated on the manager's operation queue.
+    let downloadProgress: Progress
+
+    required init(identifier: Int, request: URLRequest, prepared: PreparedRequest, options: TaskOptions, engine: SessionEngine) {
+        taskIdentifier = identifier
+        originalRequest = request
+        self.options = options
+        self.engine = engine
+        var initial = MutableState()
+        initial.currentRequest = request
+        initial.prepared = prepared
+        if case .data(let data) = prepared.body { initial.bytesExpectedToSend = Int64(data.count) }
+        protected = Mutex(initial)
+        uploadProgress = Progress(totalUnitCount: -1)
+        downloadProgress = Progress(totalUnitCount: -1)
+    }
+
+    // MARK: - Public state
+
+    /// The request being sent now: differs from `originalRequest` after a redirect.
+    public var currentRequest: URLRequest? { protected.withLock { $0.currentRequest } }
+    /// The response, once its head arrived.
+    public var response: HTTPURLResponse? { protected.withLock { $0.response } }
+    /// The task's state.
+    public var state: State { protected.withLock { $0.lifecycle.state } }
+    /// The error the task failed with, once completed.
+    public var error: (any Error)? { protected.withLock { $0.error } }
+    /// Body bytes received so far (after content decoding).
+    public var countOfBytesReceived: Int64 { protected.withLock { $0.bytesReceived } }
+    /// Body bytes sent so far.
+    public var countOfBytesSent: Int64 { protected.withLock { $0.bytesSent } }
+    /// The response's `Content-Length`, or -1 when unknown.
+    public var countOfBytesExpectedToReceive: Int64 { protected.withLock { $0.bytesExpectedToReceive } }
+    /// The request body's length, or -1 when unknown.
+    public var countOfBytesExpectedToSend: Int64 { protected.withLock { $0.bytesExpectedToSend } }
+    /// A hint from 0 (low) to 1 (high); default 0.5. Used as the HTTP/2 stream weight.
+    public var priority: Float {
+        get { protected.withLock { $0.priority } }
+        set { protected.withLock { $0.priority = min(1, max(0, newValue)) } }
+    }
+    /// A description of your choosing.
+    public var taskDescription: String? {
+        get { protected.withLock { $0.taskDescription } }
+        set { protected.withLock { $0.taskDescription = newValue } }
+    }
+
+    // MARK: - Control
+
+    /// Starts the task, or continues it after `suspend()`.
+    public func resume() {
+        let (action, startFailure) = protected.withLock { ($0.lifecycle.resume(), $0.startFailure) }
+        switch action {
+        case .start:
+            if let startFailure {
+                engine.complete(self, outcome: TransferOutcome(error: startFailure, request: currentRequest))
+            } else {
+                engine.start(self)
+            }
+        case .unpause: engine.submit(.unpause(self))
+        case .none: return
+        }
+        engine.post(.taskDidResume, for: self)
+    }
+
+    /// Pauses a running task: its transfer stops reading and writing until `resume()`.
+    /// Timeouts keep running while suspended.
+    public func suspend() {
+        let action = protected.withLock { $0.lifecycle.suspend() }
+        guard action == .pause else { return }
+        engine.submit(.pause(self))
+        engine.post(.taskDidSuspend, for: self)
+    }
+
+    /// Cancels the task: it completes soon with `SessionError.cancelled`.
+    public func cancel() {
+        cancel(with: .cancelled)
+    }
+
+    func cancel(with error: SessionError) {
+        let action = protected.withLock { $0.lifecycle.cancel() }
+        switch action {
+        case .cancelTransfer: engine.submit(.cancel(self, error))
+        case .completeWithoutTransfer: engine.complete(self, outcome: TransferOutcome(error: error, request: currentRequest))
+        case .none: break
+        }
+    }
+
+    // MARK: - Driver-side updates
+
+    func takePrepared() -> PreparedRequest? {
+        protected.withLock { state in
+            defer { state.prepared = nil }
+            return state.prepared
+        }
+    }
+
+    func didRedirect(to request: URLRequest) {
+        protected.withLock { $0.currentRequest = request }
+    }
+
+    func didReceive(response: HTTPURLResponse) {
+        protected.withLock {
+            $0.response = response
+            $0.bytesExpectedToReceive = response.expectedContentLength
+        }
+        scheduleProgressUpdate()
+    }
+
+    func didReceiveBodyBytes(_ total: Int64) {
+        protected.withLock { $0.bytesReceived = total }
+        scheduleProgressUpdate()
+    }
+
+    func didSend(bytes: Int64, expected: Int64) {
+        let changed = protected.withLock { state -> Bool in
+            guard state.bytesSent != bytes || state.bytesExpectedToSend != expected else { return false }
+            state.bytesSent = bytes
+            if expected >= 0 { state.bytesExpectedToSend = expected }
+            return true
+        }
+        if changed { scheduleProgressUpdate() }
+    }
+
+    /// Coalesces progress: at most one update waits on the operation queue per task.
+    private func scheduleProgressUpdate() {
+        guard options.uploadProgress != nil || options.downloadProgress != nil else { return }
+        let alreadyPending = protected.withLock { state -> Bool in
+            defer { state.progressUpdatePending = true }
+            return state.progressUpdatePending
+        }
+        guard !alreadyPending else { return }
+        engine.operationQueue.async { [self] in
+            let snapshot = protected.withLock { state -> MutableState in
+                state.progressUpdatePending = false
+                return state
+            }
+            publishProgress(snapshot)
+        }
+    }
+
+    /// Updates the Progress objects and calls the progress closures (operation queue).
+    func publishProgress(_ snapshot: MutableState) {
+        if let upload = options.uploadProgress, snapshot.bytesExpectedToSend > 0 || snapshot.bytesSent > 0 {
+            uploadProgress.totalUnitCount = snapshot.bytesExpectedToSend
+            uploadProgress.completedUnitCount = snapshot.bytesSent
+            upload(uploadProgress)
+        }
+        if let download = options.downloadProgress, snapshot.response != nil {
+            downloadProgress.totalUnitCount = snapshot.bytesExpectedToReceive
+            downloadProgress.completedUnitCount = snapshot.bytesReceived
+            download(downloadProgress)
+        }
+    }
+
+    /// Moves to `.completed` and records the outcome; false if it already had completed.
+    func markCompleted(_ outcome: TransferOutcome) -> Bool {
+        protected.withLock { state in
+            guard state.lifecycle.complete() else { return false }
+            state.error = outcome.error
+            if let response = outcome.response { state.response = response }
+            if let request = outcome.request { state.currentRequest = request }
+            state.prepared = nil
+            return true
+        }
+    }
+
+    // MARK: - Hashable
+
+    /// Tasks are equal when they are the same object.
+    public static func == (lhs: SessionTask, rhs: SessionTask) -> Bool { lhs === rhs }
+    /// Hashes the object identity.
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+
+    /// "DataTask #3 GET http://… (running)".
+    public var description: String {
+        let request = originalRequest
+        return "\(type(of: self)) #\(taskIdentifier) \(request?.httpMethod ?? "GET") \(request?.url?.absoluteString ?? "-") (\(state))"
+    }
+}
+
+/// A task whose response body arrives in memory (or is streamed to a data handler).
+public class DataTask: SessionTask, @unchecked Sendable {}
+
+/// A data task that sends a body (from `Data`, a file or a stream).
+public final class UploadTask: DataTask, @unchecked Sendable {}
+
+/// What a finished transfer produced, handed from the driver to the completion queue.
+struct TransferOutcome: @unchecked Sendable {
+    // @unchecked: built on the driver and handed over once; never shared or mutated after.
+    var error: SessionError?
+    var request: URLRequest?
+    var response: HTTPURLResponse?
+    var body: Data?
+    var fileURL: URL?
+    var metrics: TaskMetrics?
+
+    init(error: SessionError?, request: URLRequest?, response: HTTPURLResponse? = nil, body: Data? = nil,
+         fileURL: URL? = nil, metrics: TaskMetrics? = nil) {
+        self.error = error
+        self.request = request
+        self.response = response
+        self.body = body
+        self.fileURL = fileURL
+        self.metrics = metrics
+    }
+}
+
+/// Per-task choices fixed at creation.
+struct TaskOptions: Sendable {
+    var collectsBody: Bool
+    var completionHandler: (@Sendable (DataResponse) -> Void)?
+    var dataHandler: (@Sendable (Data) -> Void)?
+    var uploadProgress: (@Sendable (Progress) -> Void)?
+    var downloadProgress: (@Sendable (Progress) -> Void)?
+    var defaultReceiveBufferSize: Int = 16 * 1024
+    /// Whether the raw body is returned as the result (async `data(for:)`) instead of
+    /// going through the manager's response serializer.
+    var skipsSerializer = false
+}

@@ -1,0 +1,226 @@
+import Dispatch
+import Foundation
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Creates and runs tasks over one libcurl multi handle: AFNetworking's `AFURLSessionManager`.
+///
+/// One manager owns one connection pool, DNS cache and TLS session cache, driven by a
+/// dedicated thread. Create one manager per configuration and keep it: connections are
+/// reused across its tasks. Completion handlers run on `completionQueue` (a serial queue of
+/// the manager's own by default; a Linux command-line program never drains the main queue),
+/// hooks, progress and streamed body chunks on `operationQueue`.
+///
+/// Releasing the manager cancels its unfinished tasks and frees every curl handle on the
+/// driver thread; `invalidateSessionCancelingTasks(_:resetSession:)` does the same on demand.
+open class URLSessionManager: @unchecked Sendable {
+    // @unchecked Sendable: every mutable member lives in `engine` behind its Mutex; the
+    // class is open for AFNetworking-style subclassing (HTTPSessionManager), so the compiler
+    // cannot check that subclasses keep to this rule: they must.
+
+    let engine: SessionEngine
+
+    /// The configuration this manager was created with (a copy: later changes to yours do
+    /// not affect it).
+    public let configuration: SessionConfiguration
+
+    /// Creates a manager and starts its driver thread.
+    public init(configuration: SessionConfiguration = .default) {
+        self.configuration = configuration
+        engine = SessionEngine(configuration: configuration)
+    }
+
+    deinit {
+        // Only a request: the driver thread cancels and tears down on its own context.
+        engine.invalidate(cancelingTasks: true)
+    }
+
+    // MARK: - Queues
+
+    /// Where completion handlers run. Default: a serial queue owned by the manager.
+    public var completionQueue: DispatchQueue {
+        get { engine.completionQueue }
+        set { engine.completionQueue = newValue }
+    }
+
+    /// The serial queue where hooks, progress closures and streamed body chunks run
+    /// (AFNetworking's delegate queue). Curl itself runs on the manager's driver thread.
+    public var operationQueue: DispatchQueue { engine.operationQueue }
+
+    // MARK: - Tasks
+
+    /// Unfinished tasks, in creation order.
+    public var tasks: [SessionTask] { engine.unfinishedTasks }
+    /// Unfinished data tasks (upload tasks included, as in URLSession).
+    public var dataTasks: [DataTask] { tasks.compactMap { $0 as? DataTask } }
+    /// Unfinished upload tasks.
+    public var uploadTasks: [UploadTask] { tasks.compactMap { $0 as? UploadTask } }
+
+    /// Creates a suspended data task whose body is collected in memory.
+    ///
+    /// - Parameters:
+    ///   - request: The request; its `httpBody` or `httpBodyStream` is sent.
+    ///   - uploadProgress: Called on `operationQueue` as the body is sent.
+    ///   - downloadProgress: Called on `operationQueue` as the response arrives.
+    ///   - completionHandler: Called once on `completionQueue` with the outcome.
+    /// - Returns: The task; call `resume()` to start it. An invalid request (no URL, an
+    ///   unsupported scheme, CR/LF in a header) is never sent: the task completes with a
+    ///   `SessionError` when resumed.
+    open func dataTask(
+        with request: URLRequest,
+        uploadProgress: (@Sendable (Progress) -> Void)? = nil,
+        downloadProgress: (@Sendable (Progress) -> Void)? = nil,
+        completionHandler: (@Sendable (DataResponse) -> Void)?
+    ) -> DataTask {
+        let options = TaskOptions(
+            collectsBody: completionHandler != nil, completionHandler: completionHandler,
+            uploadProgress: uploadProgress, downloadProgress: downloadProgress)
+        return engine.makeTask(DataTask.self, request: request, options: options)
+    }
+
+    /// Creates a suspended data task that hands the body to `dataHandler` chunk by chunk
+    /// (on `operationQueue`) instead of collecting it: memory stays flat whatever the size.
+    ///
+    /// The transfer pauses while more than 4 MiB wait in `dataHandler` and resumes as it
+    /// catches up. The completion handler's `data` is nil.
+    open func dataTask(
+        with request: URLRequest,
+        dataHandler: @escaping @Sendable (Data) -> Void,
+        completionHandler: (@Sendable (DataResponse) -> Void)?
+    ) -> DataTask {
+        let options = TaskOptions(
+            collectsBody: false, completionHandler: completionHandler, dataHandler: dataHandler)
+        return engine.makeTask(DataTask.self, request: request, options: options)
+    }
+
+    /// Creates a suspended upload task sending `bodyData` (the request's own body is ignored).
+    open func uploadTask(
+        with request: URLRequest, from bodyData: Data,
+        progress: (@Sendable (Progress) -> Void)? = nil,
+        completionHandler: (@Sendable (DataResponse) -> Void)?
+    ) -> UploadTask {
+        var request = request
+        request.httpBody = bodyData
+        return engine.makeTask(UploadTask.self, request: request, options: uploadOptions(progress, completionHandler))
+    }
+
+    /// Creates a suspended upload task streaming the file at `fileURL`: the file is read in
+    /// buffer-sized chunks, never loaded whole.
+    open func uploadTask(
+        with request: URLRequest, fromFile fileURL: URL,
+        progress: (@Sendable (Progress) -> Void)? = nil,
+        completionHandler: (@Sendable (DataResponse) -> Void)?
+    ) -> UploadTask {
+        var request = request
+        request.httpBody = nil
+        request.httpBodyStream = nil
+        var options = uploadOptions(progress, completionHandler)
+        options.defaultReceiveBufferSize = 16 * 1024
+        let task = engine.makeTask(UploadTask.self, request: request, options: options)
+        task.replaceBody(with: .file(fileURL))
+        return task
+    }
+
+    /// Creates a suspended upload task streaming the request's `httpBodyStream`. Its length
+    /// comes from the request's `Content-Length` header; without one the body is sent with
+    /// chunked transfer coding.
+    open func uploadTask(
+        withStreamedRequest request: URLRequest,
+        progress: (@Sendable (Progress) -> Void)? = nil,
+        completionHandler: (@Sendable (DataResponse) -> Void)?
+    ) -> UploadTask {
+        engine.makeTask(UploadTask.self, request: request, options: uploadOptions(progress, completionHandler))
+    }
+
+    private func uploadOptions(
+        _ progress: (@Sendable (Progress) -> Void)?, _ completionHandler: (@Sendable (DataResponse) -> Void)?
+    ) -> TaskOptions {
+        TaskOptions(collectsBody: completionHandler != nil, completionHandler: completionHandler, uploadProgress: progress)
+    }
+
+    /// The upload progress of a task of this manager.
+    public func uploadProgress(for task: SessionTask) -> Progress? {
+        task.engine === engine ? task.uploadProgress : nil
+    }
+
+    /// The download progress of a task of this manager.
+    public func downloadProgress(for task: SessionTask) -> Progress? {
+        task.engine === engine ? task.downloadProgress : nil
+    }
+
+    // MARK: - Invalidation
+
+    /// Stops the manager: no new task can be created (they complete with
+    /// `.sessionInvalidated`); with `cancelPendingTasks`, unfinished tasks are cancelled,
+    /// otherwise they run to completion first. Then the driver thread frees every curl
+    /// handle, the session-invalid hook runs and `.sessionDidInvalidate` is posted.
+    ///
+    /// - Parameters:
+    ///   - cancelPendingTasks: Cancel unfinished tasks instead of letting them finish.
+    ///   - resetSession: Also empty the cookie storage of this manager's configuration.
+    open func invalidateSessionCancelingTasks(_ cancelPendingTasks: Bool, resetSession: Bool) {
+        let storage = resetSession ? configuration.httpCookieStorage : nil
+        engine.invalidate(cancelingTasks: cancelPendingTasks) { [self] in
+            if let storage { for cookie in storage.cookies ?? [] { storage.deleteCookie(cookie) } }
+            NotificationCenter.default.post(name: .sessionDidInvalidate, object: self)
+        }
+    }
+
+    /// Waits until the manager has finished invalidating (for orderly shutdown in tools and tests).
+    public func waitUntilInvalidated() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            engine.invalidate(cancelingTasks: false) { continuation.resume() }
+        }
+    }
+
+    // MARK: - Hooks
+
+    /// Decides each redirect: return the request to send (the proposed one, a changed one)
+    /// or nil to deliver the redirect response itself. Runs on `operationQueue`. Without a
+    /// hook, redirects are followed up to `maximumRedirects`, and `Authorization`, `Cookie`
+    /// and `Proxy-Authorization` never cross to another origin.
+    public func setTaskWillPerformHTTPRedirectionBlock(
+        _ block: (@Sendable (SessionTask, HTTPURLResponse, URLRequest) -> URLRequest?)?
+    ) {
+        engine.updateHooks { $0.redirect = block }
+    }
+
+    /// Called on `operationQueue` with each chunk of every data task's body, as it arrives.
+    public func setDataTaskDidReceiveDataBlock(_ block: (@Sendable (DataTask, Data) -> Void)?) {
+        engine.updateHooks { $0.dataReceived = block }
+    }
+
+    /// Called on `completionQueue` after each task's completion handler.
+    public func setTaskDidCompleteBlock(_ block: (@Sendable (SessionTask, (any Error)?) -> Void)?) {
+        engine.updateHooks { $0.taskDidComplete = block }
+    }
+
+    /// Called on `completionQueue` with each task's metrics when it completes.
+    public func setTaskDidFinishCollectingMetricsBlock(_ block: (@Sendable (SessionTask, TaskMetrics?) -> Void)?) {
+        engine.updateHooks { $0.metrics = block }
+    }
+
+    /// Called on `completionQueue` once the manager has been invalidated.
+    public func setSessionDidBecomeInvalidBlock(_ block: (@Sendable ((any Error)?) -> Void)?) {
+        engine.updateHooks { $0.sessionDidBecomeInvalid = block }
+    }
+}
+
+extension SessionTask {
+    /// Replaces the prepared body before the task starts (file uploads).
+    func replaceBody(with body: RequestBody) {
+        protected.withLock { state in
+            guard let prepared = state.prepared else { return }
+            state.prepared = PreparedRequest(
+                url: prepared.url, method: prepared.method, headerLines: prepared.headerLines,
+                acceptEncoding: prepared.acceptEncoding, body: body, hasCookieHeader: prepared.hasCookieHeader)
+            if case .file(let url) = body,
+                let size = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? Int64
+            {
+                state.bytesExpectedToSend = size
+            }
+        }
+    }
+}

@@ -1,0 +1,33 @@
+import Foundation
+
+extension Notification.Name {
+    /// Posted (object: the task) on the completion queue when a task is resumed.
+    public static let taskDidResume = Notification.Name("Curlew.taskDidResume")
+    /// Posted (object: the task) on the completion queue when a task is suspended.
+    public static let taskDidSuspend = Notification.Name("Curlew.taskDidSuspend")
+    /// Posted (object: the task) after its completion handler returned; `userInfo` holds the
+    /// `SessionNotificationKey` entries that apply.
+    public static let taskDidComplete = Notification.Name("Curlew.taskDidComplete")
+    /// Posted (object: the manager) once a manager has been invalidated.
+    public static let sessionDidInvalidate = Notification.Name("Curlew.sessionDidInvalidate")
+    /// Posted (object: the task) when a download was moved to its destination.
+    public static let downloadTaskDidMoveFileSuccessfully = Notification.Name("Curlew.downloadTaskDidMoveFileSuccessfully")
+    /// Posted (object: the task) when a download could not be moved to its destination.
+    public static let downloadTaskDidFailToMoveFile = Notification.Name("Curlew.downloadTaskDidFailToMoveFile")
+}
+
+/// Keys of the `userInfo` of `.taskDidComplete`.
+public enum SessionNotificationKey {
+    /// The raw response body (`Data`).
+    public static let responseData = "Curlew.responseData"
+    /// The serialized response value.
+    public static let serializedResponse = "Curlew.serializedResponse"
+    /// The response serializer that produced it.
+    public static let responseSerializer = "Curlew.responseSerializer"
+    /// A download's file URL.
+    public static let assetPath = "Curlew.assetPath"
+    /// The error the task failed with.
+    public static let error = "Curlew.error"
+    /// The task's `TaskMetrics`.
+    public static let metrics = "Curlew.metrics"
+}

@@ -1,0 +1,42 @@
+import Foundation
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension URLSessionManager {
+    /// Sends `request` and returns the raw body and response. The manager's response
+    /// serializer is not applied; a 4xx or 5xx status is a response, not an error.
+    ///
+    /// Cancelling the calling Swift `Task` cancels the transfer promptly with
+    /// `SessionError.cancelled`.
+    public func data(for request: URLRequest) async throws -> (Data, HTTPURLResponse) {
+        let response = try await perform { completion in
+            var options = TaskOptions(collectsBody: true, completionHandler: completion)
+            options.skipsSerializer = true
+            return engine.makeTask(DataTask.self, request: request, options: options)
+        }
+        guard let http = response.response else {
+            throw SessionError.badServerResponse("no HTTP response")
+        }
+        return (response.data ?? Data(), http)
+    }
+
+    /// Runs a task made by `makeTask` (which must hand the given completion to the task) and
+    /// returns its response, or throws its error. Swift `Task` cancellation cancels it.
+    func perform(_ makeTask: (@escaping @Sendable (DataResponse) -> Void) -> SessionTask) async throws -> DataResponse {
+        let box = Mutex<SessionTask?>(nil)
+        return try await withTaskCancellationHandler {
+            let response = await withCheckedContinuation { (continuation: CheckedContinuation<DataResponse, Never>) in
+                let task = makeTask { continuation.resume(returning: $0) }
+                box.withLock { $0 = task }
+                task.resume()
+                if Task.isCancelled { task.cancel() }
+            }
+            if case .failure(let error) = response.result { throw error }
+            return response
+        } onCancel: {
+            box.withLock { $0 }?.cancel()
+        }
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+import XCTest
+import Serialization
+
+final class QueryStringTests: XCTestCase {
+    func testPercentEscapingKeepsUnreservedSlashAndQuestionMark() {
+        XCTAssertEqual(percentEscapedString("AZaz09-._~/?"), "AZaz09-._~/?")
+        XCTAssertEqual(percentEscapedString("a b"), "a%20b")
+        XCTAssertEqual(percentEscapedString(":#[]@!$&'()*+,;="),
+                       "%3A%23%5B%5D%40%21%24%26%27%28%29%2A%2B%2C%3B%3D")
+        XCTAssertEqual(percentEscapedString("100%"), "100%25")
+        XCTAssertEqual(percentEscapedString("\r\n\0"), "%0D%0A%00")
+    }
+
+    func testEmojiAndComposedCharactersAreEscapedWhole() {
+        // Thumbs up with a skin-tone modifier: two scalars, one character.
+        XCTAssertEqual(percentEscapedString("👍🏽"), "%F0%9F%91%8D%F0%9F%8F%BD")
+        // Family emoji joined with ZWJ.
+        let family = "👨‍👩‍👧"
+        XCTAssertEqual(percentEscapedString(family).removingPercentEncoding, family)
+        // NFC é and NFD e + combining acute keep their own bytes.
+        XCTAssertEqual(percentEscapedString("\u{E9}"), "%C3%A9")
+        XCTAssertEqual(percentEscapedString("e\u{301}"), "e%CC%81")
+        // A long string of emoji (AFNetworking's batching bug #3028 split them at 50 UTF-16 units).
+        let long = String(repeating: "a👍🏽", count: 60)
+        XCTAssertEqual(percentEscapedString(long).removingPercentEncoding, long)
+        XCTAssertEqual(percentEscapedString("日本語"), "%E6%97%A5%E6%9C%AC%E8%AA%9E")
+    }
+
+    func testKeysAreSorted() {
+        XCTAssertEqual(queryString(from: ["b": "2", "a": "1", "c": "3"]), "a=1&b=2&c=3")
+    }
+
+    func testNestedDictionariesArraysAndSets() {
+        let parameters: [String: any Sendable] = [
+            "user": ["name": "ann", "address": ["city": "Oslo"]] as [String: any Sendable],
+            "ids": [1, 2, 3],
+            "tags": Set(["b", "a"]),
+        ]
+        XCTAssertEqual(
+            queryString(from: parameters),
+            "ids%5B%5D=1&ids%5B%5D=2&ids%5B%5D=3&tags=a&tags=b&user%5Baddress%5D%5Bcity%5D=Oslo&user%5Bname%5D=ann")
+        XCTAssertEqual(queryString(from: ["a": ["b": "c"]]), "a%5Bb%5D=c")
+        XCTAssertEqual(queryString(from: ["a": [[1, 2]]]), "a%5B%5D%5B%5D=1&a%5B%5D%5B%5D=2")
+        XCTAssertEqual(queryString(from: ["a": [["x": 1]]]), "a%5B%5D%5Bx%5D=1")
+        XCTAssertEqual(queryString(from: ["empty": [Int]()]), "")
+    }
+
+    func testScalarFormatting() {
+        let none: String? = nil
+        XCTAssertEqual(queryString(from: ["t": true, "f": false]), "f=0&t=1")
+        XCTAssertEqual(queryString(from: ["d": 1.0, "e": 1.5, "i": -7]), "d=1&e=1.5&i=-7")
+        XCTAssertEqual(queryString(from: ["n": NSNull(), "o": none]), "n&o")
+        XCTAssertEqual(queryString(from: ["plus": "1+1=2", "amp": "a&b"]), "amp=a%26b&plus=1%2B1%3D2")
+        XCTAssertEqual(queryString(from: ["": "empty-key"]), "=empty-key")
+        XCTAssertEqual(queryString(from: ["emoji": "👍🏽"]), "emoji=%F0%9F%91%8D%F0%9F%8F%BD")
+    }
+
+    func testEncodableValuesInsideDictionaries() {
+        struct Point: Encodable, Sendable { let x: Int; let y: Int }
+        XCTAssertEqual(queryString(from: ["p": Point(x: 1, y: 2)]), "p%5Bx%5D=1&p%5By%5D=2")
+    }
+
+    func testRoundTripThroughDecoding() {
+        let values = ["a b", "ü", "👍🏽", "e\u{301}", "x&y=z", "100%", "/?#"]
+        for value in values {
+            let query = queryString(from: ["k": value])
+            let decoded = query.dropFirst(2).removingPercentEncoding
+            XCTAssertEqual(decoded, value)
+        }
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// Each failure has its own clear error; bad input never reaches the wire.
+final class FailureTests: XCTestCase {
+    var manager: URLSessionManager!
+
+    override func setUp() { manager = URLSessionManager() }
+
+    override func tearDown() async throws {
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+        manager = nil
+    }
+
+    func testConnectionRefusedIsCannotConnect() async throws {
+        let port = try LoopbackPort.closed()
+        let response = await manager.response(for: URLRequest(url: URL(string: "http://127.0.0.1:\(port)/")!))
+        guard case .cannotConnect(let message)? = response.error as? SessionError else {
+            return XCTFail("expected cannotConnect, got \(String(describing: response.error))")
+        }
+        XCTAssertFalse(message.isEmpty)
+    }
+
+    func testUnresolvableHostIsDNSFailure() async throws {
+        let response = await manager.response(for: URLRequest(url: URL(string: "http://curlew-does-not-exist.invalid/")!))
+        guard case .dnsFailure? = response.error as? SessionError else {
+            return XCTFail("expected dnsFailure, got \(String(describing: response.error))")
+        }
+    }
+
+    func testCancelOfSlowRequestCompletesPromptlyWithCancelled() async throws {
+        let started = DispatchTime.now()
+        let task = manager.dataTask(with: URLRequest(url: try Peer.url("/delay/5"))) { _ in }
+        let completed = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        try await Task.sleep(nanoseconds: 200_000_000)
+        task.cancel()
+        XCTAssertEqual(task.state, .canceling)
+        await fulfillment(of: [completed], timeout: 1)
+        XCTAssertEqual(task.state, .completed)
+        XCTAssertEqual(task.error as? SessionError, .cancelled)
+        XCTAssertLessThan(Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9, 2)
+    }
+
+    func testSwiftTaskCancellationCancelsTheTransfer() async throws {
+        let request = URLRequest(url: try Peer.url("/delay/5"))
+        let call = Task { [manager] in try await manager!.data(for: request) }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        call.cancel()
+        do {
+            _ = try await call.value
+            XCTFail("expected cancellation")
+        } catch {
+            XCTAssertEqual(error as? SessionError, .cancelled)
+        }
+    }
+
+    func testCancelBeforeResumeCompletesWithCancelledAndSendsNothing() async throws {
+        let response: DataResponse = await withCheckedContinuation { continuation in
+            let task = manager.dataTask(with: URLRequest(url: URL(string: "http://127.0.0.1:9/")!)) {
+                continuation.resume(returning: $0)
+            }
+            task.cancel()
+            task.resume()  // no effect after cancel
+        }
+        XCTAssertEqual(response.error as? SessionError, .cancelled)
+        XCTAssertNil(response.metrics)
+    }
+
+    func testBadInputIsAnErrorNeverARequest() async throws {
+        let listener = try LoopbackListener()
+        let base = "http://127.0.0.1:\(listener.port)"
+        func request(_ url: String, _ change: (inout URLRequest) -> Void = { _ in }) -> URLRequest {
+            var request = URLRequest(url: URL(string: url) ?? URL(fileURLWithPath: "/"))
+            change(&request)
+            return request
+        }
+        let cases: [(name: String, request: URLRequest, expected: String)] = [
+            ("CR/LF header", request(base + "/a") { $0.allHTTPHeaderFields = ["X-Injected": "a\r\nX-Evil: yes"] }, "invalidHeader"),
+            ("LF header", request(base + "/b") { $0.allHTTPHeaderFields = ["X-Injected": "a\nb"] }, "invalidHeader"),
+            ("NUL header", request(base + "/b") { $0.allHTTPHeaderFields = ["X-Injected": "a\u{0}b"] }, "invalidHeader"),
+            ("header name with space", request(base + "/c") { $0.allHTTPHeaderFields = ["Bad Name": "x"] }, "invalidHeader"),
+            ("ftp scheme", request("ftp://127.0.0.1:\(listener.port)/f"), "unsupportedScheme"),
+            ("file scheme", URLRequest(url: URL(fileURLWithPath: "/etc/passwd")), "unsupportedScheme"),
+            ("no host", request("http:///path"), "badURL"),
+            ("no URL", request(base) { $0.url = nil }, "badURL"),
+            ("method with space", request(base + "/d") { $0.httpMethod = "GE T" }, "badURL"),
+        ]
+        for (name, request, expected) in cases {
+            let response = await manager.response(for: request)
+            guard let error = response.error as? SessionError else {
+                XCTFail("\(name): expected a SessionError, got \(String(describing: response.error))")
+                continue
+            }
+            XCTAssertEqual(caseName(of: error), expected, "\(name): \(error)")
+        }
+        XCTAssertEqual(listener.acceptedConnections(), 0, "bad input reached the wire")
+    }
+
+    func testTasksCreatedAfterInvalidationFailWithSessionInvalidated() async throws {
+        manager.invalidateSessionCancelingTasks(false, resetSession: false)
+        await manager.waitUntilInvalidated()
+        let response = await manager.response(for: URLRequest(url: try Peer.url("/get")))
+        XCTAssertEqual(response.error as? SessionError, .sessionInvalidated)
+    }
+}
