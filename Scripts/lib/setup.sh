@@ -11,6 +11,7 @@ CURLEW_APT_PACKAGES=(
     libssl-dev openssl ca-certificates  # Security; the openssl CLI makes test certificates
     libpng-dev libjpeg-dev libgif-dev libwebp-dev  # ImageLoading codecs
     iproute2  # Reachability tests: private network namespaces
+    nghttp2-server  # nghttpd: an HTTP/2-over-TLS peer for the HTTP/2 tests
     python3 python3-venv  # httpbin under gunicorn
 )
 

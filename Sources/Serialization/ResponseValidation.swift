@@ -15,15 +15,16 @@ enum ResponseValidation {
     static let defaultEmptyRequestMethods: Set<String> = ["HEAD"]
 
     /// Throws when the status code is not acceptable, then when the MIME type is not acceptable.
-    /// A response without a MIME type and without a body (or with only whitespace, such as the
-    /// single space of Rails' `head :ok`) passes the content-type check.
+    /// As in AFNetworking, the content type is only checked when there is a body: an empty
+    /// 204 labelled `text/html` is fine. A response without a MIME type whose body is only
+    /// whitespace (the single space of Rails' `head :ok`) passes too.
     static func validate(
         _ response: HTTPURLResponse, data: Data?, statusCodes: IndexSet, contentTypes: Set<String>?
     ) throws {
         guard statusCodes.contains(response.statusCode) else {
             throw SerializationError.unacceptableStatusCode(response.statusCode, response: response, data: data)
         }
-        if let contentTypes {
+        if let contentTypes, let data, !data.isEmpty {
             let mimeType = self.mimeType(of: response)
             if let mimeType {
                 let accepted = contentTypes.contains { $0.lowercased() == mimeType }

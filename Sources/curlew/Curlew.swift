@@ -7,5 +7,5 @@ struct Curlew: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "curlew",
         abstract: "Make HTTP requests with Curlew (libcurl multi + OpenSSL, from Swift).",
-        subcommands: [Get.self])
+        subcommands: [Get.self, Pin.self])
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Serialization
 import SessionCore
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -40,6 +41,11 @@ struct Get: AsyncParsableCommand {
         }
 
         let manager = URLSessionManager()
+        // The tool prints whatever came back: no status or content-type validation.
+        var serializer = HTTPResponseSerializer()
+        serializer.acceptableStatusCodes = IndexSet(100..<1000)
+        serializer.acceptableContentTypes = nil
+        manager.responseSerializer = serializer
         defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
         let response = await withCheckedContinuation { continuation in
             manager.dataTask(with: request) { continuation.resume(returning: $0) }.resume()

@@ -9,7 +9,7 @@ final class DataTaskTests: XCTestCase {
     var manager: URLSessionManager!
 
     override func setUp() {
-        manager = URLSessionManager()
+        manager = URLSessionManager.raw()
     }
 
     override func tearDown() async throws {

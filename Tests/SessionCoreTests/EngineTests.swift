@@ -11,7 +11,7 @@ final class EngineTests: XCTestCase {
     func testFiveHundredConcurrentGETsAllCompleteWithCorrectBodies() async throws {
         var configuration = SessionConfiguration.default
         configuration.httpMaximumConnectionsPerHost = 32
-        let manager = URLSessionManager(configuration: configuration)
+        let manager = URLSessionManager.raw(configuration)
         let total = 500
         let results = Mutex<[Int: Int]>([:])
         let done = expectation(description: "all complete")
@@ -35,7 +35,7 @@ final class EngineTests: XCTestCase {
     }
 
     func testIdleManagerUsesNoCPU() async throws {
-        let manager = URLSessionManager()
+        let manager = URLSessionManager.raw()
         _ = try await manager.data(for: URLRequest(url: try Peer.url("/get")))  // warm: a kept-alive connection exists
         let tid = try XCTUnwrap(manager.engine.driver?.threadID.withLock { $0 })
         try await Task.sleep(nanoseconds: 100_000_000)
@@ -59,7 +59,7 @@ final class EngineTests: XCTestCase {
         do {
             var configuration = SessionConfiguration.default
             configuration.httpMaximumConnectionsPerHost = 100
-            let manager = URLSessionManager(configuration: configuration)
+            let manager = URLSessionManager.raw(configuration)
             weakManager = manager
             let errors = Mutex<[SessionError?]>([])
             let done = expectation(description: "all complete")
@@ -101,7 +101,7 @@ final class EngineTests: XCTestCase {
         let completed = expectation(description: "completed")
         let error = Mutex<SessionError?>(nil)
         do {
-            let manager = URLSessionManager()
+            let manager = URLSessionManager.raw()
             manager.dataTask(with: request) { response in
                 error.withLock { $0 = response.error as? SessionError }
                 completed.fulfill()
@@ -112,13 +112,14 @@ final class EngineTests: XCTestCase {
     }
 
     func testStreamedBodyIsDeliveredInChunksAndNotCollected() async throws {
-        let manager = URLSessionManager()
+        let manager = URLSessionManager.raw()
         let received = Mutex(0)
         let hookBytes = Mutex(0)
         manager.setDataTaskDidReceiveDataBlock { _, data in hookBytes.withLock { $0 += data.count } }
+        let url = try Peer.url("/stream-bytes/100000?chunk_size=1000")
         let response: DataResponse = await withCheckedContinuation { continuation in
             manager.dataTask(
-                with: URLRequest(url: try! Peer.url("/stream-bytes/100000?chunk_size=1000")),
+                with: URLRequest(url: url),
                 dataHandler: { data in received.withLock { $0 += data.count } },
                 completionHandler: { continuation.resume(returning: $0) }
             ).resume()
@@ -132,7 +133,7 @@ final class EngineTests: XCTestCase {
     }
 
     func testRedirectsAreFollowedAndCounted() async throws {
-        let manager = URLSessionManager()
+        let manager = URLSessionManager.raw()
         let response = await manager.response(for: URLRequest(url: try Peer.url("/redirect/3")))
         XCTAssertEqual(response.response?.statusCode, 200)
         XCTAssertEqual(response.metrics?.redirectCount, 3)

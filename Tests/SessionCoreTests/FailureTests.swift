@@ -9,7 +9,7 @@ import FoundationNetworking
 final class FailureTests: XCTestCase {
     var manager: URLSessionManager!
 
-    override func setUp() { manager = URLSessionManager() }
+    override func setUp() { manager = URLSessionManager.raw() }
 
     override func tearDown() async throws {
         manager.invalidateSessionCancelingTasks(true, resetSession: false)

@@ -59,6 +59,9 @@ final class LoopbackListener: @unchecked Sendable {
         }
     }
 
+    /// The listening descriptor, for a server thread that accepts on it.
+    var descriptorForServing: Int32 { lock.withLock { $0 } }
+
     func close() {
         lock.withLock { fd in
             if fd >= 0 { Glibc.close(fd) }

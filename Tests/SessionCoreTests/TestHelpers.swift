@@ -3,17 +3,15 @@ import XCTest
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import CurlewTestSupport
+import Serialization
 @testable import SessionCore
 
-/// The httpbin peer started by Scripts/test.sh (`CURLEW_HTTPBIN_URL`).
+/// The httpbin peer: `CURLEW_HTTPBIN_URL` (set by Scripts/test.sh), or one started from
+/// `.build/venv` for this test process (`CurlewTestSupport.HTTPBin`).
 enum Peer {
     static var httpbin: URL {
-        get throws {
-            guard let value = ProcessInfo.processInfo.environment["CURLEW_HTTPBIN_URL"], let url = URL(string: value) else {
-                throw XCTSkip("unreachable")  // replaced below by HTTPBin.baseURL when integrated
-            }
-            return url
-        }
+        get throws { try HTTPBin.baseURL }
     }
 
     static func url(_ path: String) throws -> URL {
@@ -41,4 +39,17 @@ func json(_ data: Data?) throws -> [String: Any] {
 /// The case name of an enum value with or without payload ("invalidHeader", "cancelled").
 func caseName(of value: some Any) -> String {
     Mirror(reflecting: value).children.first?.label ?? String(describing: value)
+}
+
+extension URLSessionManager {
+    /// A manager whose results are the raw body (`HTTPResponseSerializer` accepting any
+    /// status): for tests of the transport, not of serialization.
+    static func raw(_ configuration: SessionConfiguration = .default) -> URLSessionManager {
+        let manager = URLSessionManager(configuration: configuration)
+        var serializer = HTTPResponseSerializer()
+        serializer.acceptableStatusCodes = IndexSet(100..<600)
+        serializer.acceptableContentTypes = nil
+        manager.responseSerializer = serializer
+        return manager
+    }
 }

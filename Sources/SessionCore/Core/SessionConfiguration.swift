@@ -82,6 +82,8 @@ public struct SessionConfiguration: Sendable {
     /// Extra certificate authorities file (PEM) trusted in addition to the system store.
     /// `nil`: the system bundle only.
     public var certificateAuthorityFile: String?
+    /// The certificate presented to servers that ask for one (mutual TLS). `nil`: none.
+    public var clientCertificate: ClientCertificate?
 
     /// Creates a configuration with Curlew's defaults.
     public init() {}

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Serialization
 import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -17,17 +18,17 @@ final class SessionEngine: Sendable {
         var taskDidComplete: (@Sendable (SessionTask, (any Error)?) -> Void)?
         var metrics: (@Sendable (SessionTask, TaskMetrics?) -> Void)?
         var sessionDidBecomeInvalid: (@Sendable ((any Error)?) -> Void)?
+        var authenticationChallenge: (@Sendable (SessionTask, URLAuthenticationChallenge) -> AuthChallengeDisposition)?
     }
-
-    /// How a finished task's body becomes its result value; set by the manager.
-    typealias Serializer = @Sendable (HTTPURLResponse?, Data?) throws -> any Sendable
 
     private struct State {
         var tasks: [Int: SessionTask] = [:]
         var nextIdentifier = 1
         var completionQueue: DispatchQueue
         var hooks = Hooks()
-        var serializer: Serializer?
+        /// How a finished task's body becomes its result value (the manager's
+        /// `responseSerializer`); AFNetworking's default is a JSON serializer.
+        var responseSerializer: any ResponseSerialization = JSONResponseSerializer()
         var invalidation: Invalidation = .active
         var invalidationWaiters: [@Sendable () -> Void] = []
     }
@@ -43,6 +44,8 @@ final class SessionEngine: Sendable {
     private let startupError = Mutex<SessionError?>(nil)
     /// Called on the driver thread for each new request to install TLS options.
     let tlsConfigurator: (@Sendable (TaskDelegate) -> Void)?
+    /// The security policy and its generation, read by every TLS request (Features/Security).
+    let security = SessionSecurity()
 
     private static let managerCounter = Mutex(0)
 
@@ -83,9 +86,9 @@ final class SessionEngine: Sendable {
     var hooks: Hooks { state.withLock { $0.hooks } }
     var redirectHook: (@Sendable (SessionTask, HTTPURLResponse, URLRequest) -> URLRequest?)? { hooks.redirect }
 
-    var serializer: Serializer? {
-        get { state.withLock { $0.serializer } }
-        set { state.withLock { $0.serializer = newValue } }
+    var responseSerializer: any ResponseSerialization {
+        get { state.withLock { $0.responseSerializer } }
+        set { state.withLock { $0.responseSerializer = newValue } }
     }
 
     // MARK: - Tasks
@@ -155,17 +158,28 @@ final class SessionEngine: Sendable {
     /// serializer, the handler, the hooks and the notification.
     func complete(_ task: SessionTask, outcome: TransferOutcome) {
         guard task.markCompleted(outcome) else { return }
-        let (queue, hooks, serializer) = state.withLock { ($0.completionQueue, $0.hooks, $0.serializer) }
-        queue.async { [self] in
+        let (queue, hooks, serializer) = state.withLock { ($0.completionQueue, $0.hooks, $0.responseSerializer) }
+        // A streamed body's chunks wait on the operation queue: completion goes through it
+        // too, so the handler never runs before the last chunk was delivered.
+        let hop: (@escaping @Sendable () -> Void) -> Void =
+            wantsBodyDelivery(for: task) ? { work in self.operationQueue.async { queue.async(execute: work) } }
+            : { work in queue.async(execute: work) }
+        hop { [self] in
             let result: Result<any Sendable, any Error>
             if let error = outcome.error {
                 result = .failure(error)
-            } else if task.options.skipsSerializer || serializer == nil {
+            } else if task.options.skipsSerializer || !task.options.collectsBody {
+                // Raw-data calls (`data(for:)`) and tasks whose body was streamed away or not
+                // kept have nothing for a serializer to read: the result is the raw body.
                 result = .success(outcome.body ?? Data())
-            } else if let serializer {
-                result = Result { try serializer(outcome.response, outcome.body) }
             } else {
-                result = .success(outcome.body ?? Data())
+                // Here, on the completion queue, never on the driver thread. The request goes
+                // along so a serializer can accept the empty body of a HEAD.
+                result = Result {
+                    try SessionEngine.serialize(
+                        serializer, request: outcome.request ?? task.originalRequest,
+                        response: outcome.response, data: outcome.body)
+                }
             }
             let response = DataResponse(
                 request: outcome.request, response: outcome.response, data: outcome.body,
@@ -261,6 +275,20 @@ final class SessionEngine: Sendable {
     }
 
     var invalidationState: Invalidation { state.withLock { $0.invalidation } }
+
+    /// Runs `serializer` and boxes its output without `Optional` layers; a nil output (an
+    /// empty JSON body) becomes a boxed `Optional<any Sendable>.none`, so `value as? T` is nil.
+    static func serialize(
+        _ serializer: any ResponseSerialization, request: URLRequest?, response: HTTPURLResponse?, data: Data?
+    ) throws -> any Sendable {
+        if let value = try serializer.sendableResponseObject(for: request, response: response, data: data),
+            let unwrapped = unwrappedSendable(value)
+        {
+            return unwrapped
+        }
+        let none: (any Sendable)? = nil
+        return none
+    }
 }
 
 extension Result {

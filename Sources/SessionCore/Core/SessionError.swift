@@ -1,4 +1,5 @@
 import Foundation
+import Security
 
 /// Every way a Curlew transfer can fail, one readable case per failure.
 ///
@@ -14,6 +15,10 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
     case cannotConnect(String)
     /// The host name could not be resolved.
     case dnsFailure(String)
+    /// The manager's `SecurityPolicy` (or a challenge handler's decision) refused the
+    /// server during the TLS handshake, before any byte of the request was sent; `reason`
+    /// says why (expired, unknown issuer, host mismatch, no pin matched, ...).
+    case serverTrustEvaluationFailed(reason: TrustEvaluationError)
     /// The TLS handshake failed for a reason other than the trust policy.
     case tlsHandshakeFailed(String)
     /// The redirect chain was longer than `SessionConfiguration.maximumRedirects`.
@@ -49,6 +54,7 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
         case .timedOut(let detail): return "The request timed out: \(detail)"
         case .cannotConnect(let detail): return "Could not connect to the server: \(detail)"
         case .dnsFailure(let detail): return "The host name could not be resolved: \(detail)"
+        case .serverTrustEvaluationFailed(let reason): return "The server is not trusted: \(reason)"
         case .tlsHandshakeFailed(let detail): return "The TLS handshake failed: \(detail)"
         case .tooManyRedirects(let limit): return "Too many redirects (the limit is \(limit))."
         case .networkLost(let detail): return "The network connection was lost: \(detail)"

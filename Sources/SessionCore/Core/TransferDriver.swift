@@ -26,6 +26,8 @@ final class TransferDriver: Sendable {
         case resumeReading(SessionTask)
         /// The redirection hook answered: follow `request`, or deliver the 3xx when nil.
         case redirectDecision(SessionTask, URLRequest?)
+        /// The authentication challenge handler answered (server trust or HTTP 401).
+        case challengeDecision(SessionTask, AuthChallengeDisposition)
         /// Tear down once no transfer is left, then call the closure (from the driver thread).
         case shutdown(@Sendable () -> Void)
     }
@@ -121,7 +123,11 @@ final class TransferDriver: Sendable {
 /// The driver thread's state and loop. Confined to that thread.
 final class DriverLoop {
     private let multi: UnsafeMutableRawPointer
-    private let share: UnsafeMutableRawPointer
+    private var share: UnsafeMutableRawPointer
+    /// The security policy generation the share's TLS session cache was filled under.
+    private var shareSecurityTag: UInt
+    /// Shares replaced after a policy change, freed once no easy handle uses them.
+    private var retiredShares: [UnsafeMutableRawPointer] = []
     private let driver: TransferDriver
     private let engine: SessionEngine
     private var delegates: [ObjectIdentifier: TaskDelegate] = [:]
@@ -131,18 +137,45 @@ final class DriverLoop {
     private let idleHandleLimit = 256
 
     init?(multi: UnsafeMutableRawPointer, driver: TransferDriver, engine: SessionEngine) {
-        guard let share = curl_share_init() else { return nil }
+        guard let share = DriverLoop.makeShare() else { return nil }
         self.multi = multi
         self.share = share
         self.driver = driver
         self.engine = engine
-        // The share is used from this thread only, so it needs no lock callbacks.
-        _ = curlew_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_DNS.rawValue))
-        _ = curlew_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_SSL_SESSION.rawValue))
+        shareSecurityTag = engine.security.snapshot.tag
         let configuration = engine.configuration
         _ = curlew_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, configuration.httpMaximumConnectionsPerHost))
         _ = curlew_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max(0, configuration.httpMaximumConnections))
         _ = curlew_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
+    }
+
+    /// A DNS + TLS session cache. Used from this thread only, so it needs no lock callbacks.
+    private static func makeShare() -> UnsafeMutableRawPointer? {
+        guard let share = curl_share_init() else { return nil }
+        _ = curlew_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_DNS.rawValue))
+        _ = curlew_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_SSL_SESSION.rawValue))
+        return share
+    }
+
+    /// After a security policy change, new transfers get a new, empty TLS session cache:
+    /// sessions verified under the old policy are never offered again. (The per-request
+    /// admission check refuses them anyway; this keeps them from costing a retry.)
+    private func refreshShareIfPolicyChanged() {
+        let tag = engine.security.snapshot.tag
+        guard tag != shareSecurityTag, engine.security.replacesSessionCacheOnPolicyChange.load(ordering: .relaxed),
+            let fresh = DriverLoop.makeShare()
+        else { return }
+        shareSecurityTag = tag
+        retiredShares.append(share)
+        share = fresh
+        engine.security.count { $0.sessionCacheReplacements += 1 }
+        for easy in idleHandles { easy.set(CURLOPT_SHARE, pointer: nil) }
+        cleanUpRetiredShares()
+    }
+
+    /// Frees retired shares no easy handle uses any more (curl refuses while one does).
+    private func cleanUpRetiredShares() {
+        retiredShares.removeAll { curl_share_cleanup($0) == CURLSHE_OK }
     }
 
     func run() {
@@ -195,6 +228,13 @@ final class DriverLoop {
             } else {
                 finish(delegate, outcome: outcome(of: delegate, error: nil))
             }
+        case .challengeDecision(let task, let disposition):
+            guard let delegate = delegates[ObjectIdentifier(task)] else { return }  // cancelled meanwhile
+            switch delegate.resolveChallenge(disposition) {
+            case .retry: retry(delegate, otherwise: nil)
+            case .fail(let error): finish(delegate, outcome: outcome(of: delegate, error: error))
+            case .deliver: finish(delegate, outcome: outcome(of: delegate, error: nil))
+            }
         case .shutdown(let completion):
             shutdownRequests.append(completion)
         }
@@ -202,7 +242,7 @@ final class DriverLoop {
 
     static func reject(_ command: TransferDriver.Command, engine: SessionEngine) {
         switch command {
-        case .start(let task), .cancel(let task, _), .redirectDecision(let task, _):
+        case .start(let task), .cancel(let task, _), .redirectDecision(let task, _), .challengeDecision(let task, _):
             engine.complete(task, outcome: TransferOutcome(error: .sessionInvalidated, request: task.currentRequest))
         case .shutdown(let completion):
             completion()
@@ -236,6 +276,7 @@ final class DriverLoop {
     }
 
     private func attach(_ delegate: TaskDelegate) {
+        refreshShareIfPolicyChanged()
         if let error = delegate.configure(share: share) {
             finish(delegate, outcome: outcome(of: delegate, error: error))
             return
@@ -273,6 +314,24 @@ final class DriverLoop {
 
     private func transferDidEnd(_ delegate: TaskDelegate, code: CURLcode) {
         delegate.collectMetrics()
+        // Refused before sending because the connection or TLS session was verified under
+        // another security policy: once more on a new connection, judged by the current one.
+        if delegate.shouldRetryOnFreshConnection(code: code) {
+            retry(delegate, otherwise: delegate.error(for: code))
+            return
+        }
+        if let challenge = delegate.takePendingChallenge(code: code), let hook = engine.hooks.authenticationChallenge {
+            // User code never runs on the driver: the handler answers on the operation
+            // queue, and the transfer waits detached (nothing of it is on the wire).
+            detach(delegate)
+            let task = delegate.task
+            let driver = self.driver
+            engine.operationQueue.async {
+                let disposition = hook(task, challenge.makeChallenge())
+                driver.submit(.challengeDecision(task, disposition))
+            }
+            return
+        }
         let error = delegate.error(for: code)
         guard error == nil, let response = delegate.response, RedirectPolicy.isRedirect(response) else {
             finish(delegate, outcome: outcome(of: delegate, error: error))
@@ -319,6 +378,19 @@ final class DriverLoop {
         attach(delegate)
     }
 
+    /// Sends the same request again on the same delegate (challenge answered, or a stale
+    /// connection refused). When the body cannot be replayed, completes with `otherwise`
+    /// (nil: the response as received).
+    private func retry(_ delegate: TaskDelegate, otherwise error: SessionError?) {
+        detach(delegate)
+        guard delegate.prepareToRetry() else {
+            finish(delegate, outcome: outcome(of: delegate, error: error))
+            return
+        }
+        delegate.easy.reset()
+        attach(delegate)
+    }
+
     private func outcome(of delegate: TaskDelegate, error: SessionError?) -> TransferOutcome {
         TransferOutcome(
             error: error, request: delegate.request, response: delegate.response,
@@ -331,6 +403,7 @@ final class DriverLoop {
         detach(delegate)
         delegates[ObjectIdentifier(delegate.task)] = nil
         recycle(delegate.easy)
+        delegate.releaseSecurityContext()
         if let pointer = delegate.unmanagedSelf {
             delegate.unmanagedSelf = nil
             Unmanaged<TaskDelegate>.fromOpaque(pointer).release()
@@ -351,6 +424,7 @@ final class DriverLoop {
         for command in driver.close() { DriverLoop.reject(command, engine: engine) }
         curl_multi_cleanup(multi)
         curl_share_cleanup(share)
+        cleanUpRetiredShares()
         for request in shutdownRequests { request() }
         shutdownRequests.removeAll()
     }

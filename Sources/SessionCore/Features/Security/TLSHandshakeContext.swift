@@ -1,0 +1,239 @@
+internal import CCurl
+internal import COpenSSL
+import Foundation
+import Security
+
+/// One transfer's TLS enforcement state, handed to OpenSSL's and libcurl's C callbacks.
+///
+/// Confinement: created, changed and read on the driver thread only. The C callbacks that
+/// use it (`CURLOPT_SSL_CTX_FUNCTION`, OpenSSL's certificate verification, and
+/// `CURLOPT_PREREQFUNCTION`) all run inside `curl_multi_perform` on that thread.
+///
+/// Lifetime: the task delegate holds it, and hands curl a reference retained with
+/// `Unmanaged.passRetained` that the driver releases when the transfer ends. Each
+/// `SSL_CTX` that curl builds for a connection gets one more retained reference, stored as
+/// the context's ex_data and released by OpenSSL's ex_data free callback when the `SSL_CTX`
+/// is freed: a connection kept alive after its transfer ended can never call into a freed box.
+final class TLSHandshakeContext {
+    /// How a request was admitted onto its TLS connection.
+    enum Admission: Equatable { case fullHandshake, resumedSession, reusedConnection }
+
+    let easy: UnsafeMutableRawPointer
+    let security: SessionSecurity
+    let taskIdentifier: Int
+    /// The retained reference given to curl (released by `releaseRetainedReference`).
+    private(set) var retainedPointer: UnsafeMutableRawPointer?
+
+    // Per request (reset by `prepare`).
+    private(set) var policy = SecurityPolicy.default
+    private(set) var policyTag: UInt = 0
+    private(set) var host: String?
+    /// SHA-256 of the one leaf certificate a challenge handler trusted for this task.
+    var trustedLeafDigest: Data?
+    /// The tag stamped on connections accepted through `trustedLeafDigest`: unique to this
+    /// task, so no other task (and no later policy) ever inherits that decision.
+    let overrideTag = SessionSecurity.makeTag()
+    /// Keep the chain of a refused server (a challenge handler will be asked).
+    var recordsRejectedChain = false
+    /// Record the chain, refuse the handshake, send nothing (`peerCertificates(for:)`).
+    var isInspection = false
+
+    // Results of the current request.
+    private(set) var failure: TrustEvaluationError?
+    private(set) var rejectedTrust: ServerTrust?
+    private(set) var refusedStaleConnection = false
+    private(set) var admission: Admission?
+    private var verifiedInThisRequest = false
+
+    init(easy: UnsafeMutableRawPointer, security: SessionSecurity, taskIdentifier: Int) {
+        self.easy = easy
+        self.security = security
+        self.taskIdentifier = taskIdentifier
+    }
+
+    /// Takes the settings for the next request and forgets the previous one's results.
+    func prepare(snapshot: SessionSecurity.Snapshot, host: String?) {
+        policy = snapshot.policy
+        policyTag = snapshot.tag
+        self.host = host
+        failure = nil
+        rejectedTrust = nil
+        refusedStaleConnection = false
+        admission = nil
+        verifiedInThisRequest = false
+    }
+
+    /// The pointer to hand to curl's callbacks; retained until `releaseRetainedReference()`.
+    func retainedReference() -> UnsafeMutableRawPointer {
+        if let retainedPointer { return retainedPointer }
+        let pointer = Unmanaged.passRetained(self).toOpaque()
+        retainedPointer = pointer
+        return pointer
+    }
+
+    /// Drops curl's reference (driver, once the easy handle left the multi handle).
+    func releaseRetainedReference() {
+        guard let pointer = retainedPointer else { return }
+        retainedPointer = nil
+        Unmanaged<TLSHandshakeContext>.fromOpaque(pointer).release()
+    }
+
+    // MARK: - Verification (OpenSSL's cert_verify_callback)
+
+    /// Decides the handshake. Returns true to continue it.
+    func verify(_ store: OpaquePointer) -> Bool {
+        let ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()).map(OpaquePointer.init)
+        if isInspection {
+            if let trust = try? ServerTrust(storeContext: store) {
+                security.record(trust, forInspectionOf: taskIdentifier)
+            }
+            return refuse(
+                store, TrustEvaluationError(reason: .noPinMatched, detail: "certificate inspection only: the connection is closed before any request"))
+        }
+        if let digest = trustedLeafDigest {
+            let trust = try? ServerTrust(storeContext: store)
+            guard let leaf = trust?.certificates.first, Self.sha256(leaf.derData) == digest else {
+                return refuse(
+                    store, TrustEvaluationError(
+                        reason: .noPinMatched, certificateSubject: trust?.certificates.first?.subjectSummary,
+                        detail: "the server presented another certificate than the one the challenge handler trusted"))
+            }
+            X509_STORE_CTX_set_error(store, X509_V_OK)
+            accept(ssl, tag: overrideTag)
+            return true
+        }
+        switch policy.evaluateHandshake(storeContext: store, forDomain: host) {
+        case .success:
+            accept(ssl, tag: policyTag)
+            return true
+        case .failure(let error):
+            failure = error
+            if recordsRejectedChain { rejectedTrust = try? ServerTrust(storeContext: store) }
+            security.count { $0.refusedHandshakes += 1 }
+            return false
+        }
+    }
+
+    private func refuse(_ store: OpaquePointer, _ error: TrustEvaluationError) -> Bool {
+        failure = error
+        X509_STORE_CTX_set_error(store, X509_V_ERR_APPLICATION_VERIFICATION)
+        security.count { $0.refusedHandshakes += 1 }
+        return false
+    }
+
+    /// Stamps the connection and its session with the tag of the decision that accepted
+    /// them. The session's ex_data travels with it into libcurl's session cache (OpenSSL
+    /// copies ex_data when it duplicates a session for a TLS 1.3 ticket).
+    private func accept(_ ssl: OpaquePointer?, tag: UInt) {
+        verifiedInThisRequest = true
+        security.count { $0.verifiedHandshakes += 1 }
+        guard let ssl else { return }
+        let value = UnsafeMutableRawPointer(bitPattern: tag)
+        _ = SSL_set_ex_data(ssl, Self.connectionTagIndex, value)
+        if let session = SSL_get_session(ssl) {
+            _ = SSL_SESSION_set_ex_data(session, Self.sessionTagIndex, value)
+        }
+    }
+
+    // MARK: - Admission (CURLOPT_PREREQFUNCTION, before every request)
+
+    /// Whether the request may be sent on the connection curl picked. Runs for new,
+    /// resumed and kept-alive connections alike; a connection or session not stamped by
+    /// a decision this request accepts is refused (fail closed: a resumed session carries
+    /// no verified chain to re-check).
+    func admitRequest() -> Bool {
+        var raw: UnsafeMutableRawPointer?
+        guard curlew_easy_getinfo_pointer(easy, CURLINFO_TLS_SSL_PTR, &raw) == CURLE_OK,
+            let info = raw?.assumingMemoryBound(to: curl_tlssessioninfo.self).pointee,
+            info.backend == CURLSSLBACKEND_OPENSSL, let internals = info.internals
+        else {
+            refusedStaleConnection = true
+            failure = TrustEvaluationError(reason: .emptyChain, detail: "no OpenSSL connection to check before sending the request")
+            return false
+        }
+        let ssl = OpaquePointer(internals)
+        if isAccepted(SSL_get_ex_data(ssl, Self.connectionTagIndex)) {
+            admission = verifiedInThisRequest ? .fullHandshake : .reusedConnection
+            if !verifiedInThisRequest { security.count { $0.admittedReusedConnections += 1 } }
+            return true
+        }
+        if SSL_session_reused(ssl) == 1, let session = SSL_get_session(ssl),
+            isAccepted(SSL_SESSION_get_ex_data(session, Self.sessionTagIndex))
+        {
+            // Stamp the connection too, so later requests on it are admitted directly.
+            _ = SSL_set_ex_data(ssl, Self.connectionTagIndex, SSL_SESSION_get_ex_data(session, Self.sessionTagIndex))
+            admission = .resumedSession
+            security.count { $0.admittedResumedSessions += 1 }
+            return true
+        }
+        refusedStaleConnection = true
+        security.count { $0.refusedStaleConnections += 1 }
+        return false
+    }
+
+    private func isAccepted(_ stamp: UnsafeMutableRawPointer?) -> Bool {
+        guard let stamp else { return false }
+        let tag = UInt(bitPattern: stamp)
+        return tag == policyTag || (trustedLeafDigest != nil && tag == overrideTag)
+    }
+
+    // MARK: - OpenSSL plumbing
+
+    /// SSL_OP_NO_RENEGOTIATION (`SSL_OP_BIT(30)`, a macro Swift cannot import): a kept-alive
+    /// TLS 1.2 connection never re-runs verification after its transfer ended.
+    static let noRenegotiation: UInt64 = 1 << 30
+
+    static let connectionTagIndex: Int32 = CRYPTO_get_ex_new_index(CRYPTO_EX_INDEX_SSL, 0, nil, nil, nil, nil)
+    static let sessionTagIndex: Int32 = CRYPTO_get_ex_new_index(CRYPTO_EX_INDEX_SSL_SESSION, 0, nil, nil, nil, nil)
+    /// Holds the `SSL_CTX`'s own retained reference; OpenSSL calls the free function when
+    /// the context is freed (on the driver thread, when curl closes the connection).
+    static let contextOwnerIndex: Int32 = CRYPTO_get_ex_new_index(
+        CRYPTO_EX_INDEX_SSL_CTX, 0, nil, nil, nil,
+        { _, pointer, _, _, _, _ in
+            guard let pointer else { return }
+            Unmanaged<TLSHandshakeContext>.fromOpaque(pointer).release()
+        })
+
+    static func sha256(_ data: Data) -> Data {
+        var digest = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
+        data.withUnsafeBytes { bytes in
+            _ = SHA256(bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), bytes.count, &digest)
+        }
+        return Data(digest)
+    }
+}
+
+/// The C entry points for TLS enforcement. Each receives a `TLSHandshakeContext` retained
+/// for as long as the callback can run (see its lifetime note).
+enum TLSCallbacks {
+    /// `CURLOPT_SSL_CTX_FUNCTION`: called for each new connection's `SSL_CTX`, before the
+    /// handshake. Installs the policy as OpenSSL's certificate verification.
+    static let configureContext: curl_ssl_ctx_callback = { _, sslContext, userptr in
+        guard let sslContext, let userptr else { return CURLE_ABORTED_BY_CALLBACK }
+        let context = OpaquePointer(sslContext)
+        let owner = Unmanaged<TLSHandshakeContext>.fromOpaque(userptr).retain().toOpaque()
+        guard SSL_CTX_set_ex_data(context, TLSHandshakeContext.contextOwnerIndex, owner) == 1 else {
+            Unmanaged<TLSHandshakeContext>.fromOpaque(owner).release()
+            return CURLE_OUT_OF_MEMORY
+        }
+        SSL_CTX_set_cert_verify_callback(context, TLSCallbacks.verify, owner)
+        _ = SSL_CTX_set_options(context, TLSHandshakeContext.noRenegotiation)
+        return CURLE_OK
+    }
+
+    /// OpenSSL's replacement for `X509_verify_cert`: 1 continues the handshake, 0 aborts it
+    /// (before libcurl has written a byte of the request).
+    static let verify: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?) -> Int32 = { store, argument in
+        guard let store, let argument else { return 0 }
+        let context = Unmanaged<TLSHandshakeContext>.fromOpaque(argument).takeUnretainedValue()
+        return context.verify(store) ? 1 : 0
+    }
+
+    /// `CURLOPT_PREREQFUNCTION`: after the connection is ready (new or reused), before the
+    /// request is sent.
+    static let admit: curl_prereq_callback = { userptr, _, _, _, _ in
+        guard let userptr else { return CURL_PREREQFUNC_ABORT }
+        let context = Unmanaged<TLSHandshakeContext>.fromOpaque(userptr).takeUnretainedValue()
+        return context.admitRequest() ? CURL_PREREQFUNC_OK : CURL_PREREQFUNC_ABORT
+    }
+}

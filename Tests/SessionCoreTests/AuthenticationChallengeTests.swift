@@ -1,0 +1,143 @@
+import CurlewTestSupport
+import Foundation
+import Security
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// The authentication challenge handler: server trust overrides (per task, pinned to the
+/// presented leaf) and HTTP Basic 401 answers, asked on the operation queue.
+final class AuthenticationChallengeTests: XCTestCase {
+    /// Records the challenges a handler saw.
+    private final class Recorder: Sendable {
+        let challenges = Mutex<[(method: String, subject: String?, failures: Int)]>([])
+        let onOperationQueue = Mutex(true)
+    }
+
+    func testServerTrustUseCredentialRetriesTrustingPresentedLeaf() async throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try TLSFixture.server(certificates.selfSigned)
+        defer { server.shutdown() }
+        let manager = TLSFixture.manager(policy: try TLSFixture.trustingTestRoot())
+        let recorder = Recorder()
+        let queue = manager.operationQueue
+        manager.setAuthenticationChallengeHandler { _, challenge in
+            let space = challenge.protectionSpace
+            recorder.challenges.withLock {
+                $0.append((space.authenticationMethod, space.curlewServerTrust?.certificates.first?.subjectSummary, challenge.previousFailureCount))
+            }
+            // Never on the driver thread: on the operation queue.
+            dispatchPrecondition(condition: .onQueue(queue))
+            return .useCredential(URLCredential(user: "", password: "", persistence: .none))
+        }
+        let response = await manager.get(try server.url("/x"))
+        XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)")
+        let seen = recorder.challenges.withLock { $0 }
+        XCTAssertEqual(seen.count, 1)
+        XCTAssertEqual(seen.first?.method, URLProtectionSpace.serverTrustAuthenticationMethod)
+        XCTAssertNotNil(seen.first?.subject)
+        XCTAssertEqual(server.requests.count, 1)
+
+        // The override was for that task only: a new task is judged by the policy again.
+        manager.setAuthenticationChallengeHandler(nil)
+        let again = await manager.get(try server.url("/y"))
+        XCTAssertEqual(TLSFixture.trustFailure(again)?.reason, .selfSigned, "\(again.result)")
+        XCTAssertEqual(server.requests.count, 1)
+    }
+
+    func testServerTrustDefaultHandlingKeepsRefusal() async throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try TLSFixture.server(certificates.expiredLeaf)
+        defer { server.shutdown() }
+        let manager = TLSFixture.manager(policy: try TLSFixture.trustingTestRoot())
+        manager.setAuthenticationChallengeHandler { _, _ in .performDefaultHandling }
+        let response = await manager.get(try server.url("/x"))
+        XCTAssertEqual(TLSFixture.trustFailure(response)?.reason, .expired)
+        XCTAssertEqual(server.recordedApplicationBytes, 0)
+    }
+
+    func testServerTrustCancel() async throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try TLSFixture.server(certificates.unrelatedLeaf)
+        defer { server.shutdown() }
+        let manager = TLSFixture.manager(policy: try TLSFixture.trustingTestRoot())
+        manager.setAuthenticationChallengeHandler { _, _ in .cancel }
+        let response = await manager.get(try server.url("/x"))
+        guard case .failure(let error) = response.result else { return XCTFail("expected a failure") }
+        XCTAssertEqual(error as? SessionError, .cancelled)
+        XCTAssertEqual(server.recordedApplicationBytes, 0)
+    }
+
+    func testHandlerNotAskedForTrustedServer() async throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try TLSFixture.server(certificates.leaf)
+        defer { server.shutdown() }
+        let manager = TLSFixture.manager(policy: try TLSFixture.trustingTestRoot())
+        let asked = Mutex(0)
+        manager.setAuthenticationChallengeHandler { _, _ in
+            asked.withLock { $0 += 1 }
+            return .cancel
+        }
+        let okResponse = await manager.get(try server.url("/x"))
+        XCTAssertTrue(TLSFixture.isSuccess(okResponse), "\(okResponse.result)")
+        XCTAssertEqual(asked.withLock { $0 }, 0)
+    }
+
+    // MARK: - HTTP Basic
+
+    private static func basicServer() throws -> TestServer {
+        try TestServer { request in
+            let expected = "Basic " + Data("user:secret".utf8).base64EncodedString()
+            if request.headers.first(where: { $0.name.lowercased() == "authorization" })?.value == expected {
+                return .json("{\"welcome\":true}")
+            }
+            return TestResponse(
+                status: 401, headers: [("WWW-Authenticate", "Basic realm=\"curlew tests\"")], body: Data("who are you".utf8))
+        }
+    }
+
+    func testBasicChallengeRetriesWithCredential() async throws {
+        let server = try Self.basicServer()
+        defer { server.shutdown() }
+        let manager = TLSFixture.manager(policy: nil)
+        let realms = Mutex<[String?]>([])
+        manager.setAuthenticationChallengeHandler { _, challenge in
+            realms.withLock { $0.append(challenge.protectionSpace.realm) }
+            XCTAssertEqual(challenge.protectionSpace.authenticationMethod, NSURLAuthenticationMethodHTTPBasic)
+            XCTAssertEqual((challenge.failureResponse as? HTTPURLResponse)?.statusCode, 401)
+            return .useCredential(URLCredential(user: "user", password: "secret", persistence: .forSession))
+        }
+        let response = await manager.get(try server.url("/private"))
+        XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)")
+        XCTAssertEqual(response.data, Data("{\"welcome\":true}".utf8))
+        XCTAssertEqual(realms.withLock { $0 }, ["curlew tests"])
+    }
+
+    func testBasicChallengeIsBoundedAndDeliversLast401() async throws {
+        let server = try Self.basicServer()
+        defer { server.shutdown() }
+        let manager = TLSFixture.manager(policy: nil)
+        let asked = Mutex(0)
+        manager.setAuthenticationChallengeHandler { _, _ in
+            asked.withLock { $0 += 1 }
+            return .useCredential(URLCredential(user: "user", password: "wrong", persistence: .none))
+        }
+        let response = await manager.get(try server.url("/private"))
+        XCTAssertEqual(response.response?.statusCode, 401)
+        XCTAssertEqual(asked.withLock { $0 }, TaskDelegate.maximumChallengeAttempts)
+        XCTAssertEqual(server.requests.count, TaskDelegate.maximumChallengeAttempts + 1)
+    }
+
+    func testBasicChallengeDefaultHandlingDelivers401() async throws {
+        let server = try Self.basicServer()
+        defer { server.shutdown() }
+        let manager = TLSFixture.manager(policy: nil)
+        manager.setAuthenticationChallengeHandler { _, _ in .performDefaultHandling }
+        let response = await manager.get(try server.url("/private"))
+        XCTAssertEqual(response.response?.statusCode, 401)
+        XCTAssertEqual(response.data, Data("who are you".utf8))
+    }
+}

@@ -1,0 +1,71 @@
+import CurlewTestSupport
+import Foundation
+import Security
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// Mutual TLS: a server that requires a client certificate gets one from files or memory,
+/// and refuses a client without one.
+final class ClientCertificateTests: XCTestCase {
+    private func mutualServer() throws -> TestServer {
+        let certificates = try TLSFixture.certificates()
+        return try TLSFixture.server(certificates.leaf, clientRoots: certificates.root.certificatePEM, clientVerification: .required)
+    }
+
+    private func manager(_ certificate: ClientCertificate?) throws -> URLSessionManager {
+        var configuration = SessionConfiguration.default
+        configuration.clientCertificate = certificate
+        return TLSFixture.manager(policy: try TLSFixture.trustingTestRoot(), configuration: configuration)
+    }
+
+    func testClientCertificateFromFiles() async throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try mutualServer()
+        defer { server.shutdown() }
+        let manager = try manager(
+            .pemFiles(certificate: certificates.client.chainPEM, privateKey: certificates.client.privateKeyPEM, passphrase: nil))
+        let response = await manager.get(try server.url("/x"))
+        XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)")
+        XCTAssertEqual(server.connections.first?.clientCertificatePresented, true)
+    }
+
+    func testClientCertificateFromMemory() async throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try mutualServer()
+        defer { server.shutdown() }
+        let manager = try manager(
+            .pem(
+                certificate: try Data(contentsOf: certificates.client.chainPEM),
+                privateKey: try Data(contentsOf: certificates.client.privateKeyPEM), passphrase: nil))
+        let response = await manager.get(try server.url("/x"))
+        XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)")
+    }
+
+    func testMissingClientCertificateIsRefused() async throws {
+        let server = try mutualServer()
+        defer { server.shutdown() }
+        let manager = try manager(nil)
+        let response = await manager.get(try server.url("/x"))
+        guard case .failure = response.result else { return XCTFail("expected a failure") }
+        XCTAssertEqual(server.requests.count, 0)
+    }
+}
+
+/// `SessionConfiguration.certificateAuthorityFile` still works with the trust policy: its
+/// certificates are trusted in addition to the system store.
+final class CertificateAuthorityFileTests: XCTestCase {
+    func testExtraCAFileIsTrustedByDefaultPolicy() async throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try TLSFixture.server(certificates.leaf)
+        defer { server.shutdown() }
+        var configuration = SessionConfiguration.default
+        configuration.certificateAuthorityFile = certificates.root.certificatePEM.path
+        let manager = TLSFixture.manager(policy: nil, configuration: configuration)
+        let response = await manager.get(try server.url("/x"))
+        XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)")
+    }
+}

@@ -1,0 +1,59 @@
+import CurlewTestSupport
+import Foundation
+import Security
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// HTTP/2 where the server offers it: ALPN over TLS, streams multiplexed on one connection.
+final class HTTP2Tests: XCTestCase {
+    func testHTTP2IsNegotiatedAndRequestsShareOneConnection() async throws {
+        let certificates = try TestCertificates.shared()
+        let peer = try HTTP2Peer.shared()
+        let name = "payload-\(UUID().uuidString).bin"
+        let payload = Data((0..<50_000).map { UInt8(truncatingIfNeeded: $0) })
+        try payload.write(to: peer.directory.appendingPathComponent(name))
+
+        let manager = URLSessionManager.raw()
+        var policy = SecurityPolicy.default
+        policy.trustedRootCertificates = [try Certificate(contentsOf: certificates.root.certificatePEM)]
+        try manager.setSecurityPolicy(policy)
+
+        let url = try XCTUnwrap(URL(string: "https://localhost:\(peer.port)/\(name)"))
+        var first = URLRequest(url: url)
+        first.timeoutInterval = 10
+        _ = try await manager.data(for: first)  // opens the connection
+
+        let count = 20
+        let results = Mutex<[DataResponse]>([])
+        let done = expectation(description: "all complete")
+        done.expectedFulfillmentCount = count
+        for _ in 0..<count {
+            var request = URLRequest(url: url)
+            request.timeoutInterval = 10
+            manager.dataTask(with: request) { response in
+                results.withLock { $0.append(response) }
+                done.fulfill()
+            }.resume()
+        }
+        await fulfillment(of: [done], timeout: 30)
+        let responses = results.withLock { $0 }
+        XCTAssertEqual(responses.count, count)
+        for response in responses {
+            XCTAssertNil(response.error)
+            XCTAssertEqual(response.data, payload)
+            XCTAssertEqual(response.metrics?.httpVersion, "HTTP/2")
+            XCTAssertEqual(response.response?.statusCode, 200)
+        }
+        // Multiplexing: every stream used the connection the first request opened.
+        let localPorts = Set(responses.compactMap { $0.metrics?.finalTransaction?.localPort })
+        XCTAssertEqual(localPorts.count, 1, "expected one multiplexed connection, saw ports \(localPorts)")
+        XCTAssertTrue(responses.allSatisfy { $0.metrics?.isReusedConnection == true })
+
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+}

@@ -1,0 +1,158 @@
+import CurlewTestSupport
+import Foundation
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// Timeouts, memory and the limits that protect a client from a hostile server.
+final class LimitsTests: XCTestCase {
+    var manager: URLSessionManager!
+    var servers: [TestServer] = []
+
+    override func setUp() { manager = URLSessionManager.raw() }
+
+    override func tearDown() async throws {
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+        manager = nil
+        for server in servers { server.shutdown() }
+        servers = []
+    }
+
+    func server(fault: TestServerFault? = nil) throws -> TestServer {
+        let server = try TestServer(fault: fault)
+        servers.append(server)
+        return server
+    }
+
+    func testServerThatAcceptsAndNeverAnswersTimesOut() async throws {
+        let silent = try server(fault: .acceptAndNeverRespond)
+        var request = URLRequest(url: try silent.url("/never"))
+        request.timeoutInterval = 1
+        let response = await manager.response(for: request)
+        guard case .timedOut(let message)? = response.error as? SessionError else {
+            return XCTFail("expected timedOut, got \(String(describing: response.error))")
+        }
+        XCTAssertFalse(message.isEmpty)
+        XCTAssertEqual(silent.acceptedConnectionCount, 1)
+    }
+
+    func testResourceTimeoutBoundsTheWholeTask() async throws {
+        let slow = try server()
+        slow.route("/drip", response: .stream((0..<20).map { _ in .init(Data("x".utf8), delay: .milliseconds(250)) }))
+        var configuration = SessionConfiguration.default
+        configuration.timeoutIntervalForResource = 1
+        let strict = URLSessionManager.raw(configuration)
+        let response = await strict.response(for: URLRequest(url: try slow.url("/drip")))
+        guard case .timedOut? = response.error as? SessionError else {
+            return XCTFail("expected timedOut, got \(String(describing: response.error))")
+        }
+        strict.invalidateSessionCancelingTasks(true, resetSession: false)
+        await strict.waitUntilInvalidated()
+    }
+
+    func testTwoHundredMegabytesStreamThroughTheDataPathWithFlatMemory() async throws {
+        let total = 200 * 1024 * 1024
+        let streaming = try StreamingServer(bytes: total)
+        let received = Mutex(0)
+        let checksum = Mutex<UInt64>(0)
+        XCTAssertTrue(MemoryStatus.resetPeak())
+        let baseline = try XCTUnwrap(MemoryStatus.value("VmRSS"))
+        let response: DataResponse = await withCheckedContinuation { continuation in
+            manager.dataTask(
+                with: URLRequest(url: URL(string: "http://127.0.0.1:\(streaming.port)/big")!),
+                dataHandler: { chunk in
+                    received.withLock { $0 += chunk.count }
+                    checksum.withLock { sum in chunk.withUnsafeBytes { for byte in $0 { sum &+= UInt64(byte) } } }
+                },
+                completionHandler: { continuation.resume(returning: $0) }
+            ).resume()
+        }
+        let peak = try XCTUnwrap(MemoryStatus.value("VmHWM"))
+        XCTAssertNil(response.error)
+        XCTAssertEqual(received.withLock { $0 }, total)
+        let pattern = (0..<65536).reduce(UInt64(0)) { $0 &+ UInt64(UInt8(truncatingIfNeeded: $1 &* 7)) }
+        XCTAssertEqual(checksum.withLock { $0 }, pattern &* UInt64(total / 65536))
+        let growthMB = Double(peak - baseline) / 1024
+        print("200 MB streamed: peak RSS grew \(String(format: "%.1f", growthMB)) MB")
+        // Backpressure caps what waits in user code at 4 MiB; curl's buffers add little.
+        XCTAssertLessThan(growthMB, 24, "memory grew with the body")
+    }
+
+    func testOversizedResponseHeadIsRefused() async throws {
+        let server = try server()
+        let huge = String(repeating: "a", count: 8_000)
+        server.route("/huge") { _ in
+            TestResponse(status: 200, headers: (0..<40).map { ("X-Filler-\($0)", huge) }, body: Data("ok".utf8))
+        }
+        var configuration = SessionConfiguration.default
+        configuration.maximumResponseHeaderBytes = 64 * 1024
+        let strict = URLSessionManager.raw(configuration)
+        let refused = await strict.response(for: URLRequest(url: try server.url("/huge")))
+        XCTAssertEqual(refused.error as? SessionError, .responseHeadersTooLarge(limit: 64 * 1024))
+        // Positive control: a 32 KB head fits the same limit.
+        server.route("/fits") { _ in
+            TestResponse(status: 200, headers: (0..<4).map { ("X-Filler-\($0)", huge) }, body: Data("ok".utf8))
+        }
+        let accepted = await strict.response(for: URLRequest(url: try server.url("/fits")))
+        XCTAssertNil(accepted.error)
+        XCTAssertEqual(accepted.data, Data("ok".utf8))
+        strict.invalidateSessionCancelingTasks(true, resetSession: false)
+        await strict.waitUntilInvalidated()
+    }
+
+    func testCompressionBombIsRefusedBeforeItFillsMemory() async throws {
+        let server = try server()
+        let bomb = try gzip(Data(count: 64 * 1024 * 1024))  // 64 MiB of zeros → ~64 KB
+        XCTAssertLessThan(bomb.count, 200_000)
+        server.route("/bomb", response: TestResponse(
+            status: 200, headers: [("Content-Encoding", "gzip"), ("Content-Type", "application/octet-stream")], body: bomb))
+        let small = try gzip(Data(repeating: 65, count: 10_000))
+        server.route("/fine", response: TestResponse(status: 200, headers: [("Content-Encoding", "gzip")], body: small))
+
+        let refused = await manager.response(for: URLRequest(url: try server.url("/bomb")))
+        XCTAssertEqual(refused.error as? SessionError, .decompressionLimitExceeded(ratio: 100))
+        let accepted = await manager.response(for: URLRequest(url: try server.url("/fine")))
+        XCTAssertNil(accepted.error)
+        XCTAssertEqual(accepted.data, Data(repeating: 65, count: 10_000))
+    }
+
+    func testSuspendAndResumeDeliverTheWholeBody() async throws {
+        let server = try server()
+        server.route("/slow", response: .stream((0..<10).map { index in
+            .init(Data(repeating: UInt8(index), count: 1000), delay: .milliseconds(50))
+        }))
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/slow"))) { _ in }
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        try await Task.sleep(nanoseconds: 120_000_000)
+        task.suspend()
+        XCTAssertEqual(task.state, .suspended)
+        try await Task.sleep(nanoseconds: 300_000_000)
+        task.resume()
+        XCTAssertEqual(task.state, .running)
+        await fulfillment(of: [done], timeout: 10)
+        XCTAssertNil(task.error)
+        XCTAssertEqual(task.countOfBytesReceived, 10_000)
+    }
+
+    /// gzip via the system's gzip(1), which every Debian has.
+    private func gzip(_ data: Data) throws -> Data {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/gzip")
+        process.arguments = ["-c", "-9"]
+        let input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        try process.run()
+        let writer = Thread { input.fileHandleForWriting.write(data); try? input.fileHandleForWriting.close() }
+        writer.start()
+        let compressed = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return compressed
+    }
+}

@@ -1,0 +1,66 @@
+import Foundation
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+final class RedirectPolicyTests: XCTestCase {
+    private func response(_ status: Int, location: String, from url: String) -> HTTPURLResponse {
+        HTTPURLResponse(url: URL(string: url)!, statusCode: status, httpVersion: "HTTP/1.1", headerFields: ["Location": location])!
+    }
+
+    private func request(_ url: String, method: String = "GET", body: Data? = nil) -> URLRequest {
+        var request = URLRequest(url: URL(string: url)!)
+        request.httpMethod = method
+        request.httpBody = body
+        request.setValue("Bearer secret", forHTTPHeaderField: "Authorization")
+        request.setValue("a=1", forHTTPHeaderField: "Cookie")
+        request.setValue("Basic x", forHTTPHeaderField: "Proxy-Authorization")
+        request.setValue("kept", forHTTPHeaderField: "X-Custom")
+        return request
+    }
+
+    func testCredentialsNeverCrossToAnotherOrigin() throws {
+        for target in ["http://other.test/x", "https://a.test/x", "http://a.test:8080/x"] {
+            let next = try XCTUnwrap(RedirectPolicy.redirectedRequest(
+                from: request("http://a.test/start"), response: response(302, location: target, from: "http://a.test/start")))
+            XCTAssertNil(next.value(forHTTPHeaderField: "Authorization"), target)
+            XCTAssertNil(next.value(forHTTPHeaderField: "Cookie"), target)
+            XCTAssertNil(next.value(forHTTPHeaderField: "Proxy-Authorization"), target)
+            XCTAssertEqual(next.value(forHTTPHeaderField: "X-Custom"), "kept", target)
+        }
+    }
+
+    func testCredentialsStayOnTheSameOrigin() throws {
+        let next = try XCTUnwrap(RedirectPolicy.redirectedRequest(
+            from: request("http://a.test/start"), response: response(301, location: "/next", from: "http://a.test/start")))
+        XCTAssertEqual(next.url?.absoluteString, "http://a.test/next")
+        XCTAssertEqual(next.value(forHTTPHeaderField: "Authorization"), "Bearer secret")
+        XCTAssertTrue(RedirectPolicy.isSameOrigin(URL(string: "http://a.test/")!, URL(string: "http://A.TEST:80/x")!))
+    }
+
+    func testMethodRules() throws {
+        let body = Data("x".utf8)
+        func next(_ status: Int, _ method: String) throws -> URLRequest {
+            try XCTUnwrap(RedirectPolicy.redirectedRequest(
+                from: request("http://a.test/s", method: method, body: body),
+                response: response(status, location: "/t", from: "http://a.test/s")))
+        }
+        XCTAssertEqual(try next(303, "POST").httpMethod, "GET")
+        XCTAssertNil(try next(303, "POST").httpBody)
+        XCTAssertEqual(try next(303, "HEAD").httpMethod, "HEAD")
+        XCTAssertEqual(try next(302, "POST").httpMethod, "GET")
+        XCTAssertEqual(try next(301, "PUT").httpMethod, "PUT")
+        XCTAssertEqual(try next(307, "POST").httpMethod, "POST")
+        XCTAssertEqual(try next(307, "POST").httpBody, body)
+        XCTAssertEqual(try next(308, "PATCH").httpMethod, "PATCH")
+    }
+
+    func testUnfollowableLocationsAreRefused() {
+        for location in ["ftp://a.test/x", "file:///etc/passwd", "javascript:alert(1)"] {
+            XCTAssertNil(RedirectPolicy.redirectedRequest(
+                from: request("http://a.test/s"), response: response(302, location: location, from: "http://a.test/s")), location)
+        }
+    }
+}

@@ -1,0 +1,249 @@
+import CurlewTestSupport
+import Foundation
+import Security
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// Live handshakes against the in-process TLS server: the manager's `SecurityPolicy` is
+/// enforced during the handshake, a refused server receives no request byte, and neither
+/// a kept-alive connection nor a resumed TLS session skips a changed policy.
+final class TLSPolicyTests: XCTestCase {
+    /// One accept/refuse case: the server's certificate, the policy, the expected outcome.
+    private func check(
+        _ files: TestCertificates.Files, policy: SecurityPolicy, url path: String = "/x",
+        expect reason: TrustEvaluationError.Reason?, file: StaticString = #filePath, line: UInt = #line
+    ) async throws {
+        let server = try TLSFixture.server(files)
+        defer { server.shutdown() }
+        let manager = TLSFixture.manager(policy: policy)
+        let response = await manager.get(try server.url(path))
+        await manager.waitUntilInvalidatedAfterUse()
+        if let reason {
+            let failure = TLSFixture.trustFailure(response)
+            XCTAssertEqual(failure?.reason, reason, "\(response.result)", file: file, line: line)
+            XCTAssertFalse(failure?.description.isEmpty ?? true, file: file, line: line)
+            // Refused during the handshake: not one byte of the HTTP request reached the server.
+            XCTAssertEqual(server.recordedApplicationBytes, 0, file: file, line: line)
+            XCTAssertEqual(server.requests.count, 0, file: file, line: line)
+        } else {
+            XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)", file: file, line: line)
+            XCTAssertEqual(server.requests.count, 1, file: file, line: line)
+        }
+    }
+
+    // MARK: - Default policy (no pinning)
+
+    func testDefaultPolicyTrustingTestRootAcceptsValidChain() async throws {
+        try await check(TLSFixture.certificates().leaf, policy: TLSFixture.trustingTestRoot(), expect: nil)
+    }
+
+    func testSystemRootsRefuseTestCAWithReason() async throws {
+        try await check(TLSFixture.certificates().leaf, policy: .default, expect: .unknownIssuer)
+    }
+
+    func testExpiredLeafRefused() async throws {
+        try await check(TLSFixture.certificates().expiredLeaf, policy: TLSFixture.trustingTestRoot(), expect: .expired)
+    }
+
+    func testNotYetValidLeafRefused() async throws {
+        try await check(TLSFixture.certificates().notYetValidLeaf, policy: TLSFixture.trustingTestRoot(), expect: .notYetValid)
+    }
+
+    func testWrongHostRefusedAndAcceptedWithoutDomainValidation() async throws {
+        let certificates = try TLSFixture.certificates()
+        try await check(certificates.wrongHostLeaf, policy: TLSFixture.trustingTestRoot(), expect: .hostMismatch)
+        var lenient = try TLSFixture.trustingTestRoot()
+        lenient.validatesDomainName = false
+        try await check(certificates.wrongHostLeaf, policy: lenient, expect: nil)
+    }
+
+    func testSelfSignedRefusedUnlessAllowedWithoutDomainValidation() async throws {
+        let certificates = try TLSFixture.certificates()
+        try await check(certificates.selfSigned, policy: TLSFixture.trustingTestRoot(), expect: .selfSigned)
+        var allowInvalid = SecurityPolicy.default
+        allowInvalid.allowInvalidCertificates = true
+        // AFNetworking: allowing invalid certificates while validating the domain needs a pin.
+        try await check(certificates.selfSigned, policy: allowInvalid, expect: .domainValidationRequiresPinning)
+        allowInvalid.validatesDomainName = false
+        try await check(certificates.selfSigned, policy: allowInvalid, expect: nil)
+    }
+
+    func testUnrelatedRootRefused() async throws {
+        try await check(TLSFixture.certificates().unrelatedLeaf, policy: TLSFixture.trustingTestRoot(), expect: .unknownIssuer)
+    }
+
+    // MARK: - Pinning
+
+    private func pinned(_ mode: SSLPinningMode, _ pins: [TestCertificates.Files]) throws -> SecurityPolicy {
+        var policy = SecurityPolicy(pinningMode: mode, pinnedCertificates: Set(try pins.map(TLSFixture.certificate)))
+        policy.trustedRootCertificates = [try TLSFixture.certificate(TLSFixture.certificates().root)]
+        return policy
+    }
+
+    func testPublicKeyPinningSurvivesReissueWithSameKeyAndFailsAfterKeyChange() async throws {
+        let certificates = try TLSFixture.certificates()
+        let policy = try pinned(.publicKey, [certificates.leaf])
+        try await check(certificates.leaf, policy: policy, expect: nil)
+        try await check(certificates.reissuedLeafSameKey, policy: policy, expect: nil)
+        try await check(certificates.leafNewKey, policy: policy, expect: .noPinMatched)
+    }
+
+    func testPublicKeyPinOfIntermediateAcceptsAnyLeafItIssued() async throws {
+        let certificates = try TLSFixture.certificates()
+        let policy = try pinned(.publicKey, [certificates.intermediate])
+        try await check(certificates.leafNewKey, policy: policy, expect: nil)
+        try await check(certificates.unrelatedLeaf, policy: policy, expect: .unknownIssuer)
+    }
+
+    func testCertificatePinningAcceptsPinnedLeafOnly() async throws {
+        let certificates = try TLSFixture.certificates()
+        let policy = try pinned(.certificate, [certificates.leaf])
+        try await check(certificates.leaf, policy: policy, expect: nil)
+        try await check(certificates.reissuedLeafSameKey, policy: policy, expect: .noPinMatched)
+    }
+
+    func testCertificatePinnedRootAnchorsChain() async throws {
+        let certificates = try TLSFixture.certificates()
+        try await check(certificates.leaf, policy: try pinned(.certificate, [certificates.root]), expect: nil)
+    }
+
+    // MARK: - Configuration errors
+
+    func testSetSecurityPolicyRefusesEmptyPinSet() throws {
+        let manager = TLSFixture.manager(policy: nil)
+        XCTAssertThrowsError(try manager.setSecurityPolicy(SecurityPolicy(pinningMode: .publicKey))) { error in
+            XCTAssertEqual((error as? SecurityPolicy.ConfigurationError)?.code, .noPinnedCertificates)
+        }
+        XCTAssertEqual(manager.securityPolicy, .default)  // the previous policy stays
+    }
+
+    func testPlainSetterOfInvalidPolicyFailsClosed() async throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try TLSFixture.server(certificates.leaf)
+        defer { server.shutdown() }
+        let manager = TLSFixture.manager(policy: SecurityPolicy(pinningMode: .certificate))
+        let response = await manager.get(try server.url("/x"))
+        XCTAssertEqual(TLSFixture.trustFailure(response)?.reason, .noPinnedCertificates)
+        XCTAssertEqual(server.acceptedConnectionCount, 0)  // refused before connecting
+        // Plain http is not affected by the TLS policy.
+        let plain = try TestServer { _ in .json("{}") }
+        defer { plain.shutdown() }
+        let okResponse = await manager.get(try plain.url("/x"))
+        XCTAssertTrue(TLSFixture.isSuccess(okResponse), "\(okResponse.result)")
+    }
+
+    // MARK: - Policy changes, kept-alive connections and TLS resumption
+
+    func testChangedPolicyRefusesKeptAliveConnection() async throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try TLSFixture.server(certificates.leaf)
+        defer { server.shutdown() }
+        let manager = TLSFixture.manager(policy: try TLSFixture.trustingTestRoot())
+        let okResponse = await manager.get(try server.url("/1"))
+        XCTAssertTrue(TLSFixture.isSuccess(okResponse), "\(okResponse.result)")
+        // Positive control: same policy, the kept-alive connection is reused.
+        let second = await manager.get(try server.url("/2"))
+        XCTAssertTrue(TLSFixture.isSuccess(second))
+        XCTAssertEqual(second.metrics?.transactionMetrics.last?.isReusedConnection, true)
+        XCTAssertEqual(server.acceptedConnectionCount, 1)
+        let bytesBefore = server.recordedApplicationBytes
+
+        // A policy that refuses this server: the open connection must not carry a request.
+        manager.securityPolicy = try pinned(.publicKey, [certificates.leafNewKey])
+        let refused = await manager.get(try server.url("/3"))
+        XCTAssertEqual(TLSFixture.trustFailure(refused)?.reason, .noPinMatched, "\(refused.result)")
+        XCTAssertEqual(server.requests.count, 2)
+        XCTAssertEqual(server.recordedApplicationBytes, bytesBefore)
+        XCTAssertGreaterThanOrEqual(manager.engine.security.statistics.withLock { $0.refusedStaleConnections }, 1)
+    }
+
+    func testChangedPolicyThatStillTrustsServerReconnects() async throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try TLSFixture.server(certificates.leaf)
+        defer { server.shutdown() }
+        let manager = TLSFixture.manager(policy: try TLSFixture.trustingTestRoot())
+        let okResponse = await manager.get(try server.url("/1"))
+        XCTAssertTrue(TLSFixture.isSuccess(okResponse), "\(okResponse.result)")
+        manager.securityPolicy = try pinned(.publicKey, [certificates.leaf])
+        let after = await manager.get(try server.url("/2"))
+        XCTAssertTrue(TLSFixture.isSuccess(after), "\(after.result)")
+        // Judged again on a new connection by the new policy.
+        XCTAssertEqual(server.acceptedConnectionCount, 2)
+        XCTAssertEqual(server.handshakeCount, 2)
+    }
+
+    /// Resumption with an unchanged policy still happens (positive control), and a session
+    /// resumed under a changed policy is refused by the per-request check even when the
+    /// session cache is not replaced (the check alone must hold).
+    func testResumedSessionUnderChangedPolicyIsRefused() async throws {
+        let certificates = try TLSFixture.certificates()
+        // keepAlive false: a new TCP connection per request, so each one may resume.
+        let server = try TLSFixture.server(certificates.leaf, keepAlive: false)
+        defer { server.shutdown() }
+        let manager = TLSFixture.manager(policy: try TLSFixture.trustingTestRoot())
+        let security = manager.engine.security
+        security.replacesSessionCacheOnPolicyChange.store(false, ordering: .relaxed)
+        for index in 0..<3 {
+            let response = await manager.get(try server.url("/\(index)"))
+            XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)")
+            XCTAssertTrue(server.waitForAllConnectionsClosed())
+        }
+        let resumed = security.statistics.withLock { $0.admittedResumedSessions }
+        print("TLS resumption under an unchanged policy:", security.statistics.withLock { $0 })
+        XCTAssertGreaterThanOrEqual(resumed, 1, "unchanged policy: the TLS session is resumed")
+        XCTAssertEqual(server.acceptedConnectionCount, 3)
+
+        manager.securityPolicy = try pinned(.publicKey, [certificates.leafNewKey])
+        let bytesBefore = server.recordedApplicationBytes
+        let refused = await manager.get(try server.url("/refused"))
+        XCTAssertEqual(TLSFixture.trustFailure(refused)?.reason, .noPinMatched, "\(refused.result)")
+        XCTAssertEqual(server.recordedApplicationBytes, bytesBefore)
+        XCTAssertEqual(server.requests.count, 3)
+        let statistics = security.statistics.withLock { $0 }
+        XCTAssertGreaterThanOrEqual(statistics.refusedStaleConnections, 1, "\(statistics)")
+        XCTAssertEqual(statistics.admittedResumedSessions, resumed, "no resumption admitted after the change")
+    }
+
+    /// With the session cache replaced on a policy change (the default), no stale session
+    /// is even offered: the new policy sees a full handshake.
+    func testPolicyChangeReplacesSessionCache() async throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try TLSFixture.server(certificates.leaf, keepAlive: false)
+        defer { server.shutdown() }
+        let manager = TLSFixture.manager(policy: try TLSFixture.trustingTestRoot())
+        let security = manager.engine.security
+        let okResponse = await manager.get(try server.url("/1"))
+        XCTAssertTrue(TLSFixture.isSuccess(okResponse), "\(okResponse.result)")
+        XCTAssertTrue(server.waitForAllConnectionsClosed())
+        manager.securityPolicy = try pinned(.publicKey, [certificates.leafNewKey])
+        let refused = await manager.get(try server.url("/2"))
+        XCTAssertEqual(TLSFixture.trustFailure(refused)?.reason, .noPinMatched)
+        let statistics = security.statistics.withLock { $0 }
+        XCTAssertEqual(statistics.sessionCacheReplacements, 1)
+        XCTAssertEqual(statistics.refusedHandshakes, 1, "judged by a full handshake")
+        XCTAssertEqual(server.requests.count, 1)
+    }
+
+    func testPeerCertificatesRecordsChainAndSendsNothing() async throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try TLSFixture.server(certificates.leaf)
+        defer { server.shutdown() }
+        let manager = TLSFixture.manager(policy: nil)
+        let trust = try await manager.peerCertificates(for: server.baseURL)
+        XCTAssertEqual(trust.certificates.first, try TLSFixture.certificate(certificates.leaf))
+        XCTAssertEqual(trust.certificates.count, 2)  // leaf + intermediate, as sent
+        XCTAssertEqual(server.recordedApplicationBytes, 0)
+    }
+}
+
+extension URLSessionManager {
+    /// Invalidates the manager and waits for its driver to free every handle.
+    func waitUntilInvalidatedAfterUse() async {
+        invalidateSessionCancelingTasks(true, resetSession: false)
+        await waitUntilInvalidated()
+    }
+}
