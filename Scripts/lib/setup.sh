@@ -12,6 +12,7 @@ CURLEW_APT_PACKAGES=(
     libpng-dev libjpeg-dev libgif-dev libwebp-dev  # ImageLoading codecs
     iproute2  # Reachability tests: private network namespaces
     nghttp2-server  # nghttpd: an HTTP/2-over-TLS peer for the HTTP/2 tests
+    curl  # the test server's self-tests compare against the curl tool
     python3 python3-venv  # httpbin under gunicorn
 )
 

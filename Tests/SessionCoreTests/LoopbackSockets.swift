@@ -72,6 +72,18 @@ final class LoopbackListener: @unchecked Sendable {
     deinit { close() }
 }
 
+/// Writes every byte to a socket (retrying short writes and EINTR); false on failure.
+func sendAll(_ descriptor: Int32, _ bytes: [UInt8]) -> Bool {
+    var offset = 0
+    while offset < bytes.count {
+        let written = bytes[offset...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        if written < 0 && errno == EINTR { continue }
+        guard written > 0 else { return false }
+        offset += written
+    }
+    return true
+}
+
 /// Open file descriptors of this process.
 func openFileDescriptorCount() -> Int {
     (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1

@@ -93,14 +93,14 @@ final class MultipartUploadTests: XCTestCase {
         let uploader = HTTPSessionManager(baseURL: URL(string: "http://127.0.0.1:\(sink.port)/"))
         defer { uploader.invalidateSessionCancelingTasks(true, resetSession: false) }
 
-        XCTAssertTrue(ProcessMemory.resetPeak(), "needs /proc/self/clear_refs (Linux ≥ 4.0)")
-        let baseline = try XCTUnwrap(ProcessMemory.kilobytes("VmRSS"))
+        XCTAssertTrue(MemoryStatus.resetPeak(), "needs /proc/self/clear_refs (Linux ≥ 4.0)")
+        let baseline = try XCTUnwrap(MemoryStatus.value("VmRSS"))
         let (returned, outcome) = await verbOutcome { success, failure in
             uploader.post("upload", parameters: ["name": "big"], constructingBodyWith: { form in
                 try form.appendPart(withFileURL: fileURL, name: "file")
             }, success: success, failure: failure)
         }
-        let peak = try XCTUnwrap(ProcessMemory.kilobytes("VmHWM"))
+        let peak = try XCTUnwrap(MemoryStatus.value("VmHWM"))
 
         let task = try XCTUnwrap(returned)
         let expected = try XCTUnwrap(task.originalRequest?.value(forHTTPHeaderField: "Content-Length").flatMap { Int($0) })
@@ -133,37 +133,20 @@ private final class DiscardingSink: Sendable {
     }
 
     let port: UInt16
-    private let listener: Int32
+    private let listener: LoopbackListener
     private let outcome = Mutex<Result?>(nil)
 
     var result: Result? { outcome.withLock { $0 } }
 
     init() throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.EMFILE) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
-            }
-        }
-        guard bound, listen(fd, 8) == 0 else {
-            close(fd)
-            throw POSIXError(.EADDRINUSE)
-        }
-        listener = fd
-        port = UInt16(bigEndian: address.sin_port)
+        listener = try LoopbackListener()
+        port = listener.port
         let thread = Thread { [self] in serveOne() }
         thread.start()
     }
 
-    deinit { close(listener) }
-
     private func serveOne() {
-        let client = accept(listener, nil, nil)
+        let client = accept(listener.descriptorForServing, nil, nil)
         guard client >= 0 else { return }
         defer { close(client) }
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
@@ -204,13 +187,7 @@ private final class DiscardingSink: Sendable {
         let json = "{\"received\": \(bodyBytes)}"
         let response = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(json.utf8.count)\r\n"
             + "Connection: close\r\n\r\n" + json
-        let bytes = Array(response.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let sent = bytes[offset...].withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard sent > 0 else { return }
-            offset += sent
-        }
+        _ = sendAll(client, Array(response.utf8))
     }
 
     /// The index just past "\r\n\r\n", if the head is complete.
@@ -221,24 +198,5 @@ private final class DiscardingSink: Sendable {
             return index + 4
         }
         return nil
-    }
-}
-
-/// Resident-set figures of this process, from /proc/self/status.
-private enum ProcessMemory {
-    /// A `Vm…` field in kilobytes.
-    static func kilobytes(_ field: String) -> Int? {
-        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
-        for line in status.split(separator: "\n") where line.hasPrefix(field + ":") {
-            return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
-        }
-        return nil
-    }
-
-    /// Resets VmHWM (peak RSS) to the current RSS.
-    static func resetPeak() -> Bool {
-        guard let handle = FileHandle(forWritingAtPath: "/proc/self/clear_refs") else { return false }
-        defer { try? handle.close() }
-        return (try? handle.write(contentsOf: Data("5".utf8))) != nil
     }
 }

@@ -19,27 +19,16 @@ final class StreamingServer: Sendable {
             var request = [UInt8](repeating: 0, count: 8192)
             _ = recv(client, &request, request.count, 0)  // one small GET fits in one read
             let head = "HTTP/1.1 200 OK\r\nContent-Length: \(bytes)\r\nContent-Type: application/octet-stream\r\n\r\n"
-            guard StreamingServer.writeAll(client, Array(head.utf8)) else { return }
+            guard sendAll(client, Array(head.utf8)) else { return }
             let chunk = [UInt8]((0..<65536).map { UInt8(truncatingIfNeeded: $0 &* 7) })
             var remaining = bytes
             while remaining > 0 {
                 let count = min(remaining, chunk.count)
-                guard StreamingServer.writeAll(client, Array(chunk[0..<count])) else { return }
+                guard sendAll(client, Array(chunk[0..<count])) else { return }
                 remaining -= count
             }
         }
         thread.start()
-    }
-
-    private static func writeAll(_ descriptor: Int32, _ bytes: [UInt8]) -> Bool {
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if written < 0 && errno == EINTR { continue }
-            guard written > 0 else { return false }
-            offset += written
-        }
-        return true
     }
 }
 
@@ -55,7 +44,8 @@ enum MemoryStatus {
 
     /// Resets VmHWM (peak RSS) to the current RSS (Linux ≥ 4.0).
     static func resetPeak() -> Bool {
-        FileManager.default.createFile(atPath: "/proc/self/clear_refs", contents: Data("5".utf8))
-            || (try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)) != nil
+        guard let handle = FileHandle(forWritingAtPath: "/proc/self/clear_refs") else { return false }
+        defer { try? handle.close() }
+        return (try? handle.write(contentsOf: Data("5".utf8))) != nil
     }
 }

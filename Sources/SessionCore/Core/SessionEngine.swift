@@ -194,6 +194,9 @@ final class SessionEngine: Sendable {
             var userInfo: [AnyHashable: Any] = [:]
             if let body = outcome.body { userInfo[SessionNotificationKey.responseData] = body }
             if case .success(let value) = result { userInfo[SessionNotificationKey.serializedResponse] = value }
+            if !task.options.skipsSerializer && task.options.collectsBody {
+                userInfo[SessionNotificationKey.responseSerializer] = serializer
+            }
             if case .failure(let error) = result { userInfo[SessionNotificationKey.error] = error }
             if let metrics = outcome.metrics { userInfo[SessionNotificationKey.metrics] = metrics }
             if let fileURL = outcome.fileURL { userInfo[SessionNotificationKey.assetPath] = fileURL }
