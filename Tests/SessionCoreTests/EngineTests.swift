@@ -145,4 +145,29 @@ final class EngineTests: XCTestCase {
         let refused = await strict.response(for: URLRequest(url: try Peer.url("/redirect/3")))
         XCTAssertEqual(refused.error as? SessionError, .tooManyRedirects(2))
     }
+
+    func testSuspendWhileARedirectDecisionIsPendingHoldsTheTaskUntilResumed() async throws {
+        let manager = URLSessionManager.raw()
+        manager.setTaskWillPerformHTTPRedirectionBlock { task, _, proposed in
+            task.suspend()  // arrives while the transfer is detached, waiting for this answer
+            return proposed
+        }
+        let completed = Mutex(false)
+        let task = manager.dataTask(with: URLRequest(url: try Peer.url("/redirect/1"))) { _ in
+            completed.withLock { $0 = true }
+        }
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        for _ in 0..<100 where task.state != .suspended { try await Task.sleep(nanoseconds: 10_000_000) }
+        XCTAssertEqual(task.state, .suspended)
+        try await Task.sleep(nanoseconds: 500_000_000)
+        XCTAssertFalse(completed.withLock { $0 }, "a suspended task completed")
+        task.resume()
+        await fulfillment(of: [done], timeout: 10)
+        XCTAssertNil(task.error)
+        XCTAssertEqual(task.response?.statusCode, 200)
+        XCTAssertEqual(task.currentRequest?.url?.path, "/get")
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
 }

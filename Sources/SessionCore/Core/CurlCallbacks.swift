@@ -31,6 +31,7 @@ enum CurlCallbacks {
 
     static let read: curl_read_callback = { buffer, size, count, userdata in
         guard let buffer, let delegate = CurlCallbacks.delegate(userdata) else { return Int(CURL_READFUNC_ABORT) }
+        if delegate.isSuspendedByCaller { return Int(CURL_READFUNC_PAUSE) }  // see didReceiveBody
         let result = delegate.readBody(into: UnsafeMutableRawBufferPointer(start: buffer, count: size * count))
         return result ?? Int(CURL_READFUNC_ABORT)
     }

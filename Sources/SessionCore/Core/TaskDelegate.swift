@@ -278,6 +278,9 @@ final class TaskDelegate {
     }
 
     func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> WriteDecision {
+        // libcurl resets pause bits when a transfer starts, so a suspend() that came before
+        // (or while detached for a redirect or challenge) takes effect here, from the callback.
+        if isSuspendedByCaller { return .pause }
         if isContentEncoded {
             // Compression-bomb guard: curl counts received (encoded) bytes in SIZE_DOWNLOAD.
             let configuration = engine.configuration

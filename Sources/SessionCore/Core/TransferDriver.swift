@@ -269,10 +269,6 @@ final class DriverLoop {
         delegates[ObjectIdentifier(task)] = delegate
         delegate.unmanagedSelf = Unmanaged.passRetained(delegate).toOpaque()
         attach(delegate)
-        if task.state == .suspended {  // suspended between resume() and now
-            delegate.isSuspendedByCaller = true
-            _ = curl_easy_pause(easy.raw, CURLPAUSE_ALL)
-        }
     }
 
     private func attach(_ delegate: TaskDelegate) {
@@ -288,6 +284,10 @@ final class DriverLoop {
             return
         }
         delegate.isAttached = true
+        // Suspended before it started, or while it waited detached for a redirect or
+        // challenge decision. libcurl forgets a pause set before the transfer starts, so the
+        // flag is what holds it: the read and write callbacks pause on it.
+        if delegate.task.state == .suspended { delegate.isSuspendedByCaller = true }
     }
 
     private func detach(_ delegate: TaskDelegate) {
