@@ -13,6 +13,7 @@ CURLEW_APT_PACKAGES=(
     iproute2  # Reachability tests: private network namespaces
     nghttp2-server  # nghttpd: an HTTP/2-over-TLS peer for the HTTP/2 tests
     curl  # the test server's self-tests compare against the curl tool
+    gzip zstd  # the decoding tests compress their bodies with these tools
     python3 python3-venv  # httpbin under gunicorn
 )
 

@@ -139,10 +139,24 @@ final class LimitsTests: XCTestCase {
         XCTAssertEqual(task.countOfBytesReceived, 10_000)
     }
 
-    /// gzip via the system's gzip(1), which every Debian has.
-    private func gzip(_ data: Data) throws -> Data {
+    func testZstdBodiesAreDecodedTransparently() async throws {
+        let server = try server()
+        let original = Data((0..<100_000).map { UInt8(truncatingIfNeeded: $0 % 251) })
+        server.route("/zstd", response: TestResponse(
+            status: 200, headers: [("Content-Encoding", "zstd")], body: try compress(original, with: "/usr/bin/zstd")))
+        let response = await manager.response(for: URLRequest(url: try server.url("/zstd")))
+        XCTAssertNil(response.error)
+        XCTAssertEqual(response.data, original)
+        let sent = try XCTUnwrap(server.requests.last?.header("Accept-Encoding"))
+        XCTAssertTrue(sent.contains("zstd") && sent.contains("br") && sent.contains("gzip"), sent)
+    }
+
+    private func gzip(_ data: Data) throws -> Data { try compress(data, with: "/bin/gzip") }
+
+    /// Compresses with a system tool (gzip(1), zstd(1)) reading standard input.
+    private func compress(_ data: Data, with tool: String) throws -> Data {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/gzip")
+        process.executableURL = URL(fileURLWithPath: tool)
         process.arguments = ["-c", "-9"]
         let input = Pipe()
         let output = Pipe()
