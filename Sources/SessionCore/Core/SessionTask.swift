@@ -233,14 +233,13 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
 }
 
 /// A task whose response body arrives in memory (or is streamed to a data handler).
-public class DataTask: SessionTask, @unchecked Sendable {}
+public class DataTask: SessionTask, @unchecked Sendable {}  // adds no state: SessionTask's Mutex covers it
 
 /// A data task that sends a body (from `Data`, a file or a stream).
-public final class UploadTask: DataTask, @unchecked Sendable {}
+public final class UploadTask: DataTask, @unchecked Sendable {}  // adds no state
 
 /// What a finished transfer produced, handed from the driver to the completion queue.
-struct TransferOutcome: @unchecked Sendable {
-    // @unchecked: built on the driver and handed over once; never shared or mutated after.
+struct TransferOutcome: Sendable {
     var error: SessionError?
     var request: URLRequest?
     var response: HTTPURLResponse?
