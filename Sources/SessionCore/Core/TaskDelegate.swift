@@ -207,14 +207,19 @@ final class TaskDelegate {
         } else {
             bodyReader = try BodyReader(nextPrepared.body)
         }
+        resetResponseState()
+        redirectCount += 1
+        task.didRedirect(to: next)
+    }
+
+    /// Forgets the last response before the delegate sends another request.
+    private func resetResponseState() {
         head.reset()
         response = nil
         body = Data()
         bodyBytesDelivered = 0
         isContentEncoded = false
         isRedirectCandidate = false
-        redirectCount += 1
-        task.didRedirect(to: next)
     }
 
     /// Prepares the delegate to send the same request again (after a challenge, or on a
@@ -223,12 +228,7 @@ final class TaskDelegate {
         if let reader = bodyReader {
             guard reader.isRewindable, reader.rewind() else { return false }
         }
-        head.reset()
-        response = nil
-        body = Data()
-        bodyBytesDelivered = 0
-        isContentEncoded = false
-        isRedirectCandidate = false
+        resetResponseState()
         isWithheldForChallenge = false
         failure = nil
         return true
