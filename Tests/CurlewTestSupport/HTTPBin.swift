@@ -76,13 +76,16 @@ public enum HTTPBin {
         let log = try FileHandle(forWritingTo: logURL)
 
         // The watchdog shell starts gunicorn, then exits (taking gunicorn down) when this process is gone.
+        // SIGKILL, not SIGTERM: children spawned through Foundation's Process from a Dispatch thread
+        // inherit a signal mask that blocks SIGTERM, so gunicorn would never see it. Its workers
+        // notice their master is gone and exit by themselves.
         let script = """
             "$2" --bind "127.0.0.1:$3" --workers 1 --threads 16 --graceful-timeout 1 \
                 --log-level warning httpbin:app &
             child=$!
-            trap 'kill -TERM "$child" 2>/dev/null; exit 0' TERM INT HUP
+            trap 'kill -KILL "$child" 2>/dev/null; exit 0' TERM INT HUP
             while kill -0 "$1" 2>/dev/null && kill -0 "$child" 2>/dev/null; do sleep 0.5; done
-            kill -TERM "$child" 2>/dev/null
+            kill -KILL "$child" 2>/dev/null
             wait "$child"
             """
         let process = Process()

@@ -7,7 +7,8 @@ import Synchronization
 /// a real HTTP/2 peer for the tests (the in-process NIO server speaks HTTP/1.1 only).
 ///
 /// One peer per test process (`shared`). A small shell parent stops nghttpd when this
-/// process exits, even by a crash (SIGKILL: nghttpd ignores SIGTERM); nothing here ever waits on the child (Foundation's
+/// process exits, even by a crash (SIGKILL: children spawned through Foundation's Process
+/// inherit a mask that blocks SIGTERM); nothing here ever waits on the child (Foundation's
 /// `Process.waitUntilExit` can spin on Linux).
 final class HTTP2Peer: Sendable {
     let port: UInt16
