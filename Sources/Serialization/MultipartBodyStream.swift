@@ -94,10 +94,14 @@ public final class MultipartBodyStream: InputStream {
     /// A new, unopened stream over the same parts, for sending the body again; nil when a part
     /// is a caller's `InputStream` (which cannot be rewound).
     public func makeRewoundCopy() -> MultipartBodyStream? {
-        for source in sources {
-            if case .stream = source { return nil }
-        }
+        guard isRewindable else { return nil }
         return MultipartBodyStream(sources: sources, boundary: boundary, packetSize: packetSize, delay: delay)
+    }
+
+    /// Whether ``makeRewoundCopy()`` can rebuild this body: false when a part is a caller's
+    /// `InputStream`, which can be read only once.
+    public var isRewindable: Bool {
+        !sources.contains { if case .stream = $0 { return true } else { return false } }
     }
 
     // MARK: InputStream

@@ -1,4 +1,5 @@
 import Foundation
+import Serialization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -99,8 +100,13 @@ final class BodyReader {
         switch source {
         case .data(let data, _):
             source = .data(data, offset: 0)
-        case .stream:
-            return bytesRead == 0
+        case .stream(let stream, let opened):
+            guard bytesRead > 0 else { return true }
+            // A multipart body can be rebuilt over the same parts (files are reopened);
+            // any other stream is spent once read.
+            guard let copy = (stream as? MultipartBodyStream)?.makeRewoundCopy() else { return false }
+            if opened { stream.close() }
+            source = .stream(copy, opened: false)
         case .file(let descriptor):
             guard lseek(descriptor, 0, SEEK_SET) == 0 else { return false }
         }
@@ -110,7 +116,9 @@ final class BodyReader {
 
     /// Whether the body can be sent again from the start.
     var isRewindable: Bool {
-        if case .stream = source { return bytesRead == 0 }
+        if case .stream(let stream, _) = source, bytesRead > 0 {
+            return (stream as? MultipartBodyStream)?.isRewindable ?? false
+        }
         return true
     }
 }
