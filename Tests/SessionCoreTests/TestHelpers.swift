@@ -53,3 +53,15 @@ extension URLSessionManager {
         return manager
     }
 }
+
+/// Cancels `call` (a Swift `Task` running a Curlew request) and asserts that it ends with
+/// `SessionError.cancelled`.
+func assertCancelling<T: Sendable>(_ call: Task<T, any Error>, file: StaticString = #filePath, line: UInt = #line) async {
+    call.cancel()
+    do {
+        _ = try await call.value
+        XCTFail("expected cancellation", file: file, line: line)
+    } catch {
+        XCTAssertEqual(error as? SessionError, .cancelled, file: file, line: line)
+    }
+}
