@@ -1,3 +1,4 @@
+import CurlewTestSupport
 import Foundation
 import Synchronization
 import XCTest
@@ -52,6 +53,11 @@ final class EngineTests: XCTestCase {
     }
 
     func testInvalidatingWithHundredInFlightTasksCancelsAllAndLeaksNothing() async throws {
+        // The in-process server, not httpbin: a hundred parallel /delay requests would hold
+        // every httpbin worker thread for the tests that follow.
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/hold") { _ in .fault(.acceptAndNeverRespond) }
         let descriptorsBefore = openFileDescriptorCount()
         weak var weakTask: SessionTask?
         weak var weakManager: URLSessionManager?
@@ -66,7 +72,7 @@ final class EngineTests: XCTestCase {
             done.expectedFulfillmentCount = 100
             let invalidated = expectation(forNotification: .sessionDidInvalidate, object: manager)
             for _ in 0..<100 {
-                let task = manager.dataTask(with: URLRequest(url: try Peer.url("/delay/10"))) { response in
+                let task = manager.dataTask(with: URLRequest(url: try server.url("/hold"))) { response in
                     errors.withLock { $0.append(response.error as? SessionError) }
                     done.fulfill()
                 }
@@ -93,6 +99,7 @@ final class EngineTests: XCTestCase {
             }
             XCTAssertTrue(exited, "the driver thread did not exit")
         }
+        XCTAssertTrue(server.waitForAllConnectionsClosed(timeout: .seconds(20)), "client connections left open")
         XCTAssertEqual(openFileDescriptorCount(), descriptorsBefore, "file descriptors leaked")
     }
 

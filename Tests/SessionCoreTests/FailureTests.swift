@@ -40,7 +40,8 @@ final class FailureTests: XCTestCase {
         task.resume()
         try await Task.sleep(nanoseconds: 200_000_000)
         task.cancel()
-        XCTAssertEqual(task.state, .canceling)
+        // The driver may already have completed it: either state is right, never `.running`.
+        XCTAssertTrue([.canceling, .completed].contains(task.state), "\(task.state)")
         await fulfillment(of: [completed], timeout: 1)
         XCTAssertEqual(task.state, .completed)
         XCTAssertEqual(task.error as? SessionError, .cancelled)

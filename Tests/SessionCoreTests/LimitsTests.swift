@@ -120,6 +120,25 @@ final class LimitsTests: XCTestCase {
         XCTAssertEqual(accepted.data, Data(repeating: 65, count: 10_000))
     }
 
+    /// A bomb in a body the task never sees (a redirect's, a 401 held back for the challenge
+    /// handler) is counted too: curl would otherwise inflate it all on the driver thread.
+    func testCompressionBombInARedirectOrChallengedBodyIsRefused() async throws {
+        let server = try server()
+        let bomb = try gzip(Data(count: 64 * 1024 * 1024))
+        server.route("/moved", response: TestResponse(
+            status: 302, headers: [("Location", "/fine"), ("Content-Encoding", "gzip")], body: bomb))
+        server.route("/locked", response: TestResponse(
+            status: 401, headers: [("WWW-Authenticate", "Basic realm=\"x\""), ("Content-Encoding", "gzip")], body: bomb))
+        server.route("/fine", response: .text("fine"))
+        let redirected = await manager.response(for: URLRequest(url: try server.url("/moved")))
+        XCTAssertEqual(redirected.error as? SessionError, .decompressionLimitExceeded(ratio: 100))
+        XCTAssertFalse(server.requests.contains { $0.path == "/fine" }, "the bomb's redirect was followed")
+
+        manager.setAuthenticationChallengeHandler { _, _ in .performDefaultHandling }
+        let challenged = await manager.response(for: URLRequest(url: try server.url("/locked")))
+        XCTAssertEqual(challenged.error as? SessionError, .decompressionLimitExceeded(ratio: 100))
+    }
+
     func testSuspendAndResumeDeliverTheWholeBody() async throws {
         let server = try server()
         server.route("/slow", response: .stream((0..<10).map { index in

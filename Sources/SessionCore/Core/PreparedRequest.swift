@@ -92,6 +92,16 @@ struct PreparedRequest: Sendable {
             acceptEncoding: acceptEncoding, body: body, hasCookieHeader: seen.contains("cookie"))
     }
 
+    /// Whether a transfer to `url` may share a connection with others (HTTP/2): over TLS
+    /// with ALPN under `.http2`, or always with prior knowledge. Never on cleartext `.http2`.
+    static func canMultiplex(url: URL, version: SessionConfiguration.HTTPVersion) -> Bool {
+        switch version {
+        case .http1_1: return false
+        case .http2: return url.scheme?.lowercased() == "https"
+        case .http2PriorKnowledge: return true
+        }
+    }
+
     /// Header names must be RFC 9110 tokens; values must not contain CR, LF or NUL.
     static func validateHeader(name: String, value: String) throws(SessionError) {
         guard !name.isEmpty, name.allSatisfy(ResponseHeadParser.isTokenCharacter) else {

@@ -14,10 +14,23 @@ enum RedirectPolicy {
             && response.value(forHTTPHeaderField: "Location") != nil
     }
 
+    /// The next hop of a redirect: the request and whether it carries the body again.
+    struct Hop: Equatable {
+        var request: URLRequest
+        /// 307/308 (and 301/302 for methods other than POST) send the same body again; the
+        /// body may live outside the `URLRequest` (a file upload), so this says so explicitly.
+        var keepsBody: Bool
+    }
+
     /// The request a browser would send next, or nil when the redirect cannot be followed
     /// (no usable Location, a scheme other than http/https).
     static func redirectedRequest(from request: URLRequest, response: HTTPURLResponse) -> URLRequest? {
-        guard let location = response.value(forHTTPHeaderField: "Location"),
+        nextHop(from: request, response: response)?.request
+    }
+
+    /// The next hop (see `redirectedRequest(from:response:)`), with its body rule.
+    static func nextHop(from request: URLRequest, response: HTTPURLResponse) -> Hop? {
+        guard isRedirect(response), let location = response.value(forHTTPHeaderField: "Location"),
             let base = request.url,
             let target = URL(string: location, relativeTo: base)?.absoluteURL,
             let scheme = target.scheme?.lowercased(), PreparedRequest.supportedSchemes.contains(scheme)
@@ -43,7 +56,7 @@ enum RedirectPolicy {
                 next.setValue(nil, forHTTPHeaderField: name)
             }
         }
-        return next
+        return Hop(request: next, keepsBody: !becomesGet)
     }
 
     /// Same scheme, host and port (default ports made explicit).

@@ -42,10 +42,15 @@ public struct SessionConfiguration: Sendable {
     public static var `default`: SessionConfiguration { SessionConfiguration() }
 
     /// Idle timeout: a task fails with `.timedOut` when no byte moved in either direction for
-    /// this long (connecting included). A request's own `timeoutInterval`, when it differs from
-    /// `URLRequest`'s 60-second default, overrides it. Default: 60 s.
+    /// this long (connecting included), checked to within 50 ms. A request's own
+    /// `timeoutInterval`, when it differs from `URLRequest`'s 60-second default, overrides it.
+    /// The clock stops while the task is suspended or its data handler holds the transfer
+    /// paused. `0`, a negative value, `.infinity` or more than a century mean no limit.
+    /// Default: 60 s.
     public var timeoutIntervalForRequest: TimeInterval = 60
-    /// Total time a task may take, redirects and uploads included. Default: 7 days, as URLSession.
+    /// Total time a task may take, redirects, uploads and hook decisions included.
+    /// `0`, a negative value, `.infinity` or more than a century mean no limit.
+    /// Default: 7 days, as URLSession.
     public var timeoutIntervalForResource: TimeInterval = 7 * 24 * 3600
     /// Headers added to every request that does not set them itself.
     public var httpAdditionalHeaders: [String: String] = [:]

@@ -126,8 +126,12 @@ final class SessionEngine: Sendable {
         return task
     }
 
+    /// Tasks not yet completed, in creation order. A completed task stays registered until
+    /// its completion block has run (invalidation waits for that), but is not listed.
     var unfinishedTasks: [SessionTask] {
-        state.withLock { $0.tasks.values.sorted { $0.taskIdentifier < $1.taskIdentifier } }
+        state.withLock { Array($0.tasks.values) }
+            .filter { $0.state != .completed }
+            .sorted { $0.taskIdentifier < $1.taskIdentifier }
     }
 
     func start(_ task: SessionTask) {
@@ -138,7 +142,7 @@ final class SessionEngine: Sendable {
     }
 
     func wantsBodyDelivery(for task: SessionTask) -> Bool {
-        task.options.dataHandler != nil || (task is DataTask && hooks.dataReceived != nil)
+        task.streamsBody || (task is DataTask && hooks.dataReceived != nil)
     }
 
     /// Hands a streamed body chunk to user code on the operation queue; resumes the paused
@@ -146,7 +150,7 @@ final class SessionEngine: Sendable {
     func deliver(_ chunk: Data, for task: SessionTask, credit: StreamCredit) {
         let hook = hooks.dataReceived
         operationQueue.async { [self] in
-            task.options.dataHandler?(chunk)
+            task.callbacks.dataHandler?(chunk)
             if let hook, let dataTask = task as? DataTask { hook(dataTask, chunk) }
             if credit.consume(chunk.count) { submit(.resumeReading(task)) }
         }
@@ -165,6 +169,9 @@ final class SessionEngine: Sendable {
             wantsBodyDelivery(for: task) ? { work in self.operationQueue.async { queue.async(execute: work) } }
             : { work in queue.async(execute: work) }
         hop { [self] in
+            // Taken out here, after the last streamed chunk: the closures are released when
+            // this block ends, whatever they capture.
+            let callbacks = task.takeCallbacks()
             let result: Result<any Sendable, any Error>
             if let error = outcome.error {
                 result = .failure(error)
@@ -187,7 +194,7 @@ final class SessionEngine: Sendable {
             if case .failure(let error) = result, outcome.error == nil {
                 task.recordSerializationError(error)
             }
-            task.options.completionHandler?(response)
+            callbacks.completionHandler?(response)
             hooks.metrics?(task, outcome.metrics)
             hooks.taskDidComplete?(task, result.failureValue)
             unregister(task)
@@ -268,7 +275,12 @@ final class SessionEngine: Sendable {
     private func didShutDown() {
         let (queue, hook, waiters) = state.withLock { state in
             state.invalidation = .invalidated
-            defer { state.invalidationWaiters.removeAll() }
+            defer {
+                state.invalidationWaiters.removeAll()
+                // An invalidated manager calls no hook again: release them, so a hook that
+                // captures its manager does not keep it alive.
+                state.hooks = Hooks()
+            }
             return (state.completionQueue, state.hooks.sessionDidBecomeInvalid, state.invalidationWaiters)
         }
         queue.async {

@@ -26,6 +26,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     }
 
     struct MutableState {
+        init(callbacks: TaskCallbacks) { self.callbacks = callbacks }
         var lifecycle = TaskLifecycle()
         var currentRequest: URLRequest?
         var response: HTTPURLResponse?
@@ -41,13 +42,22 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         var progressUpdatePending = false
         /// Set when the request failed validation: `resume()` completes with it.
         var startFailure: SessionError?
+        /// The caller's closures; emptied when the task completes (see `takeCallbacks()`).
+        var callbacks: TaskCallbacks
     }
 
     /// Unique within its manager.
     public let taskIdentifier: Int
     /// The request the task was created with.
     public let originalRequest: URLRequest?
+    /// The task's fixed choices. Its closures are not kept here but in `protected`, so that
+    /// they can be released when the task completes.
     let options: TaskOptions
+    /// Whether a data handler receives the body in chunks (fixed at creation; read by the
+    /// driver for every chunk, so it is not behind the lock).
+    let streamsBody: Bool
+    /// Whether a progress closure was given (fixed at creation).
+    let reportsProgress: Bool
     let engine: SessionEngine
     let protected: Mutex<MutableState>
     /// Upload progress; updated on the manager's operation queue.
@@ -58,9 +68,13 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     required init(identifier: Int, request: URLRequest, prepared: PreparedRequest, options: TaskOptions, engine: SessionEngine) {
         taskIdentifier = identifier
         originalRequest = request
-        self.options = options
+        var stored = options
+        stored.callbacks = TaskCallbacks()
+        self.options = stored
+        streamsBody = options.callbacks.dataHandler != nil
+        reportsProgress = options.callbacks.uploadProgress != nil || options.callbacks.downloadProgress != nil
         self.engine = engine
-        var initial = MutableState()
+        var initial = MutableState(callbacks: options.callbacks)
         initial.currentRequest = request
         initial.prepared = prepared
         if case .data(let data) = prepared.body { initial.bytesExpectedToSend = Int64(data.count) }
@@ -117,7 +131,8 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     }
 
     /// Pauses a running task: its transfer stops reading and writing until `resume()`.
-    /// Timeouts keep running while suspended.
+    /// While suspended the idle timeout does not run (as in URLSession); the resource
+    /// timeout (`timeoutIntervalForResource`) does.
     public func suspend() {
         let action = protected.withLock { $0.lifecycle.suspend() }
         guard action == .pause else { return }
@@ -177,7 +192,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
 
     /// Coalesces progress: at most one update waits on the operation queue per task.
     private func scheduleProgressUpdate() {
-        guard options.uploadProgress != nil || options.downloadProgress != nil else { return }
+        guard reportsProgress else { return }
         let alreadyPending = protected.withLock { state -> Bool in
             defer { state.progressUpdatePending = true }
             return state.progressUpdatePending
@@ -188,18 +203,18 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
                 state.progressUpdatePending = false
                 return state
             }
-            publishProgress(snapshot)
+            publishProgress(snapshot, callbacks: snapshot.callbacks)
         }
     }
 
     /// Updates the Progress objects and calls the progress closures (operation queue).
-    func publishProgress(_ snapshot: MutableState) {
-        if let upload = options.uploadProgress, snapshot.bytesExpectedToSend > 0 || snapshot.bytesSent > 0 {
+    func publishProgress(_ snapshot: MutableState, callbacks: TaskCallbacks) {
+        if let upload = callbacks.uploadProgress, snapshot.bytesExpectedToSend > 0 || snapshot.bytesSent > 0 {
             uploadProgress.totalUnitCount = snapshot.bytesExpectedToSend
             uploadProgress.completedUnitCount = snapshot.bytesSent
             upload(uploadProgress)
         }
-        if let download = options.downloadProgress, snapshot.response != nil {
+        if let download = callbacks.downloadProgress, snapshot.response != nil {
             downloadProgress.totalUnitCount = snapshot.bytesExpectedToReceive
             downloadProgress.completedUnitCount = snapshot.bytesReceived
             download(downloadProgress)
@@ -215,6 +230,18 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
             if let request = outcome.request { state.currentRequest = request }
             state.prepared = nil
             return true
+        }
+    }
+
+    /// The caller's closures, while the task has not completed.
+    var callbacks: TaskCallbacks { protected.withLock { $0.callbacks } }
+
+    /// Hands the closures over and forgets them (completion queue, once the task completed):
+    /// a closure that captures its own task or manager then keeps neither alive.
+    func takeCallbacks() -> TaskCallbacks {
+        protected.withLock { state in
+            defer { state.callbacks = TaskCallbacks() }
+            return state.callbacks
         }
     }
 
@@ -258,15 +285,34 @@ struct TransferOutcome: Sendable {
     }
 }
 
-/// Per-task choices fixed at creation.
-struct TaskOptions: Sendable {
-    var collectsBody: Bool
+/// The closures a task calls. A task holds them only until it completes: the completion
+/// path takes them out (`SessionTask.takeCallbacks()`), so nothing a closure captures — its
+/// own task, the manager — is kept alive by a finished task.
+struct TaskCallbacks: Sendable {
     var completionHandler: (@Sendable (DataResponse) -> Void)?
     var dataHandler: (@Sendable (Data) -> Void)?
     var uploadProgress: (@Sendable (Progress) -> Void)?
     var downloadProgress: (@Sendable (Progress) -> Void)?
+}
+
+/// Per-task choices fixed at creation.
+struct TaskOptions: Sendable {
+    var collectsBody: Bool
+    /// Moved into the task's lock at creation (`SessionTask.options.callbacks` is empty).
+    var callbacks: TaskCallbacks
     var defaultReceiveBufferSize: Int = 16 * 1024
     /// Whether the raw body is returned as the result (async `data(for:)`) instead of
     /// going through the manager's response serializer.
     var skipsSerializer = false
+
+    init(
+        collectsBody: Bool, completionHandler: (@Sendable (DataResponse) -> Void)? = nil,
+        dataHandler: (@Sendable (Data) -> Void)? = nil,
+        uploadProgress: (@Sendable (Progress) -> Void)? = nil, downloadProgress: (@Sendable (Progress) -> Void)? = nil
+    ) {
+        self.collectsBody = collectsBody
+        callbacks = TaskCallbacks(
+            completionHandler: completionHandler, dataHandler: dataHandler,
+            uploadProgress: uploadProgress, downloadProgress: downloadProgress)
+    }
 }

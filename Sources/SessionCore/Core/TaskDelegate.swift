@@ -32,9 +32,15 @@ final class TaskDelegate {
     let startDate = Date()
     let startUptime = DispatchTime.now().uptimeNanoseconds
     private var bodyBytesDelivered: Int64 = 0
+    /// Decoded body bytes of this exchange, delivered or held back (the bomb guard counts
+    /// every body, a redirect's and a held-back 401's too).
+    private var decodedBodyBytes: Int64 = 0
     private var isContentEncoded = false
-    /// Whether this response is a redirect Curlew will follow: its body is not streamed out.
-    private var isRedirectCandidate = false
+    /// How the current response is treated, decided when its head arrived (nil before):
+    /// a redirect or challenged 401 is held back from the task, its body kept aside.
+    private(set) var headDisposition: TransferEnd.HeadDisposition?
+    /// The idle and total timeouts, enforced by the driver loop.
+    var clock: TransferClock
     /// The retained reference handed to curl; released by the driver after removal.
     var unmanagedSelf: UnsafeMutableRawPointer?
     /// Whether the easy handle is currently in the multi handle.
@@ -67,7 +73,13 @@ final class TaskDelegate {
         self.prepared = prepared
         self.head = ResponseHeadParser(maximumBytes: engine.configuration.maximumResponseHeaderBytes)
         self.bodyReader = try BodyReader(prepared.body)
+        self.clock = TransferClock(
+            timeouts: TransferTimeouts(request: task.originalRequest, configuration: engine.configuration),
+            now: startUptime)
     }
+
+    /// Now, on the clock the timeouts use.
+    static var uptime: UInt64 { DispatchTime.now().uptimeNanoseconds }
 
     // MARK: - Configuring the easy handle
 
@@ -94,12 +106,18 @@ final class TaskDelegate {
         easy.set(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
         easy.set(CURLOPT_SHARE, pointer: share)
         easy.set(CURLOPT_TCP_KEEPALIVE, 1)
-        easy.set(CURLOPT_PIPEWAIT, 1)
 
         switch configuration.httpVersion {
         case .http1_1: easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
         case .http2: easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
         case .http2PriorKnowledge: easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE))
+        }
+        // PIPEWAIT makes a transfer wait for a connection whose multiplexing is not known
+        // yet rather than open another. Only where multiplexing can happen: on a cleartext
+        // http:// URL under `.http2` (HTTP/1.1 only), it made parallel requests to one host
+        // queue behind each other's response heads.
+        if PreparedRequest.canMultiplex(url: url, version: configuration.httpVersion) {
+            easy.set(CURLOPT_PIPEWAIT, 1)
         }
         easy.set(CURLOPT_ACCEPT_ENCODING, prepared.acceptEncoding)
 
@@ -108,7 +126,8 @@ final class TaskDelegate {
         guard easy.setHeaders(headerLines) else { return .curl(code: Int(CURLE_OUT_OF_MEMORY.rawValue), message: "out of memory") }
 
         configureMethodAndBody()
-        configureTimeouts()
+        // Timeouts are the driver's (`TransferClock`), not curl's low-speed check: curl's
+        // averages over a window and fired seconds after the last byte moved.
         if let error = configureTLS() { return error }
 
         let bufferSize = configuration.receiveBufferSize ?? task.options.defaultReceiveBufferSize
@@ -136,25 +155,6 @@ final class TaskDelegate {
             easy.set(CURLOPT_POST, 1)
             easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: bodyReader.map { $0.length ?? -1 } ?? 0)
             if method != "POST" { easy.set(CURLOPT_CUSTOMREQUEST, method) }
-        }
-    }
-
-    private func configureTimeouts() {
-        let configuration = engine.configuration
-        // A request's own timeout wins when the caller changed it from URLRequest's default.
-        let idle = request.timeoutInterval != 60 && request.timeoutInterval > 0
-            ? request.timeoutInterval : configuration.timeoutIntervalForRequest
-        if idle > 0 {
-            easy.set(CURLOPT_CONNECTTIMEOUT_MS, Int((idle * 1000).rounded(.up)))
-            // "Idle": under 1 byte/s in both directions for `idle` seconds (curl's granularity
-            // is one second, so sub-second idle timeouts round up).
-            easy.set(CURLOPT_LOW_SPEED_LIMIT, 1)
-            easy.set(CURLOPT_LOW_SPEED_TIME, max(1, Int(idle.rounded(.up))))
-        }
-        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - startUptime) / 1e9
-        let remaining = configuration.timeoutIntervalForResource - elapsed
-        if configuration.timeoutIntervalForResource > 0 {
-            easy.set(CURLOPT_TIMEOUT_MS, max(1, Int((remaining * 1000).rounded(.up))))
         }
     }
 
@@ -196,17 +196,31 @@ final class TaskDelegate {
 
     // MARK: - Redirects
 
+    /// Where the next hop's body comes from.
+    enum NextBody {
+        /// The task's own body again, from its start (a 307/308: data, file or stream).
+        case same
+        /// The body the next request carries (the redirection hook set one), or none.
+        case fromRequest
+    }
+
     /// Prepares the delegate for the next request of a redirect chain.
-    func restart(with next: URLRequest, prepared nextPrepared: PreparedRequest) throws(SessionError) {
-        request = next
-        prepared = nextPrepared
-        if case .none = nextPrepared.body {
-            bodyReader = nil
-        } else if let reader = bodyReader, reader.isRewindable, sameBody(next) {
-            _ = reader.rewind()
-        } else {
+    ///
+    /// The body is the delegate's, not the `URLRequest`'s: a file upload's body never was in
+    /// the request, so re-deriving it from the request would send an empty body.
+    func restart(with next: URLRequest, prepared nextPrepared: PreparedRequest, body: NextBody) throws(SessionError) {
+        switch body {
+        case .same:
+            if let reader = bodyReader {
+                guard reader.rewind() else {
+                    throw .bodyStreamFailed("the redirect needs the request body again, but its stream cannot be replayed")
+                }
+            }
+        case .fromRequest:
             bodyReader = try BodyReader(nextPrepared.body)
         }
+        request = next
+        prepared = nextPrepared
         resetResponseState()
         redirectCount += 1
         task.didRedirect(to: next)
@@ -218,8 +232,11 @@ final class TaskDelegate {
         response = nil
         body = Data()
         bodyBytesDelivered = 0
+        decodedBodyBytes = 0
+        lastUploadedCount = 0
+        lastDownloadedCount = 0
         isContentEncoded = false
-        isRedirectCandidate = false
+        headDisposition = nil
     }
 
     /// Prepares the delegate to send the same request again (after a challenge, or on a
@@ -234,15 +251,12 @@ final class TaskDelegate {
         return true
     }
 
-    private func sameBody(_ next: URLRequest) -> Bool {
-        next.httpBody == request.httpBody && next.httpBodyStream === request.httpBodyStream
-    }
-
     var canReplayBody: Bool { bodyReader?.isRewindable ?? true }
 
     // MARK: - Callbacks (driver thread, inside curl_multi_perform)
 
     func didReceiveHeaderLine(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        clock.noteActivity(at: Self.uptime)
         switch head.consume(bytes) {
         case .needMore:
             return true
@@ -261,12 +275,12 @@ final class TaskDelegate {
             storeCookies(from: head)
             let encoding = response.value(forHTTPHeaderField: "Content-Encoding")?.lowercased() ?? "identity"
             isContentEncoded = encoding != "identity"
-            isRedirectCandidate = RedirectPolicy.isRedirect(response)
-                && redirectCount < engine.configuration.maximumRedirects + 1
-            // A 401 the challenge handler may answer is held back like a redirect.
-            if !isRedirectCandidate && withholdsForChallenge(response) { isRedirectCandidate = true }
+            let hop = RedirectPolicy.nextHop(from: request, response: response)
+            let disposition = TransferEnd.disposition(
+                hop: hop, challengeable: hop == nil && withholdsForChallenge(response))
+            headDisposition = disposition
             let expected = response.expectedContentLength
-            if !isRedirectCandidate {
+            if disposition == .deliver {
                 task.didReceive(response: response)
                 if task.options.collectsBody, expected > 0 {
                     // Untrusted: reserve at most 16 MiB up front, grow past it as bytes arrive.
@@ -281,25 +295,31 @@ final class TaskDelegate {
         // libcurl resets pause bits when a transfer starts, so a suspend() that came before
         // (or while detached for a redirect or challenge) takes effect here, from the callback.
         if isSuspendedByCaller { return .pause }
+        clock.noteActivity(at: Self.uptime)
+        decodedBodyBytes += Int64(bytes.count)
         if isContentEncoded {
-            // Compression-bomb guard: curl counts received (encoded) bytes in SIZE_DOWNLOAD.
+            // Compression-bomb guard, over every body (held back or not): curl counts the
+            // received (encoded) bytes in SIZE_DOWNLOAD.
             let configuration = engine.configuration
-            let decoded = bodyBytesDelivered + Int64(bytes.count)
             let encoded = max(1, easy.info(offset: CURLINFO_SIZE_DOWNLOAD_T) ?? 1)
-            if decoded > Int64(configuration.decompressionAllowance),
-                decoded / encoded > Int64(configuration.decompressionLimit)
+            if decodedBodyBytes > Int64(configuration.decompressionAllowance),
+                decodedBodyBytes / encoded > Int64(configuration.decompressionLimit)
             {
                 failure = .decompressionLimitExceeded(ratio: configuration.decompressionLimit)
                 return .abort
             }
         }
-        if isRedirectCandidate {
+        if headDisposition != .deliver {
             // A redirect's body is kept (small, capped) only in case the hook refuses it.
             if body.count < 1 << 20 { body.append(contentsOf: bytes) }
             return .accepted
         }
         if engine.wantsBodyDelivery(for: task) {
-            if streamCredit.shouldPause() { return .pause }
+            if streamCredit.shouldPause() {
+                // The consumer fell behind: not the server's silence, so not idle time.
+                clock.setIdleClockStopped(true, at: Self.uptime)
+                return .pause
+            }
             let chunk = Data(bytes)
             streamCredit.add(chunk.count)
             engine.deliver(chunk, for: task, credit: streamCredit)
@@ -313,7 +333,9 @@ final class TaskDelegate {
     func readBody(into buffer: UnsafeMutableRawBufferPointer) -> Int? {
         guard let reader = bodyReader else { return 0 }
         switch reader.read(into: buffer) {
-        case .success(let count): return count
+        case .success(let count):
+            if count > 0 { clock.noteActivity(at: Self.uptime) }
+            return count
         case .failure(let error):
             failure = error
             return nil
@@ -323,8 +345,17 @@ final class TaskDelegate {
     func rewindBody() -> Bool { bodyReader?.rewind() ?? true }
 
     func didProgress(uploaded: Int64, uploadTotal: Int64, downloaded: Int64, downloadTotal: Int64) {
+        // Bytes curl handed to the socket: an upload the server stopped reading stops here.
+        if uploaded != lastUploadedCount || downloaded != lastDownloadedCount {
+            lastUploadedCount = uploaded
+            lastDownloadedCount = downloaded
+            clock.noteActivity(at: Self.uptime)
+        }
         task.didSend(bytes: uploaded, expected: bodyReader?.length ?? uploadTotal)
     }
+
+    private var lastUploadedCount: Int64 = 0
+    private var lastDownloadedCount: Int64 = 0
 
     // MARK: - Completion
 

@@ -24,8 +24,9 @@ final class TransferDriver: Sendable {
         case unpause(SessionTask)
         /// Backpressure relief: the consumer drained a streamed body.
         case resumeReading(SessionTask)
-        /// The redirection hook answered: follow `request`, or deliver the 3xx when nil.
-        case redirectDecision(SessionTask, URLRequest?)
+        /// The redirection hook answered about the proposed hop: follow the request it
+        /// returned, or deliver the 3xx when nil.
+        case redirectDecision(SessionTask, RedirectPolicy.Hop, URLRequest?)
         /// The authentication challenge handler answered (server trust or HTTP 401).
         case challengeDecision(SessionTask, AuthChallengeDisposition)
         /// Tear down once no transfer is left, then call the closure (from the driver thread).
@@ -133,6 +134,11 @@ final class DriverLoop {
     private var delegates: [ObjectIdentifier: TaskDelegate] = [:]
     private var idleHandles: [EasyHandle] = []
     private var shutdownRequests: [@Sendable () -> Void] = []
+    /// When the timeouts are checked next (uptime ns; `.max`: no transfer has a deadline).
+    private var nextTimeoutCheck: UInt64 = .max
+    /// Deadlines are checked at most this often, so thousands of transfers cost one scan
+    /// per interval, and a timeout fires within this much of its deadline.
+    private let timeoutCheckInterval: UInt64 = 50_000_000
     /// Easy handles kept for reuse; more are freed as transfers end.
     private let idleHandleLimit = 256
 
@@ -188,10 +194,48 @@ final class DriverLoop {
             }
             _ = curl_multi_perform(multi, &running)
             readCompletions()
+            enforceTimeouts()
             if driver.hasPendingCommands { continue }
-            // Blocks until a socket is ready, curl's next timeout, or a wakeup. With no
-            // transfers curl has no timeout: this sleeps until the next command.
-            _ = curl_multi_poll(multi, nil, 0, Int32.max, nil)
+            // Blocks until a socket is ready, curl's next timeout, our next deadline, or a
+            // wakeup. With no transfers there is no deadline: this sleeps until the next command.
+            _ = curl_multi_poll(multi, nil, 0, pollTimeout(), nil)
+        }
+    }
+
+    // MARK: - Timeouts
+
+    /// Milliseconds until the next timeout check, for `curl_multi_poll`.
+    private func pollTimeout() -> Int32 {
+        guard nextTimeoutCheck != .max else { return Int32.max }
+        let now = TaskDelegate.uptime
+        guard nextTimeoutCheck > now else { return 0 }
+        let milliseconds = (nextTimeoutCheck - now + 999_999) / 1_000_000
+        return Int32(clamping: milliseconds)
+    }
+
+    /// Makes sure the next check comes no later than `delegate`'s deadline.
+    private func scheduleTimeoutCheck(for delegate: TaskDelegate) {
+        guard let deadline = delegate.clock.nextDeadline else { return }
+        nextTimeoutCheck = min(nextTimeoutCheck, deadline)
+    }
+
+    /// Fails every transfer whose idle or total clock ran out; schedules the next check at
+    /// the earliest remaining deadline (activity only moves deadlines later, so none is missed).
+    private func enforceTimeouts() {
+        let now = TaskDelegate.uptime
+        guard now >= nextTimeoutCheck else { return }
+        var earliest = UInt64.max
+        var expired: [(TaskDelegate, SessionError)] = []
+        for delegate in delegates.values {
+            if let error = delegate.clock.expiry(at: now) {
+                expired.append((delegate, error))
+            } else if let deadline = delegate.clock.nextDeadline {
+                earliest = min(earliest, deadline)
+            }
+        }
+        nextTimeoutCheck = earliest == .max ? .max : max(earliest, now + timeoutCheckInterval)
+        for (delegate, error) in expired {
+            finish(delegate, outcome: outcome(of: delegate, error: error))
         }
     }
 
@@ -211,20 +255,26 @@ final class DriverLoop {
         case .pause(let task):
             guard let delegate = delegates[ObjectIdentifier(task)] else { return }
             delegate.isSuspendedByCaller = true
+            // A suspended task is not subject to the idle timeout (as URLSession's).
+            delegate.clock.setIdleClockStopped(true, at: TaskDelegate.uptime)
             if delegate.isAttached { _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_ALL) }
         case .unpause(let task):
             guard let delegate = delegates[ObjectIdentifier(task)] else { return }
             delegate.isSuspendedByCaller = false
+            delegate.clock.setIdleClockStopped(false, at: TaskDelegate.uptime)
+            scheduleTimeoutCheck(for: delegate)
             if delegate.isAttached { _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT) }
         case .resumeReading(let task):
             guard let delegate = delegates[ObjectIdentifier(task)], delegate.isAttached,
                 !delegate.isSuspendedByCaller
             else { return }
+            delegate.clock.setIdleClockStopped(false, at: TaskDelegate.uptime)
+            scheduleTimeoutCheck(for: delegate)
             _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
-        case .redirectDecision(let task, let request):
+        case .redirectDecision(let task, let proposed, let decision):
             guard let delegate = delegates[ObjectIdentifier(task)] else { return }
-            if let request {
-                follow(delegate, to: request)
+            if let decision {
+                follow(delegate, to: decision, proposed: proposed)
             } else {
                 finish(delegate, outcome: outcome(of: delegate, error: nil))
             }
@@ -242,7 +292,7 @@ final class DriverLoop {
 
     static func reject(_ command: TransferDriver.Command, engine: SessionEngine) {
         switch command {
-        case .start(let task), .cancel(let task, _), .redirectDecision(let task, _), .challengeDecision(let task, _):
+        case .start(let task), .cancel(let task, _), .redirectDecision(let task, _, _), .challengeDecision(let task, _):
             engine.complete(task, outcome: TransferOutcome(error: .sessionInvalidated, request: task.currentRequest))
         case .shutdown(let completion):
             completion()
@@ -284,10 +334,16 @@ final class DriverLoop {
             return
         }
         delegate.isAttached = true
+        // Time spent detached (waiting for a hook) is not the server's silence.
+        delegate.clock.noteActivity(at: TaskDelegate.uptime)
+        scheduleTimeoutCheck(for: delegate)
         // Suspended before it started, or while it waited detached for a redirect or
         // challenge decision. libcurl forgets a pause set before the transfer starts, so the
         // flag is what holds it: the read and write callbacks pause on it.
-        if delegate.task.state == .suspended { delegate.isSuspendedByCaller = true }
+        if delegate.task.state == .suspended {
+            delegate.isSuspendedByCaller = true
+            delegate.clock.setIdleClockStopped(true, at: TaskDelegate.uptime)
+        }
     }
 
     private func detach(_ delegate: TaskDelegate) {
@@ -312,15 +368,36 @@ final class DriverLoop {
         }
     }
 
+    /// One exchange ended: gather the facts, let `TransferEnd.decide` choose, carry it out.
     private func transferDidEnd(_ delegate: TaskDelegate, code: CURLcode) {
         delegate.collectMetrics()
-        // Refused before sending because the connection or TLS session was verified under
-        // another security policy: once more on a new connection, judged by the current one.
-        if delegate.shouldRetryOnFreshConnection(code: code) {
-            retry(delegate, otherwise: delegate.error(for: code))
-            return
-        }
-        if let challenge = delegate.takePendingChallenge(code: code), let hook = engine.hooks.authenticationChallenge {
+        let configuration = engine.configuration
+        let hooks = engine.hooks
+        var facts = TransferEnd.Facts()
+        facts.error = delegate.error(for: code)
+        facts.refusedStaleConnection = delegate.shouldRetryOnFreshConnection(code: code)
+        // Asked only when it can matter: taking a challenge counts an attempt.
+        let challenge = facts.refusedStaleConnection || hooks.authenticationChallenge == nil
+            ? nil : delegate.takePendingChallenge(code: code)
+        facts.hasChallengeForHandler = challenge != nil
+        facts.head = delegate.headDisposition
+        facts.redirectCount = delegate.redirectCount
+        facts.maximumRedirects = configuration.maximumRedirects
+        facts.canReplayBody = delegate.canReplayBody
+        facts.hasRedirectHook = hooks.redirect != nil
+
+        switch TransferEnd.decide(facts) {
+        case .finish(let error):
+            finish(delegate, outcome: outcome(of: delegate, error: error))
+        case .retryOnFreshConnection:
+            // Refused before sending because the connection or TLS session was verified under
+            // another security policy: once more on a new connection, judged by the current one.
+            retry(delegate, otherwise: facts.error)
+        case .askChallengeHandler:
+            guard let challenge, let hook = hooks.authenticationChallenge else {
+                finish(delegate, outcome: outcome(of: delegate, error: facts.error))
+                return
+            }
             // User code never runs on the driver: the handler answers on the operation
             // queue, and the transfer waits detached (nothing of it is on the wire).
             detach(delegate)
@@ -330,45 +407,39 @@ final class DriverLoop {
                 let disposition = hook(task, challenge.makeChallenge())
                 driver.submit(.challengeDecision(task, disposition))
             }
-            return
-        }
-        let error = delegate.error(for: code)
-        guard error == nil, let response = delegate.response, RedirectPolicy.isRedirect(response) else {
-            finish(delegate, outcome: outcome(of: delegate, error: error))
-            return
-        }
-        // A redirect: Curlew follows it itself so the hook can change or refuse it.
-        detach(delegate)
-        let configuration = engine.configuration
-        guard delegate.redirectCount < configuration.maximumRedirects else {
-            finish(delegate, outcome: outcome(of: delegate, error: .tooManyRedirects(configuration.maximumRedirects)))
-            return
-        }
-        let proposed = RedirectPolicy.redirectedRequest(from: delegate.request, response: response)
-        guard let proposed, delegate.canReplayBody || (proposed.httpBody == nil && proposed.httpBodyStream == nil) else {
-            finish(delegate, outcome: outcome(of: delegate, error: nil))  // deliver the 3xx itself
-            return
-        }
-        if let hook = engine.redirectHook {
+        case .follow(let hop):
+            follow(delegate, to: hop.request, proposed: hop)
+        case .askRedirectHook(let hop):
+            guard let hook = hooks.redirect, let response = delegate.response else {
+                follow(delegate, to: hop.request, proposed: hop)
+                return
+            }
+            detach(delegate)
             let task = delegate.task
             let driver = self.driver
             engine.operationQueue.async {
-                let decision = hook(task, response, proposed)
-                driver.submit(.redirectDecision(task, decision))
+                let decision = hook(task, response, hop.request)
+                driver.submit(.redirectDecision(task, hop, decision))
             }
-        } else {
-            follow(delegate, to: proposed)
         }
     }
 
-    private func follow(_ delegate: TaskDelegate, to request: URLRequest) {
+    /// Sends the next hop of a redirect chain on the same delegate and easy handle.
+    ///
+    /// `request` is what will be sent (the proposed hop, or what the redirection hook
+    /// returned). The body goes along when the hop keeps it, unless the hook gave the request
+    /// a body of its own.
+    private func follow(_ delegate: TaskDelegate, to request: URLRequest, proposed: RedirectPolicy.Hop) {
         if let from = delegate.request.url, let to = request.url, !RedirectPolicy.isSameOrigin(from, to) {
             delegate.hasCrossedOrigin = true
         }
+        let hookSetBody = request.httpBody != proposed.request.httpBody
+            || request.httpBodyStream !== proposed.request.httpBodyStream
+        let body: TaskDelegate.NextBody = proposed.keepsBody && !hookSetBody ? .same : .fromRequest
         do {
             let prepared = try PreparedRequest.prepare(
                 request, configuration: engine.configuration, omittingCredentials: delegate.hasCrossedOrigin)
-            try delegate.restart(with: request, prepared: prepared)
+            try delegate.restart(with: request, prepared: prepared, body: body)
         } catch {
             finish(delegate, outcome: outcome(of: delegate, error: error))
             return

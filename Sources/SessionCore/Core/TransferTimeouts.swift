@@ -1,0 +1,97 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A task's two clocks, in nanoseconds of `DispatchTime` uptime, enforced by the driver loop
+/// itself rather than by curl's low-speed check (which averages over a window and fired
+/// seconds late).
+///
+/// - idle: the time since a byte last moved in either direction (connecting included);
+///   the clock stops while the caller has suspended the task or its consumer holds it paused.
+/// - total: the whole task, redirects, challenges and uploads included.
+///
+/// A value that is not a positive, finite, representable number of seconds — `0`, negative,
+/// `.infinity`, `.nan`, or more than a century — means "no limit": it never traps.
+struct TransferTimeouts: Sendable, Equatable {
+    /// Silence allowed before `.timedOut`; nil: no idle limit.
+    let idle: UInt64?
+    /// Time the whole task may take; nil: no limit.
+    let total: UInt64?
+
+    /// Anything longer than this is treated as no limit (and stays far from overflow).
+    static let longest: TimeInterval = 100 * 365 * 24 * 3600
+
+    init(idle: UInt64?, total: UInt64?) {
+        self.idle = idle
+        self.total = total
+    }
+
+    /// The timeouts of `request` under `configuration`: the request's own `timeoutInterval`
+    /// wins when the caller changed it from `URLRequest`'s 60-second default.
+    init(request: URLRequest?, configuration: SessionConfiguration) {
+        let requested = request?.timeoutInterval ?? 60
+        let idleSeconds = requested != 60 && !(requested <= 0) ? requested : configuration.timeoutIntervalForRequest
+        self.init(
+            idle: Self.nanoseconds(idleSeconds),
+            total: Self.nanoseconds(configuration.timeoutIntervalForResource))
+    }
+
+    /// `seconds` in nanoseconds, or nil when it means "no limit".
+    static func nanoseconds(_ seconds: TimeInterval) -> UInt64? {
+        guard seconds.isFinite, seconds > 0, seconds <= longest else { return nil }
+        return UInt64((seconds * 1e9).rounded(.up))
+    }
+
+    /// A readable duration for error messages ("2 s", "0.25 s").
+    static func describe(_ nanoseconds: UInt64) -> String {
+        let seconds = Double(nanoseconds) / 1e9
+        return seconds == seconds.rounded() ? "\(Int(seconds)) s" : "\(seconds) s"
+    }
+}
+
+/// Where a transfer stands against its `TransferTimeouts` (driver thread only).
+struct TransferClock: Sendable {
+    let timeouts: TransferTimeouts
+    /// When the task started (the total clock's origin).
+    let start: UInt64
+    /// When a byte last moved, or the idle clock was last restarted.
+    private(set) var lastActivity: UInt64
+    /// While true the idle clock does not run (suspended by the caller, or paused because
+    /// the consumer of a streamed body fell behind).
+    private(set) var isIdleClockStopped = false
+
+    init(timeouts: TransferTimeouts, now: UInt64) {
+        self.timeouts = timeouts
+        start = now
+        lastActivity = now
+    }
+
+    /// A byte moved (or the transfer restarted): the idle clock starts again.
+    mutating func noteActivity(at now: UInt64) { lastActivity = now }
+
+    /// Stops or restarts the idle clock; restarting counts as activity.
+    mutating func setIdleClockStopped(_ stopped: Bool, at now: UInt64) {
+        if isIdleClockStopped && !stopped { lastActivity = now }
+        isIdleClockStopped = stopped
+    }
+
+    /// The earliest moment one of the clocks can expire, if any.
+    var nextDeadline: UInt64? {
+        var deadline: UInt64?
+        if let idle = timeouts.idle, !isIdleClockStopped { deadline = lastActivity &+ idle }
+        if let total = timeouts.total { deadline = min(deadline ?? .max, start &+ total) }
+        return deadline
+    }
+
+    /// The timeout error when a clock has run out at `now`.
+    func expiry(at now: UInt64) -> SessionError? {
+        if let total = timeouts.total, now >= start &+ total {
+            return .timedOut("the task took longer than its resource timeout of \(TransferTimeouts.describe(total))")
+        }
+        if let idle = timeouts.idle, !isIdleClockStopped, now >= lastActivity &+ idle {
+            return .timedOut("no byte moved in either direction for \(TransferTimeouts.describe(idle))")
+        }
+        return nil
+    }
+}

@@ -1,0 +1,108 @@
+import CurlewTestSupport
+import Foundation
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// A 307/308 keeps the method and the body: every kind of body goes along, byte for byte,
+/// or the task fails clearly; it never sends an empty body and reports success.
+final class RedirectBodyTests: XCTestCase {
+    var manager: URLSessionManager!
+
+    override func setUp() { manager = URLSessionManager.raw() }
+
+    override func tearDown() async throws {
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+        manager = nil
+    }
+
+    /// 140,000 bytes of printable text, so httpbin echoes them as a string.
+    private let body = Data((0..<140_000).map { UInt8(ascii: "a") + UInt8($0 % 26) })
+
+    private func redirectingPut(status: Int) throws -> URLRequest {
+        var request = URLRequest(url: try Peer.url("/redirect-to?url=/anything&status_code=\(status)"))
+        request.httpMethod = "PUT"
+        request.setValue("text/plain", forHTTPHeaderField: "Content-Type")
+        return request
+    }
+
+    private func assertEchoed(_ response: DataResponse, method: String = "PUT", file: StaticString = #filePath, line: UInt = #line) throws {
+        XCTAssertNil(response.error, file: file, line: line)
+        XCTAssertEqual(response.response?.statusCode, 200, file: file, line: line)
+        XCTAssertEqual(response.metrics?.redirectCount, 1, file: file, line: line)
+        let echo = try json(response.data)
+        XCTAssertEqual(echo["method"] as? String, method, file: file, line: line)
+        let data = try XCTUnwrap(echo["data"] as? String, file: file, line: line)
+        XCTAssertEqual(data.utf8.count, body.count, "bytes received after the redirect", file: file, line: line)
+        XCTAssertEqual(Data(data.utf8), body, file: file, line: line)
+    }
+
+    func testAFileUploadKeepsItsBodyAcross307And308() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-redirect-\(UUID().uuidString)")
+        try body.write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        for status in [307, 308] {
+            let request = try redirectingPut(status: status)
+            let response: DataResponse = await withCheckedContinuation { continuation in
+                manager.uploadTask(with: request, fromFile: file) { continuation.resume(returning: $0) }.resume()
+            }
+            try assertEchoed(response)
+        }
+    }
+
+    func testADataUploadKeepsItsBodyAcross307() async throws {
+        let request = try redirectingPut(status: 307)
+        let response: DataResponse = await withCheckedContinuation { continuation in
+            manager.uploadTask(with: request, from: body) { continuation.resume(returning: $0) }.resume()
+        }
+        try assertEchoed(response)
+    }
+
+    func testARedirectionHookThatReturnsTheProposedRequestKeepsTheFileBody() async throws {
+        manager.setTaskWillPerformHTTPRedirectionBlock { _, _, proposed in proposed }
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-redirect-\(UUID().uuidString)")
+        try body.write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let request = try redirectingPut(status: 308)
+        let response: DataResponse = await withCheckedContinuation { continuation in
+            manager.uploadTask(with: request, fromFile: file) { continuation.resume(returning: $0) }.resume()
+        }
+        try assertEchoed(response)
+    }
+
+    func testA303AfterAFileUploadBecomesAGetWithoutBody() async throws {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-redirect-\(UUID().uuidString)")
+        try body.write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let request = try redirectingPut(status: 303)
+        let response: DataResponse = await withCheckedContinuation { continuation in
+            manager.uploadTask(with: request, fromFile: file) { continuation.resume(returning: $0) }.resume()
+        }
+        XCTAssertNil(response.error)
+        let echo = try json(response.data)
+        XCTAssertEqual(echo["method"] as? String, "GET")
+        XCTAssertEqual(echo["data"] as? String, "")
+    }
+
+    /// A caller's stream is spent once sent: a 307 that needs it again fails clearly.
+    func testAStreamThatCannotBeReplayedFailsInsteadOfSendingAnEmptyBody() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/moved", response: .redirect(to: "/target", status: 307))
+        server.route("/target") { request in .text("got \(request.body.count)") }
+        var request = URLRequest(url: try server.url("/moved"))
+        request.httpMethod = "PUT"
+        request.httpBodyStream = InputStream(data: body)
+        request.setValue("\(body.count)", forHTTPHeaderField: "Content-Length")
+        let response: DataResponse = await withCheckedContinuation { continuation in
+            manager.uploadTask(withStreamedRequest: request) { continuation.resume(returning: $0) }.resume()
+        }
+        guard case .bodyStreamFailed? = response.error as? SessionError else {
+            return XCTFail("expected bodyStreamFailed, got \(String(describing: response.error)) \(String(describing: response.response?.statusCode))")
+        }
+        XCTAssertFalse(server.requests.contains { $0.path == "/target" }, "a request went out without its body")
+    }
+}

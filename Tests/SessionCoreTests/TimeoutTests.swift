@@ -1,0 +1,128 @@
+import CurlewTestSupport
+import Foundation
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// The idle and resource timeouts: their edge values, and the idle clock's meaning (time
+/// since a byte last moved in either direction).
+final class TimeoutTests: XCTestCase {
+    func testEdgeValuesMeanNoLimitAndNeverTrap() {
+        for seconds in [TimeInterval.infinity, -.infinity, .nan, 0, -1, 1e300, .greatestFiniteMagnitude, 4e9] {
+            XCTAssertNil(TransferTimeouts.nanoseconds(seconds), "\(seconds)")
+        }
+        XCTAssertEqual(TransferTimeouts.nanoseconds(2), 2_000_000_000)
+        XCTAssertEqual(TransferTimeouts.nanoseconds(0.25), 250_000_000)
+        XCTAssertEqual(TransferTimeouts.nanoseconds(.leastNonzeroMagnitude), 1)
+        XCTAssertEqual(TransferTimeouts.nanoseconds(7 * 24 * 3600), 604_800_000_000_000)
+    }
+
+    func testARequestsOwnTimeoutWinsUnlessItIsTheDefault() throws {
+        var configuration = SessionConfiguration.default
+        configuration.timeoutIntervalForRequest = 5
+        var request = URLRequest(url: try XCTUnwrap(URL(string: "http://h/")))
+        XCTAssertEqual(TransferTimeouts(request: request, configuration: configuration).idle, 5_000_000_000)
+        request.timeoutInterval = 2
+        XCTAssertEqual(TransferTimeouts(request: request, configuration: configuration).idle, 2_000_000_000)
+        request.timeoutInterval = .infinity
+        XCTAssertNil(TransferTimeouts(request: request, configuration: configuration).idle)
+    }
+
+    func testTheIdleClockCountsFromTheLastActivityAndStopsWhilePaused() {
+        var clock = TransferClock(timeouts: TransferTimeouts(idle: 100, total: 1_000), now: 0)
+        XCTAssertEqual(clock.nextDeadline, 100)
+        XCTAssertNil(clock.expiry(at: 99))
+        clock.noteActivity(at: 50)
+        XCTAssertNil(clock.expiry(at: 149))
+        XCTAssertNotNil(clock.expiry(at: 150))
+        clock.setIdleClockStopped(true, at: 60)
+        XCTAssertEqual(clock.nextDeadline, 1_000, "only the total clock runs while stopped")
+        XCTAssertNil(clock.expiry(at: 900))
+        clock.setIdleClockStopped(false, at: 900)
+        XCTAssertEqual(clock.nextDeadline, 1_000)
+        XCTAssertNotNil(clock.expiry(at: 1_000), "the total clock never stops")
+        let unlimited = TransferClock(timeouts: TransferTimeouts(idle: nil, total: nil), now: 0)
+        XCTAssertNil(unlimited.nextDeadline)
+        XCTAssertNil(unlimited.expiry(at: .max))
+    }
+
+    func testInfiniteTimeoutsMeanNoLimit() async throws {
+        var configuration = SessionConfiguration.default
+        configuration.timeoutIntervalForResource = .infinity
+        configuration.timeoutIntervalForRequest = .infinity
+        let manager = URLSessionManager.raw(configuration)
+        var request = URLRequest(url: try Peer.url("/get"))
+        request.timeoutInterval = .infinity
+        let response = await manager.response(for: request)
+        XCTAssertNil(response.error)
+        XCTAssertEqual(response.response?.statusCode, 200)
+        var huge = URLRequest(url: try Peer.url("/get"))
+        huge.timeoutInterval = 1e300
+        let second = await manager.response(for: huge)
+        XCTAssertEqual(second.response?.statusCode, 200)
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
+    /// An upload the server stops reading: the kernel buffers fill, no byte moves, and the
+    /// task times out about `timeoutIntervalForRequest` after the last byte was sent (curl's
+    /// averaging low-speed check took 7.8 s for a 2 s timeout).
+    func testIdleTimeoutFiresSoonAfterTheLastByteMoved() async throws {
+        let listener = try LoopbackListener()  // completes the handshake, never reads a byte
+        defer { listener.close() }
+        var configuration = SessionConfiguration.default
+        configuration.timeoutIntervalForRequest = 2
+        let manager = URLSessionManager.raw(configuration)
+        let lastProgress = Mutex<UInt64>(DispatchTime.now().uptimeNanoseconds)
+        let lastSent = Mutex<Int64>(-1)
+        var request = URLRequest(url: try XCTUnwrap(URL(string: "http://127.0.0.1:\(listener.port)/sink")))
+        request.httpMethod = "PUT"
+        let response: DataResponse = await withCheckedContinuation { continuation in
+            manager.uploadTask(with: request, from: Data(count: 64 << 20), progress: { progress in
+                let sent = progress.completedUnitCount
+                if lastSent.withLock({ previous in defer { previous = sent }; return previous != sent }) {
+                    lastProgress.withLock { $0 = DispatchTime.now().uptimeNanoseconds }
+                }
+            }, completionHandler: { continuation.resume(returning: $0) }).resume()
+        }
+        let silence = Double(DispatchTime.now().uptimeNanoseconds - lastProgress.withLock { $0 }) / 1e9
+        guard case .timedOut? = response.error as? SessionError else {
+            return XCTFail("expected timedOut, got \(String(describing: response.error))")
+        }
+        XCTAssertGreaterThan(lastSent.withLock { $0 }, 0, "some of the body was sent before the stall")
+        XCTAssertGreaterThanOrEqual(silence, 1.8, "timed out before 2 s of silence")
+        // Generous for a loaded machine, yet far below the 7.8 s of the averaging check.
+        XCTAssertLessThan(silence, 5, "timed out \(silence) s after the last byte moved")
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
+    func testASuspendedTaskIsNotSubjectToTheIdleTimeout() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/drip", response: .stream((0..<4).map { _ in .init(Data("x".utf8), delay: .milliseconds(100)) }))
+        var configuration = SessionConfiguration.default
+        configuration.timeoutIntervalForRequest = 1
+        let manager = URLSessionManager.raw(configuration)
+        let done = expectation(description: "done")
+        let outcome = Mutex<DataResponse?>(nil)
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/drip"))) { response in
+            outcome.withLock { $0 = response }
+            done.fulfill()
+        }
+        task.resume()
+        task.suspend()
+        try await Task.sleep(nanoseconds: 2_500_000_000)  // longer than the idle timeout
+        XCTAssertEqual(task.state, .suspended)
+        task.resume()
+        await fulfillment(of: [done], timeout: 30)
+        let response = try XCTUnwrap(outcome.withLock { $0 })
+        XCTAssertNil(response.error)
+        XCTAssertEqual(response.data, Data("xxxx".utf8))
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+}
