@@ -22,6 +22,9 @@ class ReachabilityNamespaceTestCase: XCTestCase {
     static let hostAddress = "198.18.0.1"
     static let clientAddress6 = "2001:db8:18::2"
     static let hostAddress6 = "2001:db8:18::1"
+    /// An on-link gateway nothing owns: tests move the default route to it as a marker that
+    /// the manager has caught up (see `StatusRecorder.wait(untilPath:)`).
+    static let markerGateway = "198.18.0.3"
 
     /// In the test process: runs this test in a child process and checks afterwards that no
     /// thread of this process ended up in another network namespace. In the child: runs
