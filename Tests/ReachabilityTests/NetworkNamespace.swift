@@ -1,11 +1,14 @@
 import Foundation
 import Glibc
+import Synchronization
 import XCTest
 
 /// A named network namespace made for one test (`ip netns add curlew-r-PID-N`), removed
 /// again by `destroy()`. Commands run in it with `ip -n NAME …`; code that must open
-/// sockets in it runs on a private thread that joins it with setns(2), so neither the
-/// test process nor any thread other tests use ever changes namespace.
+/// sockets in it runs on a private thread that joins it with setns(2). Every thread that
+/// thread starts inherits the namespace and may outlive the call (libdispatch creates a
+/// worker on the thread that enqueues work when its pool has none idle, and keeps it for
+/// later work), so this is used only inside a test's own child process (`ChildProcessTest`).
 final class NetworkNamespace: @unchecked Sendable {  // immutable after init: only `let`s
     let name: String
     private static let counter = Counter()
@@ -55,12 +58,14 @@ final class NetworkNamespace: @unchecked Sendable {  // immutable after init: on
     }
 
     /// Runs `body` on a new thread that has joined this namespace, and returns its result.
-    /// Sockets opened there (and threads started there) belong to this namespace.
+    /// Sockets opened there, and threads started there, directly or by libdispatch on its
+    /// behalf, belong to this namespace for good.
     func perform<T: Sendable>(_ body: @escaping @Sendable () throws -> T) throws -> T {
         let descriptor = open("/var/run/netns/\(name)", O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw CommandError(description: "open netns \(name): errno \(errno)") }
         defer { close(descriptor) }
         let box = ResultBox<T>()
+        let work = BodyBox(body)
         let done = DispatchSemaphore(value: 0)
         let thread = Thread {
             defer { done.signal() }
@@ -73,7 +78,7 @@ final class NetworkNamespace: @unchecked Sendable {  // immutable after init: on
                 box.set(.failure(CommandError(description: "setns: errno \(errno)")))
                 return
             }
-            box.set(Result { try body() })
+            box.set(work.runAndRelease())
         }
         thread.start()
         guard done.wait(timeout: .now() + 30) == .success, let result = box.get() else {
@@ -83,6 +88,28 @@ final class NetworkNamespace: @unchecked Sendable {  // immutable after init: on
     }
 
     // MARK: - Helpers
+
+    /// Hands `body` to the namespace thread exactly once, so the closure and what it
+    /// captured are released before `perform` returns rather than whenever Foundation frees
+    /// the finished `Thread`: a test that drops its last reference to a manager right after
+    /// `perform` expects the manager's deinit to run then.
+    private final class BodyBox<T: Sendable>: Sendable {
+        private let body: Mutex<(@Sendable () throws -> T)?>
+
+        init(_ body: @escaping @Sendable () throws -> T) {
+            self.body = Mutex(body)
+        }
+
+        /// Takes the body out, runs it, and lets it go when this returns.
+        func runAndRelease() -> Result<T, any Error> {
+            let taken = body.withLock { stored in
+                defer { stored = nil }
+                return stored
+            }
+            guard let taken else { return .failure(CommandError(description: "the body already ran")) }
+            return Result { try taken() }
+        }
+    }
 
     private final class ResultBox<T: Sendable>: @unchecked Sendable {  // NSLock guards `value`
         private let lock = NSLock()

@@ -8,6 +8,10 @@ import XCTest
 /// namespace joined to it by a veth pair (`crl0` in the client, `crl0p` in the host), so
 /// nothing touches the machine's own interfaces or routes. The `dummy` link kind is not
 /// available in every sandbox, so a veth pair stands in for the client's uplink.
+///
+/// Each test runs in a child process of its own (`ChildProcessTest`): threads started by
+/// a thread inside a namespace inherit it, and libdispatch keeps such workers for other
+/// tests' work, so the test process itself never joins a namespace on any thread.
 class ReachabilityNamespaceTestCase: XCTestCase {
     var client: NetworkNamespace!
     var host: NetworkNamespace!
@@ -18,6 +22,25 @@ class ReachabilityNamespaceTestCase: XCTestCase {
     static let hostAddress = "198.18.0.1"
     static let clientAddress6 = "2001:db8:18::2"
     static let hostAddress6 = "2001:db8:18::1"
+    /// An on-link gateway nothing owns: tests move the default route to it as a marker that
+    /// the manager has caught up (see `StatusRecorder.wait(untilPath:)`).
+    static let markerGateway = "198.18.0.3"
+
+    /// In the test process: runs this test in a child process and checks afterwards that no
+    /// thread of this process ended up in another network namespace. In the child: runs
+    /// the test (setUp, body, tearDown) as usual.
+    override func invokeTest() {
+        let child = ChildProcessTest(self)
+        if child.isCurrentProcess { return super.invokeTest() }
+        child.runAndReport(in: self)
+        do {
+            let stray = try NetworkNamespaceAudit.strayThreads()
+            XCTAssertEqual(stray, [], "threads of the test process are in another network namespace; "
+                           + "their sockets cannot reach this process's 127.0.0.1")
+        } catch {
+            XCTFail("cannot audit the threads' network namespaces: \(error)")
+        }
+    }
 
     override func setUpWithError() throws {
         try super.setUpWithError()

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 @testable import Reachability
 
 /// Records every status a manager's change block reports, and lets a test wait (bounded)
@@ -34,9 +35,10 @@ final class StatusRecorder: @unchecked Sendable {  // `condition` guards `status
     }
 
     /// Waits until the block has reported `status` as its latest value (and the manager
-    /// agrees), at most `timeout` seconds. Returns whether it happened.
+    /// agrees), at most `timeout` seconds. Returns whether it happened. The limit only
+    /// stops a broken run; a working one returns within a second even on a loaded machine.
     @discardableResult
-    func wait(for status: NetworkReachabilityStatus, timeout: TimeInterval = 5) -> Bool {
+    func wait(for status: NetworkReachabilityStatus, timeout: TimeInterval = 30) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         condition.lock()
         defer { condition.unlock() }
@@ -46,6 +48,25 @@ final class StatusRecorder: @unchecked Sendable {  // `condition` guards `status
                 return statuses.last?.status == status && manager.networkReachabilityStatus == status
             }
         }
+        return true
+    }
+
+    /// Waits (at most `timeout` seconds) until the monitor has evaluated a state in which
+    /// `path` holds, then until every change block published up to then has run. Tests end
+    /// a burst of kernel changes with a marker that only `path` shows (the default route
+    /// moving to another gateway), so this orders "the monitor has seen the whole burst"
+    /// without guessing how long a loaded machine needs.
+    @discardableResult
+    func wait(untilPath path: (NetworkPath) -> Bool, timeout: TimeInterval = 30) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        // The path changes without a status change call no block, so this polls (bounded).
+        while !(manager.networkPath.map(path) ?? false) {
+            guard Date() < deadline else { return false }
+            usleep(10_000)
+        }
+        // The store enqueues each change block in the same critical section that records
+        // the path, so a barrier on its serial queue runs after all of them.
+        manager.store.queue.sync {}
         return true
     }
 

@@ -83,17 +83,17 @@ final class EngineTests: XCTestCase {
             XCTAssertEqual(manager.tasks.count, 100)
             driverTID = manager.engine.driver?.threadID.withLock { $0 }
             manager.invalidateSessionCancelingTasks(true, resetSession: false)
-            await fulfillment(of: [done, invalidated], timeout: 5)
+            await fulfillment(of: [done, invalidated], timeout: 30)
             XCTAssertEqual(errors.withLock { $0 }, Array(repeating: .cancelled, count: 100))
             XCTAssertTrue(manager.tasks.isEmpty)
         }
-        // Give the completion queue a moment to drop its references.
-        for _ in 0..<50 where weakTask != nil || weakManager != nil { try await Task.sleep(nanoseconds: 20_000_000) }
+        // Give the completion queue a moment to drop its references (bounded: 30 s).
+        for _ in 0..<1500 where weakTask != nil || weakManager != nil { try await Task.sleep(nanoseconds: 20_000_000) }
         XCTAssertNil(weakTask, "a task outlived invalidation")
         XCTAssertNil(weakManager, "the manager outlived invalidation")
         if let driverTID {
             var exited = false
-            for _ in 0..<50 {
+            for _ in 0..<1500 {
                 if !FileManager.default.fileExists(atPath: "/proc/self/task/\(driverTID)") { exited = true; break }
                 try await Task.sleep(nanoseconds: 20_000_000)
             }
@@ -114,7 +114,7 @@ final class EngineTests: XCTestCase {
                 completed.fulfill()
             }.resume()
         }
-        await fulfillment(of: [completed], timeout: 5)
+        await fulfillment(of: [completed], timeout: 30)
         XCTAssertEqual(error.withLock { $0 }, .cancelled)
     }
 
@@ -165,7 +165,7 @@ final class EngineTests: XCTestCase {
         }
         let done = expectation(forNotification: .taskDidComplete, object: task)
         task.resume()
-        for _ in 0..<100 where task.state != .suspended { try await Task.sleep(nanoseconds: 10_000_000) }
+        for _ in 0..<3000 where task.state != .suspended { try await Task.sleep(nanoseconds: 10_000_000) }
         XCTAssertEqual(task.state, .suspended)
         try await Task.sleep(nanoseconds: 500_000_000)
         XCTAssertFalse(completed.withLock { $0 }, "a suspended task completed")
