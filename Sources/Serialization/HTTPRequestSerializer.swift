@@ -8,7 +8,8 @@ import FoundationNetworking
 ///
 /// Parameters are a dictionary (`[String: any Sendable]`, nested dictionaries, arrays and sets
 /// allowed), a ``JSONValue`` object, or an `Encodable` value that encodes as a keyed container.
-/// With nil parameters the request gets the default headers and no body.
+/// With nil parameters, `GET`, `HEAD` and `DELETE` get the default headers only; other methods
+/// also get an empty form body (`Content-Length: 0`), as in AFNetworking.
 ///
 /// ```
 /// var serializer = HTTPRequestSerializer()
@@ -47,10 +48,18 @@ public struct HTTPRequestSerializer: HTTPRequestSerializing {
     }
 
     /// Adds the default headers the request lacks, then encodes `parameters` in the query or the body.
+    ///
+    /// A method that does not put parameters in the URI always gets a form body, an empty one
+    /// for nil parameters, as in AFNetworking (an empty string is a valid
+    /// `x-www-form-urlencoded` payload): the request then says `Content-Length: 0`, which
+    /// servers that demand a length for `POST`, `PUT` and `PATCH` need.
     public func request(bySerializing request: URLRequest, parameters: (any Sendable)?) throws -> URLRequest {
         var request = try applyingDefaultHeaders(to: request)
-        guard let parameters, ValueInspection.unwrapOptional(parameters) != nil else { return request }
-        let query = try queryString(for: request, parameters: parameters)
+        var query = ""
+        // Like AFNetworking, the query serialization (and a custom closure) runs only for parameters.
+        if let parameters, OptionalFlattening.unwrapped(parameters) != nil {
+            query = try queryString(for: request, parameters: parameters)
+        }
         if encodesParametersInURI(request) {
             return try Self.appendingQuery(query, to: request)
         }

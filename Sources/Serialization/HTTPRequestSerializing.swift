@@ -91,8 +91,8 @@ extension HTTPRequestSerializing {
     /// ``RequestSerialization/request(bySerializing:parameters:)``.
     public func request(method: String, urlString: String, parameters: (any Sendable)?) throws -> URLRequest {
         guard HTTPHeaderValidation.isToken(method) else { throw SerializationError.invalidMethod(method) }
-        let clean = urlString.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value != 0x7F }
-        guard clean, !urlString.isEmpty, let url = URL(string: urlString) else {
+        guard !urlString.isEmpty, HTTPHeaderValidation.isValidURLString(urlString),
+              let url = URL(string: urlString) else {
             throw SerializationError.invalidURL(urlString)
         }
         var request = URLRequest(url: url)

@@ -10,7 +10,8 @@ import FoundationNetworking
 /// Parameters are a ``JSONValue``, dictionaries and arrays of JSON-compatible values
 /// (`String`, numbers, `Bool`, `NSNull` or nil), or any `Encodable` value. The top level must be
 /// an object or an array unless ``writingOptions`` contains `.fragmentsAllowed`; anything else
-/// throws ``SerializationError/invalidParameters(reason:underlying:)``.
+/// throws ``SerializationError/invalidParameters(reason:underlying:)``. nil parameters mean no
+/// body and no `Content-Type`, as in AFNetworking.
 public struct JSONRequestSerializer: HTTPRequestSerializing {
     /// The shared HTTP settings.
     private var base = HTTPRequestSerializer()
@@ -71,7 +72,7 @@ public struct JSONRequestSerializer: HTTPRequestSerializing {
             return try base.request(bySerializing: request, parameters: parameters)
         }
         var request = try base.applyingDefaultHeaders(to: request)
-        guard let parameters, let value = ValueInspection.unwrapOptional(parameters) else { return request }
+        guard let parameters, let value = OptionalFlattening.unwrapped(parameters) else { return request }
         if request.value(forHTTPHeaderField: "Content-Type") == nil {
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         }

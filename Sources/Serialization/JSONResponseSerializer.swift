@@ -19,7 +19,8 @@ public struct JSONResponseSerializer: ResponseSerialization, Codable {
     public var acceptableContentTypes: Set<String>? = JSONResponseSerializer.defaultAcceptableContentTypes
     /// Options for `JSONSerialization` (add `.fragmentsAllowed` to accept a bare number or string).
     public var readingOptions: JSONSerialization.ReadingOptions = []
-    /// Whether object members whose value is `null` are removed, at every depth.
+    /// Whether `null`s are removed at every depth: object members whose value is `null` and
+    /// `null` array elements (AFNetworking's rule; see ``JSONValue/removingKeysWithNullValues()``).
     public var removesKeysWithNullValues = false
 
     /// A serializer with AFNetworking's defaults.

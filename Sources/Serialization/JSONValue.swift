@@ -86,13 +86,14 @@ public enum JSONValue: Sendable, Hashable {
         return false
     }
 
-    /// A copy without object members whose value is `null`, at every depth
-    /// (AFNetworking's `AFJSONObjectByRemovingKeysWithNullValues`). Array elements that are
-    /// `null` stay.
+    /// A copy without `null`s inside containers, at every depth, as AFNetworking's
+    /// `AFJSONObjectByRemovingKeysWithNullValues` does: object members whose value is `null`
+    /// and array elements that are `null` are removed (`[null, {"a": null}]` → `[{}]`). A
+    /// top-level `null` or scalar is returned unchanged.
     public func removingKeysWithNullValues() -> JSONValue {
         switch self {
         case .array(let elements):
-            return .array(elements.map { $0.removingKeysWithNullValues() })
+            return .array(elements.filter { !$0.isNull }.map { $0.removingKeysWithNullValues() })
         case .object(let members):
             var result: [String: JSONValue] = [:]
             for (key, value) in members where !value.isNull {
@@ -134,7 +135,7 @@ extension JSONValue {
 
     /// The recursive conversion behind ``init(jsonObject:)``; `path` names the position for errors.
     private static func convert(_ object: Any, path: String) throws -> JSONValue {
-        guard let object = ValueInspection.unwrapOptional(object) else { return .null }
+        guard let object = OptionalFlattening.unwrapped(object) else { return .null }
         switch object {
         case let value as JSONValue: return value
         case is NSNull: return .null

@@ -8,8 +8,11 @@ import FoundationNetworking
 /// them in the URL query like ``HTTPRequestSerializer``.
 ///
 /// Parameters are dictionaries and arrays of `String`, numbers, `Bool`, `Date` and `Data`, or
-/// any `Encodable` value. nil has no property-list form and throws
-/// ``SerializationError/invalidParameters(reason:underlying:)``.
+/// any `Encodable` value. nil inside the parameters and a dictionary whose keys are not strings
+/// (anywhere in them) have no property-list form and throw
+/// ``SerializationError/invalidParameters(reason:underlying:)``, naming where they are. nil
+/// parameters mean no body and no `Content-Type`, as in AFNetworking. (An `Encodable` value
+/// is encoded by `PropertyListEncoder`, which follows `Codable`'s rules for its dictionaries.)
 public struct PropertyListRequestSerializer: HTTPRequestSerializing {
     /// The shared HTTP settings.
     private var base = HTTPRequestSerializer()
@@ -74,7 +77,7 @@ public struct PropertyListRequestSerializer: HTTPRequestSerializing {
             return try base.request(bySerializing: request, parameters: parameters)
         }
         var request = try base.applyingDefaultHeaders(to: request)
-        guard let parameters, let value = ValueInspection.unwrapOptional(parameters) else { return request }
+        guard let parameters, let value = OptionalFlattening.unwrapped(parameters) else { return request }
         if request.value(forHTTPHeaderField: "Content-Type") == nil {
             request.setValue("application/x-plist", forHTTPHeaderField: "Content-Type")
         }
@@ -84,7 +87,10 @@ public struct PropertyListRequestSerializer: HTTPRequestSerializing {
 
     /// The property-list encoding of request parameters.
     private func propertyListData(from value: Any) throws -> Data {
-        let isCollection = value is JSONValue || ValueInspection.dictionary(value) != nil
+        // A dictionary of any key type is a collection here, not an `Encodable`: the encoder
+        // would turn `[Int: String]` keys into strings and a `[Bool: String]` into an array,
+        // where AFNetworking's property-list encoder refuses keys that are not strings.
+        let isCollection = value is JSONValue || ValueInspection.anyKeyDictionary(value) != nil
             || ValueInspection.array(value) != nil
         if !isCollection, ValueInspection.number(value) == nil, !(value is String), !(value is Data),
            !(value is Date), let encodable = value as? any Encodable {

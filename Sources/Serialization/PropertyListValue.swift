@@ -30,9 +30,11 @@ enum PropertyListValue {
     }
 
     /// Parameters as a property-list object (`String`, `Bool`, numbers, `Date`, `Data`,
-    /// arrays, string-keyed dictionaries); nil values have no property-list form.
+    /// arrays, string-keyed dictionaries); nil values and dictionaries with keys that are not
+    /// strings have no property-list form and throw
+    /// ``SerializationError/invalidParameters(reason:underlying:)`` naming where they are.
     static func foundationObject(from value: Any, path: String) throws -> Any {
-        guard let value = ValueInspection.unwrapOptional(value), !(value is NSNull) else {
+        guard let value = OptionalFlattening.unwrapped(value), !(value is NSNull) else {
             throw SerializationError.invalidParameters(
                 reason: "nil at \(path.isEmpty ? "top level" : path) has no property-list form", underlying: nil)
         }
@@ -65,8 +67,24 @@ enum PropertyListValue {
         if let array = ValueInspection.array(value) {
             return try array.enumerated().map { try foundationObject(from: $0.element, path: "\(path)[\($0.offset)]") }
         }
+        if let dictionary = ValueInspection.anyKeyDictionary(value) {
+            throw nonStringKeyError(in: dictionary, path: path)
+        }
         throw SerializationError.invalidParameters(
             reason: "value of type \(type(of: value)) at \(path.isEmpty ? "top level" : path) has no property-list form",
+            underlying: nil)
+    }
+
+    /// A dictionary that is not string-keyed (`[Int: String]`, `[UUID: Data]`…): property-list
+    /// dictionary keys are strings, and `PropertyListSerialization` (AFNetworking's encoder)
+    /// refuses anything else. Names the key (the smallest, so the message is stable) and where
+    /// the dictionary is.
+    static func nonStringKeyError(in dictionary: [AnyHashable: Any], path: String) -> SerializationError {
+        let keys = dictionary.keys.filter { !($0.base is String) }.map { "\($0.base) (\(type(of: $0.base)))" }
+        let key = keys.min() ?? "?"
+        return SerializationError.invalidParameters(
+            reason: "the dictionary at \(path.isEmpty ? "top level" : path) has key \(key), which is not a string; "
+                + "property-list dictionary keys must be strings",
             underlying: nil)
     }
 }

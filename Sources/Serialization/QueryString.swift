@@ -100,7 +100,7 @@ enum QueryStringEncoder {
 
     /// Parameters as a dictionary, or an error explaining why they cannot be one.
     private static func keyedObject(fromParameters parameters: Any) throws -> [AnyHashable: Any] {
-        let unwrapped = ValueInspection.unwrapOptional(parameters) ?? NSNull()
+        let unwrapped = OptionalFlattening.unwrapped(parameters) ?? NSNull()
         var object: Any = unwrapped
         if let json = unwrapped as? JSONValue {
             object = json.jsonObject
@@ -132,7 +132,7 @@ enum QueryStringEncoder {
 
     /// AFNetworking's `AFQueryStringPairsFromKeyAndValue`.
     private static func appendPairs(key: String?, value: Any, to pairs: inout [Pair]) {
-        guard let value = ValueInspection.unwrapOptional(value), !(value is NSNull) else {
+        guard let value = OptionalFlattening.unwrapped(value), !(value is NSNull) else {
             if let key { pairs.append(Pair(field: key, value: nil)) }
             return
         }

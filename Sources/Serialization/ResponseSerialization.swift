@@ -49,7 +49,7 @@ extension ResponseSerialization where Output: Sendable {
         -> (any Sendable)?
     {
         let output = try responseObject(for: request, response: response, data: data)
-        if let optional = output as? any OptionalFlattening, optional.isNone { return nil }
+        if OptionalFlattening.isNone(output) { return nil }
         return output
     }
 }

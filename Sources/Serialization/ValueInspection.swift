@@ -1,21 +1,14 @@
 import Foundation
 
 /// Looks inside `Any` values handed in as parameters or produced by Foundation's parsers:
-/// optionals, numbers (including `NSNumber` and its Boolean flavour), dictionaries, arrays, sets.
+/// numbers (including `NSNumber` and its Boolean flavour), dictionaries, arrays, sets.
+/// (Optionals: ``OptionalFlattening``.)
 enum ValueInspection {
     /// A number, classified.
     enum Number {
         case bool(Bool)
         case int(Int)
         case double(Double)
-    }
-
-    /// The wrapped value of an optional (at any depth), nil for `.none`, the value itself otherwise.
-    static func unwrapOptional(_ value: Any) -> Any? {
-        let mirror = Mirror(reflecting: value)
-        guard mirror.displayStyle == .optional else { return value }
-        guard let child = mirror.children.first else { return nil }
-        return unwrapOptional(child.value)
     }
 
     /// The value as a number when it is one. Swift numeric types are told apart by type first,

@@ -47,5 +47,44 @@ final class InternalsTests: XCTestCase {
         XCTAssertTrue(HTTPHeaderValidation.isToken("X-Custom_Header.1"))
         XCTAssertFalse(HTTPHeaderValidation.isToken("Bad:Name"))
         XCTAssertFalse(HTTPHeaderValidation.isToken(""))
+        XCTAssertTrue(HTTPHeaderValidation.isToken("Name: value".prefix(4)))
+        XCTAssertTrue(HTTPHeaderValidation.isValidValue("tab\tinside and \ttrailing\t"))
+        XCTAssertTrue(HTTPHeaderValidation.isValidValue("caf\u{E9} \u{1F426}"))  // obs-text bytes
+        for control in ["\r", "\n", "\0", "\u{1}", "\u{8}", "\u{B}", "\u{C}", "\u{1B}", "\u{1F}", "\u{7F}"] {
+            XCTAssertFalse(HTTPHeaderValidation.isValidValue("a\(control)b"), control.debugDescription)
+            XCTAssertThrowsError(try HTTPHeaderValidation.validate(field: "X", value: "a\(control)b"))
+        }
+    }
+
+    func testTokenBytesAreRFC9110Tchars() {
+        let tchars = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8)
+        for byte in UInt8(0)...UInt8(255) {
+            XCTAssertEqual(HTTPHeaderValidation.isTokenByte(byte), tchars.contains(byte), "byte \(byte)")
+        }
+        XCTAssertFalse(HTTPHeaderValidation.isToken("caf\u{E9}"))
+    }
+
+    func testURLStringsRefuseSpacesAndControls() {
+        for byte in UInt8(0)..<UInt8(0x80) {
+            let string = "http://e.com/a" + String(UnicodeScalar(byte)) + "b"
+            XCTAssertEqual(HTTPHeaderValidation.isValidURLString(string), byte > 0x20 && byte != 0x7F, "byte \(byte)")
+        }
+    }
+
+    func testOptionalFlatteningLooksThroughEveryLayer() {
+        let none: Int? = nil
+        let nestedNone: Int?? = .some(nil)
+        let nestedSome: Int?? = 3
+        XCTAssertNil(OptionalFlattening.unwrapped(none as Any))
+        XCTAssertNil(OptionalFlattening.unwrapped(nestedNone as Any))
+        XCTAssertEqual(OptionalFlattening.unwrapped(nestedSome as Any) as? Int, 3)
+        XCTAssertEqual(OptionalFlattening.unwrapped(5) as? Int, 5)
+        XCTAssertTrue(OptionalFlattening.isNone(nestedNone as Any))
+        XCTAssertFalse(OptionalFlattening.isNone(NSNull()))
+        XCTAssertFalse(OptionalFlattening.isNone(JSONValue.null))
+        let boxedNone: any Sendable = nestedNone
+        XCTAssertNil(OptionalFlattening.nonNone(boxedNone))
+        let boxedSome: any Sendable = nestedSome
+        XCTAssertEqual(OptionalFlattening.nonNone(boxedSome) as? Int, 3)
     }
 }

@@ -59,8 +59,15 @@ final class JSONValueTests: XCTestCase {
     }
 
     func testRemovingKeysWithNullValues() {
-        let value: JSONValue = ["a": nil, "b": [nil, ["c": nil, "d": 1]], "e": ["f": nil]]
-        XCTAssertEqual(value.removingKeysWithNullValues(), ["b": [nil, ["d": 1]], "e": [:]])
+        // AFJSONObjectByRemovingKeysWithNullValues: null members and null array elements go,
+        // at every depth; a top-level null or scalar is returned as it is.
+        let value: JSONValue = [
+            "a": nil, "b": [nil, ["c": nil, "d": 1], [nil, [nil]], 2, nil], "e": ["f": nil, "g": [nil, "h"]],
+        ]
+        XCTAssertEqual(value.removingKeysWithNullValues(), ["b": [["d": 1], [[]], 2], "e": ["g": ["h"]]])
+        XCTAssertEqual(JSONValue.array([nil, nil]).removingKeysWithNullValues(), [])
+        XCTAssertEqual(JSONValue.null.removingKeysWithNullValues(), .null)
+        XCTAssertEqual(JSONValue.string("s").removingKeysWithNullValues(), "s")
     }
 
     func testErrorDescriptionsAreReadable() {

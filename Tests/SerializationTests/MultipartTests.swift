@@ -147,13 +147,26 @@ final class MultipartTests: XCTestCase {
         }
     }
 
-    func testGETIsRejectedAndEmptyFormLeavesRequestUnchanged() throws {
+    /// AFNetworking: a form with no parts returns the request as built for nil parameters,
+    /// which for the form serializer is an empty form body.
+    func testGETIsRejectedAndEmptyFormLeavesRequestAsBuiltForNilParameters() throws {
         assertSerializationError(try HTTPRequestSerializer().multipartFormRequest(
             method: "GET", urlString: "https://e.com", parameters: ["a": 1], constructingBodyWith: nil))
         let request = try HTTPRequestSerializer().multipartFormRequest(
             method: "POST", urlString: "https://e.com", parameters: nil, constructingBodyWith: nil)
         XCTAssertNil(request.httpBodyStream)
-        XCTAssertNil(request.httpBody)
+        XCTAssertEqual(request.httpBody, Data())
+        XCTAssertEqual(request.value(forHTTPHeaderField: "Content-Type"), "application/x-www-form-urlencoded")
+        let json = try JSONRequestSerializer().multipartFormRequest(
+            method: "POST", urlString: "https://e.com", parameters: nil, constructingBodyWith: nil)
+        XCTAssertNil(json.httpBodyStream)
+        XCTAssertNil(json.httpBody)
+        // With parts, the stream replaces the empty form body and its Content-Type.
+        let form = try HTTPRequestSerializer().multipartFormRequest(
+            method: "POST", urlString: "https://e.com", parameters: ["a": "1"], constructingBodyWith: nil)
+        XCTAssertNil(form.httpBody)
+        XCTAssertNotNil(form.httpBodyStream)
+        XCTAssertTrue(form.value(forHTTPHeaderField: "Content-Type")?.hasPrefix("multipart/form-data; boundary=") ?? false)
     }
 
     func testMIMETypeGuessing() {

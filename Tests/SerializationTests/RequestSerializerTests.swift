@@ -29,10 +29,46 @@ final class RequestSerializerTests: XCTestCase {
         XCTAssertEqual(request.httpBody.map { String(decoding: $0, as: UTF8.self) }, "a%5Bx%5D=1&b=2")
     }
 
-    func testNoParametersMeansNoBody() throws {
-        let request = try HTTPRequestSerializer().request(method: "POST", urlString: "https://e.com", parameters: nil)
-        XCTAssertNil(request.httpBody)
-        XCTAssertNil(request.value(forHTTPHeaderField: "Content-Type"))
+    /// AFHTTPRequestSerializer: a method that does not put parameters in the URL always gets a
+    /// form body, an empty one for nil parameters (so the request says `Content-Length: 0`).
+    func testNilParametersGiveBodyMethodsAnEmptyFormBody() throws {
+        let serializer = HTTPRequestSerializer()
+        let none: [String: Int]? = nil
+        for method in ["POST", "PUT", "PATCH", "post"] {
+            for parameters in [nil, none as (any Sendable)?] {
+                let request = try serializer.request(method: method, urlString: "https://e.com", parameters: parameters)
+                XCTAssertEqual(request.httpBody, Data(), method)
+                XCTAssertEqual(request.value(forHTTPHeaderField: "Content-Type"), "application/x-www-form-urlencoded",
+                               method)
+            }
+        }
+        // A caller's Content-Type is kept.
+        var request = URLRequest(url: URL(fileURLWithPath: "/"))
+        request.httpMethod = "POST"
+        request.setValue("text/plain", forHTTPHeaderField: "Content-Type")
+        let kept = try serializer.request(bySerializing: request, parameters: nil)
+        XCTAssertEqual(kept.value(forHTTPHeaderField: "Content-Type"), "text/plain")
+        XCTAssertEqual(kept.httpBody, Data())
+        // Methods that encode parameters in the URI get neither.
+        for method in ["GET", "HEAD", "DELETE"] {
+            let request = try serializer.request(method: method, urlString: "https://e.com/x", parameters: nil)
+            XCTAssertNil(request.httpBody, method)
+            XCTAssertNil(request.value(forHTTPHeaderField: "Content-Type"), method)
+            XCTAssertEqual(request.url?.absoluteString, "https://e.com/x", method)
+        }
+    }
+
+    /// AFJSONRequestSerializer and AFPropertyListRequestSerializer: nil parameters mean no
+    /// body and no Content-Type, whatever the method.
+    func testJSONAndPropertyListSerializersSendNoBodyForNilParameters() throws {
+        let serializers: [any HTTPRequestSerializing] = [JSONRequestSerializer(), PropertyListRequestSerializer()]
+        for serializer in serializers {
+            for method in ["POST", "PUT", "PATCH", "GET"] {
+                let request = try serializer.request(method: method, urlString: "https://e.com", parameters: nil)
+                XCTAssertNil(request.httpBody, "\(type(of: serializer)) \(method)")
+                XCTAssertNil(request.value(forHTTPHeaderField: "Content-Type"), "\(type(of: serializer)) \(method)")
+            }
+        }
     }
 
     func testSettingsApplyToNewRequests() throws {
@@ -90,7 +126,7 @@ final class RequestSerializerTests: XCTestCase {
     }
 
     func testCRLFInHeaderValuesIsRejectedByEverySerializer() {
-        let bad = ["evil\r\nInjected: 1", "evil\nx", "evil\rx", "nul\0x"]
+        let bad = ["evil\r\nInjected: 1", "evil\nx", "evil\rx", "nul\0x", "bell\u{7}x", "esc\u{1B}x", "del\u{7F}x"]
         for value in bad {
             var http = HTTPRequestSerializer()
             http.setValue(value, forHTTPHeaderField: "X-Bad")
@@ -247,6 +283,37 @@ final class RequestSerializerTests: XCTestCase {
                                                         parameters: ["missing": none])) {
             guard case .invalidParameters = $0 else { return XCTFail("\($0)") }
         }
+    }
+
+    /// A property list's dictionary keys are strings (AFNetworking's
+    /// `NSPropertyListSerialization` refuses others): any other key, at any depth, is a typed
+    /// error naming where it is.
+    func testPropertyListRequestSerializerRefusesNonStringKeys() {
+        let serializer = PropertyListRequestSerializer()
+        enum Key: Hashable, Sendable { case a }
+        let cases: [(parameters: any Sendable, path: String)] = [
+            ([1: "one"] as [Int: String], "top level"),
+            ([Key.a: 1] as [Key: Int], "top level"),
+            (["outer": [2: "two"] as [Int: String]] as [String: any Sendable], "outer"),
+            (["list": [["ok": 1] as [String: any Sendable], [3.5: "x"] as [Double: String]] as [any Sendable]]
+                as [String: any Sendable], "list[1]"),
+            ([[true: "yes"] as [Bool: String]] as [any Sendable], "[0]"),
+            (["deep": ["er": [UUID(): 1] as [UUID: Int]] as [String: any Sendable]] as [String: any Sendable],
+             "deep.er"),
+        ]
+        for (parameters, path) in cases {
+            assertSerializationError(try serializer.request(method: "POST", urlString: "https://e.com",
+                                                            parameters: parameters)) { error in
+                guard case .invalidParameters(let reason, _) = error else { return XCTFail("\(error)") }
+                XCTAssertTrue(reason.contains("key"), reason)
+                XCTAssertTrue(reason.contains(path), "\(reason) should name \(path)")
+            }
+        }
+        // String-keyed dictionaries of every spelling still work.
+        XCTAssertNoThrow(try serializer.request(method: "POST", urlString: "https://e.com",
+                                                parameters: ["a": 1] as [String: Int]))
+        XCTAssertNoThrow(try serializer.request(method: "POST", urlString: "https://e.com",
+                                                parameters: ["a": ["b": 1] as [String: Int]]))
     }
 
     func testSerializersAreEditableThroughTheProtocol() throws {

@@ -63,8 +63,10 @@ final class ResponseSerializerTests: XCTestCase {
 
         var removing = serializer
         removing.removesKeysWithNullValues = true
-        let cleaned = try removing.responseObject(for: response, data: Data(#"{"a":[null],"b":{"c":null,"d":1}}"#.utf8))
-        XCTAssertEqual(cleaned, ["a": [nil], "b": ["d": 1]])
+        let cleaned = try removing.responseObject(
+            for: response, data: Data(#"{"a":[null,{"x":null,"y":[null,1]}],"b":{"c":null,"d":1}}"#.utf8))
+        XCTAssertEqual(cleaned, ["a": [["y": [1]]], "b": ["d": 1]])
+        XCTAssertEqual(try removing.responseObject(for: response, data: Data("[null,1,null]".utf8)), [1])
     }
 
     func testJSONEmptyAndWhitespaceBodiesAreNil() throws {

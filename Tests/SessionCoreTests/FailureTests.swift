@@ -3,6 +3,7 @@ import XCTest
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import Serialization
 @testable import SessionCore
 
 /// Each failure has its own clear error; bad input never reaches the wire.
@@ -99,6 +100,59 @@ final class FailureTests: XCTestCase {
             XCTAssertEqual(caseName(of: error), expected, "\(name): \(error)")
         }
         XCTAssertEqual(listener.acceptedConnections(), 0, "bad input reached the wire")
+    }
+
+    /// The engine applies the same RFC 9110 value rule as the serializers: C0 controls other
+    /// than tab, and DEL, are refused before anything is sent; a tab goes out unchanged.
+    func testControlCharactersInHeaderValuesAreRefusedButTabIsSent() async throws {
+        let listener = try LoopbackListener()
+        for bad in ["a\u{1}b", "a\u{8}b", "a\u{B}b", "a\u{1B}b", "a\u{1F}b", "a\u{7F}b"] {
+            var request = URLRequest(url: URL(string: "http://127.0.0.1:\(listener.port)/x")!)
+            request.timeoutInterval = 2  // if the header went out, give up soon: nothing answers
+            request.allHTTPHeaderFields = ["X-Control": bad]
+            let response = await manager.response(for: request)
+            guard case .invalidHeader? = response.error as? SessionError else {
+                XCTFail("\(bad.debugDescription): expected invalidHeader, got \(String(describing: response.error))")
+                continue
+            }
+        }
+        XCTAssertEqual(listener.acceptedConnections(), 0, "a control character reached the wire")
+
+        var request = URLRequest(url: try Peer.url("/headers"))
+        request.allHTTPHeaderFields = ["X-Tab": "a\tb"]
+        let response = await manager.response(for: request)
+        XCTAssertNil(response.error)
+        let headers = try XCTUnwrap(try json(response.data)["headers"] as? [String: String])
+        XCTAssertEqual(headers["X-Tab"], "a\tb")
+    }
+
+    /// The engine and the serializers refuse exactly the same header names, values and methods:
+    /// one rule (`HTTPHeaderValidation`), checked here byte by byte through both. (URLs share
+    /// it too, but Foundation percent-encodes a raw space or control in `URL(string:)`, so a
+    /// `URL` never reaches the engine with one.)
+    func testEngineAndSerializersShareOneRuleForHeadersAndMethods() throws {
+        let serializer = HTTPRequestSerializer()
+        var refusedValues = 0
+        for byte in UInt8(0)..<UInt8(0x80) {
+            let character = String(UnicodeScalar(byte))
+            var request = URLRequest(url: URL(string: "http://127.0.0.1/")!)
+            request.allHTTPHeaderFields = ["X-Probe": "a\(character)b", "X\(character)Name": "v"]
+            XCTAssertEqual((try? PreparedRequest.prepare(request, configuration: .default)) == nil,
+                           (try? serializer.request(bySerializing: request, parameters: nil)) == nil,
+                           "header byte \(byte)")
+            if (try? PreparedRequest.validateHeader(name: "X-Probe", value: "a\(character)b")) == nil {
+                refusedValues += 1
+            }
+
+            let method = "GE\(character)T"
+            request = URLRequest(url: URL(string: "http://127.0.0.1/")!)
+            request.httpMethod = method
+            XCTAssertEqual((try? PreparedRequest.prepare(request, configuration: .default)) == nil,
+                           (try? serializer.request(method: method, urlString: "http://127.0.0.1/", parameters: nil)) == nil,
+                           "method byte \(byte)")
+        }
+        // NUL, 0x01–0x08, LF, VT, FF, CR, 0x0E–0x1F and DEL; tab and everything visible pass.
+        XCTAssertEqual(refusedValues, 32)
     }
 
     func testTasksCreatedAfterInvalidationFailWithSessionInvalidated() async throws {

@@ -253,6 +253,29 @@ final class HTTPSessionManagerTests: XCTestCase {
         noBase.invalidateSessionCancelingTasks(true, resetSession: false)
     }
 
+    /// Per-call headers follow the one RFC 9110 rule the serializers and the engine share:
+    /// a tab is a legal value character; other control characters are refused before a task
+    /// exists, with the serializer's error.
+    func testPerCallHeadersRefuseControlCharactersButSendTabs() async throws {
+        for bad in ["a\u{1}b", "a\u{1B}b", "a\u{7F}b"] {
+            let (returned, outcome) = await verbOutcome { success, failure in
+                manager.get("get", headers: ["X-Control": bad], success: success, failure: failure)
+            }
+            XCTAssertNil(returned, bad.debugDescription)
+            guard case .invalidHeader(let field, _)? = outcome.error as? SerializationError else {
+                return XCTFail("\(bad.debugDescription): \(outcome)")
+            }
+            XCTAssertEqual(field, "X-Control")
+        }
+        XCTAssertTrue(manager.tasks.isEmpty, "nothing was created")
+
+        let (_, outcome) = await verbOutcome { success, failure in
+            manager.get("headers", headers: ["X-Tab": "a\tb"], success: success, failure: failure)
+        }
+        let headers = try XCTUnwrap(outcome.json?["headers"], "\(outcome)")
+        XCTAssertEqual(headers["X-Tab"]?.stringValue, "a\tb")
+    }
+
     func testMultipartBlockErrorReturnsNilAndComesOutUnchanged() async throws {
         let (returned, outcome) = await verbOutcome { success, failure in
             manager.post("post", parameters: ["a": 1], constructingBodyWith: { _ in

@@ -290,8 +290,7 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
     /// - Throws: ``SerializationError/invalidURL(_:)`` for spaces or control characters (which
     ///   Foundation would silently percent-encode), or a result without a scheme.
     func absoluteURLString(for urlString: String) throws -> String {
-        let clean = urlString.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value != 0x7F }
-        guard clean else { throw SerializationError.invalidURL(urlString) }
+        guard HTTPHeaderValidation.isValidURLString(urlString) else { throw SerializationError.invalidURL(urlString) }
         let resolved: URL?
         if let baseURL {
             // AFNetworking's `URLWithString:relativeToURL:` gives the base URL for "".
@@ -325,15 +324,11 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
         return request
     }
 
-    /// Sets per-request headers, checked as the serializer checks its own: a CR or LF would
-    /// let a caller's value inject a header.
+    /// Sets per-request headers, checked by the serializers' own rule: a CR or LF would let a
+    /// caller's value inject a header.
     private static func apply(_ headers: [String: String]?, to request: inout URLRequest) throws {
         for (field, value) in headers ?? [:] {
-            do {
-                try PreparedRequest.validateHeader(name: field, value: value)
-            } catch {
-                throw SerializationError.invalidHeader(field: field, value: value)
-            }
+            try HTTPHeaderValidation.validate(field: field, value: value)
             request.setValue(value, forHTTPHeaderField: field)
         }
     }
@@ -387,7 +382,7 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
                 failure?(nil, SessionError.badServerResponse("the task finished before it was recorded"))
                 return
             }
-            success?(task, unwrappedSendable(value))
+            success?(task, OptionalFlattening.nonNone(value))
         }
     }
 

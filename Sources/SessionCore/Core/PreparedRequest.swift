@@ -1,4 +1,5 @@
 import Foundation
+import Serialization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -32,12 +33,12 @@ struct PreparedRequest: Sendable {
         guard supportedSchemes.contains(scheme) else { throw .unsupportedScheme(scheme) }
         guard let host = url.host, !host.isEmpty else { throw .badURL("'\(absolute)' has no host") }
         // Spaces and control characters would be rejected or, worse, interpreted by the server.
-        if absolute.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F }) {
+        if !HTTPHeaderValidation.isValidURLString(absolute) {
             throw .badURL("'\(absolute.debugDescription)' contains spaces or control characters")
         }
 
         let method = request.httpMethod ?? "GET"
-        guard !method.isEmpty, method.allSatisfy(ResponseHeadParser.isTokenCharacter) else {
+        guard HTTPHeaderValidation.isToken(method) else {
             throw .badURL("invalid HTTP method '\(method.debugDescription)'")
         }
 
@@ -102,13 +103,14 @@ struct PreparedRequest: Sendable {
         }
     }
 
-    /// Header names must be RFC 9110 tokens; values must not contain CR, LF or NUL.
+    /// Header names must be RFC 9110 tokens; values must not contain CR, LF, NUL, other control
+    /// characters or DEL (tab is allowed): the serializers' rule, `HTTPHeaderValidation`.
     static func validateHeader(name: String, value: String) throws(SessionError) {
-        guard !name.isEmpty, name.allSatisfy(ResponseHeadParser.isTokenCharacter) else {
+        guard HTTPHeaderValidation.isToken(name) else {
             throw .invalidHeader("invalid header name '\(name.debugDescription)'")
         }
-        if value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) {
-            throw .invalidHeader("the value of '\(name)' contains CR, LF or NUL")
+        guard HTTPHeaderValidation.isValidValue(value) else {
+            throw .invalidHeader("the value of '\(name)' contains a control character (only tab is allowed)")
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Serialization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -76,7 +77,7 @@ struct ResponseHeadParser {
             return .invalid("header line without a colon")
         }
         let name = line[..<colon]
-        guard !name.isEmpty, name.allSatisfy(ResponseHeadParser.isTokenCharacter) else {
+        guard HTTPHeaderValidation.isToken(name) else {
             return .invalid("invalid header field name")
         }
         let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
@@ -122,17 +123,5 @@ struct ResponseHeadParser {
     /// Builds the response for `url`; nil only if Foundation refuses the values.
     func makeResponse(url: URL) -> HTTPURLResponse? {
         HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: httpVersion, headerFields: headerDictionary)
-    }
-
-    /// RFC 9110 token characters.
-    static func isTokenCharacter(_ character: Character) -> Bool {
-        guard let ascii = character.asciiValue else { return false }
-        switch ascii {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return true
-        default:
-            return "!#$%&'*+-.^_`|~".utf8.contains(ascii)
-        }
     }
 }

@@ -297,7 +297,7 @@ final class SessionEngine: Sendable {
         _ serializer: any ResponseSerialization, request: URLRequest?, response: HTTPURLResponse?, data: Data?
     ) throws -> any Sendable {
         if let value = try serializer.sendableResponseObject(for: request, response: response, data: data),
-            let unwrapped = unwrappedSendable(value)
+            let unwrapped = OptionalFlattening.nonNone(value)
         {
             return unwrapped
         }

@@ -42,7 +42,8 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
     case badURL(String)
     /// The URL's scheme is not one Curlew speaks (`http`, `https`).
     case unsupportedScheme(String)
-    /// A header name or value would corrupt the request (CR, LF or NUL; invalid name).
+    /// A header name is not an RFC 9110 token, or a value holds a control character other than
+    /// tab (CR, LF and NUL would corrupt the request; the rule is the serializers').
     case invalidHeader(String)
     /// Any other libcurl failure, with its `CURLcode` and message.
     case curl(code: Int, message: String)

@@ -62,26 +62,3 @@ extension URLSessionManager {
             for: response.request ?? request, response: response.response, data: response.data)
     }
 }
-
-/// A boxed value, or nil when it is a boxed `Optional.none` (serializers with optional
-/// outputs such as `JSONValue?` box them as they are). A `.some` stays wrapped: `as? T`
-/// looks through it, and Swift cannot re-box its payload as `any Sendable` generically.
-func unwrappedSendable(_ value: any Sendable) -> (any Sendable)? {
-    if let optional = value as? any OptionalNoneChecking, optional.isNone { return nil }
-    return value
-}
-
-/// Tells `.none` apart inside an `Optional` whose type is only known at run time.
-private protocol OptionalNoneChecking {
-    /// True for `.none` (at any depth of nesting).
-    var isNone: Bool { get }
-}
-
-extension Optional: OptionalNoneChecking {
-    fileprivate var isNone: Bool {
-        switch self {
-        case .none: return true
-        case .some(let wrapped): return (wrapped as? any OptionalNoneChecking)?.isNone ?? false
-        }
-    }
-}
