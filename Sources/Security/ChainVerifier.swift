@@ -2,11 +2,14 @@ import COpenSSL
 import Foundation
 
 /// Runs OpenSSL's path building and verification (`X509_verify_cert`) for one chain
-/// against one `TrustStore`, at a given time, for the TLS-server purpose.
+/// against one `TrustStore`, at a given time, for the TLS-server purpose, with the
+/// security level and verify parameters of `settings` (the handshake's, during one).
 enum ChainVerifier {
     /// The verified path, leaf first and ending at the anchor that the store supplied
     /// (which the server may not have sent), or OpenSSL's refusal.
-    static func verify(_ trust: ServerTrust, against store: TrustStore) -> Result<[Certificate], TrustEvaluationError> {
+    static func verify(
+        _ trust: ServerTrust, against store: TrustStore, settings: VerificationSettings
+    ) -> Result<[Certificate], TrustEvaluationError> {
         guard let leaf = trust.certificates.first else {
             return .failure(TrustEvaluationError(reason: .emptyChain, detail: "the server presented no certificate"))
         }
@@ -30,6 +33,9 @@ enum ChainVerifier {
             return .failure(TrustEvaluationError(
                 reason: .invalidChain, detail: "X509_STORE_CTX_init failed: \(OpenSSLText.drainErrorQueue())"))
         }
+        // The handshake's parameters and security level first; the policy's own settings
+        // below are applied on top of them.
+        settings.apply(to: context)
         // TLS server purpose: the leaf's extended key usage must allow serverAuth.
         _ = X509_STORE_CTX_set_purpose(context, X509_PURPOSE_SSL_SERVER)
         if let parameters = X509_STORE_CTX_get0_param(context) {

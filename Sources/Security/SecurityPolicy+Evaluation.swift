@@ -11,6 +11,12 @@ extension SecurityPolicy {
 
     /// Evaluates `trust` for `domain` and, on refusal, says why.
     ///
+    /// Called outside a TLS handshake, the chain is verified at the security level a TLS
+    /// client of this machine gets by default (OpenSSL's default context level: 2 on
+    /// Debian, so RSA keys under 2048 bits and SHA-1 signatures are refused, as a
+    /// connection would refuse them). During a handshake the session manager evaluates
+    /// with that handshake's own verify parameters and level instead.
+    ///
     /// The order follows AFSecurityPolicy:
     /// 1. A pinning mode without pins is refused (`.noPinnedCertificates`); so is
     ///    `allowInvalidCertificates` + `validatesDomainName` + a domain without pinning
@@ -29,6 +35,15 @@ extension SecurityPolicy {
     ///    verified, only the signature-linked path from the leaf through the sent
     ///    certificates is compared, never a certificate that merely came along.
     public func evaluateWithReason(_ trust: ServerTrust, forDomain domain: String?) -> Result<Void, TrustEvaluationError> {
+        evaluateWithReason(trust, forDomain: domain, settings: .standalone)
+    }
+
+    /// `evaluateWithReason(_:forDomain:)` with explicit OpenSSL verification settings
+    /// (security level, inherited verify parameters): for the engine's handshake hook, and
+    /// for tests that judge historic chains at the level of their time.
+    package func evaluateWithReason(
+        _ trust: ServerTrust, forDomain domain: String?, settings: VerificationSettings
+    ) -> Result<Void, TrustEvaluationError> {
         guard let leaf = trust.certificates.first else {
             return .failure(TrustEvaluationError(reason: .emptyChain, detail: "the server presented no certificate"))
         }
@@ -50,7 +65,7 @@ extension SecurityPolicy {
             return .failure(TrustEvaluationError(reason: .unknownIssuer, detail: "no trust store could be built"))
         }
         var verifiedChain: [Certificate]?
-        switch ChainVerifier.verify(trust, against: roots) {
+        switch ChainVerifier.verify(trust, against: roots, settings: settings) {
         case .success(let chain):
             verifiedChain = chain
         case .failure(let error):
@@ -65,18 +80,18 @@ extension SecurityPolicy {
         case .none:
             return .success(())
         case .certificate:
-            return evaluateCertificatePins(trust)
+            return evaluateCertificatePins(trust, settings: settings)
         case .publicKey:
             let candidates = verifiedChain ?? Self.signatureLinkedPath(trust.certificates)
             return evaluatePublicKeyPins(candidates, leaf: leaf)
         }
     }
 
-    private func evaluateCertificatePins(_ trust: ServerTrust) -> Result<Void, TrustEvaluationError> {
+    private func evaluateCertificatePins(_ trust: ServerTrust, settings: VerificationSettings) -> Result<Void, TrustEvaluationError> {
         guard let pinStore = anchors.pinnedAnchors() else {
             return .failure(TrustEvaluationError(reason: .noPinMatched, detail: "the pinned certificates could not be loaded"))
         }
-        switch ChainVerifier.verify(trust, against: pinStore) {
+        switch ChainVerifier.verify(trust, against: pinStore, settings: settings) {
         case .failure(let error):
             // "No anchor found" against the pin store means no pin anchors this chain.
             switch error.reason {

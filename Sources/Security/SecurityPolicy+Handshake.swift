@@ -1,25 +1,28 @@
 import COpenSSL
 import Foundation
 
-/// Engine hook: evaluate inside OpenSSL's certificate verification callback.
+/// Engine hook: evaluate inside OpenSSL's certificate verification callback. `package`:
+/// it takes OpenSSL pointers, so only Curlew's engine (SessionCore) has a use for it.
 extension SecurityPolicy {
     /// For engine use, from an `SSL_CTX_set_cert_verify_callback` callback (which
     /// replaces OpenSSL's own `X509_verify_cert` for that handshake).
     ///
     /// Builds the trust from `context` (see `ServerTrust.init(storeContext:)`), evaluates
-    /// it for `domain` at `verificationDate`, and on refusal records an error in the
+    /// it for `domain` at `verificationDate` with the handshake's verify parameters and
+    /// security level (`VerificationSettings(handshake:)`: the level OpenSSL's own
+    /// verification would apply), and on refusal records an error in the
     /// context (`X509_STORE_CTX_set_error`: OpenSSL's own code for chain errors,
     /// `X509_V_ERR_HOSTNAME_MISMATCH` / `X509_V_ERR_IP_ADDRESS_MISMATCH` for host errors,
     /// `X509_V_ERR_APPLICATION_VERIFICATION` for pinning), so libcurl's error text says
     /// why. The callback returns 1 for `.success` and 0 for `.failure`; keep the
     /// `TrustEvaluationError` to report it as the transfer's error.
-    public func evaluateHandshake(
+    package func evaluateHandshake(
         storeContext context: OpaquePointer, forDomain domain: String?, verificationDate: Date = .now
     ) -> Result<Void, TrustEvaluationError> {
         let result: Result<Void, TrustEvaluationError>
         do {
             let trust = try ServerTrust(storeContext: context, verificationDate: verificationDate)
-            result = evaluateWithReason(trust, forDomain: domain)
+            result = evaluateWithReason(trust, forDomain: domain, settings: VerificationSettings(handshake: context))
         } catch let error as TrustEvaluationError {
             result = .failure(error)
         } catch {

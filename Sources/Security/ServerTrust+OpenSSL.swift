@@ -2,8 +2,8 @@ import COpenSSL
 import Foundation
 
 /// Engine hooks: build a `ServerTrust` straight from OpenSSL objects during a TLS
-/// handshake. Meant for Curlew's engine (SessionCore's OpenSSL verify callback); an
-/// application builds a `ServerTrust` from `Certificate`s instead.
+/// handshake. `package`: only Curlew's engine (SessionCore's OpenSSL verify callback) uses
+/// them; an application builds a `ServerTrust` from `Certificate`s instead.
 ///
 /// The certificates are not re-parsed: each `X509` gets one more reference, held by the
 /// returned value, so the trust stays valid after the handshake objects are gone.
@@ -12,7 +12,7 @@ extension ServerTrust {
     /// such as `SSL_get_peer_cert_chain` on a client or `SSL_get0_verified_chain`.
     /// The stack is borrowed: it is neither freed nor changed.
     /// Throws `TrustEvaluationError` (`.emptyChain`, `.malformedCertificate`).
-    public init(x509Chain stack: OpaquePointer, verificationDate: Date = .now) throws {
+    package init(x509Chain stack: OpaquePointer, verificationDate: Date = .now) throws {
         var certificates: [Certificate] = []
         let count = curlew_ossl_sk_X509_num(stack)
         for index in 0..<max(0, count) {
@@ -29,7 +29,7 @@ extension ServerTrust {
     /// `SSL_CTX_set_cert_verify_callback` callback: the leaf is
     /// `X509_STORE_CTX_get0_cert`, the rest is `X509_STORE_CTX_get0_untrusted` (the chain
     /// the peer sent) without the leaf. The context is borrowed and not changed.
-    public init(storeContext context: OpaquePointer, verificationDate: Date = .now) throws {
+    package init(storeContext context: OpaquePointer, verificationDate: Date = .now) throws {
         guard let leaf = X509_STORE_CTX_get0_cert(context) else {
             throw TrustEvaluationError(reason: .emptyChain, detail: "the handshake offered no server certificate")
         }

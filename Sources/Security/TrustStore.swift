@@ -7,9 +7,11 @@ import Foundation
 /// Built once and reused by every evaluation: parsing ~140 system roots per TLS
 /// handshake would cost milliseconds each time.
 ///
-/// `@unchecked Sendable`: the store is filled in `init` and never changed afterwards;
-/// OpenSSL locks an `X509_STORE` internally for concurrent verifications (that is how
-/// an `SSL_CTX` shares one between connections). `deinit` frees it.
+/// `@unchecked Sendable`: the store is filled in `init` and not changed by Curlew
+/// afterwards; OpenSSL locks an `X509_STORE` internally (its own lock, `X509_STORE_lock`)
+/// for concurrent verifications, including the certificates a hashed-directory lookup adds
+/// to it on demand (that is how an `SSL_CTX` shares one between connections). `deinit`
+/// frees it.
 final class TrustStore: @unchecked Sendable {
     /// The `X509_STORE*`.
     let pointer: OpaquePointer
@@ -47,46 +49,38 @@ final class TrustStore: @unchecked Sendable {
     }
 
     /// The process-wide system store, loaded on first use (Swift runs a static `let`
-    /// initialiser exactly once, thread-safely). An empty store still evaluates: every
-    /// chain is then refused as `unknownIssuer`, with the paths tried in the message.
+    /// initialiser exactly once, thread-safely) from `SystemTrustLocation.current`: the
+    /// same rule that names libcurl's CA file. An empty store still evaluates: every chain
+    /// is then refused as `unknownIssuer`, with the location tried in the message.
     /// Nil only if OpenSSL cannot allocate a store at all.
-    static let system: TrustStore? = loadSystemStore()
+    static let system: TrustStore? = load(SystemTrustLocation.current)
 
-    /// Candidate CA bundles, most preferred first: Debian's bundle, then `SSL_CERT_FILE`,
-    /// then OpenSSL's compiled-in default file.
-    static func systemBundleCandidates() -> [String] {
-        var candidates = ["/etc/ssl/certs/ca-certificates.crt"]
-        if let name = X509_get_default_cert_file_env().map({ String(cString: $0) }),
-           let value = ProcessInfo.processInfo.environment[name], !value.isEmpty {
-            candidates.append(value)
-        }
-        if let file = X509_get_default_cert_file() {
-            candidates.append(String(cString: file))
-        }
-        return candidates
-    }
-
-    private static func loadSystemStore() -> TrustStore? {
-        let tried = systemBundleCandidates()
-        for path in tried where FileManager.default.isReadableFile(atPath: path) {
-            guard let store = X509_STORE_new() else { break }
-            ERR_clear_error()
-            if X509_STORE_load_file(store, path) == 1 {
-                _ = OpenSSLText.drainErrorQueue()
-                let count = countCertificates(in: store)
-                if count > 0 {
-                    return TrustStore(pointer: store, certificateCount: count,
-                                      origin: "system trust store \(path) (\(count) roots)",
-                                      anchorsMayBeIntermediates: false)
-                }
+    /// A store of the roots at `location`: the file's certificates, parsed now, and the
+    /// directory as OpenSSL's hashed-directory lookup (read on demand, by issuer name).
+    static func load(_ location: SystemTrustLocation) -> TrustStore? {
+        guard let store = X509_STORE_new() else { return nil }
+        var loaded: [String] = []
+        var failed: [String] = []
+        ERR_clear_error()
+        if let file = location.file {
+            if FileManager.default.isReadableFile(atPath: file), X509_STORE_load_file(store, file) == 1 {
+                loaded.append(file)
+            } else {
+                failed.append(file)
             }
-            _ = OpenSSLText.drainErrorQueue()
-            X509_STORE_free(store)
         }
-        guard let empty = X509_STORE_new() else { return nil }
-        return TrustStore(pointer: empty, certificateCount: 0,
-                          origin: "system trust store: no CA bundle could be loaded (tried \(tried.joined(separator: ", ")))",
-                          anchorsMayBeIntermediates: false)
+        if let directory = location.directory {
+            if X509_STORE_load_path(store, directory) == 1 { loaded.append("\(directory)/") } else { failed.append(directory) }
+        }
+        _ = OpenSSLText.drainErrorQueue()
+        let count = countCertificates(in: store)
+        var origin = "system trust store"
+        if !loaded.isEmpty { origin += " \(loaded.joined(separator: " + ")) (\(count) roots loaded)" }
+        if !failed.isEmpty { origin += "; could not load \(failed.joined(separator: ", "))" }
+        if location.file == nil && location.directory == nil {
+            origin += ": no CA bundle found (set \(SystemTrustLocation.fileVariable) or \(SystemTrustLocation.directoryVariable))"
+        }
+        return TrustStore(pointer: store, certificateCount: count, origin: origin, anchorsMayBeIntermediates: false)
     }
 
     private static func countCertificates(in store: OpaquePointer) -> Int {

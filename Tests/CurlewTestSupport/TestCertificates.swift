@@ -3,9 +3,11 @@ import Foundation
 /// Certificates and keys for TLS tests, generated at test time with the `openssl`
 /// command-line tool (Debian package `openssl`) into a temporary folder, once per process.
 ///
-/// Every certificate uses its own P-256 key (fast to generate), except
-/// `reissuedLeafSameKey`, which re-uses `leaf`'s key on purpose. All server leaves except
-/// the deliberately wrong ones are valid for `localhost`, `127.0.0.1` and `::1`.
+/// Every certificate uses its own P-256 key (fast to generate) and a SHA-256 signature,
+/// except `reissuedLeafSameKey`, which re-uses `leaf`'s key on purpose, and the two weak
+/// ones that OpenSSL's security level 2 refuses (`weakKeyLeaf`, `sha1Intermediate`). All
+/// server leaves except the deliberately wrong ones are valid for `localhost`, `127.0.0.1`
+/// and `::1`.
 ///
 /// ```
 /// root ─┬─ intermediate ─┬─ leaf, reissuedLeafSameKey, leafNewKey       (valid now)
@@ -14,7 +16,9 @@ import Foundation
 ///       │                ├─ wrongHostLeaf (wrong.example.com only)
 ///       │                ├─ wildcardLeaf (*.wild.test, f*.partial.test)
 ///       │                ├─ commonNameOnlyLeaf (CN=cnonly.test, no subjectAltName)
+///       │                ├─ weakKeyLeaf (RSA-1024 key)
 ///       │                └─ client (clientAuth, for mutual TLS)
+///       └─ sha1Intermediate (signed with SHA-1) ── sha1IntermediateLeaf
 /// unrelatedRoot ── unrelatedLeaf (localhost, from a root nothing else trusts)
 /// selfSigned (localhost, self-signed, not a CA)
 /// ```
@@ -68,6 +72,14 @@ public struct TestCertificates: Sendable {
     public let commonNameOnlyLeaf: Files
     /// Client certificate (extended key usage clientAuth) issued by `intermediate`.
     public let client: Files
+    /// Valid now for localhost, issued by `intermediate`, but its key is RSA-1024 (80-bit
+    /// security: refused from OpenSSL security level 2, `X509_V_ERR_EE_KEY_TOO_SMALL`).
+    public let weakKeyLeaf: Files
+    /// An intermediate CA issued by `root` with a SHA-1 signature (refused from OpenSSL
+    /// security level 1, `X509_V_ERR_CA_MD_TOO_WEAK`).
+    public let sha1Intermediate: Files
+    /// Server leaf for localhost issued by `sha1Intermediate` (itself SHA-256 signed).
+    public let sha1IntermediateLeaf: Files
     /// A second, unrelated self-signed root CA.
     public let unrelatedRoot: Files
     /// Server leaf for localhost issued directly by `unrelatedRoot`.
@@ -155,6 +167,10 @@ private struct Generator {
         try makeKey("intermediate")
         try makeRequest("intermediate", subject: "/O=Curlew Tests/CN=Curlew Test Intermediate CA")
         try sign("intermediate", issuer: "root", database: "root-db", start: caStart, end: caEnd, extensions: "v3_intermediate")
+        try makeKey("sha1-intermediate")
+        try makeRequest("sha1-intermediate", subject: "/O=Curlew Tests/CN=Curlew Test SHA-1 Intermediate CA")
+        try sign("sha1-intermediate", issuer: "root", database: "root-db", start: caStart, end: caEnd,
+                 extensions: "v3_intermediate", digest: "sha1")
         try makeKey("unrelated-root")
         try makeRequest("unrelated-root", subject: "/O=Curlew Unrelated/CN=Curlew Unrelated Root CA")
         try sign("unrelated-root", issuer: nil, database: "unrelated-db", start: caStart, end: caEnd, extensions: "v3_root")
@@ -182,6 +198,15 @@ private struct Generator {
                      start: item.start, end: item.end, extensions: item.extensions)
         }
 
+        try makeKey("weak-key-leaf", rsaBits: 1024)
+        try makeRequest("weak-key-leaf", subject: "/O=Curlew Tests/CN=localhost")
+        try sign("weak-key-leaf", issuer: "intermediate", database: "intermediate-db",
+                 start: nowStart, end: nowEnd, extensions: "server_localhost")
+        try makeKey("sha1-intermediate-leaf")
+        try makeRequest("sha1-intermediate-leaf", subject: "/O=Curlew Tests/CN=localhost")
+        try sign("sha1-intermediate-leaf", issuer: "sha1-intermediate", database: "sha1-intermediate-db",
+                 start: nowStart, end: nowEnd, extensions: "server_localhost")
+
         try makeKey("unrelated-leaf")
         try makeRequest("unrelated-leaf", subject: "/O=Curlew Unrelated/CN=localhost")
         try sign("unrelated-leaf", issuer: "unrelated-root", database: "unrelated-db",
@@ -205,6 +230,9 @@ private struct Generator {
             wildcardLeaf: try files("wildcard-leaf", issuers: intermediateChain, root: "root"),
             commonNameOnlyLeaf: try files("cn-only-leaf", issuers: intermediateChain, root: "root"),
             client: try files("client", issuers: intermediateChain, root: "root"),
+            weakKeyLeaf: try files("weak-key-leaf", issuers: intermediateChain, root: "root"),
+            sha1Intermediate: try files("sha1-intermediate", issuers: [], root: "root"),
+            sha1IntermediateLeaf: try files("sha1-intermediate-leaf", issuers: ["sha1-intermediate"], root: "root"),
             unrelatedRoot: try files("unrelated-root", issuers: [], root: "unrelated-root"),
             unrelatedLeaf: try files("unrelated-leaf", issuers: [], root: "unrelated-root"),
             selfSigned: try files("self-signed", issuers: [], root: "self-signed"),
@@ -214,9 +242,15 @@ private struct Generator {
 
     // MARK: Steps
 
-    private func makeKey(_ name: String) throws {
-        try openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
-                     "-out", path("\(name).key")])
+    /// A P-256 key, or an RSA key of `rsaBits` bits (only for the deliberately weak leaf).
+    private func makeKey(_ name: String, rsaBits: Int? = nil) throws {
+        if let rsaBits {
+            try openssl(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:\(rsaBits)",
+                         "-out", path("\(name).key")])
+        } else {
+            try openssl(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
+                         "-out", path("\(name).key")])
+        }
     }
 
     private func makeRequest(_ name: String, subject: String) throws {
@@ -225,9 +259,9 @@ private struct Generator {
     }
 
     /// Signs `name.csr` with `issuer`'s key and certificate (nil: self-signed) through a
-    /// per-issuer `openssl ca` database, with explicit validity and extensions.
+    /// per-issuer `openssl ca` database, with explicit validity, extensions and digest.
     private func sign(_ name: String, issuer: String?, database: String,
-                      start: String, end: String, extensions: String) throws {
+                      start: String, end: String, extensions: String, digest: String = "sha256") throws {
         let databaseFolder = directory.appendingPathComponent(database)
         let config = databaseFolder.appendingPathComponent("ca.cnf")
         if !FileManager.default.fileExists(atPath: config.path) {
@@ -242,7 +276,7 @@ private struct Generator {
                 throw TestCertificates.GenerationError(description: "cannot prepare \(databaseFolder.path): \(error)")
             }
         }
-        var arguments = ["ca", "-batch", "-notext", "-config", config.path, "-md", "sha256",
+        var arguments = ["ca", "-batch", "-notext", "-config", config.path, "-md", digest,
                          "-startdate", start, "-enddate", end, "-preserveDN",
                          "-extfile", path("ext.cnf"), "-extensions", extensions,
                          "-in", path("\(name).csr"), "-out", path("\(name).pem")]

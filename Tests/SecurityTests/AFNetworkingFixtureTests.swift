@@ -1,3 +1,4 @@
+import COpenSSL
 import Foundation
 import Security
 import XCTest
@@ -6,8 +7,15 @@ import XCTest
 /// shipped (shared/fixtures/afnetworking-certs), each evaluated at a date inside its
 /// validity. Trust anchors are given explicitly so results do not depend on the machine's
 /// CA bundle (one test covers the system store and skips when it lacks the root).
+///
+/// The ADN and Google chains are SHA-1 signed (2013–2015). Today's OpenSSL refuses SHA-1
+/// signatures from security level 1, and stand-alone evaluation applies the machine's
+/// default level, as a handshake does (`testSHA1ChainsAreRefusedAtTheDefaultSecurityLevel`);
+/// the AFNetworking scenarios over them are evaluated at level 0, the rules of their time.
 final class AFNetworkingFixtureTests: XCTestCase {
     private var folder: URL!
+    /// No security level: for the SHA-1 signed fixture chains.
+    private let historic = VerificationSettings(securityLevel: 0)
 
     override func setUpWithError() throws {
         folder = try SecurityTestHelpers.afnetworkingFixtures()
@@ -117,11 +125,11 @@ final class AFNetworkingFixtureTests: XCTestCase {
 
     func testPublicKeyPinningRefusesADNWithHTTPBinOrgPins() throws {
         let policy = try policy(.publicKey, pins: [try httpBinLeaf, try foobarCommonName])
-        assertRefused(policy, try adnTrust(), domain: nil, reason: .noPinMatched)
+        assertRefused(policy, try adnTrust(), domain: nil, reason: .noPinMatched, settings: historic)
         // Control: ADN's chain is valid, and accepted with its own pin.
         let adnPinned = try self.policy(.publicKey, pins: [try certificate("ADN.net/ADNNetServerTrustChain/adn_1.cer")])
-        assertAccepted(adnPinned, try adnTrust(), domain: "app.net")
-        assertAccepted(try self.policy(), try adnTrust(), domain: "www.app.net")
+        assertAccepted(adnPinned, try adnTrust(), domain: "app.net", settings: historic)
+        assertAccepted(try self.policy(), try adnTrust(), domain: "www.app.net", settings: historic)
     }
 
     func testPublicKeyPinningRefusesHTTPBinOrgForAnInvalidDomain() throws {
@@ -144,9 +152,9 @@ final class AFNetworkingFixtureTests: XCTestCase {
 
     func testCertificatePinningRefusesADNWithHTTPBinOrgPins() throws {
         let policy = try policy(.certificate, pins: [try httpBinLeaf, try foobarCommonName])
-        assertRefused(policy, try adnTrust(), domain: nil, reason: .noPinMatched)
+        assertRefused(policy, try adnTrust(), domain: nil, reason: .noPinMatched, settings: historic)
         let adnPinned = try self.policy(.certificate, pins: [try certificate("ADN.net/ADNNetServerTrustChain/adn_0.cer")])
-        assertAccepted(adnPinned, try adnTrust(), domain: "app.net")
+        assertAccepted(adnPinned, try adnTrust(), domain: "app.net", settings: historic)
     }
 
     func testCertificatePinningRefusesHTTPBinOrgForAnInvalidDomainOrWithoutPins() throws {
@@ -161,9 +169,9 @@ final class AFNetworkingFixtureTests: XCTestCase {
                                 verificationDate: SecurityTestHelpers.date("2015-12-01"))
         let geoTrust = try certificate("Google.com/GeoTrust_Global_CA_Root.cer")
         XCTAssertFalse(path1.certificates.contains(geoTrust), "precondition: the root is not sent")
-        assertAccepted(try policy(.certificate, pins: [geoTrust]), path1, domain: "www.google.com")
-        assertAccepted(try policy(.publicKey, pins: [geoTrust]), path1, domain: "youtube.com")
-        assertRefused(try policy(.certificate, pins: [try httpBinRoot]), path1, domain: "google.com", reason: .noPinMatched)
+        assertAccepted(try policy(.certificate, pins: [geoTrust]), path1, domain: "www.google.com", settings: historic)
+        assertAccepted(try policy(.publicKey, pins: [geoTrust]), path1, domain: "youtube.com", settings: historic)
+        assertRefused(try policy(.certificate, pins: [try httpBinRoot]), path1, domain: "google.com", reason: .noPinMatched, settings: historic)
     }
 
     func testCrossSignedPathIsPinnedOnlyWhenItIsTheVerifiedPath() throws {
@@ -173,11 +181,28 @@ final class AFNetworkingFixtureTests: XCTestCase {
         let equifax = try certificate("Google.com/Equifax_Secure_Certificate_Authority_Root.cer")
         // Trusting GeoTrust's self-signed root, the verified path ends there: an Equifax pin
         // does not match, although the server's sent chain leads to Equifax.
-        assertRefused(try policy(.publicKey, pins: [equifax]), path2, domain: "google.com", reason: .noPinMatched)
+        assertRefused(try policy(.publicKey, pins: [equifax]), path2, domain: "google.com", reason: .noPinMatched, settings: historic)
         // Trusting only Equifax, the verified path goes through the cross certificate.
         var viaEquifax = SecurityPolicy(pinningMode: .publicKey, pinnedCertificates: [equifax])
         viaEquifax.trustedRootCertificates = [equifax]
-        assertAccepted(viaEquifax, path2, domain: "google.com")
+        assertAccepted(viaEquifax, path2, domain: "google.com", settings: historic)
+    }
+
+    /// Stand-alone evaluation applies the machine's default security level (as the
+    /// handshake applies its own): the SHA-1 signed ADN chain is refused with OpenSSL's
+    /// reason, although it verifies at level 0.
+    func testSHA1ChainsAreRefusedAtTheDefaultSecurityLevel() throws {
+        guard VerificationSettings.defaultSecurityLevel >= 1 else {
+            throw XCTSkip("this machine's OpenSSL default security level is 0")
+        }
+        switch try policy().evaluateWithReason(try adnTrust(), forDomain: "app.net") {
+        case .success:
+            XCTFail("a SHA-1 signed chain was accepted at security level \(VerificationSettings.defaultSecurityLevel)")
+        case .failure(let error):
+            XCTAssertEqual(error.reason, .invalidChain, "\(error)")
+            XCTAssertEqual(error.openSSLVerifyResult, X509_V_ERR_CA_MD_TOO_WEAK, "\(error)")
+        }
+        assertAccepted(try policy(), try adnTrust(), domain: "app.net", settings: historic)
     }
 
     // MARK: Self-signed certificates and domain validation

@@ -58,6 +58,26 @@ final class HandshakeHookTests: XCTestCase {
         XCTAssertTrue(try handshake(server: set.leaf, policy: policy, domain: "localhost").completed)
     }
 
+    /// The policy's chain verification inherits the handshake's security level: the same
+    /// weak chains are refused at the client context's level 2 and accepted when the client
+    /// context itself is lowered, exactly as OpenSSL's own verification would decide.
+    func testHandshakeSecurityLevelAppliesToThePolicysVerification() throws {
+        let set = try SecurityTestHelpers.generated()
+        let policy = try SecurityTestHelpers.policyTrustingTestRoot()
+        // Positive control at level 2.
+        XCTAssertTrue(try handshake(server: set.leaf, policy: policy, domain: "localhost", clientSecurityLevel: 2).completed)
+
+        let weakKey = try handshake(server: set.weakKeyLeaf, policy: policy, domain: "localhost", clientSecurityLevel: 2)
+        XCTAssertFalse(weakKey.completed)
+        XCTAssertEqual(weakKey.verifyResult, Int(X509_V_ERR_EE_KEY_TOO_SMALL))
+        XCTAssertTrue(try handshake(server: set.weakKeyLeaf, policy: policy, domain: "localhost", clientSecurityLevel: 1).completed)
+
+        let sha1 = try handshake(server: set.sha1IntermediateLeaf, policy: policy, domain: "localhost", clientSecurityLevel: 1)
+        XCTAssertFalse(sha1.completed)
+        XCTAssertEqual(sha1.verifyResult, Int(X509_V_ERR_CA_MD_TOO_WEAK))
+        XCTAssertTrue(try handshake(server: set.sha1IntermediateLeaf, policy: policy, domain: "localhost", clientSecurityLevel: 0).completed)
+    }
+
     // MARK: Harness
 
     private struct Outcome {
@@ -79,16 +99,23 @@ final class HandshakeHookTests: XCTestCase {
         }
     }
 
-    private func handshake(server files: TestCertificates.Files, policy: SecurityPolicy, domain: String?) throws -> Outcome {
+    /// One handshake over a BIO pair. `clientSecurityLevel` overrides the client context's
+    /// OpenSSL security level (nil: the machine's default); the server accepts any level, so
+    /// it can present the deliberately weak test chains.
+    private func handshake(
+        server files: TestCertificates.Files, policy: SecurityPolicy, domain: String?, clientSecurityLevel: Int32? = nil
+    ) throws -> Outcome {
         let context = HookContext(policy: policy, domain: domain)
 
         let serverContext = try XCTUnwrap(SSL_CTX_new(TLS_server_method()))
         defer { SSL_CTX_free(serverContext) }
+        SSL_CTX_set_security_level(serverContext, 0)
         XCTAssertEqual(SSL_CTX_use_certificate_chain_file(serverContext, files.chainPEM.path), 1)
         XCTAssertEqual(SSL_CTX_use_PrivateKey_file(serverContext, files.privateKeyPEM.path, SSL_FILETYPE_PEM), 1)
 
         let clientContext = try XCTUnwrap(SSL_CTX_new(TLS_client_method()))
         defer { SSL_CTX_free(clientContext) }
+        if let clientSecurityLevel { SSL_CTX_set_security_level(clientContext, clientSecurityLevel) }
         SSL_CTX_set_verify(clientContext, SSL_VERIFY_PEER, nil)
         // The engine's callback: evaluate with the policy, return 1 to continue, 0 to abort.
         SSL_CTX_set_cert_verify_callback(clientContext, { storeContext, argument in

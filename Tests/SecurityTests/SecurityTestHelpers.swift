@@ -64,14 +64,25 @@ enum SecurityTestHelpers {
     }
 }
 
+/// The decision of `policy` for `trust`: the public stand-alone evaluation, or the package
+/// one with explicit OpenSSL verification settings (e.g. the security level of a historic chain).
+private func decision(
+    _ policy: SecurityPolicy, _ trust: ServerTrust, domain: String?, settings: VerificationSettings?
+) -> Result<Void, TrustEvaluationError> {
+    guard let settings else { return policy.evaluateWithReason(trust, forDomain: domain) }
+    return policy.evaluateWithReason(trust, forDomain: domain, settings: settings)
+}
+
 /// Asserts that `policy` accepts `trust` for `domain` (with the refusal in the message if not).
 func assertAccepted(
-    _ policy: SecurityPolicy, _ trust: ServerTrust, domain: String?,
+    _ policy: SecurityPolicy, _ trust: ServerTrust, domain: String?, settings: VerificationSettings? = nil,
     file: StaticString = #filePath, line: UInt = #line
 ) {
-    switch policy.evaluateWithReason(trust, forDomain: domain) {
+    switch decision(policy, trust, domain: domain, settings: settings) {
     case .success:
-        XCTAssertTrue(policy.evaluate(trust, forDomain: domain), "evaluate and evaluateWithReason disagree", file: file, line: line)
+        if settings == nil {
+            XCTAssertTrue(policy.evaluate(trust, forDomain: domain), "evaluate and evaluateWithReason disagree", file: file, line: line)
+        }
     case .failure(let error):
         XCTFail("expected acceptance for \(domain ?? "nil"), got: \(error)", file: file, line: line)
     }
@@ -80,13 +91,15 @@ func assertAccepted(
 /// Asserts that `policy` refuses `trust` for `domain` with `reason`.
 func assertRefused(
     _ policy: SecurityPolicy, _ trust: ServerTrust, domain: String?, reason: TrustEvaluationError.Reason,
-    file: StaticString = #filePath, line: UInt = #line
+    settings: VerificationSettings? = nil, file: StaticString = #filePath, line: UInt = #line
 ) {
-    switch policy.evaluateWithReason(trust, forDomain: domain) {
+    switch decision(policy, trust, domain: domain, settings: settings) {
     case .success:
         XCTFail("expected refusal (\(reason)) for \(domain ?? "nil"), but the trust was accepted", file: file, line: line)
     case .failure(let error):
         XCTAssertEqual(error.reason, reason, "wrong reason: \(error)", file: file, line: line)
-        XCTAssertFalse(policy.evaluate(trust, forDomain: domain), "evaluate and evaluateWithReason disagree", file: file, line: line)
+        if settings == nil {
+            XCTAssertFalse(policy.evaluate(trust, forDomain: domain), "evaluate and evaluateWithReason disagree", file: file, line: line)
+        }
     }
 }

@@ -86,6 +86,55 @@ final class AuthenticationChallengeTests: XCTestCase {
         XCTAssertEqual(asked.withLock { $0 }, 0)
     }
 
+    /// A server-trust override is bound to the scheme, host and port it was given for: a
+    /// redirect to another origin that presents the very same certificate asks again, and
+    /// the refused origin receives nothing.
+    func testServerTrustOverrideDoesNotFollowARedirectToAnotherOrigin() async throws {
+        let certificates = try TLSFixture.certificates()
+        let target = try TLSFixture.server(certificates.selfSigned)
+        defer { target.shutdown() }
+        let targetURL = try target.url("/elsewhere")
+        let origin = try TLSFixture.server(certificates.selfSigned) { _ in .redirect(to: targetURL.absoluteString) }
+        defer { origin.shutdown() }
+        let manager = TLSFixture.manager(policy: try TLSFixture.trustingTestRoot())
+        let askedPorts = Mutex<[Int]>([])
+        manager.setAuthenticationChallengeHandler { _, challenge in
+            let count = askedPorts.withLock { ports -> Int in
+                ports.append(challenge.protectionSpace.port)
+                return ports.count
+            }
+            // Trust the first origin only; the second question gets the default answer.
+            return count == 1 ? .useCredential(URLCredential(user: "", password: "", persistence: .none)) : .performDefaultHandling
+        }
+        let response = await manager.get(try origin.url("/start"))
+        XCTAssertEqual(TLSFixture.trustFailure(response)?.reason, .selfSigned, "\(response.result)")
+        XCTAssertEqual(askedPorts.withLock { $0 }, [origin.port, target.port])
+        XCTAssertEqual(origin.requests.count, 1)
+        XCTAssertEqual(target.requests.count, 0)
+        XCTAssertEqual(target.recordedApplicationBytes, 0)
+    }
+
+    /// After a redirect away from an overridden origin, the next server is judged by the
+    /// policy again: one the policy trusts is accepted without a new question.
+    func testRedirectFromOverriddenOriginToTrustedServerUsesThePolicy() async throws {
+        let certificates = try TLSFixture.certificates()
+        let target = try TLSFixture.server(certificates.leaf)
+        defer { target.shutdown() }
+        let targetURL = try target.url("/trusted")
+        let origin = try TLSFixture.server(certificates.selfSigned) { _ in .redirect(to: targetURL.absoluteString) }
+        defer { origin.shutdown() }
+        let manager = TLSFixture.manager(policy: try TLSFixture.trustingTestRoot())
+        let asked = Mutex(0)
+        manager.setAuthenticationChallengeHandler { _, _ in
+            asked.withLock { $0 += 1 }
+            return .useCredential(URLCredential(user: "", password: "", persistence: .none))
+        }
+        let response = await manager.get(try origin.url("/start"))
+        XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)")
+        XCTAssertEqual(asked.withLock { $0 }, 1)
+        XCTAssertEqual(target.requests.count, 1)
+    }
+
     // MARK: - HTTP Basic
 
     private static func basicServer() throws -> TestServer {
@@ -127,8 +176,8 @@ final class AuthenticationChallengeTests: XCTestCase {
         }
         let response = await manager.get(try server.url("/private"))
         XCTAssertEqual(response.response?.statusCode, 401)
-        XCTAssertEqual(asked.withLock { $0 }, TaskDelegate.maximumChallengeAttempts)
-        XCTAssertEqual(server.requests.count, TaskDelegate.maximumChallengeAttempts + 1)
+        XCTAssertEqual(asked.withLock { $0 }, TransferSecurityState.maximumChallengeAttempts)
+        XCTAssertEqual(server.requests.count, TransferSecurityState.maximumChallengeAttempts + 1)
     }
 
     func testBasicChallengeDefaultHandlingDelivers401() async throws {

@@ -13,10 +13,12 @@ import FoundationNetworking
 /// a kept-alive connection nor a resumed TLS session skips a changed policy.
 final class TLSPolicyTests: XCTestCase {
     /// One accept/refuse case: the server's certificate, the policy, the expected outcome.
+    /// Returns the refusal, if any.
+    @discardableResult
     private func check(
         _ files: TestCertificates.Files, policy: SecurityPolicy, url path: String = "/x",
         expect reason: TrustEvaluationError.Reason?, file: StaticString = #filePath, line: UInt = #line
-    ) async throws {
+    ) async throws -> TrustEvaluationError? {
         let server = try TLSFixture.server(files)
         defer { server.shutdown() }
         let manager = TLSFixture.manager(policy: policy)
@@ -29,9 +31,11 @@ final class TLSPolicyTests: XCTestCase {
             // Refused during the handshake: not one byte of the HTTP request reached the server.
             XCTAssertEqual(server.recordedApplicationBytes, 0, file: file, line: line)
             XCTAssertEqual(server.requests.count, 0, file: file, line: line)
+            return failure
         } else {
             XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)", file: file, line: line)
             XCTAssertEqual(server.requests.count, 1, file: file, line: line)
+            return nil
         }
     }
 
@@ -74,6 +78,44 @@ final class TLSPolicyTests: XCTestCase {
 
     func testUnrelatedRootRefused() async throws {
         try await check(TLSFixture.certificates().unrelatedLeaf, policy: TLSFixture.trustingTestRoot(), expect: .unknownIssuer)
+    }
+
+    // MARK: - The handshake's verify parameters
+
+    /// The policy verifies the chain with the handshake's own verify parameters, so
+    /// OpenSSL's security level (2 on Debian: RSA keys under 2048 bits and SHA-1 signatures
+    /// refused) applies as it would to OpenSSL's own verification.
+    func testSecurityLevelOfTheHandshakeRefusesWeakChains() async throws {
+        let certificates = try TLSFixture.certificates()
+        let policy = try TLSFixture.trustingTestRoot()
+        // Positive control: a normal chain from the same root passes.
+        try await check(certificates.leaf, policy: policy, expect: nil)
+        let weakKey = try await check(certificates.weakKeyLeaf, policy: policy, expect: .invalidChain)
+        XCTAssertEqual(weakKey?.openSSLVerifyResult, 66, "X509_V_ERR_EE_KEY_TOO_SMALL: \(String(describing: weakKey))")
+        let sha1 = try await check(certificates.sha1IntermediateLeaf, policy: policy, expect: .invalidChain)
+        XCTAssertEqual(sha1?.openSSLVerifyResult, 68, "X509_V_ERR_CA_MD_TOO_WEAK: \(String(describing: sha1))")
+    }
+
+    /// libcurl's own host name check (`CURLOPT_SSL_VERIFYHOST` 2) is on whenever the policy
+    /// validates the domain name: a second lock that refuses a wrong host even if the
+    /// policy's check were skipped (simulated here).
+    func testLibcurlHostCheckIsASecondLock() async throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try TLSFixture.server(certificates.wrongHostLeaf)
+        defer { server.shutdown() }
+        let manager = TLSFixture.manager(policy: try TLSFixture.trustingTestRoot())
+        manager.engine.security.skipsPolicyHostCheck.store(true, ordering: .relaxed)
+        let refused = await manager.get(try server.url("/x"))
+        XCTAssertEqual(TLSFixture.trustFailure(refused)?.reason, .hostMismatch, "\(refused.result)")
+        XCTAssertEqual(server.requests.count, 0)
+        XCTAssertEqual(server.recordedApplicationBytes, 0)
+        // Control: a policy that does not validate the domain name switches libcurl's check off too.
+        var lenient = try TLSFixture.trustingTestRoot()
+        lenient.validatesDomainName = false
+        manager.securityPolicy = lenient
+        let accepted = await manager.get(try server.url("/y"))
+        XCTAssertTrue(TLSFixture.isSuccess(accepted), "\(accepted.result)")
+        await manager.waitUntilInvalidatedAfterUse()
     }
 
     // MARK: - Pinning
@@ -237,6 +279,35 @@ final class TLSPolicyTests: XCTestCase {
         XCTAssertEqual(trust.certificates.first, try TLSFixture.certificate(certificates.leaf))
         XCTAssertEqual(trust.certificates.count, 2)  // leaf + intermediate, as sent
         XCTAssertEqual(server.recordedApplicationBytes, 0)
+    }
+
+    /// After a request, the manager holds a kept-alive connection (or, when the server closes
+    /// connections, a cached TLS session): inspection must still make a handshake of its own,
+    /// record the chain and send nothing.
+    func testPeerCertificatesAfterARequestOnTheSameManager() async throws {
+        let certificates = try TLSFixture.certificates()
+        for keepAlive in [true, false] {
+            let server = try TLSFixture.server(certificates.leaf, keepAlive: keepAlive)
+            defer { server.shutdown() }
+            let manager = TLSFixture.manager(policy: try TLSFixture.trustingTestRoot())
+            let first = await manager.get(try server.url("/first"))
+            XCTAssertTrue(TLSFixture.isSuccess(first), "keepAlive \(keepAlive): \(first.result)")
+            if !keepAlive { XCTAssertTrue(server.waitForAllConnectionsClosed()) }
+            let bytesAfterRequest = server.recordedApplicationBytes
+            do {
+                let trust = try await manager.peerCertificates(for: server.baseURL)
+                XCTAssertEqual(trust.certificates.first, try TLSFixture.certificate(certificates.leaf))
+                XCTAssertEqual(trust.certificates.count, 2, "keepAlive \(keepAlive)")
+            } catch {
+                XCTFail("keepAlive \(keepAlive): peerCertificates failed: \(error)")
+            }
+            XCTAssertEqual(server.requests.count, 1, "keepAlive \(keepAlive): inspection sends no request")
+            XCTAssertEqual(server.recordedApplicationBytes, bytesAfterRequest, "keepAlive \(keepAlive)")
+            // The manager still works normally afterwards.
+            let after = await manager.get(try server.url("/after"))
+            XCTAssertTrue(TLSFixture.isSuccess(after), "keepAlive \(keepAlive): \(after.result)")
+            await manager.waitUntilInvalidatedAfterUse()
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 internal import CCurl
 import Foundation
+import Security
 
 /// Process-wide libcurl facts and its one-time initialisation.
 ///
@@ -54,16 +55,13 @@ enum CurlRuntime {
         }
     }
 
-    /// The CA bundle loaded for server verification. Only a CA *file* lets libcurl 7.87+ cache
-    /// the parsed store between connections (Debian's default CA *path* re-parses ~140 roots
-    /// on every handshake: ~17 ms of CPU each), so Curlew always names the file and clears the path.
-    static let systemCABundle: String? = {
-        let environment = ProcessInfo.processInfo.environment
-        let candidates = [
-            environment["SSL_CERT_FILE"], environment["CURL_CA_BUNDLE"],
-            "/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt",
-            "/etc/ssl/ca-bundle.pem", "/etc/ssl/cert.pem",
-        ]
-        return candidates.compactMap { $0 }.first { FileManager.default.isReadableFile(atPath: $0) }
-    }()
+    /// The CA bundle named to libcurl (`CURLOPT_CAINFO`): the file of
+    /// `SystemTrustLocation.current`, the one rule the security policy's system store also
+    /// follows (`SSL_CERT_FILE` first, as OpenSSL, then the system default), when readable.
+    ///
+    /// Only a CA *file* lets libcurl 7.87+ cache the parsed store between connections
+    /// (Debian's default CA *path* re-parses ~140 roots on every handshake: ~17 ms of CPU
+    /// each), so Curlew names the file and clears the path. Trust is decided by the policy's
+    /// own store in the verify callback; libcurl's store is never consulted for it.
+    static let systemCABundle: String? = SystemTrustLocation.current.readableFile
 }

@@ -51,19 +51,9 @@ final class TaskDelegate {
     var isSuspendedByCaller = false
     /// Set once a redirect crossed origins: credentials from the configuration stay behind.
     var hasCrossedOrigin = false
-    // Security state (Features/Security/TaskDelegate+Security.swift).
-    /// The TLS enforcement context handed to curl's and OpenSSL's callbacks (https only).
-    var tlsContext: TLSHandshakeContext?
-    /// Challenges put to the handler so far (bounded by `maximumChallengeAttempts`).
-    var challengeAttempts = 0
-    /// The challenge the handler is deciding.
-    var pendingChallenge: PendingChallenge?
-    /// Credentials a challenge handler supplied, sent to the challenge's origin only.
-    var challengeCredential: ChallengeCredential?
-    /// The next attempt opens a new connection with a full handshake (no reuse, no resumption).
-    var requiresFreshConnection = false
-    /// This 401 is held back from the task while the challenge handler decides.
-    var isWithheldForChallenge = false
+    /// TLS enforcement and challenge state (Features/Security: `TransferSecurityState`,
+    /// `TaskDelegate+Security.swift`).
+    var securityState = TransferSecurityState()
 
     init(task: SessionTask, easy: EasyHandle, engine: SessionEngine, prepared: PreparedRequest) throws(SessionError) {
         self.task = task
@@ -246,7 +236,7 @@ final class TaskDelegate {
             guard reader.isRewindable, reader.rewind() else { return false }
         }
         resetResponseState()
-        isWithheldForChallenge = false
+        securityState.isWithheldForChallenge = false
         failure = nil
         return true
     }

@@ -19,6 +19,8 @@ struct PendingChallenge: @unchecked Sendable {
     }
 
     let kind: Kind
+    /// The request URL the challenge arose for: its origin is what an answer is bound to.
+    let url: URL
     let host: String
     let port: Int
     let scheme: String

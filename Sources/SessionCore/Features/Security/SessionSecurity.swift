@@ -52,6 +52,9 @@ final class SessionSecurity: Sendable {
     /// Replace the TLS session cache when the policy changes (on by default; tests turn
     /// it off to prove that the per-request check alone refuses a stale resumed session).
     let replacesSessionCacheOnPolicyChange = Atomic<Bool>(true)
+    /// Tests only: judge handshakes as a policy whose host name check is missing would, to
+    /// prove that libcurl's own check (`CURLOPT_SSL_VERIFYHOST`) still refuses a wrong host.
+    let skipsPolicyHostCheck = Atomic<Bool>(false)
 
     private static let tagCounter = Mutex<UInt>(0)
 
@@ -85,9 +88,8 @@ final class SessionSecurity: Sendable {
             let result: Snapshot
             do {
                 let extra = try Certificate.certificates(contentsOf: URL(fileURLWithPath: file))
-                let system = CurlRuntime.systemCABundle.flatMap {
-                    try? Certificate.certificates(contentsOf: URL(fileURLWithPath: $0))
-                } ?? []
+                // The system roots by the same rule as the policy's own system store.
+                let system = SystemTrustLocation.current.certificates()
                 var policy = base.policy
                 policy.trustedRootCertificates = Set(system + extra)
                 result = Snapshot(policy: policy, tag: base.tag, configurationError: nil)

@@ -2,6 +2,7 @@ internal import CCurl
 internal import COpenSSL
 import Foundation
 import Security
+import Synchronization
 
 /// One transfer's TLS enforcement state, handed to OpenSSL's and libcurl's C callbacks.
 ///
@@ -18,6 +19,15 @@ final class TLSHandshakeContext {
     /// How a request was admitted onto its TLS connection.
     enum Admission: Equatable { case fullHandshake, resumedSession, reusedConnection }
 
+    /// A challenge handler's "trust this certificate": exactly one leaf, for the origin
+    /// (scheme, host, port) the handler was asked about, for this task only.
+    struct TrustOverride {
+        /// A URL of the origin the challenge was about.
+        let origin: URL
+        /// SHA-256 of the trusted leaf's DER.
+        let leafDigest: Data
+    }
+
     let easy: UnsafeMutableRawPointer
     let security: SessionSecurity
     let taskIdentifier: Int
@@ -28,9 +38,10 @@ final class TLSHandshakeContext {
     private(set) var policy = SecurityPolicy.default
     private(set) var policyTag: UInt = 0
     private(set) var host: String?
-    /// SHA-256 of the one leaf certificate a challenge handler trusted for this task.
-    var trustedLeafDigest: Data?
-    /// The tag stamped on connections accepted through `trustedLeafDigest`: unique to this
+    /// The leaf a challenge handler trusted for this task, at one origin. Cleared by
+    /// `prepare` when a request goes to another origin: it never survives a redirect there.
+    var trustOverride: TrustOverride?
+    /// The tag stamped on connections accepted through `trustOverride`: unique to this
     /// task, so no other task (and no later policy) ever inherits that decision.
     let overrideTag = SessionSecurity.makeTag()
     /// Keep the chain of a refused server (a challenge handler will be asked).
@@ -51,11 +62,15 @@ final class TLSHandshakeContext {
         self.taskIdentifier = taskIdentifier
     }
 
-    /// Takes the settings for the next request and forgets the previous one's results.
-    func prepare(snapshot: SessionSecurity.Snapshot, host: String?) {
+    /// Takes the settings for the next request (to `url`) and forgets the previous one's
+    /// results. A trust override given for another origin is dropped for good.
+    func prepare(snapshot: SessionSecurity.Snapshot, url: URL) {
         policy = snapshot.policy
         policyTag = snapshot.tag
-        self.host = host
+        host = url.host
+        if let trustOverride, !RedirectPolicy.isSameOrigin(trustOverride.origin, url) {
+            self.trustOverride = nil
+        }
         failure = nil
         rejectedTrust = nil
         refusedStaleConnection = false
@@ -90,9 +105,9 @@ final class TLSHandshakeContext {
             return refuse(
                 store, TrustEvaluationError(reason: .noPinMatched, detail: "certificate inspection only: the connection is closed before any request"))
         }
-        if let digest = trustedLeafDigest {
+        if let trustOverride {
             let trust = try? ServerTrust(storeContext: store)
-            guard let leaf = trust?.certificates.first, Self.sha256(leaf.derData) == digest else {
+            guard let leaf = trust?.certificates.first, Self.sha256(leaf.derData) == trustOverride.leafDigest else {
                 return refuse(
                     store, TrustEvaluationError(
                         reason: .noPinMatched, certificateSubject: trust?.certificates.first?.subjectSummary,
@@ -102,7 +117,8 @@ final class TLSHandshakeContext {
             accept(ssl, tag: overrideTag)
             return true
         }
-        switch policy.evaluateHandshake(storeContext: store, forDomain: host) {
+        let domain = security.skipsPolicyHostCheck.load(ordering: .relaxed) ? nil : host
+        switch policy.evaluateHandshake(storeContext: store, forDomain: domain) {
         case .success:
             accept(ssl, tag: policyTag)
             return true
@@ -142,6 +158,13 @@ final class TLSHandshakeContext {
     /// a decision this request accepts is refused (fail closed: a resumed session carries
     /// no verified chain to re-check).
     func admitRequest() -> Bool {
+        if isInspection {
+            // Inspection never sends a request, whatever connection curl picked (it is
+            // configured for a fresh one, so the verify callback has recorded the chain).
+            failure = failure ?? TrustEvaluationError(
+                reason: .noPinMatched, detail: "certificate inspection only: the connection is closed before any request")
+            return false
+        }
         var raw: UnsafeMutableRawPointer?
         guard curlew_easy_getinfo_pointer(easy, CURLINFO_TLS_SSL_PTR, &raw) == CURLE_OK,
             let info = raw?.assumingMemoryBound(to: curl_tlssessioninfo.self).pointee,
@@ -174,7 +197,7 @@ final class TLSHandshakeContext {
     private func isAccepted(_ stamp: UnsafeMutableRawPointer?) -> Bool {
         guard let stamp else { return false }
         let tag = UInt(bitPattern: stamp)
-        return tag == policyTag || (trustedLeafDigest != nil && tag == overrideTag)
+        return tag == policyTag || (trustOverride != nil && tag == overrideTag)
     }
 
     // MARK: - OpenSSL plumbing

@@ -5,34 +5,28 @@ import Security
 import FoundationNetworking
 #endif
 
-/// TLS enforcement, client certificates and authentication challenges for one transfer.
-/// Driver thread only, like the rest of `TaskDelegate`.
+/// TLS enforcement, client certificates and authentication challenges for one transfer:
+/// the curl options of each request, and the driver's entry points into the transfer's
+/// `TransferSecurityState` (`securityState`). Driver thread only, like the rest of
+/// `TaskDelegate`.
 extension TaskDelegate {
-    /// How many times one task may ask the challenge handler (trust and HTTP together).
-    static let maximumChallengeAttempts = 3
     /// `CURLAUTH_BASIC` (`((unsigned long)1)<<0`, a cast macro Swift cannot import).
     static let curlAuthBasic = 1
 
     /// What the driver does after the challenge handler answered.
-    enum ChallengeAction {
-        /// Send the same request again (with the override or the credentials in place).
-        case retry
-        /// Complete the task with this error.
-        case fail(SessionError)
-        /// Complete the task with the response as received (the 401).
-        case deliver
-    }
+    typealias ChallengeAction = TransferSecurityState.ChallengeAction
 
     /// Installs the security options of the next request: the policy as OpenSSL's
     /// verification, the per-request admission check, client certificate and challenge
     /// credentials. Returns an error when TLS cannot be enforced (never runs unchecked).
     func configureSecurity() -> SessionError? {
         let url = prepared.url
-        if let credential = challengeCredential, RedirectPolicy.isSameOrigin(credential.url, url) {
+        if let credential = securityState.credential(for: url) {
             easy.set(CURLOPT_USERNAME, credential.user)
             easy.set(CURLOPT_PASSWORD, credential.password)
             easy.set(CURLOPT_HTTPAUTH, Self.curlAuthBasic)
         }
+        securityState.libcurlChecksHost = false
         guard url.scheme?.lowercased() == "https" else { return nil }
         guard case .success(let info) = CurlRuntime.state, info.isOpenSSL else {
             return .tlsHandshakeFailed(
@@ -42,19 +36,24 @@ extension TaskDelegate {
         let snapshot = security.snapshot(certificateAuthorityFile: engine.configuration.certificateAuthorityFile)
         if let error = snapshot.configurationError { return error }
 
-        let context = tlsContext ?? TLSHandshakeContext(easy: easy.raw, security: security, taskIdentifier: task.taskIdentifier)
-        tlsContext = context
-        context.prepare(snapshot: snapshot, host: url.host)
-        context.recordsRejectedChain = engine.hooks.authenticationChallenge != nil
-            && challengeAttempts < Self.maximumChallengeAttempts
+        let context = securityState.handshake
+            ?? TLSHandshakeContext(easy: easy.raw, security: security, taskIdentifier: task.taskIdentifier)
+        securityState.handshake = context
+        // Also drops a challenge override given for another origin (after a redirect).
+        context.prepare(snapshot: snapshot, url: url)
+        context.recordsRejectedChain = engine.hooks.authenticationChallenge != nil && securityState.mayAskHandler
         context.isInspection = security.isInspecting(task.taskIdentifier)
         let pointer = context.retainedReference()
 
-        // libcurl verifies the peer (so a failed callback fails the handshake) and the
-        // policy checks the host itself with X509_check_host / X509_check_ip_asc: curl's own
-        // host check would refuse what `validatesDomainName = false` explicitly allows.
+        // libcurl verifies the peer, and the policy decides inside that verification (the
+        // verify callback replaces X509_verify_cert), so a refusal fails the handshake.
+        // The policy checks the host itself (X509_check_host / X509_check_ip_asc); libcurl's
+        // own check is a second lock whenever the policy validates the domain name, and off
+        // when it does not (`validatesDomainName = false`) or when a challenge handler
+        // trusted this very certificate for this origin.
+        let checksHost = snapshot.policy.validatesDomainName && context.trustOverride == nil
         var ok = easy.set(CURLOPT_SSL_VERIFYPEER, 1)
-        ok = ok && easy.set(CURLOPT_SSL_VERIFYHOST, 0)
+        ok = ok && easy.set(CURLOPT_SSL_VERIFYHOST, checksHost ? 2 : 0)
         ok = ok && curlew_easy_setopt_ssl_ctx_function(easy.raw, TLSCallbacks.configureContext) == CURLE_OK
         ok = ok && easy.set(CURLOPT_SSL_CTX_DATA, pointer: pointer)
         ok = ok && curlew_easy_setopt_prereq_function(easy.raw, TLSCallbacks.admit) == CURLE_OK
@@ -62,7 +61,15 @@ extension TaskDelegate {
         guard ok else {
             return .tlsHandshakeFailed("libcurl refused the TLS verification callbacks: the security policy cannot be enforced")
         }
-        if requiresFreshConnection {
+        securityState.libcurlChecksHost = checksHost
+        if context.isInspection {
+            // Certificate inspection needs a handshake of its own: a kept-alive connection or
+            // a resumed session would skip the verify callback that records the chain.
+            ok = easy.set(CURLOPT_FRESH_CONNECT, 1)
+            ok = ok && easy.set(CURLOPT_FORBID_REUSE, 1)
+            ok = ok && easy.set(CURLOPT_SSL_SESSIONID_CACHE, 0)
+            guard ok else { return .tlsHandshakeFailed("libcurl refused a fresh connection for certificate inspection") }
+        } else if securityState.requiresFreshConnection {
             easy.set(CURLOPT_FRESH_CONNECT, 1)
             easy.set(CURLOPT_SSL_SESSIONID_CACHE, 0)
         }
@@ -100,98 +107,38 @@ extension TaskDelegate {
         }
     }
 
-    /// The security reason a failed transfer failed, if it has one: the policy's refusal
-    /// (not curl's generic 35/60), or a connection verified under another policy.
+    /// The security reason a failed transfer failed, if it has one (see
+    /// `TransferSecurityState.error(for:curlMessage:)`).
     func securityError(for code: CURLcode) -> SessionError? {
-        guard code != CURLE_OK, let context = tlsContext else { return nil }
-        if let failure = context.failure { return .serverTrustEvaluationFailed(reason: failure) }
-        if context.refusedStaleConnection {
-            return .serverTrustEvaluationFailed(
-                reason: TrustEvaluationError(
-                    reason: .invalidChain,
-                    detail: "the connection was verified under a different security policy and could not be verified again"))
-        }
-        return nil
+        securityState.error(for: code, curlMessage: easy.errorMessage)
     }
 
-    /// True once when curl refused a request (before sending it) because its connection or
-    /// resumed session was verified under another policy: the request is then retried on a
-    /// new connection with a full handshake, which the current policy judges.
+    /// True once when a request was refused before sending because its connection or
+    /// session was verified under another policy: retry it on a fresh connection.
     func shouldRetryOnFreshConnection(code: CURLcode) -> Bool {
-        guard code != CURLE_OK, let context = tlsContext, context.refusedStaleConnection, context.failure == nil,
-            !requiresFreshConnection
-        else { return false }
-        requiresFreshConnection = true
-        return true
+        securityState.shouldRetryOnFreshConnection(code: code)
     }
 
     /// Decides (at the response head) whether a 401 is held back from the task while the
     /// challenge handler is asked.
     func withholdsForChallenge(_ response: HTTPURLResponse) -> Bool {
-        guard response.statusCode == 401, challengeAttempts < Self.maximumChallengeAttempts, canReplayBody,
-            engine.hooks.authenticationChallenge != nil,
-            let field = response.value(forHTTPHeaderField: "WWW-Authenticate"),
-            HTTPAuthenticationScheme.parse(field) != nil
-        else { return false }
-        isWithheldForChallenge = true
-        return true
+        securityState.withholdsForChallenge(
+            response, canReplayBody: canReplayBody, hasHandler: engine.hooks.authenticationChallenge != nil)
     }
 
     /// The challenge to put to the handler for a transfer that just ended, if any; counts
     /// the attempt.
     func takePendingChallenge(code: CURLcode) -> PendingChallenge? {
-        guard challengeAttempts < Self.maximumChallengeAttempts else { return nil }
-        let kind: PendingChallenge.Kind
-        if code != CURLE_OK, let context = tlsContext, !context.isInspection, let trust = context.rejectedTrust,
-            let failure = context.failure
-        {
-            kind = .serverTrust(trust, failure)
-        } else if code == CURLE_OK, isWithheldForChallenge, let response,
-            let field = response.value(forHTTPHeaderField: "WWW-Authenticate"),
-            let parsed = HTTPAuthenticationScheme.parse(field)
-        {
-            kind = .http(scheme: parsed.scheme, realm: parsed.realm)
-        } else {
-            return nil
-        }
-        challengeAttempts += 1
-        let url = prepared.url
-        let scheme = url.scheme?.lowercased() ?? "https"
-        let challenge = PendingChallenge(
-            kind: kind, host: url.host ?? "", port: url.port ?? (scheme == "https" ? 443 : 80), scheme: scheme,
-            previousFailureCount: challengeAttempts - 1, failureResponse: response)
-        pendingChallenge = challenge
-        return challenge
+        securityState.takePendingChallenge(code: code, response: response, url: prepared.url)
     }
 
     /// Applies the handler's answer to the challenge taken last.
     func resolveChallenge(_ disposition: AuthChallengeDisposition) -> ChallengeAction {
-        guard let challenge = pendingChallenge else { return .deliver }
-        pendingChallenge = nil
-        switch (challenge.kind, disposition) {
-        case (_, .cancel):
-            return .fail(.cancelled)
-        case (.serverTrust(let trust, _), .useCredential):
-            guard let leaf = trust.certificates.first else { return .fail(.serverTrustEvaluationFailed(reason: emptyChain)) }
-            tlsContext?.trustedLeafDigest = TLSHandshakeContext.sha256(leaf.derData)
-            return .retry
-        case (.serverTrust(_, let failure), .performDefaultHandling), (.serverTrust(_, let failure), .rejectProtectionSpace):
-            return .fail(.serverTrustEvaluationFailed(reason: failure))
-        case (.http(let scheme, _), .useCredential(let credential)):
-            guard let user = credential.user, let password = credential.password, canReplayBody else { return .deliver }
-            challengeCredential = ChallengeCredential(url: prepared.url, user: user, password: password, scheme: scheme)
-            return .retry
-        case (.http, .performDefaultHandling), (.http, .rejectProtectionSpace):
-            return .deliver
-        }
-    }
-
-    private var emptyChain: TrustEvaluationError {
-        TrustEvaluationError(reason: .emptyChain, detail: "the server presented no certificate")
+        securityState.resolveChallenge(disposition, canReplayBody: canReplayBody)
     }
 
     /// Drops curl's reference to the TLS context (the transfer has left the multi handle).
     func releaseSecurityContext() {
-        tlsContext?.releaseRetainedReference()
+        securityState.releaseHandshakeContext()
     }
 }

@@ -1,0 +1,74 @@
+import CurlewTestSupport
+import Foundation
+@testable import Security
+import XCTest
+
+/// The one rule for the system's trusted roots, shared by the policy's system store and
+/// libcurl's CA file: `SSL_CERT_FILE` / `SSL_CERT_DIR` first, as OpenSSL, then the defaults.
+final class SystemTrustLocationTests: XCTestCase {
+    private let defaults = ["/openssl/default.pem", "/distro/bundle.crt"]
+
+    private func resolve(
+        _ environment: [String: String], readable: Set<String> = [], directories: Set<String> = []
+    ) -> SystemTrustLocation {
+        SystemTrustLocation.resolve(
+            environment: environment, defaultFiles: defaults, defaultDirectory: "/openssl/certs",
+            isReadableFile: { readable.contains($0) }, isDirectory: { directories.contains($0) })
+    }
+
+    func testVariableNamesAreOpenSSLs() {
+        XCTAssertEqual(SystemTrustLocation.fileVariable, "SSL_CERT_FILE")
+        XCTAssertEqual(SystemTrustLocation.directoryVariable, "SSL_CERT_DIR")
+    }
+
+    func testCertFileVariableComesFirstEvenWhenDefaultsAreReadable() {
+        let location = resolve(["SSL_CERT_FILE": "/mine.pem"], readable: Set(defaults + ["/mine.pem"]))
+        XCTAssertEqual(location, SystemTrustLocation(file: "/mine.pem", directory: nil))
+    }
+
+    /// A variable set to narrow trust never falls back to the system's roots.
+    func testUnreadableCertFileVariableDoesNotFallBack() {
+        let location = resolve(["SSL_CERT_FILE": "/missing.pem"], readable: Set(defaults), directories: ["/openssl/certs"])
+        XCTAssertEqual(location.file, "/missing.pem")
+        XCTAssertNil(location.directory)
+    }
+
+    func testWithoutVariablesTheFirstReadableDefaultFile() {
+        XCTAssertEqual(resolve([:], readable: Set(defaults)).file, "/openssl/default.pem")
+        XCTAssertEqual(resolve([:], readable: ["/distro/bundle.crt"]).file, "/distro/bundle.crt")
+        XCTAssertEqual(resolve(["SSL_CERT_FILE": ""], readable: ["/distro/bundle.crt"]).file, "/distro/bundle.crt")
+    }
+
+    func testCertDirVariableAddsADirectory() {
+        let location = resolve(["SSL_CERT_DIR": "/my/certs"], readable: Set(defaults))
+        XCTAssertEqual(location, SystemTrustLocation(file: "/openssl/default.pem", directory: "/my/certs"))
+        let both = resolve(["SSL_CERT_FILE": "/mine.pem", "SSL_CERT_DIR": "/my/certs"])
+        XCTAssertEqual(both, SystemTrustLocation(file: "/mine.pem", directory: "/my/certs"))
+    }
+
+    func testDefaultDirectoryOnlyWithoutAnyFile() {
+        XCTAssertEqual(resolve([:], directories: ["/openssl/certs"]), SystemTrustLocation(file: nil, directory: "/openssl/certs"))
+        XCTAssertEqual(resolve([:]), SystemTrustLocation(file: nil, directory: nil))
+        XCTAssertNil(resolve([:], readable: Set(defaults), directories: ["/openssl/certs"]).directory)
+    }
+
+    /// The store built from a location trusts exactly its roots: SSL_CERT_FILE naming the test
+    /// root makes the test chain valid, and the location's certificates are those roots.
+    func testStoreFollowsTheLocation() throws {
+        let set = try SecurityTestHelpers.generated()
+        let location = SystemTrustLocation.resolve(environment: ["SSL_CERT_FILE": set.root.certificatePEM.path])
+        XCTAssertEqual(location.readableFile, set.root.certificatePEM.path)
+        XCTAssertEqual(location.certificates(), [try SecurityTestHelpers.certificate(set.root.certificatePEM)])
+        let store = try XCTUnwrap(TrustStore.load(location))
+        XCTAssertEqual(store.certificateCount, 1)
+        let verified = ChainVerifier.verify(try SecurityTestHelpers.trust(set.leaf), against: store, settings: .standalone)
+        guard case .success(let chain) = verified else { return XCTFail("\(verified)") }
+        XCTAssertEqual(chain.last, try SecurityTestHelpers.certificate(set.root.certificatePEM))
+
+        let missing = SystemTrustLocation.resolve(environment: ["SSL_CERT_FILE": set.directory.appendingPathComponent("none.pem").path])
+        XCTAssertNil(missing.readableFile)
+        let empty = try XCTUnwrap(TrustStore.load(missing))
+        XCTAssertEqual(empty.certificateCount, 0)
+        XCTAssertTrue(empty.origin.contains("none.pem"), empty.origin)
+    }
+}
