@@ -26,10 +26,21 @@ open class URLSessionManager: @unchecked Sendable {
     /// not affect it).
     public let configuration: SessionConfiguration
 
-    /// Creates a manager and starts its driver thread.
+    /// Creates a manager and starts its driver thread. With `httpShouldSetCookies` on and no
+    /// `cookieJar` in `configuration`, the manager creates a jar of its own.
     public init(configuration: SessionConfiguration = .default) {
+        var configuration = configuration
+        if configuration.httpShouldSetCookies && configuration.cookieJar == nil {
+            configuration.cookieJar = CookieJar()
+        }
         self.configuration = configuration
         engine = SessionEngine(configuration: configuration)
+    }
+
+    /// The jar this manager sends and stores cookies with: the configuration's, or the one the
+    /// manager created. nil when `httpShouldSetCookies` is off.
+    public var cookieJar: CookieJar? {
+        configuration.httpShouldSetCookies ? configuration.cookieJar : nil
     }
 
     deinit {
@@ -159,11 +170,12 @@ open class URLSessionManager: @unchecked Sendable {
     ///
     /// - Parameters:
     ///   - cancelPendingTasks: Cancel unfinished tasks instead of letting them finish.
-    ///   - resetSession: Also empty the cookie storage of this manager's configuration.
+    ///   - resetSession: Also empty this manager's ``cookieJar`` once invalidated (a jar
+    ///     shared with other managers is emptied for them too).
     open func invalidateSessionCancelingTasks(_ cancelPendingTasks: Bool, resetSession: Bool) {
-        let storage = resetSession ? configuration.httpCookieStorage : nil
+        let jar = resetSession ? cookieJar : nil
         engine.invalidate(cancelingTasks: cancelPendingTasks) { [self] in
-            if let storage { for cookie in storage.cookies ?? [] { storage.deleteCookie(cookie) } }
+            jar?.removeAll()
             NotificationCenter.default.post(name: .sessionDidInvalidate, object: self)
         }
     }
