@@ -8,7 +8,8 @@ import FoundationNetworking
 /// Creates and runs tasks over one libcurl multi handle: AFNetworking's `AFURLSessionManager`.
 ///
 /// One manager owns one connection pool, DNS cache and TLS session cache, driven by a
-/// dedicated thread. Create one manager per configuration and keep it: connections are
+/// dedicated thread, and a cookie jar (`cookieJar`; managers given the same jar share it,
+/// and with it the DNS and TLS session caches). Create one manager per configuration and keep it: connections are
 /// reused across its tasks. Completion handlers run on `completionQueue` (a serial queue of
 /// the manager's own by default; a Linux command-line program never drains the main queue),
 /// hooks, progress and streamed body chunks on `operationQueue`.
