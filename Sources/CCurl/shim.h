@@ -65,6 +65,15 @@ static inline CURLMcode curlew_multi_setopt_long(CURLM *_Nonnull handle, CURLMop
 static inline CURLSHcode curlew_share_setopt_long(CURLSH *_Nonnull handle, CURLSHoption option, long value) {
     return curl_share_setopt(handle, option, value);
 }
+static inline CURLSHcode curlew_share_setopt_pointer(CURLSH *_Nonnull handle, CURLSHoption option, void *_Nullable value) {
+    return curl_share_setopt(handle, option, value);
+}
+static inline CURLSHcode curlew_share_setopt_lock_function(CURLSH *_Nonnull handle, curl_lock_function _Nullable value) {
+    return curl_share_setopt(handle, CURLSHOPT_LOCKFUNC, value);
+}
+static inline CURLSHcode curlew_share_setopt_unlock_function(CURLSH *_Nonnull handle, curl_unlock_function _Nullable value) {
+    return curl_share_setopt(handle, CURLSHOPT_UNLOCKFUNC, value);
+}
 
 // MARK: macros that alias enum values (Swift does not import them)
 

@@ -12,6 +12,9 @@ final class EasyHandle {
     /// Strings whose memory libcurl borrows must stay alive: curl copies strings passed to
     /// setopt since 7.17, so only the slist needs keeping.
     private var headerList: UnsafeMutablePointer<curl_slist>?
+    /// The cookie jar's share this handle joined (Features/Cookies/CookieShare.swift); the
+    /// strong reference keeps the share alive while the handle uses it.
+    var cookieShare: CookieShare?
 
     init?() {
         guard let handle = curl_easy_init() else { return nil }
@@ -21,6 +24,7 @@ final class EasyHandle {
     }
 
     deinit {
+        cookieShare?.leave(self)
         curl_easy_cleanup(raw)
         if let list = headerList { curl_slist_free_all(list) }
         errorBuffer.deallocate()
@@ -28,6 +32,10 @@ final class EasyHandle {
 
     /// Forgets every option of the previous transfer, keeping connection-independent caches.
     func reset() {
+        // libcurl 7.88 leaks the CURLOPT_COOKIEFILE list on curl_easy_reset (fixed in 8.0.0,
+        // curl #10709): free it first. An idle handle belongs to no cookie share.
+        _ = curlew_easy_setopt_string(raw, CURLOPT_COOKIEFILE, nil)
+        cookieShare?.leave(self)
         curl_easy_reset(raw)
         if let list = headerList {
             curl_slist_free_all(list)

@@ -59,10 +59,17 @@ public struct SessionConfiguration: Sendable {
     public var httpMaximumConnectionsPerHost: Int = 6
     /// The most connections open in total (`CURLMOPT_MAX_TOTAL_CONNECTIONS`); `0` means no limit.
     public var httpMaximumConnections: Int = 0
-    /// Whether responses' `Set-Cookie` headers are stored and cookies sent. Default: true.
+    /// Whether cookies are sent with requests and responses' `Set-Cookie` headers stored (in
+    /// ``cookieJar``). A request whose `httpShouldHandleCookies` is false sends and stores none;
+    /// one that sets its own `Cookie` header is sent with that header alone. Default: true.
     public var httpShouldSetCookies: Bool = true
-    /// Where cookies are kept when `httpShouldSetCookies` is on. `nil`: no cookies.
-    public var httpCookieStorage: HTTPCookieStorage? = HTTPCookieStorage.shared
+    /// The jar cookies are kept in while ``httpShouldSetCookies`` is on: libcurl's RFC 6265
+    /// cookie engine, with public-suffix checks.
+    ///
+    /// `nil` (the default): each manager creates a jar of its own when it is created, so two
+    /// managers never share cookies unless they are given the same jar here. The manager's
+    /// jar is `URLSessionManager.cookieJar` (and its `configuration.cookieJar`).
+    public var cookieJar: CookieJar?
     /// Which HTTP versions may be negotiated. Default: `.http2`.
     public var httpVersion: HTTPVersion = .http2
     /// The proxy to use. Default: `.environment`.

@@ -94,7 +94,7 @@ final class TaskDelegate {
         easy.set(CURLOPT_XFERINFODATA, pointer: unmanagedSelf)
         easy.set(CURLOPT_NOPROGRESS, 0)
         easy.set(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
-        easy.set(CURLOPT_SHARE, pointer: share)
+        joinShare(share)  // and libcurl's cookie engine on or off (Features/Cookies)
         easy.set(CURLOPT_TCP_KEEPALIVE, 1)
 
         switch configuration.httpVersion {
@@ -111,9 +111,7 @@ final class TaskDelegate {
         }
         easy.set(CURLOPT_ACCEPT_ENCODING, prepared.acceptEncoding)
 
-        var headerLines = prepared.headerLines
-        if let cookie = cookieHeader() { headerLines.append("Cookie: \(cookie)") }
-        guard easy.setHeaders(headerLines) else { return .curl(code: Int(CURLE_OUT_OF_MEMORY.rawValue), message: "out of memory") }
+        guard easy.setHeaders(prepared.headerLines) else { return .curl(code: Int(CURLE_OUT_OF_MEMORY.rawValue), message: "out of memory") }
 
         configureMethodAndBody()
         // Timeouts are the driver's (`TransferClock`), not curl's low-speed check: curl's
@@ -160,28 +158,6 @@ final class TaskDelegate {
         }
         engine.tlsConfigurator?(self)
         return configureSecurity()
-    }
-
-    private func cookieHeader() -> String? {
-        let configuration = engine.configuration
-        guard configuration.httpShouldSetCookies, request.httpShouldHandleCookies, !prepared.hasCookieHeader,
-            let storage = configuration.httpCookieStorage, let cookies = storage.cookies(for: prepared.url),
-            !cookies.isEmpty
-        else { return nil }
-        return HTTPCookie.requestHeaderFields(with: cookies)["Cookie"]
-    }
-
-    private func storeCookies(from parser: ResponseHeadParser) {
-        let configuration = engine.configuration
-        guard configuration.httpShouldSetCookies, request.httpShouldHandleCookies,
-            let storage = configuration.httpCookieStorage
-        else { return }
-        let url = prepared.url
-        // One field at a time: a folded "a=1, b=2; Expires=Thu, 01 Jan" list is ambiguous.
-        let cookies = parser.values(for: "Set-Cookie").flatMap {
-            HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": $0], for: url)
-        }
-        if !cookies.isEmpty { storage.setCookies(cookies, for: url, mainDocumentURL: nil) }
     }
 
     // MARK: - Redirects

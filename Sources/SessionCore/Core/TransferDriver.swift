@@ -125,8 +125,10 @@ final class TransferDriver: Sendable {
 final class DriverLoop {
     private let multi: UnsafeMutableRawPointer
     private var share: UnsafeMutableRawPointer
-    /// The security policy generation the share's TLS session cache was filled under.
-    private var shareSecurityTag: UInt
+    /// The security policy generation the share's TLS session cache was filled under; nil
+    /// until the first transfer (an empty cache needs no replacing, whatever policy the
+    /// caller sets between creating the manager and starting the first task).
+    private var shareSecurityTag: UInt?
     /// Shares replaced after a policy change, freed once no easy handle uses them.
     private var retiredShares: [UnsafeMutableRawPointer] = []
     private let driver: TransferDriver
@@ -148,7 +150,6 @@ final class DriverLoop {
         self.share = share
         self.driver = driver
         self.engine = engine
-        shareSecurityTag = engine.security.snapshot.tag
         let configuration = engine.configuration
         _ = curlew_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, configuration.httpMaximumConnectionsPerHost))
         _ = curlew_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max(0, configuration.httpMaximumConnections))
@@ -168,9 +169,22 @@ final class DriverLoop {
     /// admission check refuses them anyway; this keeps them from costing a retry.)
     private func refreshShareIfPolicyChanged() {
         let tag = engine.security.snapshot.tag
-        guard tag != shareSecurityTag, engine.security.replacesSessionCacheOnPolicyChange.load(ordering: .relaxed),
-            let fresh = DriverLoop.makeShare()
+        guard let filledUnder = shareSecurityTag else {
+            shareSecurityTag = tag
+            return
+        }
+        guard tag != filledUnder, engine.security.replacesSessionCacheOnPolicyChange.load(ordering: .relaxed)
         else { return }
+        if let cookieShare = engine.cookieShare {
+            // The jar's share also holds the cookies (and may serve other managers): it is
+            // replaced, cookies carried over, once no transfer uses it; until then this is
+            // retried at each start, and the admission check refuses stale sessions.
+            guard cookieShare.replaceSessionCachesIfIdle() else { return }
+            shareSecurityTag = tag
+            engine.security.count { $0.sessionCacheReplacements += 1 }
+            return
+        }
+        guard let fresh = DriverLoop.makeShare() else { return }
         shareSecurityTag = tag
         retiredShares.append(share)
         share = fresh

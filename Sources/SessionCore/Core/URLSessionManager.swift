@@ -8,7 +8,8 @@ import FoundationNetworking
 /// Creates and runs tasks over one libcurl multi handle: AFNetworking's `AFURLSessionManager`.
 ///
 /// One manager owns one connection pool, DNS cache and TLS session cache, driven by a
-/// dedicated thread. Create one manager per configuration and keep it: connections are
+/// dedicated thread, and a cookie jar (`cookieJar`; managers given the same jar share it,
+/// and with it the DNS and TLS session caches). Create one manager per configuration and keep it: connections are
 /// reused across its tasks. Completion handlers run on `completionQueue` (a serial queue of
 /// the manager's own by default; a Linux command-line program never drains the main queue),
 /// hooks, progress and streamed body chunks on `operationQueue`.
@@ -26,10 +27,21 @@ open class URLSessionManager: @unchecked Sendable {
     /// not affect it).
     public let configuration: SessionConfiguration
 
-    /// Creates a manager and starts its driver thread.
+    /// Creates a manager and starts its driver thread. With `httpShouldSetCookies` on and no
+    /// `cookieJar` in `configuration`, the manager creates a jar of its own.
     public init(configuration: SessionConfiguration = .default) {
+        var configuration = configuration
+        if configuration.httpShouldSetCookies && configuration.cookieJar == nil {
+            configuration.cookieJar = CookieJar()
+        }
         self.configuration = configuration
         engine = SessionEngine(configuration: configuration)
+    }
+
+    /// The jar this manager sends and stores cookies with: the configuration's, or the one the
+    /// manager created. nil when `httpShouldSetCookies` is off.
+    public var cookieJar: CookieJar? {
+        configuration.httpShouldSetCookies ? configuration.cookieJar : nil
     }
 
     deinit {
@@ -159,11 +171,12 @@ open class URLSessionManager: @unchecked Sendable {
     ///
     /// - Parameters:
     ///   - cancelPendingTasks: Cancel unfinished tasks instead of letting them finish.
-    ///   - resetSession: Also empty the cookie storage of this manager's configuration.
+    ///   - resetSession: Also empty this manager's ``cookieJar`` once invalidated (a jar
+    ///     shared with other managers is emptied for them too).
     open func invalidateSessionCancelingTasks(_ cancelPendingTasks: Bool, resetSession: Bool) {
-        let storage = resetSession ? configuration.httpCookieStorage : nil
+        let jar = resetSession ? cookieJar : nil
         engine.invalidate(cancelingTasks: cancelPendingTasks) { [self] in
-            if let storage { for cookie in storage.cookies ?? [] { storage.deleteCookie(cookie) } }
+            jar?.removeAll()
             NotificationCenter.default.post(name: .sessionDidInvalidate, object: self)
         }
     }

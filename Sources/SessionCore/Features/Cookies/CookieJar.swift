@@ -1,0 +1,251 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where a manager keeps cookies: libcurl's RFC 6265 cookie engine.
+///
+/// libcurl matches cookies to each request by domain, path and the `Secure` flag (a `Secure`
+/// cookie never goes over plain `http://`, except to `localhost`, `127.0.0.1` and `::1`, which
+/// libcurl, like browsers, treats as secure contexts), stores `Set-Cookie` headers of every
+/// response, redirects included, and refuses cookies for public suffixes (`Domain=co.uk`,
+/// `Domain=com`) with the public-suffix list of libpsl.
+///
+/// Every manager has a jar of its own by default (``URLSessionManager/cookieJar``). Give two
+/// managers the same jar through ``SessionConfiguration/cookieJar`` and they see each other's
+/// cookies; they then also share one DNS cache and one TLS session cache (libcurl keeps all
+/// three in one share handle). That is safe across different security policies: a TLS session
+/// verified under another manager's policy is refused before any request byte is sent and the
+/// request is retried on a fresh connection, at the cost of that extra handshake.
+///
+/// The jar's methods may be called from any thread, also while transfers run; they are
+/// serialised with each other and with libcurl's own use of the store.
+///
+/// ```swift
+/// let jar = CookieJar()
+/// try jar.add(setCookie: "session=abc; Path=/; HttpOnly", for: URL(string: "https://example.com/login")!)
+/// var configuration = SessionConfiguration.default
+/// configuration.cookieJar = jar
+/// ```
+public final class CookieJar: Sendable {
+    /// The share; nil when libcurl could not create it (see ``isAvailable``).
+    let share: CookieShare?
+
+    /// Creates an empty jar.
+    public init() {
+        share = CookieShare()
+    }
+
+    /// Whether libcurl's cookie store could be created. When false (libcurl unusable or out
+    /// of memory), managers given the jar send and store no cookies, and the jar's throwing
+    /// methods throw ``CookieJarError/unavailable(_:)``.
+    public var isAvailable: Bool { share != nil }
+
+    /// Runs `body` on the store, under the jar's lock.
+    private func withStore<T: Sendable>(_ body: (UnsafeMutableRawPointer) -> T) throws(CookieJarError) -> T {
+        guard let share else { throw .unavailable("libcurl could not create a cookie store") }
+        guard let result = share.withEasyHandle(body) else { throw .unavailable("libcurl could not create an easy handle") }
+        return result
+    }
+
+    private func storedCookies(_ easy: UnsafeMutableRawPointer, now: Date) -> [Cookie] {
+        let lines = CookieShare.cookieLines(easy) ?? []
+        return lines.compactMap { line -> Cookie? in
+            guard let cookie = try? NetscapeCookieFormat.cookie(fromLine: Substring(line)) else { return nil }
+            if let expires = cookie.expires, expires <= now { return nil }  // expired, not purged yet
+            return cookie
+        }
+    }
+
+    // MARK: - Reading
+
+    /// Every unexpired cookie, ordered by domain, path and name. Empty when the jar is not
+    /// ``isAvailable``.
+    ///
+    /// There is no "cookies for this URL": libcurl offers no way to ask which cookies it would
+    /// send other than sending a request, and Curlew does not imitate its matching.
+    public var cookies: [Cookie] {
+        let now = Date()
+        let all = (try? withStore { easy in storedCookies(easy, now: now) }) ?? []
+        return all.sorted { ($0.domain, $0.path, $0.name) < ($1.domain, $1.path, $1.name) }
+    }
+
+    // MARK: - Adding
+
+    /// Stores `cookie`, replacing the stored one with the same name, domain, subdomain flag
+    /// and path. A cookie whose expiry date has passed removes that stored one instead.
+    ///
+    /// - Throws: ``CookieJarError/invalidCookie(_:)`` for an empty name, a control character,
+    ///   tab or `;` in the name or value, a name plus value over 4096 bytes, an empty domain, a
+    ///   path not starting with `/`, or a broken `__Secure-`/`__Host-` prefix rule;
+    ///   ``CookieJarError/unavailable(_:)``.
+    public func add(_ cookie: Cookie) throws(CookieJarError) {
+        try add([cookie])
+    }
+
+    /// Stores several cookies: all of them, or (when one is invalid) none.
+    ///
+    /// - Throws: As ``add(_:)-(Cookie)``, naming the first invalid cookie.
+    public func add(_ cookies: [Cookie]) throws(CookieJarError) {
+        var lines: [String] = []
+        for cookie in cookies { lines.append(try NetscapeCookieFormat.line(for: cookie)) }
+        guard try withStore({ easy in CookieShare.addLines(lines, easy) }) else {
+            throw .unavailable("libcurl refused the cookies (out of memory)")
+        }
+    }
+
+    /// Stores the cookie a `Set-Cookie` response header from `url` sets, with the checks
+    /// libcurl applies to responses: the `Domain` must contain the URL's host and must not be
+    /// a public suffix; `Secure` needs an `https` URL (or localhost); without `Domain` the
+    /// cookie is host-only; without `Path` it takes the URL's directory (RFC 6265 §5.1.4).
+    ///
+    /// - Parameters:
+    ///   - header: The header's value, e.g. `"id=42; Max-Age=3600; Path=/"`; a leading
+    ///     `Set-Cookie:` is accepted.
+    ///   - url: The URL of the response that set it.
+    /// - Returns: The cookie as stored.
+    /// - Throws: ``CookieJarError/rejected(_:)``, ``CookieJarError/invalidURL(_:)``,
+    ///   ``CookieJarError/unavailable(_:)``.
+    @discardableResult
+    public func add(setCookie header: String, for url: URL) throws(CookieJarError) -> Cookie {
+        let cookie = try SetCookieParser.cookie(from: header, for: url)
+        try add(cookie)
+        return cookie
+    }
+
+    // MARK: - Removing
+
+    /// Removes the cookies named `name` whose domain is `domain` (host-only or not), and whose
+    /// path is `path` when one is given. Returns how many were removed (0 when the jar is not
+    /// ``isAvailable``).
+    @discardableResult
+    public func remove(name: String, domain: String, path: String? = nil) -> Int {
+        let domain = Cookie(name: name, value: "", domain: domain).domain
+        let now = Date()
+        let removed = try? withStore { easy -> Int in
+            // libcurl has no "delete one cookie": an expired copy replaces it (same name,
+            // domain, subdomain flag and path) and libcurl purges it.
+            let matches = storedCookies(easy, now: now).filter {
+                $0.name == name && $0.domain == domain && (path == nil || $0.path == path)
+            }
+            let lines = matches.compactMap { cookie -> String? in
+                var expired = cookie
+                expired.expires = Date(timeIntervalSince1970: 1)
+                return try? NetscapeCookieFormat.line(for: expired)
+            }
+            return CookieShare.addLines(lines, easy) ? lines.count : 0
+        }
+        return removed ?? 0
+    }
+
+    /// Removes every cookie (`CURLOPT_COOKIELIST "ALL"`). No-op when not ``isAvailable``.
+    public func removeAll() {
+        _ = try? withStore { easy in CookieShare.addLines(["ALL"], easy) }
+    }
+
+    /// Removes the session cookies, those without an expiry date (`CURLOPT_COOKIELIST "SESS"`),
+    /// as a browser does when it quits. No-op when not ``isAvailable``.
+    public func removeSessionCookies() {
+        _ = try? withStore { easy in CookieShare.addLines(["SESS"], easy) }
+    }
+
+    // MARK: - Files
+
+    /// The largest cookie file ``load(from:)`` reads.
+    public static let maximumFileSize = 64 << 20
+
+    /// Adds the cookies of a file in curl's Netscape format (what ``save(to:)`` and the curl
+    /// tool's `-c` write). Blank lines and `#` comments are skipped; `#HttpOnly_` lines are
+    /// HttpOnly cookies. Cookies in the file replace stored ones with the same name, domain,
+    /// subdomain flag and path; expired ones are dropped.
+    ///
+    /// The whole file is checked first: if any line is not a valid seven-field cookie line,
+    /// nothing is added.
+    ///
+    /// - Throws: ``CookieJarError/fileNotReadable(path:reason:)`` (missing, unreadable, a
+    ///   directory, over ``maximumFileSize``), ``CookieJarError/malformedFile(path:line:reason:)``,
+    ///   ``CookieJarError/unavailable(_:)``.
+    public func load(from file: URL) throws(CookieJarError) {
+        let path = file.path
+        let data = try Self.read(file)
+        var cookies: [Cookie] = []
+        var number = 0
+        for rawLine in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+            number += 1
+            guard let line = String(validating: rawLine, as: UTF8.self) else {
+                throw .malformedFile(path: path, line: number, reason: "not UTF-8")
+            }
+            do {
+                if let cookie = try NetscapeCookieFormat.cookie(fromLine: Substring(line)) { cookies.append(cookie) }
+            } catch {
+                throw .malformedFile(path: path, line: number, reason: error.description)
+            }
+        }
+        try add(cookies)
+    }
+
+    private static func read(_ file: URL) throws(CookieJarError) -> Data {
+        let path = file.path
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw .fileNotReadable(path: path, reason: "no such file")
+        }
+        guard !isDirectory.boolValue else { throw .fileNotReadable(path: path, reason: "it is a directory") }
+        do {
+            let handle = try FileHandle(forReadingFrom: file)
+            defer { try? handle.close() }
+            // Bounded: a device such as /dev/zero never ends.
+            let data = try handle.read(upToCount: maximumFileSize + 1) ?? Data()
+            guard data.count <= maximumFileSize else {
+                throw CookieJarError.fileNotReadable(path: path, reason: "larger than \(maximumFileSize) bytes")
+            }
+            return data
+        } catch let error as CookieJarError {
+            throw error
+        } catch {
+            throw .fileNotReadable(path: path, reason: "\(error.localizedDescription)")
+        }
+    }
+
+    /// Writes every unexpired cookie to `file` in curl's Netscape format, readable by
+    /// ``load(from:)`` and by the curl tool (`-b`). The file is replaced atomically and
+    /// readable by its owner only (cookies are credentials); on failure no partial file is
+    /// left and an existing one is unchanged.
+    ///
+    /// - Throws: ``CookieJarError/fileNotWritable(path:reason:)``, ``CookieJarError/unavailable(_:)``.
+    public func save(to file: URL) throws(CookieJarError) {
+        let now = Date()
+        let lines = try withStore { easy in
+            storedCookies(easy, now: now).compactMap { try? NetscapeCookieFormat.line(for: $0) }
+        }
+        let text = NetscapeCookieFormat.fileHeader + lines.sorted().map { $0 + "\n" }.joined()
+        try Self.writeAtomically(Data(text.utf8), to: file)
+    }
+
+    /// Writes to a new file beside `file` (mode 0600) and renames it over `file`.
+    private static func writeAtomically(_ data: Data, to file: URL) throws(CookieJarError) {
+        let path = file.path
+        let temporary = path + ".curlew-\(UUID().uuidString)"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw .fileNotWritable(path: path, reason: String(cString: strerror(errno))) }
+        var failure: String?
+        data.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count, let base = buffer.baseAddress {
+                let written = write(descriptor, base + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    failure = String(cString: strerror(errno))
+                    return
+                }
+                offset += written
+            }
+        }
+        if close(descriptor) != 0, failure == nil { failure = String(cString: strerror(errno)) }
+        if failure == nil, rename(temporary, path) != 0 { failure = String(cString: strerror(errno)) }
+        if let failure {
+            unlink(temporary)
+            throw .fileNotWritable(path: path, reason: failure)
+        }
+    }
+}

@@ -1,0 +1,168 @@
+internal import CCurl
+import Foundation
+import Synchronization
+
+/// The `CURLSH` behind a ``CookieJar``: libcurl's cookie store, DNS cache and TLS session
+/// cache, shared by every manager given the jar.
+///
+/// An easy handle can join only one share, so the jar's share also carries the DNS and TLS
+/// session caches a manager without cookies keeps in a share of its own (`DriverLoop`).
+/// Sharing TLS sessions between managers is safe: each session is stamped with the
+/// process-wide unique tag of the policy that verified it, and a transfer refuses (before
+/// sending a byte) and retries on a fresh connection a session verified under another
+/// manager's policy (`TLSHandshakeContext`).
+///
+/// Threads: a manager's driver thread joins its easy handles (``join(_:)``/``leave(_:)``);
+/// the jar's calls run on the caller's thread with a short-lived easy handle of their own
+/// (``withEasyHandle(_:)``). Both happen under `state`'s lock, so a replacement of the share
+/// (``replaceSessionCachesIfIdle()``) never races a join. libcurl's own concurrent use of the
+/// share, inside transfers, is serialised by the lock callbacks (`ShareLocks`).
+final class CookieShare: Sendable {
+    /// A live `CURLSH` and the lock context handed to its callbacks.
+    struct Handle: @unchecked Sendable {
+        // @unchecked Sendable: used only under CookieShare.state's lock (join, leave, jar calls,
+        // replacement); libcurl's use from transfers is serialised by `locks`.
+        let raw: UnsafeMutableRawPointer
+        let locks: Unmanaged<ShareLocks>
+    }
+
+    private struct State {
+        var current: Handle
+        /// Driver easy handles joined to `current` (the jar's own handles are not counted:
+        /// they live only inside one locked call).
+        var joinedHandles = 0
+    }
+
+    private let state: Mutex<State>
+
+    /// Creates the share; nil when libcurl is unusable or out of memory.
+    init?() {
+        if case .failure = CurlRuntime.state { return nil }
+        guard let handle = CookieShare.makeHandle() else { return nil }
+        state = Mutex(State(current: handle))
+    }
+
+    deinit {
+        // Every easy handle that joined holds a strong reference to this object, so none is
+        // joined any more: cleanup succeeds. Were it refused, both share and locks leak
+        // rather than let curl call freed locks.
+        state.withLock { _ = CookieShare.free($0.current) }
+    }
+
+    private static func makeHandle() -> Handle? {
+        guard let share = curl_share_init() else { return nil }
+        let locks = Unmanaged.passRetained(ShareLocks())
+        // Lock callbacks first: curl refuses setopt once a handle uses the share.
+        var ok = curlew_share_setopt_lock_function(share, ShareLocks.lock) == CURLSHE_OK
+        ok = ok && curlew_share_setopt_unlock_function(share, ShareLocks.unlock) == CURLSHE_OK
+        ok = ok && curlew_share_setopt_pointer(share, CURLSHOPT_USERDATA, locks.toOpaque()) == CURLSHE_OK
+        for data in [CURL_LOCK_DATA_COOKIE, CURL_LOCK_DATA_DNS, CURL_LOCK_DATA_SSL_SESSION] {
+            ok = ok && curlew_share_setopt_long(share, CURLSHOPT_SHARE, Int(data.rawValue)) == CURLSHE_OK
+        }
+        let handle = Handle(raw: share, locks: locks)
+        guard ok else {
+            _ = free(handle)
+            return nil
+        }
+        return handle
+    }
+
+    /// Frees a share no easy handle uses; false (and nothing freed) while one does.
+    private static func free(_ handle: Handle) -> Bool {
+        guard curl_share_cleanup(handle.raw) == CURLSHE_OK else { return false }
+        handle.locks.release()
+        return true
+    }
+
+    // MARK: - Driver threads
+
+    /// Joins `easy` to the share (`CURLOPT_SHARE`). Joining again after `curl_easy_reset` (a
+    /// redirect or retry) re-points the handle at the shared cookie store without counting it
+    /// twice. Call on the handle's driver thread, while it is not in a multi handle.
+    func join(_ easy: EasyHandle) {
+        let isNew = easy.cookieShare !== self
+        state.withLock { state in
+            easy.set(CURLOPT_SHARE, pointer: state.current.raw)
+            if isNew { state.joinedHandles += 1 }
+        }
+        easy.cookieShare = self
+    }
+
+    /// Takes `easy` out of the share (before `curl_easy_reset` or `curl_easy_cleanup`).
+    func leave(_ easy: EasyHandle) {
+        guard easy.cookieShare === self else { return }
+        state.withLock { state in
+            easy.set(CURLOPT_SHARE, pointer: nil)
+            state.joinedHandles -= 1
+        }
+        easy.cookieShare = nil
+    }
+
+    /// Replaces the TLS session and DNS caches with empty ones, carrying the cookies over to
+    /// the new share, if no transfer uses the share now; false (nothing changed) otherwise.
+    ///
+    /// libcurl cannot empty one cache of a share in place: `curl_share_setopt` is refused
+    /// while a handle uses the share, and `CURLSHOPT_UNSHARE` of TLS sessions in 7.88 frees the
+    /// cache array without freeing its sessions. With no transfer joined (the lock keeps new
+    /// ones out), nothing can change the cookies while they are copied, so none is lost.
+    /// Copied cookies keep every field; only libcurl's creation order (its last tie-break when
+    /// ordering the `Cookie` header) is renewed.
+    func replaceSessionCachesIfIdle() -> Bool {
+        state.withLock { state in
+            guard state.joinedHandles == 0, let fresh = CookieShare.makeHandle() else { return false }
+            var copied = false
+            if let lines = CookieShare.withEasyHandle(on: state.current, { CookieShare.cookieLines($0) }) ?? nil {
+                copied = CookieShare.withEasyHandle(on: fresh) { CookieShare.addLines(lines, $0) } ?? false
+            }
+            guard copied, CookieShare.free(state.current) else {
+                _ = CookieShare.free(fresh)
+                return false
+            }
+            state.current = fresh
+            return true
+        }
+    }
+
+    // MARK: - The jar's calls (any thread)
+
+    /// Runs `body` with an easy handle of its own joined to the share, under the share's lock
+    /// (jar calls never interleave). nil when libcurl cannot create a handle.
+    func withEasyHandle<T: Sendable>(_ body: (UnsafeMutableRawPointer) -> T) -> T? {
+        state.withLock { state in
+            CookieShare.withEasyHandle(on: state.current, body)
+        }
+    }
+
+    private static func withEasyHandle<T>(on handle: Handle, _ body: (UnsafeMutableRawPointer) -> T) -> T? {
+        guard let easy = curl_easy_init() else { return nil }
+        // curl_easy_cleanup takes the handle out of the share again; the store is the share's,
+        // so it stays (lib/cookie.c Curl_flush_cookies frees only a handle's private store).
+        defer { curl_easy_cleanup(easy) }
+        guard curlew_easy_setopt_pointer(easy, CURLOPT_SHARE, handle.raw) == CURLE_OK else { return nil }
+        return body(easy)
+    }
+
+    /// Every cookie in the store as a Netscape line (`CURLINFO_COOKIELIST`; expired ones that
+    /// libcurl has not purged yet included). nil when libcurl fails.
+    static func cookieLines(_ easy: UnsafeMutableRawPointer) -> [String]? {
+        var pointer: UnsafeMutableRawPointer?
+        guard curlew_easy_getinfo_pointer(easy, CURLINFO_COOKIELIST, &pointer) == CURLE_OK else { return nil }
+        let head = pointer?.assumingMemoryBound(to: curl_slist.self)
+        defer { curl_slist_free_all(head) }
+        var lines: [String] = []
+        var node = head
+        while let current = node {
+            if let data = current.pointee.data { lines.append(String(cString: data)) }
+            node = current.pointee.next
+        }
+        return lines
+    }
+
+    /// Hands lines to libcurl's store (`CURLOPT_COOKIELIST`): Netscape lines, or its commands
+    /// `ALL` (remove every cookie) and `SESS` (remove session cookies).
+    static func addLines(_ lines: [String], _ easy: UnsafeMutableRawPointer) -> Bool {
+        lines.allSatisfy { line in
+            curlew_easy_setopt_string(easy, CURLOPT_COOKIELIST, line) == CURLE_OK
+        }
+    }
+}

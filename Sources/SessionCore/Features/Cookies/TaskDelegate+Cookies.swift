@@ -1,0 +1,61 @@
+internal import CCurl
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension SessionEngine {
+    /// The share of the jar this manager keeps cookies in; nil without cookies
+    /// (`httpShouldSetCookies` off, or a jar libcurl could not create).
+    var cookieShare: CookieShare? {
+        configuration.httpShouldSetCookies ? configuration.cookieJar?.share : nil
+    }
+}
+
+extension TaskDelegate {
+    /// How this exchange uses the jar.
+    enum CookieUse {
+        /// No cookies sent or stored: no jar, or `httpShouldHandleCookies` false.
+        case none
+        /// libcurl's engine sends the matching cookies and stores `Set-Cookie` headers.
+        case engine
+        /// The caller set its own `Cookie` header, sent as is: the jar adds none, and the
+        /// response's `Set-Cookie` headers are stored through the jar's checked entry point.
+        case storeOnly
+    }
+
+    var cookieUse: CookieUse {
+        guard engine.cookieShare != nil, request.httpShouldHandleCookies else { return .none }
+        return prepared.hasCookieHeader ? .storeOnly : .engine
+    }
+
+    /// Joins the easy handle to its share and turns libcurl's cookie engine on or off for this
+    /// exchange (part of `configure`).
+    ///
+    /// Read in libcurl 7.88's source: joining a share that holds cookies points the handle at
+    /// the shared store (lib/setopt.c, CURLOPT_SHARE) but does not turn the engine on; only
+    /// `CURLOPT_COOKIEFILE` (here "", no file) sets the handle's `cookie_engine` flag, when the
+    /// transfer starts (lib/cookie.c, Curl_cookie_init). That flag survives `curl_easy_reset`
+    /// and so does the share, so a pooled handle is told every time: "" for on, NULL for off
+    /// (which detaches the handle from the store, lib/setopt.c, CURLOPT_COOKIEFILE). The order
+    /// matters: `CURLOPT_SHARE` re-attaches the store, so it comes first.
+    func joinShare(_ driverShare: UnsafeMutableRawPointer) {
+        guard let cookieShare = engine.cookieShare else {
+            easy.set(CURLOPT_SHARE, pointer: driverShare)
+            return
+        }
+        cookieShare.join(easy)
+        easy.set(CURLOPT_COOKIEFILE, cookieUse == .engine ? "" : nil)
+    }
+
+    /// Stores the `Set-Cookie` headers of a response whose request carried the caller's own
+    /// `Cookie` header (libcurl's engine was off for it, so it stored nothing). Refused
+    /// cookies (a public suffix, a foreign domain, `Secure` over http) are dropped, as
+    /// libcurl drops them.
+    func storeCookies(from head: ResponseHeadParser) {
+        guard cookieUse == .storeOnly, let jar = engine.configuration.cookieJar else { return }
+        for header in head.values(for: "Set-Cookie") {
+            _ = try? jar.add(setCookie: header, for: prepared.url)
+        }
+    }
+}
