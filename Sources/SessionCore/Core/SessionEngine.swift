@@ -42,20 +42,17 @@ final class SessionEngine: Sendable {
     private let driverBox = Mutex<TransferDriver?>(nil)
     /// Why the driver could not start (libcurl unusable); every task then fails with it.
     private let startupError = Mutex<SessionError?>(nil)
-    /// Called on the driver thread for each new request to install TLS options.
-    let tlsConfigurator: (@Sendable (TaskDelegate) -> Void)?
     /// The security policy and its generation, read by every TLS request (Features/Security).
     let security = SessionSecurity()
 
     private static let managerCounter = Mutex(0)
 
-    init(configuration: SessionConfiguration, tlsConfigurator: (@Sendable (TaskDelegate) -> Void)? = nil) {
+    init(configuration: SessionConfiguration) {
         let number = SessionEngine.managerCounter.withLock { counter -> Int in
             counter += 1
             return counter
         }
         self.configuration = configuration
-        self.tlsConfigurator = tlsConfigurator
         operationQueue = DispatchQueue(label: "Curlew.operationQueue.\(number)")
         state = Mutex(State(completionQueue: DispatchQueue(label: "Curlew.completionQueue.\(number)")))
         do {

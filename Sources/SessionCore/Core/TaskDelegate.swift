@@ -156,7 +156,6 @@ final class TaskDelegate {
         case .tls1_2: easy.set(CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2))
         case .tls1_3: easy.set(CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_3))
         }
-        engine.tlsConfigurator?(self)
         return configureSecurity()
     }
 
