@@ -22,6 +22,14 @@ final class RedirectBodyTests: XCTestCase {
     /// 140,000 bytes of printable text, so httpbin echoes them as a string.
     private let body = Data((0..<140_000).map { UInt8(ascii: "a") + UInt8($0 % 26) })
 
+    /// `body` in a temporary file, removed when the test ends.
+    private func bodyFile() throws -> URL {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-redirect-\(UUID().uuidString)")
+        try body.write(to: file)
+        addTeardownBlock { try? FileManager.default.removeItem(at: file) }
+        return file
+    }
+
     private func redirectingPut(status: Int) throws -> URLRequest {
         var request = URLRequest(url: try Peer.url("/redirect-to?url=/anything&status_code=\(status)"))
         request.httpMethod = "PUT"
@@ -41,9 +49,7 @@ final class RedirectBodyTests: XCTestCase {
     }
 
     func testAFileUploadKeepsItsBodyAcross307And308() async throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-redirect-\(UUID().uuidString)")
-        try body.write(to: file)
-        defer { try? FileManager.default.removeItem(at: file) }
+        let file = try bodyFile()
         for status in [307, 308] {
             let request = try redirectingPut(status: status)
             let response: DataResponse = await withCheckedContinuation { continuation in
@@ -63,9 +69,7 @@ final class RedirectBodyTests: XCTestCase {
 
     func testARedirectionHookThatReturnsTheProposedRequestKeepsTheFileBody() async throws {
         manager.setTaskWillPerformHTTPRedirectionBlock { _, _, proposed in proposed }
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-redirect-\(UUID().uuidString)")
-        try body.write(to: file)
-        defer { try? FileManager.default.removeItem(at: file) }
+        let file = try bodyFile()
         let request = try redirectingPut(status: 308)
         let response: DataResponse = await withCheckedContinuation { continuation in
             manager.uploadTask(with: request, fromFile: file) { continuation.resume(returning: $0) }.resume()
@@ -74,9 +78,7 @@ final class RedirectBodyTests: XCTestCase {
     }
 
     func testA303AfterAFileUploadBecomesAGetWithoutBody() async throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-redirect-\(UUID().uuidString)")
-        try body.write(to: file)
-        defer { try? FileManager.default.removeItem(at: file) }
+        let file = try bodyFile()
         let request = try redirectingPut(status: 303)
         let response: DataResponse = await withCheckedContinuation { continuation in
             manager.uploadTask(with: request, fromFile: file) { continuation.resume(returning: $0) }.resume()
