@@ -22,8 +22,10 @@ import Darwin
 /// and call ``read(_:maxLength:)`` repeatedly (from curl's read callback, say): it opens itself
 /// on first use, returns between 1 and `maxLength` bytes while data remains, 0 at the end (after
 /// exactly ``contentLength`` bytes) and -1 on failure with ``streamError`` set (a file that
-/// shrank, a caller stream that ended early). It never blocks except on file I/O and, when
-/// throttling was requested, on the ``delay`` after each packet. ``makeRewoundCopy()`` gives a
+/// shrank, a caller stream that ended early). It never blocks except on file I/O, on a
+/// caller's stream part and, when throttling was requested, on the ``delay`` after each
+/// packet. (Curlew's own engine never lets it block its driver thread: a throttled body or one
+/// with a caller's stream is read on another queue, and the throttle pauses the transfer.) ``makeRewoundCopy()`` gives a
 /// fresh stream over the same parts for a redirect or a retry.
 ///
 /// **Threads.** Not thread-safe, like every `InputStream`: read it from one thread at a time
@@ -149,9 +151,21 @@ public final class MultipartBodyStream: InputStream {
     /// Run-loop scheduling is not used: reads are synchronous.
     public override func remove(from aRunLoop: RunLoop, forMode mode: RunLoop.Mode) {}
 
-    /// Copies up to `len` bytes (at most ``packetSize`` when throttled) into `buffer`.
+    /// Copies up to `len` bytes (at most ``packetSize`` when throttled) into `buffer`, then,
+    /// when throttled, sleeps for ``delay``.
     /// Returns the count, 0 at the end, -1 on failure (see ``streamError``).
     public override func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength len: Int) -> Int {
+        let total = readPacket(buffer, maxLength: len)
+        if delay > 0, total > 0 {
+            Thread.sleep(forTimeInterval: delay)
+        }
+        return total
+    }
+
+    /// ``read(_:maxLength:)`` without the throttle's sleep: at most ``packetSize`` bytes, and
+    /// the caller waits ``delay`` before the next packet in its own way. The session engine
+    /// uses it so that no thread sleeps: it pauses the transfer and wakes it on a timer.
+    package func readPacket(_ buffer: UnsafeMutablePointer<UInt8>, maxLength len: Int) -> Int {
         switch status {
         case .notOpen: status = .open
         case .open, .reading: break
@@ -183,9 +197,6 @@ public final class MultipartBodyStream: InputStream {
         }
         numberOfBytesRead += Int64(total)
         status = sourceIndex >= sources.count ? .atEnd : .open
-        if delay > 0, total > 0 {
-            Thread.sleep(forTimeInterval: delay)
-        }
         return total
     }
 

@@ -6,22 +6,42 @@ import Glibc
 
 /// Feeds a request body to libcurl's read callback, on the driver thread only.
 ///
-/// Files are read with `read(2)` straight into curl's buffer and streams in curl-sized
-/// chunks, so an upload never holds more than one buffer of its body in memory.
+/// Files are read with `read(2)` straight into curl's buffer, so an upload never holds more
+/// than one buffer of its body in memory. A multipart body made of data and files is read
+/// the same way. Any stream that may block — a caller's `InputStream`, a multipart body with
+/// a caller's stream part, a throttled multipart body — is read on a ``BodyPump``'s queue
+/// into a bounded buffer: the driver thread never waits on caller code or sleeps.
 final class BodyReader {
     private enum Source {
         case data(Data, offset: Int)
+        /// Read on the driver thread: a multipart body of data and files only, unthrottled.
         case stream(InputStream, opened: Bool)
+        /// Read on the pump's queue; `stream` is kept for rewinding a multipart body.
+        case pumped(BodyPump, stream: InputStream)
         case file(descriptor: Int32)
     }
+
+    /// What a read gave curl.
+    enum ReadOutcome: Equatable {
+        /// This many bytes (0: the body is complete).
+        case bytes(Int)
+        /// Nothing available yet: pause the transfer until the wake closure is called.
+        case pause
+        case failed(SessionError)
+    }
+
+    /// Called from another queue when a paused read can go on (see ``BodyPump``).
+    private let wake: @Sendable () -> Void
 
     private var source: Source
     /// The declared length; nil means unknown (chunked transfer coding).
     let length: Int64?
     private(set) var bytesRead: Int64 = 0
 
-    /// Opens `body`; throws when a file cannot be opened.
-    init?(_ body: RequestBody) throws(SessionError) {
+    /// Opens `body`; throws when a file cannot be opened. `wake` is called from another queue
+    /// when a read that answered `.pause` can go on.
+    init?(_ body: RequestBody, wake: @escaping @Sendable () -> Void) throws(SessionError) {
+        self.wake = wake
         switch body {
         case .none:
             return nil
@@ -29,7 +49,7 @@ final class BodyReader {
             source = .data(data, offset: 0)
             length = Int64(data.count)
         case .stream(let stream, let declared):
-            source = .stream(stream, opened: false)
+            source = Self.streamSource(stream, wake: wake)
             length = declared
         case .file(let url):
             guard url.isFileURL else { throw .bodyStreamFailed("\(url) is not a file URL") }
@@ -47,20 +67,29 @@ final class BodyReader {
         }
     }
 
+    /// Streams that never block are read here; every other one through a pump.
+    private static func streamSource(_ stream: InputStream, wake: @escaping @Sendable () -> Void) -> Source {
+        if let multipart = stream as? MultipartBodyStream, multipart.isRewindable, multipart.packetSize == nil {
+            return .stream(stream, opened: false)
+        }
+        return .pumped(BodyPump(stream: stream, wake: wake), stream: stream)
+    }
+
     deinit {
         switch source {
         case .file(let descriptor): close(descriptor)
         case .stream(let stream, let opened) where opened: stream.close()
+        case .pumped(let pump, _): pump.cancel()
         default: break
         }
     }
 
-    /// Copies up to `buffer.count` bytes; 0 means the body is complete.
-    func read(into buffer: UnsafeMutableRawBufferPointer) -> Result<Int, SessionError> {
-        guard let base = buffer.baseAddress, buffer.count > 0 else { return .success(0) }
+    /// Copies up to `buffer.count` bytes; `.bytes(0)` means the body is complete.
+    func read(into buffer: UnsafeMutableRawBufferPointer) -> ReadOutcome {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return .bytes(0) }
         var wanted = buffer.count
         if let length { wanted = Int(min(Int64(wanted), max(0, length - bytesRead))) }
-        if wanted == 0 { return .success(0) }
+        if wanted == 0 { return .bytes(0) }
 
         let count: Int
         switch source {
@@ -78,20 +107,27 @@ final class BodyReader {
             let result = stream.read(base.assumingMemoryBound(to: UInt8.self), maxLength: wanted)
             if result < 0 {
                 let reason = stream.streamError.map { "\($0)" } ?? "the stream reported an error"
-                return .failure(.bodyStreamFailed(reason))
+                return .failed(.bodyStreamFailed(reason))
             }
             count = result
+        case .pumped(let pump, _):
+            switch pump.take(into: UnsafeMutableRawBufferPointer(start: base, count: wanted)) {
+            case .bytes(let taken): count = taken
+            case .end: count = 0
+            case .wait: return .pause
+            case .failed(let error): return .failed(error)
+            }
         case .file(let descriptor):
             var result: Int
             repeat { result = Glibc.read(descriptor, base, wanted) } while result < 0 && errno == EINTR
-            if result < 0 { return .failure(.bodyStreamFailed(String(cString: strerror(errno)))) }
+            if result < 0 { return .failed(.bodyStreamFailed(String(cString: strerror(errno)))) }
             count = result
         }
         bytesRead += Int64(count)
         if count == 0, let length, bytesRead < length {
-            return .failure(.bodyStreamFailed("the body ended after \(bytesRead) of \(length) bytes"))
+            return .failed(.bodyStreamFailed("the body ended after \(bytesRead) of \(length) bytes"))
         }
-        return .success(count)
+        return .bytes(count)
     }
 
     /// Goes back to the start, as curl asks when it must resend (a reused connection that
@@ -107,6 +143,12 @@ final class BodyReader {
             guard let copy = (stream as? MultipartBodyStream)?.makeRewoundCopy() else { return false }
             if opened { stream.close() }
             source = .stream(copy, opened: false)
+        case .pumped(let pump, let stream):
+            // Nothing taken yet: what the pump read ahead is still the body's start.
+            guard bytesRead > 0 else { return true }
+            guard let copy = (stream as? MultipartBodyStream)?.makeRewoundCopy() else { return false }
+            pump.cancel()
+            source = .pumped(BodyPump(stream: copy, wake: wake), stream: copy)
         case .file(let descriptor):
             guard lseek(descriptor, 0, SEEK_SET) == 0 else { return false }
         }
@@ -116,9 +158,11 @@ final class BodyReader {
 
     /// Whether the body can be sent again from the start.
     var isRewindable: Bool {
-        if case .stream(let stream, _) = source, bytesRead > 0 {
+        switch source {
+        case .stream(let stream, _) where bytesRead > 0, .pumped(_, let stream) where bytesRead > 0:
             return (stream as? MultipartBodyStream)?.isRewindable ?? false
+        default:
+            return true
         }
-        return true
     }
 }

@@ -123,7 +123,8 @@ struct PreparedRequest: Sendable {
 enum RequestBody: @unchecked Sendable {
     case none
     case data(Data)
-    /// A stream read lazily on the driver thread; `length` nil means chunked upload.
+    /// A stream read lazily (on a body pump's queue when it may block); `length` nil means
+    /// chunked upload.
     case stream(InputStream, length: Int64?)
     /// A file read lazily on the driver thread.
     case file(URL)

@@ -62,10 +62,19 @@ final class TaskDelegate {
         self.request = task.currentRequest ?? URLRequest(url: prepared.url)
         self.prepared = prepared
         self.head = ResponseHeadParser(maximumBytes: engine.configuration.maximumResponseHeaderBytes)
-        self.bodyReader = try BodyReader(prepared.body)
+        self.bodyReader = try BodyReader(prepared.body, wake: Self.bodyWake(task: task, engine: engine))
         self.clock = TransferClock(
             timeouts: TransferTimeouts(request: task.originalRequest, configuration: engine.configuration),
             now: startUptime)
+    }
+
+    /// Resumes a transfer whose body read paused for data (called on a body pump's queue).
+    /// Weak: a caller's stream stuck in a read must not keep the task or the manager alive.
+    private static func bodyWake(task: SessionTask, engine: SessionEngine) -> @Sendable () -> Void {
+        { [weak task, weak engine] in
+            guard let task, let engine else { return }
+            _ = engine.submit(.resumeSending(task))
+        }
     }
 
     /// Now, on the clock the timeouts use.
@@ -182,7 +191,7 @@ final class TaskDelegate {
                 }
             }
         case .fromRequest:
-            bodyReader = try BodyReader(nextPrepared.body)
+            bodyReader = try BodyReader(nextPrepared.body, wake: Self.bodyWake(task: task, engine: engine))
         }
         request = next
         prepared = nextPrepared
@@ -295,16 +304,17 @@ final class TaskDelegate {
         return .accepted
     }
 
-    func readBody(into buffer: UnsafeMutableRawBufferPointer) -> Int? {
-        guard let reader = bodyReader else { return 0 }
-        switch reader.read(into: buffer) {
-        case .success(let count):
-            if count > 0 { clock.noteActivity(at: Self.uptime) }
-            return count
-        case .failure(let error):
-            failure = error
-            return nil
+    /// What the read callback gives curl: bytes, a pause until the body's stream has data
+    /// (the idle clock keeps running: a stream that never delivers times out), or a failure.
+    func readBody(into buffer: UnsafeMutableRawBufferPointer) -> BodyReader.ReadOutcome {
+        guard let reader = bodyReader else { return .bytes(0) }
+        let outcome = reader.read(into: buffer)
+        switch outcome {
+        case .bytes(let count) where count > 0: clock.noteActivity(at: Self.uptime)
+        case .failed(let error): failure = error
+        default: break
         }
+        return outcome
     }
 
     func rewindBody() -> Bool { bodyReader?.rewind() ?? true }

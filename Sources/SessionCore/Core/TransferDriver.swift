@@ -24,6 +24,8 @@ final class TransferDriver: Sendable {
         case unpause(SessionTask)
         /// Backpressure relief: the consumer drained a streamed body.
         case resumeReading(SessionTask)
+        /// The request body's pump has data (or its end) for a read that paused.
+        case resumeSending(SessionTask)
         /// The redirection hook answered about the proposed hop: follow the request it
         /// returned, or deliver the 3xx when nil.
         case redirectDecision(SessionTask, RedirectPolicy.Hop, URLRequest?)
@@ -285,6 +287,12 @@ final class DriverLoop {
             delegate.clock.setIdleClockStopped(false, at: TaskDelegate.uptime)
             scheduleTimeoutCheck(for: delegate)
             _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
+        case .resumeSending(let task):
+            guard let delegate = delegates[ObjectIdentifier(task)], delegate.isAttached,
+                !delegate.isSuspendedByCaller
+            else { return }
+            // Clears the receive pause too; the write callback re-pauses if still behind.
+            _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
         case .redirectDecision(let task, let proposed, let decision):
             guard let delegate = delegates[ObjectIdentifier(task)] else { return }
             if let decision {
@@ -310,7 +318,7 @@ final class DriverLoop {
             engine.complete(task, outcome: TransferOutcome(error: .sessionInvalidated, request: task.currentRequest))
         case .shutdown(let completion):
             completion()
-        case .pause, .unpause, .resumeReading:
+        case .pause, .unpause, .resumeReading, .resumeSending:
             break
         }
     }

@@ -1,0 +1,260 @@
+import CurlewTestSupport
+import Foundation
+import Glibc
+import Security
+import Serialization
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// Request bodies that are slow by design (a throttled multipart body) or by nature (a
+/// caller's stream waiting for its producer) never hold up the manager's other transfers:
+/// the driver thread pauses their transfer instead of sleeping or blocking in a read.
+final class BodyStreamTests: XCTestCase {
+    var manager: URLSessionManager!
+
+    override func setUp() { manager = URLSessionManager.raw() }
+
+    override func tearDown() async throws {
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+        manager = nil
+    }
+
+    /// Runs `count` GETs one after another on the shared manager; each must finish. A driver
+    /// thread stuck in a body read would never run them: the 60 s guard turns that hang into a
+    /// failure (it is not a timing assertion: the GETs take milliseconds).
+    private func sequentialGets(_ count: Int) async throws {
+        let done = expectation(description: "\(count) GETs")
+        let url = try Peer.url("/get")
+        let errors = Mutex<[String]>([])
+        Task { [manager] in
+            for index in 0..<count {
+                let response = await manager!.response(for: URLRequest(url: url))
+                if response.error != nil || response.response?.statusCode != 200 {
+                    errors.withLock { $0.append("GET \(index): \(String(describing: response.error))") }
+                }
+            }
+            done.fulfill()
+        }
+        await fulfillment(of: [done], timeout: 60)
+        XCTAssertEqual(errors.withLock { $0 }, [])
+    }
+
+    /// 12 packets of 1 KiB, 0.25 s apart (3 s in all). While it trickles out, 10 GETs run one
+    /// after another on the same manager. Had the throttle slept on the driver thread, each
+    /// GET would wait out a packet delay at every step and the upload would end first.
+    func testAThrottledMultipartUploadDoesNotStallTheOtherTransfers() async throws {
+        let payload = Data((0..<11_500).map { UInt8(ascii: "a") + UInt8($0 % 26) })
+        let request = try HTTPRequestSerializer().multipartFormRequest(
+            method: "POST", urlString: try Peer.url("/post").absoluteString, parameters: nil
+        ) { form in
+            form.appendPart(withFileData: payload, name: "file", fileName: "slow.txt", mimeType: "text/plain")
+            form.throttleBandwidth(withPacketSize: 1024, delay: 0.25)
+        }
+        let finished = Mutex(false)
+        let upload = Task { [manager] in
+            let response: DataResponse = await withCheckedContinuation { continuation in
+                manager!.uploadTask(withStreamedRequest: request) { response in
+                    finished.withLock { $0 = true }
+                    continuation.resume(returning: response)
+                }.resume()
+            }
+            return response
+        }
+        try await sequentialGets(10)
+        XCTAssertFalse(finished.withLock { $0 }, "the throttled upload ended before 10 quick GETs did")
+
+        let response = await upload.value
+        XCTAssertNil(response.error)
+        let echo = try json(response.data)
+        let files = try XCTUnwrap(echo["files"] as? [String: Any])
+        XCTAssertEqual(files["file"] as? String, String(decoding: payload, as: UTF8.self), "every byte arrived, in order")
+    }
+
+    /// A caller's stream whose producer has written nothing yet: the upload waits, the GETs
+    /// on the same manager go on, and once the producer writes (in three pieces) and closes,
+    /// the server receives exactly what was written.
+    func testACallerStreamWaitingForItsProducerDoesNotBlockTheDriver() async throws {
+        let stream = try PipeStream()
+        let pieces = (0..<3).map { piece in Data((0..<1_000).map { UInt8(ascii: "A") + UInt8(($0 + piece) % 26) }) }
+        let body = pieces.reduce(Data(), +)
+
+        var request = URLRequest(url: try Peer.url("/post"))
+        request.httpMethod = "POST"
+        request.httpBodyStream = stream
+        request.setValue("\(body.count)", forHTTPHeaderField: "Content-Length")
+        request.setValue("text/plain", forHTTPHeaderField: "Content-Type")
+        let upload = Task { [manager] in
+            let response: DataResponse = await withCheckedContinuation { continuation in
+                manager!.uploadTask(withStreamedRequest: request) { continuation.resume(returning: $0) }.resume()
+            }
+            return response
+        }
+
+        // The producer has written nothing: a driver blocked in the stream's read would never
+        // get to these (the test would hang here rather than fail, so this comes first).
+        try await sequentialGets(5)
+
+        for piece in pieces {
+            XCTAssertEqual(stream.produce(piece), piece.count)
+            try await sequentialGets(1)  // the upload pauses again between pieces
+        }
+        stream.finishProducing()
+
+        let response = await upload.value
+        XCTAssertNil(response.error)
+        let echo = try json(response.data)
+        XCTAssertEqual(echo["data"] as? String, String(decoding: body, as: UTF8.self))
+    }
+
+    /// The same pause and wake-up on an HTTP/2 stream (nghttpd): the upload resumes after
+    /// each piece and completes with every byte sent.
+    func testAWaitingStreamResumesOverHTTP2() async throws {
+        let certificates = try TestCertificates.shared()
+        let peer = try HTTP2Peer.shared()
+        let name = "sink-\(UUID().uuidString).txt"
+        try Data("stored".utf8).write(to: peer.directory.appendingPathComponent(name))
+        var policy = SecurityPolicy.default
+        policy.trustedRootCertificates = [try Certificate(contentsOf: certificates.root.certificatePEM)]
+        try manager.setSecurityPolicy(policy)
+
+        let stream = try PipeStream()
+        let pieces = (0..<3).map { piece in Data(repeating: UInt8(ascii: "a") + UInt8(piece), count: 20_000) }
+        var request = URLRequest(url: try XCTUnwrap(URL(string: "https://localhost:\(peer.port)/\(name)")))
+        request.httpMethod = "POST"
+        request.httpBodyStream = stream
+        request.setValue("60000", forHTTPHeaderField: "Content-Length")
+        let task = Mutex<SessionTask?>(nil)
+        let upload = Task { [manager] in
+            let response: DataResponse = await withCheckedContinuation { continuation in
+                let created = manager!.uploadTask(withStreamedRequest: request) { continuation.resume(returning: $0) }
+                task.withLock { $0 = created }
+                created.resume()
+            }
+            return response
+        }
+        for piece in pieces {
+            XCTAssertEqual(stream.produce(piece), piece.count)
+            try await sequentialGets(1)
+        }
+        stream.finishProducing()
+        let response = await upload.value
+        XCTAssertNil(response.error)
+        XCTAssertEqual(response.metrics?.finalTransaction?.httpVersion, "HTTP/2")
+        XCTAssertEqual(task.withLock { $0?.countOfBytesSent }, 60_000)
+    }
+
+    /// A multipart body with a caller's stream part goes through the pump too, byte for byte.
+    func testAMultipartBodyWithACallerStreamPartArrivesIntact() async throws {
+        let part = Data((0..<300_000).map { UInt8(ascii: "a") + UInt8($0 % 26) })
+        let request = try HTTPRequestSerializer().multipartFormRequest(
+            method: "POST", urlString: try Peer.url("/post").absoluteString, parameters: ["kind": "stream"]
+        ) { form in
+            form.appendPart(
+                with: InputStream(data: part), name: "file", fileName: "big.txt", length: Int64(part.count),
+                mimeType: "text/plain")
+        }
+        let response: DataResponse = await withCheckedContinuation { continuation in
+            manager.uploadTask(withStreamedRequest: request) { continuation.resume(returning: $0) }.resume()
+        }
+        XCTAssertNil(response.error)
+        let echo = try json(response.data)
+        let files = try XCTUnwrap(echo["files"] as? [String: Any])
+        XCTAssertEqual((files["file"] as? String)?.utf8.count, part.count)
+        XCTAssertEqual(files["file"] as? String, String(decoding: part, as: UTF8.self))
+        XCTAssertEqual((echo["form"] as? [String: Any])?["kind"] as? String, "stream")
+    }
+
+    /// A caller's stream that fails mid-body fails the task with `.bodyStreamFailed`; the
+    /// server never sees a complete request.
+    func testACallerStreamThatFailsFailsTheTask() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/upload") { request in .text("got \(request.body.count)") }
+        var request = URLRequest(url: try server.url("/upload"))
+        request.httpMethod = "PUT"
+        request.httpBodyStream = FailingStream(goodBytes: 5_000)
+        request.setValue("20000", forHTTPHeaderField: "Content-Length")
+        let response: DataResponse = await withCheckedContinuation { continuation in
+            manager.uploadTask(withStreamedRequest: request) { continuation.resume(returning: $0) }.resume()
+        }
+        guard case .bodyStreamFailed? = response.error as? SessionError else {
+            return XCTFail("expected bodyStreamFailed, got \(String(describing: response.error))")
+        }
+        XCTAssertFalse(server.requests.contains { $0.path == "/upload" }, "an incomplete body was answered")
+    }
+}
+
+/// Produces `goodBytes` bytes, then fails with an error (as a stream over a broken pipe does).
+private final class FailingStream: InputStream {
+    private let goodBytes: Int
+    private var produced = 0
+    private var failure: (any Error)?
+
+    init(goodBytes: Int) {
+        self.goodBytes = goodBytes
+        super.init(data: Data())
+    }
+
+    override func open() {}
+    override func close() {}
+    override var hasBytesAvailable: Bool { failure == nil }
+    override var streamStatus: Stream.Status { failure == nil ? .open : .error }
+    override var streamError: (any Error)? { failure }
+
+    override func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength len: Int) -> Int {
+        guard produced < goodBytes else {
+            failure = CocoaError(.fileReadCorruptFile)
+            return -1
+        }
+        let count = min(len, goodBytes - produced)
+        buffer.update(repeating: UInt8(ascii: "x"), count: count)
+        produced += count
+        return count
+    }
+}
+
+/// A stream over a pipe: `read` blocks in read(2) until the test produces bytes, as a
+/// stream fed by another thread, a socket or a child process does.
+private final class PipeStream: InputStream {
+    private let readEnd: Int32
+    private let writeEnd: Int32
+
+    init() throws {
+        var descriptors: [Int32] = [0, 0]
+        guard pipe(&descriptors) == 0 else { throw CocoaError(.fileReadUnknown) }
+        readEnd = descriptors[0]
+        writeEnd = descriptors[1]
+        super.init(data: Data())
+    }
+
+    deinit {
+        Glibc.close(readEnd)
+        finishProducing()
+    }
+
+    /// Writes `bytes` to the pipe (they fit in its buffer); returns the count written.
+    func produce(_ bytes: Data) -> Int {
+        bytes.withUnsafeBytes { Glibc.write(writeEnd, $0.baseAddress, $0.count) }
+    }
+
+    /// Closes the write end: the reader sees the end of the stream.
+    func finishProducing() {
+        Glibc.close(writeEnd)
+    }
+
+    override func open() {}
+    override func close() {}
+    override var hasBytesAvailable: Bool { true }
+    override var streamStatus: Stream.Status { .open }
+
+    override func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength len: Int) -> Int {
+        var result: Int
+        repeat { result = Glibc.read(readEnd, buffer, len) } while result < 0 && errno == EINTR
+        return result
+    }
+}
