@@ -28,6 +28,23 @@ public struct HTTPResponseSerializer: ResponseSerialization, Codable {
         return data
     }
 
+    /// Validates from the head (no `HTTPURLResponse` is built unless validation fails) and
+    /// returns `data` unchanged.
+    public func responseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws -> Data? {
+        if let head {
+            try ResponseValidation.validate(
+                head: head, data: data, statusCodes: acceptableStatusCodes, contentTypes: acceptableContentTypes)
+        }
+        return data
+    }
+
+    /// ``responseObject(for:head:data:)``, boxed.
+    public func sendableResponseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws
+        -> (any Sendable)?
+    {
+        try responseObject(for: request, head: head, data: data)
+    }
+
     private enum CodingKeys: String, CodingKey {
         case acceptableStatusCodes, acceptableContentTypes
     }

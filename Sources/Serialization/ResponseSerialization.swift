@@ -33,12 +33,36 @@ public protocol ResponseSerialization<Output>: Sendable {
     ///   and whatever ``responseObject(for:response:data:)`` throws.
     func sendableResponseObject(for request: URLRequest?, response: HTTPURLResponse?, data: Data?) throws
         -> (any Sendable)?
+
+    /// Validates and decodes from the response's ``HTTPResponseHead``, the form the session
+    /// engine has. The default implementation builds the head's `HTTPURLResponse` and calls
+    /// ``responseObject(for:response:data:)``; Curlew's serializers validate from the head
+    /// directly, so a response nobody reads is never built.
+    func responseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws -> Output
+
+    /// ``sendableResponseObject(for:response:data:)`` from the response's head (see
+    /// ``responseObject(for:head:data:)``). The default implementation builds the head's
+    /// `HTTPURLResponse`; a serializer with a head-based path implements this too.
+    func sendableResponseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws
+        -> (any Sendable)?
 }
 
 extension ResponseSerialization {
     /// Calls ``responseObject(for:data:)``; the request plays no part.
     public func responseObject(for request: URLRequest?, response: HTTPURLResponse?, data: Data?) throws -> Output {
         try responseObject(for: response, data: data)
+    }
+
+    /// Builds the head's `HTTPURLResponse` and calls ``responseObject(for:response:data:)``.
+    public func responseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws -> Output {
+        try responseObject(for: request, response: head?.httpURLResponse, data: data)
+    }
+
+    /// Builds the head's `HTTPURLResponse` and calls ``sendableResponseObject(for:response:data:)``.
+    public func sendableResponseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws
+        -> (any Sendable)?
+    {
+        try sendableResponseObject(for: request, response: head?.httpURLResponse, data: data)
     }
 }
 

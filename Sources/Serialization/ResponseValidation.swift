@@ -40,6 +40,27 @@ enum ResponseValidation {
     }
 
     /// The value of a response header, looked up without regard to case.
+    /// ``validate(_:data:statusCodes:contentTypes:)`` from a response head: the same checks,
+    /// and Foundation's response is built only for the error when one is thrown.
+    static func validate(
+        head: HTTPResponseHead, data: Data?, statusCodes: IndexSet, contentTypes: Set<String>?
+    ) throws {
+        var acceptable = statusCodes.contains(head.statusCode)
+        if acceptable, let contentTypes, let data, !data.isEmpty {
+            if let mimeType = head.mimeType {
+                acceptable = contentTypes.contains { $0.lowercased() == mimeType }
+            } else {
+                acceptable = isEmptyOrWhitespace(data)
+            }
+        }
+        guard !acceptable else { return }
+        guard let response = head.httpURLResponse else {
+            throw SerializationError.invalidBody(
+                .string, response: nil, data: data, underlying: CocoaError(.coderInvalidValue))
+        }
+        try validate(response, data: data, statusCodes: statusCodes, contentTypes: contentTypes)
+    }
+
     static func header(_ name: String, in response: HTTPURLResponse) -> String? {
         let lowered = name.lowercased()
         for (key, value) in response.allHeaderFields {

@@ -1,4 +1,5 @@
 import Foundation
+import Serialization
 import XCTest
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -6,8 +7,8 @@ import FoundationNetworking
 @testable import SessionCore
 
 final class RedirectPolicyTests: XCTestCase {
-    private func response(_ status: Int, location: String, from url: String) -> HTTPURLResponse {
-        HTTPURLResponse(url: URL(string: url)!, statusCode: status, httpVersion: "HTTP/1.1", headerFields: ["Location": location])!
+    private func response(_ status: Int, location: String, from url: String) -> HTTPResponseHead {
+        HTTPResponseHead(url: URL(string: url)!, statusCode: status, fields: [("Location", location)])
     }
 
     private func request(_ url: String, method: String = "GET", body: Data? = nil) -> URLRequest {

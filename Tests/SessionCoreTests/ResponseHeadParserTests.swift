@@ -1,4 +1,5 @@
 import Foundation
+import Serialization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -6,6 +7,8 @@ import XCTest
 @testable import SessionCore
 
 final class ResponseHeadParserTests: XCTestCase {
+    private let url = URL(fileURLWithPath: "/")
+
     private func feed(_ parser: inout ResponseHeadParser, _ lines: [String]) -> [ResponseHeadParser.Event] {
         lines.map { line in Array(line.utf8).withUnsafeBytes { parser.consume($0) } }
     }
@@ -16,9 +19,14 @@ final class ResponseHeadParserTests: XCTestCase {
         XCTAssertEqual(events.last, .headComplete)
         XCTAssertEqual(parser.statusCode, 200)
         XCTAssertEqual(parser.httpVersion, "HTTP/1.1")
-        XCTAssertEqual(parser.headerDictionary["Vary"], "A, B")
-        let response = try XCTUnwrap(parser.makeResponse(url: URL(string: "http://example.test/")!))
+        let head = parser.makeHead(url: try XCTUnwrap(URL(string: "http://example.test/")))
+        XCTAssertEqual(head.value(forHTTPHeaderField: "VARY"), "A, B")
+        XCTAssertEqual(head.values(forHTTPHeaderField: "vary"), ["A", "B"])
+        XCTAssertEqual(head.headerDictionary["Vary"], "A, B")
+        let response = try XCTUnwrap(head.httpURLResponse)
         XCTAssertEqual(response.value(forHTTPHeaderField: "content-type"), "text/plain")
+        XCTAssertEqual(response.value(forHTTPHeaderField: "Vary"), "A, B")
+        XCTAssertTrue(head.httpURLResponse === response, "built once, then kept")
     }
 
     func testInterimResponsesAreSkipped() {
@@ -31,13 +39,13 @@ final class ResponseHeadParserTests: XCTestCase {
         XCTAssertEqual(events.filter { $0 == .headComplete }.count, 1)
         XCTAssertEqual(parser.statusCode, 201)
         XCTAssertEqual(parser.httpVersion, "HTTP/2")
-        XCTAssertNil(parser.headerDictionary["Link"], "interim fields do not leak into the final head")
+        XCTAssertNil(parser.makeHead(url: url).value(forHTTPHeaderField: "Link"), "interim fields do not leak into the final head")
     }
 
     func testObsoleteLineFoldingJoinsTheValue() {
         var parser = ResponseHeadParser(maximumBytes: 1024)
         _ = feed(&parser, ["HTTP/1.1 200 OK\r\n", "X-Long: first\r\n", "\t second\r\n", "\r\n"])
-        XCTAssertEqual(parser.headerDictionary["X-Long"], "first second")
+        XCTAssertEqual(parser.makeHead(url: url).value(forHTTPHeaderField: "X-Long"), "first second")
     }
 
     func testMalformedHeadsAreInvalid() {
@@ -65,6 +73,68 @@ final class ResponseHeadParserTests: XCTestCase {
         var parser = ResponseHeadParser(maximumBytes: 1024)
         _ = feed(&parser, ["HTTP/1.1 200 OK\r\n", "\r\n"])
         XCTAssertEqual(feed(&parser, ["X-Trailer: 1\r\n", "\r\n"]), [.needMore, .needMore])
-        XCTAssertNil(parser.headerDictionary["X-Trailer"])
+        XCTAssertNil(parser.makeHead(url: url).value(forHTTPHeaderField: "X-Trailer"))
+    }
+
+    func testValuesAreTrimmedAndControlBytesBecomeSpaces() {
+        var parser = ResponseHeadParser(maximumBytes: 1024)
+        _ = feed(&parser, ["HTTP/1.1 200 OK\r\n", "X-A: \t spaced out \t\r\n", "X-B: a\u{0}b\rc\r\n", "X-C:\r\n", "\r\n"])
+        let head = parser.makeHead(url: url)
+        XCTAssertEqual(head.value(forHTTPHeaderField: "x-a"), "spaced out")
+        XCTAssertEqual(head.value(forHTTPHeaderField: "X-B"), "a b c", "no value can carry a line break onwards")
+        XCTAssertEqual(head.value(forHTTPHeaderField: "X-C"), "")
+        XCTAssertNil(head.value(forHTTPHeaderField: "X-D"))
+    }
+
+    func testStatusLineForms() {
+        for (line, code, version) in [
+            ("HTTP/1.1 204 No Content\r\n", 204, "HTTP/1.1"), ("HTTP/2 200\r\n", 200, "HTTP/2"),
+            ("HTTP/1.0 404 Not  Found\r\n", 404, "HTTP/1.0"), ("HTTP/3 999 x\r\n", 999, "HTTP/3"),
+        ] {
+            var parser = ResponseHeadParser(maximumBytes: 1024)
+            XCTAssertEqual(feed(&parser, [line, "\r\n"]), [.needMore, .headComplete], line)
+            XCTAssertEqual(parser.statusCode, code, line)
+            XCTAssertEqual(parser.httpVersion, version, line)
+        }
+        for line in ["HTTP/1.1 20 OK\r\n", "HTTP/1.1 099 x\r\n", "HTTP/1.1 2x0\r\n", "HTTP/1.1\r\n", "HTTP/1.1 200OK\r\n"] {
+            var parser = ResponseHeadParser(maximumBytes: 1024)
+            guard case .invalid? = feed(&parser, [line]).last else { return XCTFail(line) }
+        }
+    }
+
+    func testTheHeadAnswersWhatHTTPURLResponseWouldWithoutBuildingIt() throws {
+        var parser = ResponseHeadParser(maximumBytes: 4096)
+        _ = feed(&parser, [
+            "HTTP/1.1 200 OK\r\n", "Content-Type: Application/JSON; Charset=\"UTF-8\"\r\n", "Content-Length: 42\r\n",
+            "Set-Cookie: a=1\r\n", "Set-Cookie: b=2\r\n", "x-lower: kept\r\n", "\r\n",
+        ])
+        let head = parser.makeHead(url: try XCTUnwrap(URL(string: "http://example.test/a")))
+        XCTAssertEqual(head.mimeType, "application/json")
+        XCTAssertEqual(head.textEncodingName, "utf-8")
+        XCTAssertEqual(head.expectedContentLength, 42)
+        XCTAssertEqual(head.values(forHTTPHeaderField: "set-cookie"), ["a=1", "b=2"])
+        XCTAssertEqual(head.fieldCount, 5)
+        let response = try XCTUnwrap(head.httpURLResponse)
+        XCTAssertEqual(response.statusCode, 200)
+        XCTAssertEqual(response.mimeType, head.mimeType)
+        XCTAssertEqual(response.expectedContentLength, head.expectedContentLength)
+        XCTAssertEqual(response.value(forHTTPHeaderField: "X-Lower"), "kept")
+    }
+
+    func testContentLengthEdgeValues() {
+        func length(_ values: [String]) -> Int64 {
+            var parser = ResponseHeadParser(maximumBytes: 4096)
+            _ = feed(&parser, ["HTTP/1.1 200 OK\r\n"] + values.map { "Content-Length: \($0)\r\n" } + ["\r\n"])
+            return parser.makeHead(url: url).expectedContentLength
+        }
+        XCTAssertEqual(length([]), -1)
+        XCTAssertEqual(length(["0"]), 0)
+        XCTAssertEqual(length(["7", "7"]), 7, "repeated, equal")
+        XCTAssertEqual(length(["7", "8"]), -1, "repeated, conflicting")
+        XCTAssertEqual(length(["-1"]), -1)
+        XCTAssertEqual(length(["12a"]), -1)
+        XCTAssertEqual(length([""]), -1)
+        XCTAssertEqual(length(["999999999999999999"]), 999_999_999_999_999_999)
+        XCTAssertEqual(length(["99999999999999999999999"]), -1, "too large is unknown, not a crash")
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Serialization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -7,8 +8,11 @@ import FoundationNetworking
 public struct DataResponse: Sendable {
     /// The request that was sent last (after redirects).
     public let request: URLRequest?
-    /// The final response, if one arrived.
-    public let response: HTTPURLResponse?
+    /// The final response, if one arrived. Built from ``head`` on first use (Foundation's
+    /// `HTTPURLResponse` is costly to make; read ``head`` when the fields are all you need).
+    public var response: HTTPURLResponse? { head?.httpURLResponse }
+    /// The final response's status line and header fields, as received.
+    public let head: HTTPResponseHead?
     /// The response body, when the task collected it.
     public let data: Data?
     /// Where a download task's file ended up.
@@ -24,7 +28,20 @@ public struct DataResponse: Sendable {
         metrics: TaskMetrics?, result: Result<any Sendable, any Error>
     ) {
         self.request = request
-        self.response = response
+        self.head = response.flatMap { HTTPResponseHead($0) }
+        self.data = data
+        self.fileURL = fileURL
+        self.metrics = metrics
+        self.result = result
+    }
+
+    /// Creates a response value from a response head.
+    public init(
+        request: URLRequest?, head: HTTPResponseHead?, data: Data?, fileURL: URL?,
+        metrics: TaskMetrics?, result: Result<any Sendable, any Error>
+    ) {
+        self.request = request
+        self.head = head
         self.data = data
         self.fileURL = fileURL
         self.metrics = metrics

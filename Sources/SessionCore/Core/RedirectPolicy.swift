@@ -1,4 +1,5 @@
 import Foundation
+import Serialization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -9,9 +10,8 @@ enum RedirectPolicy {
     /// Headers that carry credentials: never sent to another origin.
     static let credentialHeaders: Set<String> = ["authorization", "cookie", "proxy-authorization"]
 
-    static func isRedirect(_ response: HTTPURLResponse) -> Bool {
-        [301, 302, 303, 307, 308].contains(response.statusCode)
-            && response.value(forHTTPHeaderField: "Location") != nil
+    static func isRedirect(_ response: HTTPResponseHead) -> Bool {
+        [301, 302, 303, 307, 308].contains(response.statusCode) && response.contains("Location")
     }
 
     /// The next hop of a redirect: the request and whether it carries the body again.
@@ -24,12 +24,12 @@ enum RedirectPolicy {
 
     /// The request a browser would send next, or nil when the redirect cannot be followed
     /// (no usable Location, a scheme other than http/https).
-    static func redirectedRequest(from request: URLRequest, response: HTTPURLResponse) -> URLRequest? {
+    static func redirectedRequest(from request: URLRequest, response: HTTPResponseHead) -> URLRequest? {
         nextHop(from: request, response: response)?.request
     }
 
     /// The next hop (see `redirectedRequest(from:response:)`), with its body rule.
-    static func nextHop(from request: URLRequest, response: HTTPURLResponse) -> Hop? {
+    static func nextHop(from request: URLRequest, response: HTTPResponseHead) -> Hop? {
         guard isRedirect(response), let location = response.value(forHTTPHeaderField: "Location"),
             let base = request.url,
             let target = URL(string: location, relativeTo: base)?.absoluteURL,

@@ -14,7 +14,7 @@ struct ResponseHeadParser {
     enum Event: Equatable {
         /// Keep going.
         case needMore
-        /// The final head is complete: build the response now.
+        /// The final head is complete: take it with `makeHead(url:)`.
         case headComplete
         /// The head is not valid HTTP.
         case invalid(String)
@@ -24,8 +24,9 @@ struct ResponseHeadParser {
 
     private(set) var statusCode = 0
     private(set) var httpVersion = "HTTP/1.1"
-    /// Fields in arrival order; names as the server spelled them.
-    private(set) var fields: [(name: String, value: String)] = []
+    /// Field names and values, back to back; `ranges` says where each one is.
+    private var storage: [UInt8] = []
+    private var ranges: [HTTPResponseHead.FieldRange] = []
     private(set) var isComplete = false
     private(set) var headBytes = 0
     private var sawStatusLine = false
@@ -40,15 +41,19 @@ struct ResponseHeadParser {
         self = ResponseHeadParser(maximumBytes: maximumBytes)
     }
 
-    /// Feeds one raw header line (with its CRLF) to the parser.
+    /// The number of fields parsed so far.
+    var fieldCount: Int { ranges.count }
+
+    /// Feeds one raw header line (with its CRLF) to the parser. Bytes only: no Foundation
+    /// string work on the driver thread.
     mutating func consume(_ bytes: UnsafeRawBufferPointer) -> Event {
         if isComplete { return .needMore }  // trailers: ignored
         headBytes += bytes.count
         if headBytes > maximumBytes { return .tooLarge }
 
-        var line = Substring(decoding: bytes, as: UTF8.self)
-        // "\r\n" is a single Character (one grapheme cluster), so test isNewline.
-        while let last = line.last, last.isNewline { line = line.dropLast() }
+        var end = bytes.count
+        while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
+        let line = UnsafeRawBufferPointer(rebasing: bytes[0..<end])
 
         if line.isEmpty {
             guard sawStatusLine else { return .invalid("empty line before the status line") }
@@ -56,72 +61,103 @@ struct ResponseHeadParser {
             // 101 Switching Protocols is final, but Curlew never asks for an upgrade.
             if (100..<200).contains(statusCode) && statusCode != 101 {
                 sawStatusLine = false
-                fields.removeAll(keepingCapacity: true)
+                clearFields()
                 return .needMore
             }
             isComplete = true
             return .headComplete
         }
-        if line.hasPrefix("HTTP/") {
+        if line.starts(with: Self.httpPrefix) {
             return parseStatusLine(line)
         }
         guard sawStatusLine else { return .invalid("header field before the status line") }
-        if let first = line.first, first == " " || first == "\t" {
-            // obs-fold continuation (RFC 9112 §5.2): joins the previous field's value.
-            guard !fields.isEmpty else { return .invalid("continuation line without a field") }
-            let continuation = line.trimmingCharacters(in: .whitespaces)
-            fields[fields.count - 1].value += " " + continuation
+        if line[0] == 0x20 || line[0] == 0x09 {
+            // obs-fold continuation (RFC 9112 §5.2): joins the previous field's value. The
+            // previous value is the last thing in `storage`, so it simply grows.
+            guard !ranges.isEmpty else { return .invalid("continuation line without a field") }
+            storage.append(0x20)
+            appendValue(Self.trimmed(line, from: 0, to: line.count))
+            ranges[ranges.count - 1].valueEnd = Int32(clamping: storage.count)
             return .needMore
         }
-        guard let colon = line.firstIndex(of: ":") else {
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else {
             return .invalid("header line without a colon")
         }
-        let name = line[..<colon]
-        guard HTTPHeaderValidation.isToken(name) else {
+        guard colon > 0, line[0..<colon].allSatisfy(HTTPHeaderValidation.isTokenByte) else {
             return .invalid("invalid header field name")
         }
-        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-        fields.append((String(name), value))
+        let nameStart = Int32(clamping: storage.count)
+        storage.append(contentsOf: line[0..<colon])
+        let valueStart = Int32(clamping: storage.count)
+        appendValue(Self.trimmed(line, from: colon + 1, to: line.count))
+        ranges.append(HTTPResponseHead.FieldRange(
+            nameStart: nameStart, nameEnd: valueStart, valueStart: valueStart, valueEnd: Int32(clamping: storage.count)))
         return .needMore
     }
 
-    private mutating func parseStatusLine(_ line: Substring) -> Event {
-        // "HTTP/1.1 200 OK", "HTTP/2 204" — reason phrases are optional.
-        let parts = line.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: true)
-        guard parts.count >= 2, parts[1].count == 3, let code = Int(parts[1]), (100...999).contains(code) else {
-            return .invalid("malformed status line '\(line.prefix(80))'")
+    /// Appends a field value; a control byte (CR, NUL, ...; tab excepted) becomes a space, as
+    /// RFC 9110 §5.5 allows, so no value handed on can split a header line.
+    private mutating func appendValue(_ value: Slice<UnsafeRawBufferPointer>) {
+        if value.allSatisfy(HTTPHeaderValidation.isValueByte) {
+            storage.append(contentsOf: value)
+        } else {
+            storage.append(contentsOf: value.lazy.map { HTTPHeaderValidation.isValueByte($0) ? $0 : 0x20 })
         }
-        httpVersion = String(parts[0])
+    }
+
+    private static let httpPrefix: [UInt8] = Array("HTTP/".utf8)
+
+    /// `line[from..<to]` without leading and trailing spaces and tabs.
+    private static func trimmed(_ line: UnsafeRawBufferPointer, from: Int, to: Int) -> Slice<UnsafeRawBufferPointer> {
+        var start = from
+        var end = to
+        while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
+        while end > start, line[end - 1] == 0x20 || line[end - 1] == 0x09 { end -= 1 }
+        return line[start..<end]
+    }
+
+    private mutating func clearFields() {
+        storage.removeAll(keepingCapacity: true)
+        ranges.removeAll(keepingCapacity: true)
+    }
+
+    private mutating func parseStatusLine(_ line: UnsafeRawBufferPointer) -> Event {
+        // "HTTP/1.1 200 OK", "HTTP/2 204" — reason phrases are optional.
+        guard let space = line.firstIndex(of: 0x20) else { return malformed(line) }
+        var codeStart = space
+        while codeStart < line.count, line[codeStart] == 0x20 { codeStart += 1 }
+        guard codeStart + 3 <= line.count, codeStart + 3 == line.count || line[codeStart + 3] == 0x20 else {
+            return malformed(line)
+        }
+        var code = 0
+        for index in codeStart..<(codeStart + 3) {
+            let digit = line[index]
+            guard digit >= UInt8(ascii: "0"), digit <= UInt8(ascii: "9") else { return malformed(line) }
+            code = code * 10 + Int(digit - UInt8(ascii: "0"))
+        }
+        guard code >= 100 else { return malformed(line) }
+        httpVersion = Self.version(line[0..<space])
         statusCode = code
-        fields.removeAll(keepingCapacity: true)
+        clearFields()
         sawStatusLine = true
         return .needMore
     }
 
-    /// The fields folded into a dictionary: repeated fields are joined with ", "
-    /// (RFC 9110 §5.3), the form `HTTPURLResponse` keeps.
-    var headerDictionary: [String: String] {
-        var result: [String: String] = [:]
-        var canonicalNames: [String: String] = [:]
-        for (name, value) in fields {
-            let key = name.lowercased()
-            if let existing = canonicalNames[key] {
-                result[existing, default: ""] += ", " + value
-            } else {
-                canonicalNames[key] = name
-                result[name] = value
-            }
-        }
-        return result
+    /// The common spellings without building a new string each time.
+    private static func version(_ bytes: Slice<UnsafeRawBufferPointer>) -> String {
+        if bytes.elementsEqual("HTTP/1.1".utf8) { return "HTTP/1.1" }
+        if bytes.elementsEqual("HTTP/2".utf8) { return "HTTP/2" }
+        if bytes.elementsEqual("HTTP/1.0".utf8) { return "HTTP/1.0" }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// All values of one field, case-insensitively, in arrival order.
-    func values(for name: String) -> [String] {
-        fields.filter { $0.name.caseInsensitiveCompare(name) == .orderedSame }.map(\.value)
+    private func malformed(_ line: UnsafeRawBufferPointer) -> Event {
+        .invalid("malformed status line '\(String(decoding: line.prefix(80), as: UTF8.self))'")
     }
 
-    /// Builds the response for `url`; nil only if Foundation refuses the values.
-    func makeResponse(url: URL) -> HTTPURLResponse? {
-        HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: httpVersion, headerFields: headerDictionary)
+    /// The complete head for `url`. The bytes are copied into the head (the parser keeps its
+    /// buffers for the next response).
+    func makeHead(url: URL) -> HTTPResponseHead {
+        HTTPResponseHead(url: url, statusCode: statusCode, httpVersion: httpVersion, storage: storage, ranges: ranges)
     }
 }

@@ -182,11 +182,11 @@ final class SessionEngine: Sendable {
                 result = Result {
                     try SessionEngine.serialize(
                         serializer, request: outcome.request ?? task.originalRequest,
-                        response: outcome.response, data: outcome.body)
+                        head: outcome.head, data: outcome.body)
                 }
             }
             let response = DataResponse(
-                request: outcome.request, response: outcome.response, data: outcome.body,
+                request: outcome.request, head: outcome.head, data: outcome.body,
                 fileURL: outcome.fileURL, metrics: outcome.metrics, result: result)
             if case .failure(let error) = result, outcome.error == nil {
                 task.recordSerializationError(error)
@@ -291,9 +291,9 @@ final class SessionEngine: Sendable {
     /// Runs `serializer` and boxes its output without `Optional` layers; a nil output (an
     /// empty JSON body) becomes a boxed `Optional<any Sendable>.none`, so `value as? T` is nil.
     static func serialize(
-        _ serializer: any ResponseSerialization, request: URLRequest?, response: HTTPURLResponse?, data: Data?
+        _ serializer: any ResponseSerialization, request: URLRequest?, head: HTTPResponseHead?, data: Data?
     ) throws -> any Sendable {
-        if let value = try serializer.sendableResponseObject(for: request, response: response, data: data),
+        if let value = try serializer.sendableResponseObject(for: request, head: head, data: data),
             let unwrapped = OptionalFlattening.nonNone(value)
         {
             return unwrapped

@@ -1,4 +1,5 @@
 import Foundation
+import Serialization
 import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -29,7 +30,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         init(callbacks: TaskCallbacks) { self.callbacks = callbacks }
         var lifecycle = TaskLifecycle()
         var currentRequest: URLRequest?
-        var response: HTTPURLResponse?
+        var head: HTTPResponseHead?
         var error: (any Error)?
         var bytesReceived: Int64 = 0
         var bytesSent: Int64 = 0
@@ -87,8 +88,11 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
 
     /// The request being sent now: differs from `originalRequest` after a redirect.
     public var currentRequest: URLRequest? { protected.withLock { $0.currentRequest } }
-    /// The response, once its head arrived.
-    public var response: HTTPURLResponse? { protected.withLock { $0.response } }
+    /// The response, once its head arrived (built from ``responseHead`` on first use).
+    public var response: HTTPURLResponse? { responseHead?.httpURLResponse }
+    /// The response's status line and header fields as received, once its head arrived:
+    /// cheaper to read than ``response``.
+    public var responseHead: HTTPResponseHead? { protected.withLock { $0.head } }
     /// The task's state.
     public var state: State { protected.withLock { $0.lifecycle.state } }
     /// The error the task failed with, once completed.
@@ -167,10 +171,11 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         protected.withLock { $0.currentRequest = request }
     }
 
-    func didReceive(response: HTTPURLResponse) {
+    func didReceive(head: HTTPResponseHead) {
+        let expected = head.expectedContentLength
         protected.withLock {
-            $0.response = response
-            $0.bytesExpectedToReceive = response.expectedContentLength
+            $0.head = head
+            $0.bytesExpectedToReceive = expected
         }
         scheduleProgressUpdate()
     }
@@ -214,7 +219,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
             uploadProgress.completedUnitCount = snapshot.bytesSent
             upload(uploadProgress)
         }
-        if let download = callbacks.downloadProgress, snapshot.response != nil {
+        if let download = callbacks.downloadProgress, snapshot.head != nil {
             downloadProgress.totalUnitCount = snapshot.bytesExpectedToReceive
             downloadProgress.completedUnitCount = snapshot.bytesReceived
             download(downloadProgress)
@@ -226,7 +231,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         protected.withLock { state in
             guard state.lifecycle.complete() else { return false }
             state.error = outcome.error
-            if let response = outcome.response { state.response = response }
+            if let head = outcome.head { state.head = head }
             if let request = outcome.request { state.currentRequest = request }
             state.prepared = nil
             return true
@@ -269,16 +274,16 @@ public final class UploadTask: DataTask, @unchecked Sendable {}  // adds no stat
 struct TransferOutcome: Sendable {
     var error: SessionError?
     var request: URLRequest?
-    var response: HTTPURLResponse?
+    var head: HTTPResponseHead?
     var body: Data?
     var fileURL: URL?
     var metrics: TaskMetrics?
 
-    init(error: SessionError?, request: URLRequest?, response: HTTPURLResponse? = nil, body: Data? = nil,
+    init(error: SessionError?, request: URLRequest?, head: HTTPResponseHead? = nil, body: Data? = nil,
          fileURL: URL? = nil, metrics: TaskMetrics? = nil) {
         self.error = error
         self.request = request
-        self.response = response
+        self.head = head
         self.body = body
         self.fileURL = fileURL
         self.metrics = metrics

@@ -1,5 +1,6 @@
 internal import CCurl
 import Foundation
+import Serialization
 import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -21,7 +22,9 @@ final class TaskDelegate {
     private(set) var prepared: PreparedRequest
     private var bodyReader: BodyReader?
     private var head: ResponseHeadParser
-    private(set) var response: HTTPURLResponse?
+    /// The current exchange's response head, once complete (Foundation's `HTTPURLResponse`
+    /// is built from it only when someone asks, off this thread).
+    private(set) var responseHead: HTTPResponseHead?
     /// The body collected for the completion handler (only when one wants it).
     private(set) var body = Data()
     /// Set by a callback that aborted the transfer for a reason of Curlew's own; it wins over
@@ -203,7 +206,7 @@ final class TaskDelegate {
     /// Forgets the last response before the delegate sends another request.
     private func resetResponseState() {
         head.reset()
-        response = nil
+        responseHead = nil
         body = Data()
         bodyBytesDelivered = 0
         decodedBodyBytes = 0
@@ -241,21 +244,19 @@ final class TaskDelegate {
             failure = .badServerResponse(reason)
             return false
         case .headComplete:
-            guard let response = head.makeResponse(url: prepared.url) else {
-                failure = .badServerResponse("unusable response head")
-                return false
+            let response = head.makeHead(url: prepared.url)
+            responseHead = response
+            storeCookies(from: response)
+            if let encoding = response.value(forHTTPHeaderField: "Content-Encoding") {
+                isContentEncoded = encoding.lowercased() != "identity"
             }
-            self.response = response
-            storeCookies(from: head)
-            let encoding = response.value(forHTTPHeaderField: "Content-Encoding")?.lowercased() ?? "identity"
-            isContentEncoded = encoding != "identity"
             let hop = RedirectPolicy.nextHop(from: request, response: response)
             let disposition = TransferEnd.disposition(
                 hop: hop, challengeable: hop == nil && withholdsForChallenge(response))
             headDisposition = disposition
             let expected = response.expectedContentLength
             if disposition == .deliver {
-                task.didReceive(response: response)
+                task.didReceive(head: response)
                 if task.options.collectsBody, expected > 0 {
                     // Untrusted: reserve at most 16 MiB up front, grow past it as bytes arrive.
                     body.reserveCapacity(Int(min(expected, 16 << 20)))
@@ -378,7 +379,7 @@ final class TaskDelegate {
         if let failure { return failure }
         if let trustFailure = securityError(for: code) { return trustFailure }
         if code == CURLE_OK {
-            return response == nil ? .badServerResponse("the transfer ended without a response") : nil
+            return responseHead == nil ? .badServerResponse("the transfer ended without a response") : nil
         }
         return SessionError(curlCode: code, message: easy.errorMessage)
     }

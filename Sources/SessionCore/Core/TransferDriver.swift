@@ -1,5 +1,6 @@
 internal import CCurl
 import Foundation
+import Serialization
 import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -432,7 +433,7 @@ final class DriverLoop {
         case .follow(let hop):
             follow(delegate, to: hop.request, proposed: hop)
         case .askRedirectHook(let hop):
-            guard let hook = hooks.redirect, let response = delegate.response else {
+            guard let hook = hooks.redirect, let head = delegate.responseHead else {
                 follow(delegate, to: hop.request, proposed: hop)
                 return
             }
@@ -440,7 +441,8 @@ final class DriverLoop {
             let task = delegate.task
             let driver = self.driver
             engine.operationQueue.async {
-                let decision = hook(task, response, hop.request)
+                // Foundation's response is built here, off the driver thread.
+                let decision = head.httpURLResponse.map { hook(task, $0, hop.request) } ?? hop.request
                 driver.submit(.redirectDecision(task, hop, decision))
             }
         }
@@ -486,7 +488,7 @@ final class DriverLoop {
 
     private func outcome(of delegate: TaskDelegate, error: SessionError?) -> TransferOutcome {
         TransferOutcome(
-            error: error, request: delegate.request, response: delegate.response,
+            error: error, request: delegate.request, head: delegate.responseHead,
             body: error == nil ? delegate.takeBody() : nil, metrics: delegate.metrics)
     }
 

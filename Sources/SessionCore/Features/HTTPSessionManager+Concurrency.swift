@@ -263,7 +263,7 @@ extension HTTPSessionManager {
             return engine.makeTask(UploadTask.self, request: request, options: options)
         }
         return try serializer.responseObject(
-            for: response.request ?? request, response: response.response, data: response.data)
+            for: response.request ?? request, head: response.head, data: response.data)
     }
 
     // MARK: HEAD
@@ -303,6 +303,6 @@ extension HTTPSessionManager {
         _ response: DataResponse, request: URLRequest, with serializer: S
     ) throws {
         _ = try serializer.responseObject(
-            for: response.request ?? request, response: response.response, data: response.data)
+            for: response.request ?? request, head: response.head, data: response.data)
     }
 }

@@ -59,6 +59,6 @@ extension URLSessionManager {
             return engine.makeTask(DataTask.self, request: request, options: options)
         }
         return try serializer.responseObject(
-            for: response.request ?? request, response: response.response, data: response.data)
+            for: response.request ?? request, head: response.head, data: response.data)
     }
 }

@@ -1,5 +1,6 @@
 internal import CCurl
 import Foundation
+import Serialization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -52,9 +53,9 @@ extension TaskDelegate {
     /// `Cookie` header (libcurl's engine was off for it, so it stored nothing). Refused
     /// cookies (a public suffix, a foreign domain, `Secure` over http) are dropped, as
     /// libcurl drops them.
-    func storeCookies(from head: ResponseHeadParser) {
+    func storeCookies(from head: HTTPResponseHead) {
         guard cookieUse == .storeOnly, let jar = engine.configuration.cookieJar else { return }
-        for header in head.values(for: "Set-Cookie") {
+        for header in head.values(forHTTPHeaderField: "Set-Cookie") {
             _ = try? jar.add(setCookie: header, for: prepared.url)
         }
     }

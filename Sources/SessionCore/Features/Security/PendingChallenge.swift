@@ -1,4 +1,5 @@
 import Foundation
+import Serialization
 import Security
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -25,7 +26,8 @@ struct PendingChallenge: @unchecked Sendable {
     let port: Int
     let scheme: String
     let previousFailureCount: Int
-    let failureResponse: HTTPURLResponse?
+    /// The 401's head; Foundation's response is built from it off the driver thread.
+    let failureResponse: HTTPResponseHead?
 
     /// The Foundation challenge the handler receives.
     func makeChallenge() -> URLAuthenticationChallenge {
@@ -42,7 +44,7 @@ struct PendingChallenge: @unchecked Sendable {
         }
         return URLAuthenticationChallenge(
             protectionSpace: space, proposedCredential: nil, previousFailureCount: previousFailureCount,
-            failureResponse: failureResponse, error: error, sender: IgnoringChallengeSender())
+            failureResponse: failureResponse?.httpURLResponse, error: error, sender: IgnoringChallengeSender())
     }
 }
 

@@ -1,5 +1,6 @@
 internal import CCurl
 import Foundation
+import Serialization
 import Security
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -121,7 +122,7 @@ extension TaskDelegate {
 
     /// Decides (at the response head) whether a 401 is held back from the task while the
     /// challenge handler is asked.
-    func withholdsForChallenge(_ response: HTTPURLResponse) -> Bool {
+    func withholdsForChallenge(_ response: HTTPResponseHead) -> Bool {
         securityState.withholdsForChallenge(
             response, canReplayBody: canReplayBody, hasHandler: engine.hooks.authenticationChallenge != nil)
     }
@@ -129,7 +130,7 @@ extension TaskDelegate {
     /// The challenge to put to the handler for a transfer that just ended, if any; counts
     /// the attempt.
     func takePendingChallenge(code: CURLcode) -> PendingChallenge? {
-        securityState.takePendingChallenge(code: code, response: response, url: prepared.url)
+        securityState.takePendingChallenge(code: code, response: responseHead, url: prepared.url)
     }
 
     /// Applies the handler's answer to the challenge taken last.

@@ -1,5 +1,6 @@
 internal import CCurl
 import Foundation
+import Serialization
 import Security
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -87,7 +88,7 @@ struct TransferSecurityState {
 
     /// Decides (at the response head) whether a 401 is held back from the task while the
     /// challenge handler is asked.
-    mutating func withholdsForChallenge(_ response: HTTPURLResponse, canReplayBody: Bool, hasHandler: Bool) -> Bool {
+    mutating func withholdsForChallenge(_ response: HTTPResponseHead, canReplayBody: Bool, hasHandler: Bool) -> Bool {
         guard response.statusCode == 401, mayAskHandler, canReplayBody, hasHandler,
             let field = response.value(forHTTPHeaderField: "WWW-Authenticate"),
             HTTPAuthenticationScheme.parse(field) != nil
@@ -98,7 +99,7 @@ struct TransferSecurityState {
 
     /// The challenge to put to the handler for a transfer of `url` that just ended, if any;
     /// counts the attempt.
-    mutating func takePendingChallenge(code: CURLcode, response: HTTPURLResponse?, url: URL) -> PendingChallenge? {
+    mutating func takePendingChallenge(code: CURLcode, response: HTTPResponseHead?, url: URL) -> PendingChallenge? {
         guard mayAskHandler else { return nil }
         let kind: PendingChallenge.Kind
         if code != CURLE_OK, let context = handshake, !context.isInspection, let trust = context.rejectedTrust,

@@ -1,0 +1,228 @@
+import Foundation
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A response's status line and header fields, kept as the bytes the server sent.
+///
+/// The session engine parses every response head into one of these on its driver thread:
+/// field names and values stay in one byte buffer, and a `String` is made only for the field
+/// someone asks for. Building Foundation's `HTTPURLResponse` costs far more than the request
+/// itself on a fast connection (it canonicalises every field name through `NSString`), so
+/// ``httpURLResponse`` builds it once, on first use, on the thread that asks — and the
+/// built-in response serializers validate from the head without building it at all.
+///
+/// Lookups ignore ASCII case, and repeated fields read as one value joined with ", "
+/// (RFC 9110 §5.3), as `HTTPURLResponse.value(forHTTPHeaderField:)` does.
+public final class HTTPResponseHead: Sendable, CustomStringConvertible {
+    /// Where one field's name and value sit in `storage`.
+    package struct FieldRange: Sendable {
+        package var nameStart: Int32
+        package var nameEnd: Int32
+        package var valueStart: Int32
+        package var valueEnd: Int32
+
+        package init(nameStart: Int32, nameEnd: Int32, valueStart: Int32, valueEnd: Int32) {
+            self.nameStart = nameStart
+            self.nameEnd = nameEnd
+            self.valueStart = valueStart
+            self.valueEnd = valueEnd
+        }
+    }
+
+    /// The URL the response came from.
+    public let url: URL
+    /// The status code, 100...999.
+    public let statusCode: Int
+    /// The protocol from the status line: "HTTP/1.1", "HTTP/2".
+    public let httpVersion: String
+    private let storage: [UInt8]
+    private let ranges: [FieldRange]
+    private let built = Mutex<HTTPURLResponse?>(nil)
+
+    /// A head over field bytes the engine's parser collected (names and values, validated).
+    package init(url: URL, statusCode: Int, httpVersion: String, storage: [UInt8], ranges: [FieldRange]) {
+        self.url = url
+        self.statusCode = statusCode
+        self.httpVersion = httpVersion
+        self.storage = storage
+        self.ranges = ranges
+    }
+
+    /// A head with these fields, in order (names as spelled, values without surrounding
+    /// whitespace).
+    public convenience init(url: URL, statusCode: Int, httpVersion: String = "HTTP/1.1", fields: [(name: String, value: String)]) {
+        var storage: [UInt8] = []
+        var ranges: [FieldRange] = []
+        for (name, value) in fields {
+            let nameStart = Int32(clamping: storage.count)
+            storage.append(contentsOf: name.utf8)
+            let valueStart = Int32(clamping: storage.count)
+            storage.append(contentsOf: value.utf8)
+            ranges.append(FieldRange(
+                nameStart: nameStart, nameEnd: valueStart, valueStart: valueStart,
+                valueEnd: Int32(clamping: storage.count)))
+        }
+        self.init(url: url, statusCode: statusCode, httpVersion: httpVersion, storage: storage, ranges: ranges)
+    }
+
+    /// The head of an existing `HTTPURLResponse`, which ``httpURLResponse`` then returns as is.
+    /// Nil when the response has no URL.
+    public convenience init?(_ response: HTTPURLResponse) {
+        guard let url = response.url else { return nil }
+        let fields = response.allHeaderFields.compactMap { key, value -> (name: String, value: String)? in
+            guard let name = key as? String, let value = value as? String else { return nil }
+            return (name, value)
+        }
+        self.init(url: url, statusCode: response.statusCode, fields: fields)
+        built.withLock { $0 = response }
+    }
+
+    // MARK: Fields
+
+    /// The number of header fields (repeated fields counted each time).
+    public var fieldCount: Int { ranges.count }
+
+    /// Every field in arrival order, names as the server spelled them.
+    public var fields: [(name: String, value: String)] {
+        ranges.map { (string(from: $0.nameStart, to: $0.nameEnd), string(from: $0.valueStart, to: $0.valueEnd)) }
+    }
+
+    /// The value of the field `name` (ASCII case ignored); repeated fields joined with ", ".
+    public func value(forHTTPHeaderField name: String) -> String? {
+        var result: String?
+        for range in ranges where matches(range, name) {
+            let value = string(from: range.valueStart, to: range.valueEnd)
+            if let existing = result { result = existing + ", " + value } else { result = value }
+        }
+        return result
+    }
+
+    /// Every value of the field `name`, one per field line, in arrival order (for fields that
+    /// must not be joined, such as `Set-Cookie`).
+    public func values(forHTTPHeaderField name: String) -> [String] {
+        ranges.filter { matches($0, name) }.map { string(from: $0.valueStart, to: $0.valueEnd) }
+    }
+
+    /// Whether a field `name` is present.
+    public func contains(_ name: String) -> Bool {
+        ranges.contains { matches($0, name) }
+    }
+
+    /// `Content-Length` as a number; -1 when absent, repeated with different values, or not
+    /// a number (as `URLResponse.expectedContentLength`).
+    public var expectedContentLength: Int64 {
+        var result: Int64?
+        for range in ranges where matches(range, "Content-Length") {
+            guard let value = number(from: range.valueStart, to: range.valueEnd), result == nil || result == value
+            else { return -1 }
+            result = value
+        }
+        return result ?? -1
+    }
+
+    /// The media type of `Content-Type`, lowercased, without parameters ("application/json").
+    public var mimeType: String? {
+        guard let contentType = value(forHTTPHeaderField: "Content-Type") else { return nil }
+        let type = contentType.utf8.prefix { $0 != UInt8(ascii: ";") }
+        let trimmed = Self.trimmingSpaces(type)
+        return trimmed.isEmpty ? nil : String(decoding: trimmed, as: UTF8.self).lowercased()
+    }
+
+    /// The `charset` parameter of `Content-Type`, lowercased and unquoted.
+    public var textEncodingName: String? {
+        guard let contentType = value(forHTTPHeaderField: "Content-Type") else { return nil }
+        for parameter in contentType.utf8.split(separator: UInt8(ascii: ";")).dropFirst() {
+            let pieces = parameter.split(separator: UInt8(ascii: "="), maxSplits: 1)
+            guard pieces.count == 2,
+                String(decoding: Self.trimmingSpaces(pieces[0]), as: UTF8.self).lowercased() == "charset"
+            else { continue }
+            var value = Self.trimmingSpaces(pieces[1])
+            while let first = value.first, first == UInt8(ascii: "\"") || first == UInt8(ascii: "'") { value = value.dropFirst() }
+            while let last = value.last, last == UInt8(ascii: "\"") || last == UInt8(ascii: "'") { value = value.dropLast() }
+            return value.isEmpty ? nil : String(decoding: value, as: UTF8.self).lowercased()
+        }
+        return nil
+    }
+
+    // MARK: Foundation
+
+    /// Foundation's `HTTPURLResponse` for this head, built on first use and then kept.
+    /// Nil only if Foundation refuses the values.
+    public var httpURLResponse: HTTPURLResponse? {
+        built.withLock { cached in
+            if let cached { return cached }
+            let response = HTTPURLResponse(
+                url: url, statusCode: statusCode, httpVersion: httpVersion, headerFields: headerDictionary)
+            cached = response
+            return response
+        }
+    }
+
+    /// The fields folded into a dictionary, repeated fields joined with ", ", the first
+    /// spelling of a name kept.
+    public var headerDictionary: [String: String] {
+        var result: [String: String] = [:]
+        var spellings: [String: String] = [:]
+        for (name, value) in fields {
+            let key = name.lowercased()
+            if let spelling = spellings[key] {
+                result[spelling, default: ""] += ", " + value
+            } else {
+                spellings[key] = name
+                result[name] = value
+            }
+        }
+        return result
+    }
+
+    /// "HTTP/1.1 200, 8 fields".
+    public var description: String { "\(httpVersion) \(statusCode), \(ranges.count) fields" }
+
+    // MARK: Bytes
+
+    private func string(from start: Int32, to end: Int32) -> String {
+        storage.withUnsafeBufferPointer { buffer in
+            String(decoding: UnsafeBufferPointer(rebasing: buffer[Int(start)..<Int(end)]), as: UTF8.self)
+        }
+    }
+
+    private func matches(_ range: FieldRange, _ name: String) -> Bool {
+        let length = Int(range.nameEnd - range.nameStart)
+        var name = name
+        return name.withUTF8 { wanted in
+            guard wanted.count == length else { return false }
+            return storage.withUnsafeBufferPointer { buffer in
+                var index = 0
+                while index < length {
+                    if Self.lowercase(buffer[Int(range.nameStart) + index]) != Self.lowercase(wanted[index]) { return false }
+                    index += 1
+                }
+                return true
+            }
+        }
+    }
+
+    private func number(from start: Int32, to end: Int32) -> Int64? {
+        guard end > start, end - start <= 18 else { return nil }
+        var value: Int64 = 0
+        for index in Int(start)..<Int(end) {
+            let byte = storage[index]
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+        }
+        return value
+    }
+
+    private static func lowercase(_ byte: UInt8) -> UInt8 {
+        byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+    }
+
+    private static func trimmingSpaces<C: BidirectionalCollection>(_ bytes: C) -> C.SubSequence where C.Element == UInt8 {
+        var slice = bytes[...]
+        while let first = slice.first, first == 0x20 || first == 0x09 { slice = slice.dropFirst() }
+        while let last = slice.last, last == 0x20 || last == 0x09 { slice = slice.dropLast() }
+        return slice
+    }
+}
