@@ -42,6 +42,12 @@ package enum HTTPHeaderValidation {
         !name.isEmpty && name.utf8.allSatisfy(isTokenByte)
     }
 
+    /// ``isToken(_:)`` for a `String`, over its contiguous UTF-8 (the per-request path).
+    package static func isToken(_ name: String) -> Bool {
+        var name = name
+        return name.withUTF8 { !$0.isEmpty && $0.allSatisfy(isTokenByte) }
+    }
+
     /// True when `byte` may appear in a header value: HTAB, SP, VCHAR or obs-text.
     package static func isValueByte(_ byte: UInt8) -> Bool {
         byte == 0x09 || (byte >= 0x20 && byte != 0x7F)
@@ -52,9 +58,21 @@ package enum HTTPHeaderValidation {
         value.utf8.allSatisfy(isValueByte)
     }
 
+    /// ``isValidValue(_:)`` for a `String`, over its contiguous UTF-8 (the per-request path).
+    package static func isValidValue(_ value: String) -> Bool {
+        var value = value
+        return value.withUTF8 { $0.allSatisfy(isValueByte) }
+    }
+
     /// True when `string` holds no space, C0 control or DEL (the raw bytes a URL never has).
     package static func isValidURLString(_ string: some StringProtocol) -> Bool {
         string.utf8.allSatisfy { $0 > 0x20 && $0 != 0x7F }
+    }
+
+    /// ``isValidURLString(_:)`` for a `String`, over its contiguous UTF-8 (the per-request path).
+    package static func isValidURLString(_ string: String) -> Bool {
+        var string = string
+        return string.withUTF8 { $0.allSatisfy { $0 > 0x20 && $0 != 0x7F } }
     }
 
     /// Throws ``SerializationError/invalidHeader(field:value:)`` for a bad name or value.

@@ -11,6 +11,8 @@ import FoundationNetworking
 /// and never a request on the wire.
 struct PreparedRequest: Sendable {
     let url: URL
+    /// `url.absoluteString`, computed once (libcurl's `CURLOPT_URL`).
+    let urlString: String
     let method: String
     /// "Name: value" lines for `CURLOPT_HTTPHEADER`, already validated.
     let headerLines: [String]
@@ -42,38 +44,49 @@ struct PreparedRequest: Sendable {
             throw .badURL("invalid HTTP method '\(method.debugDescription)'")
         }
 
-        var merged: [(String, String)] = []
-        var seen = Set<String>()
-        for (name, value) in request.allHTTPHeaderFields ?? [:] {
-            merged.append((name, value))
-            seen.insert(name.lowercased())
+        // Each name is lowercased once; the few fields of a request make a linear search the
+        // cheapest way to merge.
+        var merged: [(lower: String, name: String, value: String)] = []
+        if let fields = request.allHTTPHeaderFields {
+            merged.reserveCapacity(fields.count + configuration.httpAdditionalHeaders.count)
+            for (name, value) in fields { merged.append((name.lowercased(), name, value)) }
         }
-        for (name, value) in configuration.httpAdditionalHeaders where !seen.contains(name.lowercased()) {
-            if omittingCredentials && RedirectPolicy.credentialHeaders.contains(name.lowercased()) { continue }
-            merged.append((name, value))
-            seen.insert(name.lowercased())
+        let requestFieldCount = merged.count
+        for (name, value) in configuration.httpAdditionalHeaders {
+            let lower = name.lowercased()
+            guard !merged[..<requestFieldCount].contains(where: { $0.lower == lower }) else { continue }
+            if omittingCredentials && RedirectPolicy.credentialHeaders.contains(lower) { continue }
+            merged.append((lower, name, value))
         }
-        merged.sort { $0.0.lowercased() < $1.0.lowercased() }  // deterministic order on the wire
+        merged.sort { $0.lower < $1.lower }  // deterministic order on the wire
 
         var lines: [String] = []
+        lines.reserveCapacity(merged.count + 1)
         var acceptEncoding = ""
-        for (name, value) in merged {
+        var hasExpect = false
+        var hasCookie = false
+        for (lower, name, value) in merged {
             try validateHeader(name: name, value: value)
-            switch name.lowercased() {
+            switch lower {
             case "accept-encoding":
                 // curl sends it and decodes what it can; the caller's list wins over curl's.
                 acceptEncoding = value
                 continue
-            default:
-                break
+            case "content-length":
+                // curl writes it from the body we give it; a caller-set value that disagreed
+                // with the body would desynchronise the connection.
+                continue
+            case "expect": hasExpect = true
+            case "cookie": hasCookie = true
+            default: break
             }
             // "Name;" is curl's syntax for a header with an empty value ("Name:" would remove it).
-            lines.append(value.isEmpty ? "\(name);" : "\(name): \(value)")
+            lines.append(value.isEmpty ? name + ";" : name + ": " + value)
         }
         // curl adds "Expect: 100-continue" to bodies over 1 MiB and then waits up to a second
         // for an answer many servers never send. URLSession never sends it; neither does Curlew
         // unless the caller asks.
-        if !seen.contains("expect") { lines.append("Expect:") }
+        if !hasExpect { lines.append("Expect:") }
 
         let body: RequestBody
         if let data = request.httpBody {
@@ -84,13 +97,9 @@ struct PreparedRequest: Sendable {
         } else {
             body = .none
         }
-        // Content-Length is curl's to write from the body we give it; a caller-set value that
-        // disagreed with the body would desynchronise the connection.
-        lines.removeAll { $0.lowercased().hasPrefix("content-length:") }
-
         return PreparedRequest(
-            url: url, method: method, headerLines: lines,
-            acceptEncoding: acceptEncoding, body: body, hasCookieHeader: seen.contains("cookie"))
+            url: url, urlString: absolute, method: method, headerLines: lines,
+            acceptEncoding: acceptEncoding, body: body, hasCookieHeader: hasCookie)
     }
 
     /// Whether a transfer to `url` may share a connection with others (HTTP/2): over TLS

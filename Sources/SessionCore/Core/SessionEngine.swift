@@ -195,15 +195,16 @@ final class SessionEngine: Sendable {
             hooks.metrics?(task, outcome.metrics)
             hooks.taskDidComplete?(task, result.failureValue)
             unregister(task)
-            var userInfo: [AnyHashable: Any] = [:]
-            if let body = outcome.body { userInfo[SessionNotificationKey.responseData] = body }
-            if case .success(let value) = result { userInfo[SessionNotificationKey.serializedResponse] = value }
+            let keys = NotificationKeys.shared
+            var userInfo: [AnyHashable: Any] = Dictionary(minimumCapacity: 6)
+            if let body = outcome.body { userInfo[keys.responseData] = body }
+            if case .success(let value) = result { userInfo[keys.serializedResponse] = value }
             if !task.options.skipsSerializer && task.options.collectsBody {
-                userInfo[SessionNotificationKey.responseSerializer] = serializer
+                userInfo[keys.responseSerializer] = serializer
             }
-            if case .failure(let error) = result { userInfo[SessionNotificationKey.error] = error }
-            if let metrics = outcome.metrics { userInfo[SessionNotificationKey.metrics] = metrics }
-            if let fileURL = outcome.fileURL { userInfo[SessionNotificationKey.assetPath] = fileURL }
+            if case .failure(let error) = result { userInfo[keys.error] = error }
+            if let metrics = outcome.metrics { userInfo[keys.metrics] = metrics }
+            if let fileURL = outcome.fileURL { userInfo[keys.assetPath] = fileURL }
             NotificationCenter.default.post(name: .taskDidComplete, object: task, userInfo: userInfo)
         }
     }
@@ -313,8 +314,9 @@ extension Result {
 extension PreparedRequest {
     /// Stands in for a request that failed validation; it is never sent.
     static func placeholder(for request: URLRequest) -> PreparedRequest {
-        PreparedRequest(
-            url: request.url ?? URL(fileURLWithPath: "/"), method: "GET", headerLines: [], acceptEncoding: "",
+        let url = request.url ?? URL(fileURLWithPath: "/")
+        return PreparedRequest(
+            url: url, urlString: url.absoluteString, method: "GET", headerLines: [], acceptEncoding: "",
             body: .none, hasCookieHeader: false)
     }
 }

@@ -61,10 +61,40 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     let reportsProgress: Bool
     let engine: SessionEngine
     let protected: Mutex<MutableState>
+    /// The two `Progress` objects, made on first use: most tasks never need them, and each
+    /// costs a thread-local lookup and several allocations.
+    private let progressObjects = Mutex<(upload: Progress?, download: Progress?)>((nil, nil))
+
     /// Upload progress; updated on the manager's operation queue.
-    let uploadProgress: Progress
+    var uploadProgress: Progress {
+        progressObjects.withLock { objects in
+            if let existing = objects.upload { return existing }
+            let (sent, expected) = protected.withLock { ($0.bytesSent, $0.bytesExpectedToSend) }
+            let made = Self.makeProgress(total: expected, completed: sent)
+            objects.upload = made
+            return made
+        }
+    }
+
     /// Download progress; updated on the manager's operation queue.
-    let downloadProgress: Progress
+    var downloadProgress: Progress {
+        progressObjects.withLock { objects in
+            if let existing = objects.download { return existing }
+            let (received, expected) = protected.withLock { ($0.bytesReceived, $0.head == nil ? -1 : $0.bytesExpectedToReceive) }
+            let made = Self.makeProgress(total: expected, completed: received)
+            objects.download = made
+            return made
+        }
+    }
+
+    /// A progress object with no parent (a task's progress is never implicitly attached to
+    /// whatever `Progress.current()` the creating thread had).
+    private static func makeProgress(total: Int64, completed: Int64) -> Progress {
+        let progress = Progress(parent: nil, userInfo: nil)
+        progress.totalUnitCount = total
+        progress.completedUnitCount = completed
+        return progress
+    }
 
     required init(identifier: Int, request: URLRequest, prepared: PreparedRequest, options: TaskOptions, engine: SessionEngine) {
         taskIdentifier = identifier
@@ -80,8 +110,6 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         initial.prepared = prepared
         if case .data(let data) = prepared.body { initial.bytesExpectedToSend = Int64(data.count) }
         protected = Mutex(initial)
-        uploadProgress = Progress(totalUnitCount: -1)
-        downloadProgress = Progress(totalUnitCount: -1)
     }
 
     // MARK: - Public state

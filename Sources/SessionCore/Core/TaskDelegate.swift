@@ -48,6 +48,9 @@ final class TaskDelegate {
     var unmanagedSelf: UnsafeMutableRawPointer?
     /// Whether the easy handle is currently in the multi handle.
     var isAttached = false
+    /// Whether body chunks go to user code (a data handler, or the data-received hook as it
+    /// was when the transfer started): asked once, not under the engine's lock per chunk.
+    private let deliversBody: Bool
     /// Streaming: bytes handed to user code and not yet consumed (backpressure).
     let streamCredit = StreamCredit()
     /// Paused by the caller's `suspend()`, as opposed to by backpressure.
@@ -66,6 +69,7 @@ final class TaskDelegate {
         self.prepared = prepared
         self.head = ResponseHeadParser(maximumBytes: engine.configuration.maximumResponseHeaderBytes)
         self.bodyReader = try BodyReader(prepared.body, wake: Self.bodyWake(task: task, engine: engine))
+        self.deliversBody = engine.wantsBodyDelivery(for: task)
         self.clock = TransferClock(
             timeouts: TransferTimeouts(request: task.originalRequest, configuration: engine.configuration),
             now: startUptime)
@@ -89,7 +93,7 @@ final class TaskDelegate {
     func configure(share: UnsafeMutableRawPointer) -> SessionError? {
         let configuration = engine.configuration
         let url = prepared.url
-        var ok = easy.set(CURLOPT_URL, url.absoluteString)
+        var ok = easy.set(CURLOPT_URL, prepared.urlString)
         ok = ok && easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
         easy.set(CURLOPT_NOSIGNAL, 1)
         easy.set(CURLOPT_PRIVATE, pointer: unmanagedSelf)
@@ -102,9 +106,14 @@ final class TaskDelegate {
         easy.set(CURLOPT_READDATA, pointer: unmanagedSelf)
         _ = curlew_easy_setopt_seek_function(easy.raw, CurlCallbacks.seek)
         easy.set(CURLOPT_SEEKDATA, pointer: unmanagedSelf)
-        _ = curlew_easy_setopt_xferinfo_function(easy.raw, CurlCallbacks.progress)
-        easy.set(CURLOPT_XFERINFODATA, pointer: unmanagedSelf)
-        easy.set(CURLOPT_NOPROGRESS, 0)
+        if bodyReader != nil {
+            // Upload counters (and the idle clock of a body the server stops reading) come
+            // from curl's progress callback; a request without a body needs none: curl would
+            // call it on every pass of the loop for nothing.
+            _ = curlew_easy_setopt_xferinfo_function(easy.raw, CurlCallbacks.progress)
+            easy.set(CURLOPT_XFERINFODATA, pointer: unmanagedSelf)
+            easy.set(CURLOPT_NOPROGRESS, 0)
+        }
         easy.set(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
         joinShare(share)  // and libcurl's cookie engine on or off (Features/Cookies)
         easy.set(CURLOPT_TCP_KEEPALIVE, 1)
@@ -159,6 +168,9 @@ final class TaskDelegate {
     }
 
     private func configureTLS() -> SessionError? {
+        // Each hop is configured afresh, so an http:// hop needs no TLS options (a redirect
+        // to https:// sets them when it is configured).
+        guard prepared.url.scheme?.lowercased() == "https" else { return configureSecurity() }
         let configuration = engine.configuration
         // Name the CA *file* and clear the CA *path*: only then does libcurl cache the parsed
         // store between handshakes (17 ms → 0.4 ms of CPU per new TLS connection here).
@@ -289,7 +301,7 @@ final class TaskDelegate {
             if body.count < 1 << 20 { body.append(contentsOf: bytes) }
             return .accepted
         }
-        if engine.wantsBodyDelivery(for: task) {
+        if deliversBody {
             if streamCredit.shouldPause() {
                 // The consumer fell behind: not the server's silence, so not idle time.
                 clock.setIdleClockStopped(true, at: Self.uptime)

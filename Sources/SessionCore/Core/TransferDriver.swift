@@ -84,12 +84,16 @@ final class TransferDriver: Sendable {
     }
 
     /// Queues a command for the driver thread. Returns false once the driver has shut down.
+    ///
+    /// Only the command that makes the inbox non-empty wakes the driver (a write to curl's
+    /// wakeup pipe, and a poll(2) return): the driver drains the whole inbox at once and
+    /// checks it again before it sleeps, so later commands ride on that wakeup.
     @discardableResult
     func submit(_ command: Command) -> Bool {
         inbox.withLock { inbox in
             guard !inbox.closed else { return false }
             inbox.commands.append(command)
-            _ = curl_multi_wakeup(multi.raw)
+            if inbox.commands.count == 1 { _ = curl_multi_wakeup(multi.raw) }
             return true
         }
     }

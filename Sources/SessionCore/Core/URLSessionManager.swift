@@ -227,7 +227,7 @@ extension SessionTask {
         protected.withLock { state in
             guard let prepared = state.prepared else { return }
             state.prepared = PreparedRequest(
-                url: prepared.url, method: prepared.method, headerLines: prepared.headerLines,
+                url: prepared.url, urlString: prepared.urlString, method: prepared.method, headerLines: prepared.headerLines,
                 acceptEncoding: prepared.acceptEncoding, body: body, hasCookieHeader: prepared.hasCookieHeader)
             if case .file(let url) = body,
                 let size = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? Int64

@@ -31,3 +31,18 @@ public enum SessionNotificationKey {
     /// The task's `TaskMetrics`.
     public static let metrics = "Curlew.metrics"
 }
+
+/// The `userInfo` keys, boxed once: a task's completion notification then costs no
+/// key allocations.
+struct NotificationKeys: @unchecked Sendable {
+    // @unchecked: AnyHashable is not marked Sendable, but each key only wraps an immutable
+    // String and is never mutated after `shared` is initialised (no lock is needed to read).
+    let responseData = AnyHashable(SessionNotificationKey.responseData)
+    let serializedResponse = AnyHashable(SessionNotificationKey.serializedResponse)
+    let responseSerializer = AnyHashable(SessionNotificationKey.responseSerializer)
+    let error = AnyHashable(SessionNotificationKey.error)
+    let metrics = AnyHashable(SessionNotificationKey.metrics)
+    let assetPath = AnyHashable(SessionNotificationKey.assetPath)
+
+    static let shared = NotificationKeys()
+}
