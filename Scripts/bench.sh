@@ -39,8 +39,10 @@ URLSESSION_FACTOR=0.1
 BENCH="$CURLEW_ROOT/.build/bench"
 HTTP_PORT=27180 SLOW_PORT=27181 H2_PORT=27543 RESUME_PORT=27544 NORESUME_PORT=27545
 
-# --- packages: only what is missing (nginx, openssl, libcurl headers, python3 for the tables)
-CURLEW_APT_PACKAGES=(pkg-config libcurl4-openssl-dev libssl-dev openssl ca-certificates nginx python3)
+# --- packages: only what is missing (nginx and its echo module for the upload sink, openssl,
+# libcurl headers, python3 for the tables)
+CURLEW_APT_PACKAGES=(pkg-config libcurl4-openssl-dev libssl-dev openssl ca-certificates nginx
+    libnginx-mod-http-echo python3)
 ensure_system_packages
 ensure_swift
 
@@ -71,8 +73,18 @@ fi
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 FILES="$(ulimit -n)"
 
+# The upload sink must read the whole body before it answers: nginx's `return 204` answers at
+# once and discards the body afterwards, and a client may then stop sending (AHC does), which
+# would measure nothing. The echo module's echo_read_request_body reads it first.
+ECHO_MODULE=/usr/lib/nginx/modules/ngx_http_echo_module.so
+# Uploaded bodies pass through nginx's temporary files: keep them in memory when /dev/shm exists.
+BODY_TMP="$BENCH/tmp/body"
+if [[ -d /dev/shm && -w /dev/shm ]]; then BODY_TMP="/dev/shm/curlew-bench-$(id -u)"; mkdir -p "$BODY_TMP"; fi
+[[ -f "$ECHO_MODULE" ]] || { log "missing $ECHO_MODULE (apt package libnginx-mod-http-echo)"; exit 1; }
+
 cat > "$BENCH/nginx.conf" <<EOF
 # Written by Scripts/bench.sh. One worker on loopback only.
+load_module $ECHO_MODULE;
 worker_processes 1;
 worker_rlimit_nofile $FILES;
 pid $BENCH/nginx.pid;
@@ -83,9 +95,13 @@ http {
     sendfile on; tcp_nopush on; tcp_nodelay on;
     keepalive_requests 100000000;   # HTTP/1.1 and HTTP/2: never close a busy connection
     keepalive_timeout 300s;
+    # One descriptor per file, shared by every request: 10,000 slow transfers need 10,000
+    # sockets, not 10,000 more open files (and small GETs skip an open/close each).
+    open_file_cache max=64 inactive=600s;
+    open_file_cache_valid 600s;
     types { text/plain txt; application/octet-stream bin; }
     default_type application/octet-stream;
-    client_body_temp_path $BENCH/tmp/body; proxy_temp_path $BENCH/tmp/proxy;
+    client_body_temp_path $BODY_TMP; proxy_temp_path $BENCH/tmp/proxy;
     fastcgi_temp_path $BENCH/tmp/fastcgi; uwsgi_temp_path $BENCH/tmp/uwsgi; scgi_temp_path $BENCH/tmp/scgi;
     root $BENCH/www;
     ssl_certificate $BENCH/leaf.pem;
@@ -95,7 +111,12 @@ http {
     # HTTP/1.1 keep-alive: small.txt, 1g.bin, and the upload sink (reads and discards the body).
     server {
         listen 127.0.0.1:$HTTP_PORT backlog=4096;
-        location = /upload { client_max_body_size 0; return 204; }
+        location = /upload {
+            client_max_body_size 0;
+            client_body_buffer_size 1m;   # larger bodies pass through a temporary file (BODY_TMP)
+            echo_read_request_body;
+            echo ok;
+        }
     }
     # Slow transfers: 1 KiB/s each, so 10,000 of them stay open.
     server {
@@ -162,9 +183,13 @@ for workload in "${workloads[@]}"; do
     for run in $(seq 1 "$RUNS"); do
         for client in "${clients[@]}"; do
             scale="$SCALE"
-            [[ "$client" == urlsession ]] && scale="$(python3 -c "print($SCALE * $URLSESSION_FACTOR)")"
+            deadline=30
+            if [[ "$client" == urlsession ]]; then
+                scale="$(python3 -c "print($SCALE * $URLSESSION_FACTOR)")"
+                deadline=10   # it has never held the slow transfers open here: don't wait long
+            fi
             : > "$BENCH/logs/resumed.log"; : > "$BENCH/logs/noresume.log"
-            line="$(timeout 900 "$BIN" --client "$client" --workload "$workload" --scale "$scale" --dir "$BENCH" \
+            line="$(timeout 900 "$BIN" --client "$client" --workload "$workload" --scale "$scale" --dir "$BENCH" --slow-deadline "$deadline" \
                 --http-port $HTTP_PORT --slow-port $SLOW_PORT --h2-port $H2_PORT \
                 --resume-port $RESUME_PORT --noresume-port $NORESUME_PORT 2>"$BENCH/logs/client.err" | tail -n 1)" || true
             [[ -n "$line" ]] || line="{\"client\":\"$client\",\"workload\":\"$workload\",\"status\":\"failed\",\"reason\":\"no output (crash or timeout): $(tail -c 200 "$BENCH/logs/client.err" | tr -d '"\\\n')\"}"

@@ -8,7 +8,8 @@
  * - a share handle for DNS and TLS sessions (one thread: no lock callbacks needed);
  * - CAINFO = the test CA with CAPATH = NULL, so the parsed CA store is cached (7.87+);
  * - bodies to a discarding callback or a buffer pre-sized from Content-Length;
- * - large receive/upload buffers only for the bulk workloads. */
+ * - a large receive buffer only for the bulk download (the upload keeps libcurl's 64 KiB,
+ *   measured no slower here than 512 KiB and cheaper in CPU). */
 
 #include "libcurl_bench.h"
 
@@ -106,10 +107,8 @@ static int configure(transfer *t, CURLSH *share, struct curl_slist *headers) {
         curl_easy_setopt(e, CURLOPT_CAINFO, c->cainfo);
         curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
     }
-    if (c->buffer_size > 0) {
-        curl_easy_setopt(e, CURLOPT_BUFFERSIZE, c->buffer_size);
-        curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, c->buffer_size < 2097152 ? c->buffer_size : 2097152L);
-    }
+    if (c->buffer_size > 0) curl_easy_setopt(e, CURLOPT_BUFFERSIZE, c->buffer_size);
+    if (c->upload_buffer_size > 0) curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, c->upload_buffer_size);
     if (headers) curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
     if (c->upload_path) {
         curl_easy_setopt(e, CURLOPT_POST, 1L);

@@ -19,6 +19,9 @@ struct AHCClient {
         configuration.httpVersion = spec.http2 ? .automatic : .http1Only
         configuration.connectionPool = .init(
             idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: spec.concurrency)
+        // 10,000 slow transfers open 10,000 connections on one event loop: the default 10 s
+        // for getting a pooled connection is too short for the last of them.
+        configuration.timeout.connect = .seconds(60)
         let client = HTTPClient(eventLoopGroup: group, configuration: configuration)
         let outcome: Result<Outcome, any Error>
         do {

@@ -23,7 +23,6 @@ struct LibcurlClient {
             config.buffer_size = 512 * 1024  // bulk transfer: 30x fewer syscalls than 16 KiB
         case .upload:
             config.sink = Int32(LCB_SINK_DISCARD.rawValue)
-            config.buffer_size = 512 * 1024
             config.upload_size = spec.uploadSize
         case .slowOpen: config.sink = Int32(LCB_SINK_DISCARD.rawValue)
         }

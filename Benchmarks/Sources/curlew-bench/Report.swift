@@ -97,7 +97,7 @@ struct Report {
             report.add("transfers_receiving", .int(slow.receiving))
             report.add("baseline_rss_kb", .int(slow.baselineRSSKilobytes))
             report.add("open_rss_kb", .int(slow.openRSSKilobytes))
-            let perTransfer = Double(slow.openRSSKilobytes - slow.baselineRSSKilobytes) / Double(max(slow.receiving, 1))
+            let perTransfer = Double(slow.openRSSKilobytes - slow.baselineRSSKilobytes) / Double(max(slow.requested, 1))
             report.add("kb_per_transfer", .number(perTransfer))
         }
         return report

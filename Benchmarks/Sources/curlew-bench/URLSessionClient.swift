@@ -63,7 +63,9 @@ struct URLSessionClient {
         }
         for task in tasks { task.resume() }
         let receiving = await SlowOpenProbe.waitUntilReceiving(spec.count, deadline: spec.deadline) {
-            tasks.reduce(0) { $0 + ($1.countOfBytesReceived > 0 ? 1 : 0) }
+            // corelibs may not update countOfBytesReceived before completion: a response head
+            // counts as receiving too.
+            tasks.reduce(0) { $0 + ($1.countOfBytesReceived > 0 || $1.response != nil ? 1 : 0) }
         }
         let open = ProcessUsage.currentRSSKilobytes
         for task in tasks { task.cancel() }

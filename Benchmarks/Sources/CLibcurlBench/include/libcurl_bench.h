@@ -23,7 +23,8 @@ typedef struct lcb_config {
     const char *upload_path; /* non-NULL: POST this file's bytes */
     long long upload_size;  /* its size in bytes */
     int connection_close;   /* 1: send `Connection: close` (a new connection per request) */
-    long buffer_size;       /* CURLOPT_BUFFERSIZE / UPLOAD_BUFFERSIZE; 0 keeps libcurl's default */
+    long buffer_size;       /* CURLOPT_BUFFERSIZE; 0 keeps libcurl's default (16 KiB) */
+    long upload_buffer_size; /* CURLOPT_UPLOAD_BUFFERSIZE; 0 keeps libcurl's default (64 KiB) */
     int slow_open;          /* 1: open `total` transfers, wait until all receive, sample RSS, cancel */
     double deadline_seconds; /* slow mode: give up waiting after this long */
 } lcb_config;
