@@ -56,12 +56,15 @@ for workload in workloads:
     rows = [r for r in records if r["workload"] == workload]
     base = {r["run"]: r for r in rows if r["client"] == "libcurl" and measured(r)}
     lines += [f"## {workload}", ""]
-    if workload in SLOW:
+    if workload in BYTES:
+        lines += ["| client | MB/s median (min–max) | × libcurl MB/s | seconds | CPU s | × libcurl CPU | peak RSS MB | errors | note |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    elif workload in SLOW:
         lines += ["| client | open transfers | KB per transfer | × libcurl | baseline RSS MB | RSS with all open MB | errors | note |",
                   "|---|---:|---:|---:|---:|---:|---:|---|"]
     else:
-        lines += ["| client | req/s median (min–max) | × libcurl req/s | CPU µs/req | × libcurl CPU | CPU s/1000 req | peak RSS MB | MB/s | × libcurl MB/s | errors | note |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+        lines += ["| client | req/s median (min–max) | × libcurl req/s | CPU µs/req | × libcurl CPU | CPU s/1000 req | peak RSS MB | errors | note |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for client in clients:
         mine = [r for r in rows if r["client"] == client]
         if not mine:
@@ -76,7 +79,7 @@ for workload in workloads:
         entry = {"workload": workload, "client": client, "runs": len(mine), "measured_runs": len(ok), "note": note}
         if not ok:
             summary.append(entry)
-            lines.append(f"| {client} | n/a |" + " |" * (5 if workload in SLOW else 9) + f" {note} |")
+            lines.append(f"| {client} | n/a |" + " |" * (5 if workload in SLOW else 6) + f" {note} |")
             continue
 
         def ratio(key, r):
@@ -97,7 +100,17 @@ for workload in workloads:
             "ratio_cpu_per_req_vs_libcurl": med([ratio("cpu_us_per_req", r) for r in ok]),
             "ratio_mb_per_s_vs_libcurl": med([ratio("mb_per_s", r) for r in ok]),
         })
-        if workload in SLOW:
+        if workload in BYTES:
+            mbps = [r.get("mb_per_s") for r in ok]
+            entry.update({"mb_per_s_min": min(mbps), "mb_per_s_max": max(mbps),
+                          "seconds_median": med([r.get("seconds") for r in ok]),
+                          "cpu_s_median": med([r.get("cpu_s") for r in ok])})
+            lines.append(
+                f"| {client} | {fmt(entry['mb_per_s_median'])} ({fmt(entry['mb_per_s_min'])}–{fmt(entry['mb_per_s_max'])})"
+                f" | {fmt(entry['ratio_mb_per_s_vs_libcurl'], 2)} | {fmt(entry['seconds_median'], 2)}"
+                f" | {fmt(entry['cpu_s_median'], 2)} | {fmt(entry['ratio_cpu_per_req_vs_libcurl'], 2)}"
+                f" | {fmt((entry['peak_rss_kb_median'] or 0) / 1024, 1)} | {entry['errors']} | {note} |")
+        elif workload in SLOW:
             entry.update({
                 "transfers_receiving_median": med([r.get("transfers_receiving") for r in ok]),
                 "kb_per_transfer_median": med([r.get("kb_per_transfer") for r in ok]),
@@ -115,8 +128,7 @@ for workload in workloads:
                 f"| {client} | {fmt(entry['req_per_s_median'])} ({fmt(entry['req_per_s_min'])}–{fmt(entry['req_per_s_max'])})"
                 f" | {fmt(entry['ratio_req_per_s_vs_libcurl'], 2)} | {fmt(entry['cpu_us_per_req_median'], 1)}"
                 f" | {fmt(entry['ratio_cpu_per_req_vs_libcurl'], 2)} | {fmt(entry['cpu_s_per_1000_req_median'], 3)}"
-                f" | {fmt((entry['peak_rss_kb_median'] or 0) / 1024, 1)} | {fmt(entry['mb_per_s_median'])}"
-                f" | {fmt(entry['ratio_mb_per_s_vs_libcurl'], 2)} | {entry['errors']} | {note} |")
+                f" | {fmt((entry['peak_rss_kb_median'] or 0) / 1024, 1)} | {entry['errors']} | {note} |")
         summary.append(entry)
     lines.append("")
 
