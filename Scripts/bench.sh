@@ -160,7 +160,10 @@ for _ in $(seq 1 50); do [[ -s "$BENCH/nginx.pid" ]] && break; sleep 0.1; done
 if ((SERVE)); then
     log "nginx serves $BENCH/www: http://127.0.0.1:$HTTP_PORT (slow: $SLOW_PORT), https h2 :$H2_PORT," \
         "https resume :$RESUME_PORT, no resume :$NORESUME_PORT (CA: $BENCH/ca.pem). Ctrl-C stops it."
-    sleep infinity & wait $! || true
+    sleep infinity &
+    sleeper=$!
+    trap 'kill "$sleeper" 2>/dev/null; stop_nginx' EXIT INT TERM
+    wait "$sleeper" || true
     exit 0
 fi
 
