@@ -1,0 +1,43 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+/// The benchmark suite lives in its own package so that Curlew's users never build
+/// AsyncHTTPClient: only `Scripts/bench.sh` (or a `swift build` here) does.
+/// SwiftPM names a path dependency after its directory, so Curlew's identity is the name of
+/// whatever directory this checkout lives in (`main`, `curlew`, a worktree's name...).
+let curlewPackage: String = {
+    let components = "\(#filePath)".split(separator: "/")
+    guard components.count >= 3 else { return "curlew" }
+    return components[components.count - 3].lowercased()
+}()
+
+let package = Package(
+    name: "CurlewBenchmarks",
+    dependencies: [
+        .package(path: ".."),
+        .package(url: "https://github.com/swift-server/async-http-client", exact: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+    ],
+    targets: [
+        // The reference client: raw libcurl multi, written in C as a libcurl user would.
+        .target(
+            name: "CLibcurlBench",
+            linkerSettings: [.linkedLibrary("curl")]
+        ),
+        .executableTarget(
+            name: "curlew-bench",
+            dependencies: [
+                "CLibcurlBench",
+                .product(name: "SessionCore", package: curlewPackage),
+                .product(name: "Serialization", package: curlewPackage),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
+        ),
+    ]
+)

@@ -1,0 +1,255 @@
+/* Raw libcurl multi client: the reference every other client is compared with.
+ *
+ * What a libcurl expert does for throughput, and what this file does:
+ * - one multi handle driven by curl_multi_perform + curl_multi_poll on one thread
+ *   (faster than socket_action on a busy loopback server, see shared/research/perf.md);
+ * - one easy handle per concurrent transfer, set up once and re-added for every request
+ *   (keeps libcurl's per-handle state, TLS session and connection reuse);
+ * - a share handle for DNS and TLS sessions (one thread: no lock callbacks needed);
+ * - CAINFO = the test CA with CAPATH = NULL, so the parsed CA store is cached (7.87+);
+ * - bodies to a discarding callback or a buffer pre-sized from Content-Length;
+ * - a large receive buffer only for the bulk download (the upload keeps libcurl's 64 KiB,
+ *   measured no slower here than 512 KiB and cheaper in CPU). */
+
+#include "libcurl_bench.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct transfer {
+    CURL *easy;
+    char *body;
+    size_t length;
+    size_t capacity;
+    long long received;
+    FILE *upload;
+    long long sent;
+    int receiving;
+    struct run *run;
+} transfer;
+
+typedef struct run {
+    const lcb_config *config;
+    lcb_result *result;
+    long receiving;
+} run;
+
+long lcb_current_rss_kb(void) {
+    FILE *file = fopen("/proc/self/statm", "r");
+    if (!file) return -1;
+    long pages = 0, resident = 0;
+    int fields = fscanf(file, "%ld %ld", &pages, &resident);
+    fclose(file);
+    if (fields != 2) return -1;
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void note_error(lcb_result *result, const char *text) {
+    if (result->message[0] == '\0') snprintf(result->message, sizeof result->message, "%s", text);
+}
+
+static size_t on_body(char *data, size_t size, size_t count, void *user) {
+    transfer *t = user;
+    size_t n = size * count;
+    t->received += (long long)n;
+    if (!t->receiving && n > 0) {
+        t->receiving = 1;
+        t->run->receiving += 1;
+    }
+    if (t->run->config->sink != LCB_SINK_MEMORY) return n;
+    if (t->length + n > t->capacity) {
+        /* Pre-size from Content-Length on the first chunk; double when it is unknown or wrong. */
+        curl_off_t expected = -1;
+        curl_easy_getinfo(t->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &expected);
+        size_t wanted = t->capacity ? t->capacity * 2 : 16384;
+        if (expected > 0 && (size_t)expected >= t->length + n && t->capacity < (size_t)expected) wanted = (size_t)expected;
+        while (wanted < t->length + n) wanted *= 2;
+        char *grown = realloc(t->body, wanted);
+        if (!grown) return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
+        t->body = grown;
+        t->capacity = wanted;
+    }
+    memcpy(t->body + t->length, data, n);
+    t->length += n;
+    return n;
+}
+
+static size_t on_upload(char *buffer, size_t size, size_t count, void *user) {
+    transfer *t = user;
+    size_t n = fread(buffer, 1, size * count, t->upload);
+    if (n == 0 && ferror(t->upload)) return CURL_READFUNC_ABORT;
+    t->sent += (long long)n;
+    return n;
+}
+
+static int configure(transfer *t, CURLSH *share, struct curl_slist *headers) {
+    const lcb_config *c = t->run->config;
+    CURL *e = t->easy;
+    curl_easy_setopt(e, CURLOPT_URL, c->url);
+    curl_easy_setopt(e, CURLOPT_SHARE, share);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, t);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_HTTP_VERSION, c->http2 ? (long)CURL_HTTP_VERSION_2TLS : (long)CURL_HTTP_VERSION_1_1);
+    if (c->http2) curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+    if (c->cainfo) {
+        curl_easy_setopt(e, CURLOPT_CAINFO, c->cainfo);
+        curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
+    }
+    if (c->buffer_size > 0) curl_easy_setopt(e, CURLOPT_BUFFERSIZE, c->buffer_size);
+    if (c->upload_buffer_size > 0) curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, c->upload_buffer_size);
+    if (headers) curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
+    if (c->upload_path) {
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+        curl_easy_setopt(e, CURLOPT_READFUNCTION, on_upload);
+        curl_easy_setopt(e, CURLOPT_READDATA, t);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)c->upload_size);
+    }
+    return 0;
+}
+
+/* Prepares a handle for its next request: rewinds the upload, empties the body buffer
+ * (keeping its memory). */
+static int rearm(transfer *t) {
+    t->length = 0;
+    t->receiving = 0;
+    if (t->run->config->upload_path) {
+        if (t->upload) fclose(t->upload);
+        t->upload = fopen(t->run->config->upload_path, "rb");
+        if (!t->upload) return -1;
+    }
+    return 0;
+}
+
+static void finish(transfer *t, CURLcode code, lcb_result *result) {
+    long status = 0;
+    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (code == CURLE_OK && status >= 200 && status < 300) {
+        result->completed += 1;
+    } else {
+        result->errors += 1;
+        char text[200];
+        snprintf(text, sizeof text, "curl %d (%s), HTTP %ld", (int)code, curl_easy_strerror(code), status);
+        note_error(result, text);
+    }
+    result->bytes += t->run->config->upload_path ? t->sent : t->received;
+    t->received = 0;
+    t->sent = 0;
+}
+
+int lcb_run(const lcb_config *config, lcb_result *result) {
+    memset(result, 0, sizeof *result);
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        note_error(result, "curl_global_init failed");
+        return -1;
+    }
+    run state = {.config = config, .result = result, .receiving = 0};
+    CURLM *multi = curl_multi_init();
+    CURLSH *share = curl_share_init();
+    if (!multi || !share) {
+        note_error(result, "curl_multi_init or curl_share_init failed");
+        return -1;
+    }
+    curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+
+    long slots = config->slow_open ? config->total : config->concurrency;
+    if (slots < 1) slots = 1;
+    if (!config->slow_open && slots > config->total) slots = config->total > 0 ? config->total : 1;
+    /* HTTP/1.1: exactly one connection per in-flight transfer; HTTP/2 multiplexes on one. */
+    curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, config->slow_open ? 0L : slots);
+    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, slots);
+
+    struct curl_slist *headers = NULL;
+    if (config->connection_close) headers = curl_slist_append(headers, "Connection: close");
+    /* A fast local sink: no 100-continue round trip before a large body. */
+    if (config->upload_path) headers = curl_slist_append(headers, "Expect:");
+
+    if (config->slow_open) result->baseline_rss_kb = lcb_current_rss_kb();
+
+    transfer *transfers = calloc((size_t)slots, sizeof *transfers);
+    if (!transfers) {
+        note_error(result, "out of memory");
+        return -1;
+    }
+    long started = 0;
+    int failed_setup = 0;
+    for (long i = 0; i < slots && started < config->total; i++) {
+        transfer *t = &transfers[i];
+        t->run = &state;
+        t->easy = curl_easy_init();
+        if (!t->easy || configure(t, share, headers) != 0 || rearm(t) != 0) {
+            note_error(result, "could not set up an easy handle (or open the upload file)");
+            failed_setup = 1;
+            break;
+        }
+        curl_multi_add_handle(multi, t->easy);
+        started += 1;
+    }
+
+    double start = now_seconds();
+    int running = 1;
+    int sampled = 0;
+    while (!failed_setup) {
+        curl_multi_perform(multi, &running);
+        CURLMsg *message;
+        int queued;
+        while ((message = curl_multi_info_read(multi, &queued))) {
+            if (message->msg != CURLMSG_DONE) continue;
+            transfer *t = NULL;
+            curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, (char **)&t);
+            CURLcode code = message->data.result;
+            curl_multi_remove_handle(multi, t->easy);
+            finish(t, code, result);
+            if (started < config->total && !config->slow_open) {
+                if (rearm(t) == 0) {
+                    curl_multi_add_handle(multi, t->easy);
+                    started += 1;
+                    running += 1;
+                } else {
+                    note_error(result, "could not reopen the upload file");
+                }
+            }
+        }
+        if (config->slow_open) {
+            int all_open = state.receiving >= config->total;
+            if (all_open || now_seconds() - start > config->deadline_seconds || running == 0) {
+                result->open_rss_kb = lcb_current_rss_kb();
+                result->receiving = state.receiving;
+                sampled = 1;
+                break;
+            }
+        } else if (running == 0 && started >= config->total) {
+            break;
+        }
+        curl_multi_poll(multi, NULL, 0, 100, NULL);
+    }
+    (void)sampled;
+
+    /* Cancel whatever is still open (slow mode) and free everything. */
+    for (long i = 0; i < slots; i++) {
+        transfer *t = &transfers[i];
+        if (t->easy) {
+            curl_multi_remove_handle(multi, t->easy);
+            curl_easy_cleanup(t->easy);
+        }
+        if (t->upload) fclose(t->upload);
+        free(t->body);
+    }
+    free(transfers);
+    curl_slist_free_all(headers);
+    curl_multi_cleanup(multi);
+    curl_share_cleanup(share);
+    return failed_setup ? -1 : 0;
+}

@@ -1,0 +1,17 @@
+/// The clients compared; `rawValue` is the name used on the command line and in the JSON.
+enum BenchClientKind: String, CaseIterable, Sendable {
+    case libcurl
+    case curlew
+    case urlsession
+    case ahc
+
+    /// Runs `spec` with this client; throws `Unsupported` for a workload it cannot do.
+    func run(_ spec: WorkloadSpec) async throws -> Outcome {
+        switch self {
+        case .libcurl: return try LibcurlClient().run(spec)
+        case .curlew: return try await CurlewClient().run(spec)
+        case .urlsession: return try await URLSessionClient().run(spec)
+        case .ahc: return try await AHCClient().run(spec)
+        }
+    }
+}

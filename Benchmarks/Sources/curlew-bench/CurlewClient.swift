@@ -1,0 +1,87 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import SessionCore
+import Serialization
+
+/// Curlew through its public API, as a user writes it: one `URLSessionManager`, the
+/// completion-handler `dataTask`, raw bytes from `HTTPResponseSerializer`. Deliberately plain:
+/// this is the client the engine is profiled and optimised against.
+struct CurlewClient {
+    /// Thrown for a URL the workload table got wrong.
+    struct BadURL: Error {}
+
+    func run(_ spec: WorkloadSpec) async throws -> Outcome {
+        guard let url = URL(string: spec.url) else { throw BadURL() }
+        var configuration = SessionConfiguration.default
+        configuration.httpMaximumConnectionsPerHost = spec.concurrency
+        configuration.httpVersion = spec.http2 ? .http2 : .http1_1
+        configuration.certificateAuthorityFile = spec.caFile  // the test CA, with the default policy
+        let manager = URLSessionManager(configuration: configuration)
+        manager.responseSerializer = HTTPResponseSerializer()
+
+        var request = URLRequest(url: url)
+        if spec.connectionClose { request.setValue("close", forHTTPHeaderField: "Connection") }
+
+        switch spec.kind {
+        case .gets, .download:
+            let loop = RequestLoop(total: spec.count) { [request] loop in
+                manager.dataTask(with: request) { response in
+                    switch response.result {
+                    case .success:
+                        loop.finished(ok: true, bytes: response.data?.count ?? 0, error: "")
+                    case .failure(let error):
+                        loop.finished(ok: false, bytes: 0, error: "\(error)")
+                    }
+                }.resume()
+            }
+            return await loop.run(concurrency: spec.concurrency)
+        case .upload:
+            request.httpMethod = "POST"
+            let size = spec.uploadSize
+            let file = URL(fileURLWithPath: spec.uploadFile ?? "")
+            let loop = RequestLoop(total: 1) { [request] loop in
+                manager.uploadTask(with: request, fromFile: file) { response in
+                    switch response.result {
+                    case .success: loop.finished(ok: true, bytes: Int(size), error: "")
+                    case .failure(let error): loop.finished(ok: false, bytes: 0, error: "\(error)")
+                    }
+                }.resume()
+            }
+            return await loop.run(concurrency: 1)
+        case .slowOpen:
+            return await slowOpen(manager, request: request, spec: spec)
+        }
+    }
+
+    private func slowOpen(_ manager: URLSessionManager, request: URLRequest, spec: WorkloadSpec) async -> Outcome {
+        let baseline = ProcessUsage.currentRSSKilobytes
+        let ended = RequestLoop(total: spec.count) { _ in }
+        let tasks = (0..<spec.count).map { _ in
+            manager.dataTask(with: request) { response in
+                // Cancelled transfers are the point here; only other failures count.
+                if case .failure(SessionError.cancelled) = response.result {
+                    ended.finished(ok: true, bytes: 0, error: "")
+                } else {
+                    ended.finished(ok: false, bytes: 0, error: "\(response.error.map { "\($0)" } ?? "completed early")")
+                }
+            }
+        }
+        for task in tasks { task.resume() }
+        let receiving = await SlowOpenProbe.waitUntilReceiving(spec.count, deadline: spec.deadline) {
+            tasks.reduce(0) { $0 + ($1.countOfBytesReceived > 0 ? 1 : 0) }
+        }
+        let open = ProcessUsage.currentRSSKilobytes
+        for task in tasks { task.cancel() }
+        // Bounded: a client that never reports a cancelled task must not hang the suite.
+        _ = await SlowOpenProbe.waitUntilReceiving(spec.count, deadline: spec.deadline) { ended.progress.finished }
+        var outcome = ended.progress.outcome
+        let unreported = spec.count - ended.progress.finished
+        if unreported > 0 { outcome.fail("\(unreported) cancelled transfers never completed") }
+        outcome.completed = 0
+        outcome.slow = SlowSample(
+            requested: spec.count, receiving: receiving, baselineRSSKilobytes: baseline, openRSSKilobytes: open)
+        return outcome
+    }
+}
