@@ -294,7 +294,10 @@ final class SessionEngine: Sendable {
     static func serialize(
         _ serializer: any ResponseSerialization, request: URLRequest?, head: HTTPResponseHead?, data: Data?
     ) throws -> any Sendable {
-        if let value = try serializer.sendableResponseObject(for: request, head: head, data: data),
+        let boxed = try serializer.sendableResponseObject(for: request, head: head, data: data)
+        // The raw-bytes serializer's output, found without the dynamic Optional check below.
+        if let data = boxed as? Data { return data }
+        if let value = boxed,
             let unwrapped = OptionalFlattening.nonNone(value)
         {
             return unwrapped

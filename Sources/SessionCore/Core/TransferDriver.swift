@@ -330,11 +330,11 @@ final class DriverLoop {
 
     private func start(_ task: SessionTask) {
         guard let prepared = task.takePrepared() else { return }  // cancelled meanwhile
+        // A pooled handle was reset when it was recycled; a new one has nothing to reset.
         guard let easy = idleHandles.popLast() ?? EasyHandle() else {
             engine.complete(task, outcome: TransferOutcome(error: .curl(code: 27, message: "curl_easy_init failed"), request: task.currentRequest))
             return
         }
-        easy.reset()
         let delegate: TaskDelegate
         do {
             delegate = try TaskDelegate(task: task, easy: easy, engine: engine, prepared: prepared)
