@@ -47,18 +47,36 @@ public struct DecodableResponseSerializer<T: Decodable>: ResponseSerialization {
     /// Validates and decodes; a `HEAD` request or a 204/205 response may have an empty body.
     public func responseObject(for request: URLRequest?, response: HTTPURLResponse?, data: Data?) throws -> T {
         if let response { try validate(response, data: data) }
+        return try decode(data, request: request, statusCode: response?.statusCode) { response }
+    }
+
+    /// Validates from the head (its `HTTPURLResponse` is built only for an error) and decodes.
+    public func responseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws -> T {
+        if let head {
+            try ResponseValidation.validate(
+                head: head, data: data, statusCodes: acceptableStatusCodes, contentTypes: acceptableContentTypes)
+        }
+        return try decode(data, request: request, statusCode: head?.statusCode) { head?.httpURLResponse }
+    }
+
+    /// Decodes `data`, or the empty value where an empty body is allowed; `response` is asked
+    /// for only when an error must carry it.
+    private func decode(
+        _ data: Data?, request: URLRequest?, statusCode: Int?, response: () -> HTTPURLResponse?
+    ) throws -> T {
         guard let data, !data.isEmpty else {
-            let allowed = ResponseValidation.emptyResponseAllowed(
-                request: request, response: response, codes: emptyResponseCodes, methods: emptyRequestMethods)
+            let method = request?.httpMethod?.uppercased()
+            let allowed = method.map { emptyRequestMethods.contains($0) } == true
+                || statusCode.map { emptyResponseCodes.contains($0) } == true
             if allowed, let emptyType = T.self as? any EmptyResponse.Type, let empty = emptyType.emptyValue() as? T {
                 return empty
             }
-            throw SerializationError.emptyResponseBody(response: response)
+            throw SerializationError.emptyResponseBody(response: response())
         }
         do {
             return try decoder.decode(T.self, from: data)
         } catch {
-            throw SerializationError.invalidBody(.decodable, response: response, data: data, underlying: error)
+            throw SerializationError.invalidBody(.decodable, response: response(), data: data, underlying: error)
         }
     }
 }

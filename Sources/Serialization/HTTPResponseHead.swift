@@ -160,6 +160,9 @@ public final class HTTPResponseHead: Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether ``httpURLResponse`` has been built (for tests of the fast paths).
+    var isResponseBuilt: Bool { built.withLock { $0 != nil } }
+
     /// The fields folded into a dictionary, repeated fields joined with ", ", the first
     /// spelling of a name kept.
     public var headerDictionary: [String: String] {

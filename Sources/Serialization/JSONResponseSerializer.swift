@@ -35,18 +35,39 @@ public struct JSONResponseSerializer: ResponseSerialization, Codable {
     /// Validates the response and parses the JSON; nil for an empty or whitespace-only body.
     public func responseObject(for response: HTTPURLResponse?, data: Data?) throws -> JSONValue? {
         if let response { try validate(response, data: data) }
+        return try parse(data) { response }
+    }
+
+    /// Validates from the head (its `HTTPURLResponse` is built only for an error) and parses.
+    public func responseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws -> JSONValue? {
+        if let head {
+            try ResponseValidation.validate(
+                head: head, data: data, statusCodes: acceptableStatusCodes, contentTypes: acceptableContentTypes)
+        }
+        return try parse(data) { head?.httpURLResponse }
+    }
+
+    /// ``responseObject(for:head:data:)``, boxed.
+    public func sendableResponseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws
+        -> (any Sendable)?
+    {
+        try responseObject(for: request, head: head, data: data)
+    }
+
+    /// Parses `data`; `response` is asked for only when an error must carry it.
+    private func parse(_ data: Data?, response: () -> HTTPURLResponse?) throws -> JSONValue? {
         guard let data, !ResponseValidation.isEmptyOrWhitespace(data) else { return nil }
         let object: Any
         do {
             object = try JSONSerialization.jsonObject(with: data, options: readingOptions)
         } catch {
-            throw SerializationError.invalidBody(.json, response: response, data: data, underlying: error)
+            throw SerializationError.invalidBody(.json, response: response(), data: data, underlying: error)
         }
         let value: JSONValue
         do {
             value = try JSONValue(jsonObject: object)
         } catch {
-            throw SerializationError.invalidBody(.json, response: response, data: data, underlying: error)
+            throw SerializationError.invalidBody(.json, response: response(), data: data, underlying: error)
         }
         return removesKeysWithNullValues ? value.removingKeysWithNullValues() : value
     }

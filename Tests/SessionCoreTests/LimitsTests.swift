@@ -1,5 +1,6 @@
 import CurlewTestSupport
 import Foundation
+import Serialization
 import Synchronization
 import XCTest
 #if canImport(FoundationNetworking)
@@ -80,6 +81,44 @@ final class LimitsTests: XCTestCase {
         print("200 MB streamed: peak RSS grew \(String(format: "%.1f", growthMB)) MB")
         // Backpressure caps what waits in user code at 4 MiB; curl's buffers add little.
         XCTAssertLessThan(growthMB, 24, "memory grew with the body")
+    }
+
+    /// A body past its first 16 MiB grows to the announced length in one step; every byte
+    /// arrives in order.
+    func testABodyPastItsFirstSixteenMegabytesArrivesWhole() async throws {
+        let server = try server()
+        // 40 distinct MiB (each starts with its index), so a misplaced chunk is caught.
+        let mebibyte = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        var body = Data(capacity: 40 << 20)
+        for index in 0..<40 {
+            body.append(UInt8(index))
+            body.append(mebibyte.dropFirst())
+        }
+        let served = body
+        server.route("/big") { _ in TestResponse(status: 200, body: served) }
+        let response = await manager.response(for: URLRequest(url: try server.url("/big")))
+        XCTAssertNil(response.error)
+        XCTAssertEqual(response.head?.expectedContentLength, Int64(body.count))
+        XCTAssertEqual(response.data?.count, body.count)
+        XCTAssertTrue(response.data == body, "the bytes differ")
+    }
+
+    /// A server that announces a terabyte and sends 20 MiB: the transfer fails as a short
+    /// body, and the announcement cost no memory beyond what arrived.
+    func testAnAnnouncedTerabyteThatNeverComesFailsCleanly() async throws {
+        let server = try server()
+        let sent = Data(repeating: 0x61, count: 20 << 20)
+        server.route("/liar") { _ in
+            TestResponse(
+                status: 200, headers: [("Content-Length", "1099511627776")], body: .data(sent),
+                framing: .closeDelimited, ending: .close)
+        }
+        XCTAssertTrue(MemoryStatus.resetPeak(), "needs /proc/self/clear_refs (Linux ≥ 4.0)")
+        let baseline = try XCTUnwrap(MemoryStatus.value("VmRSS"))
+        let response = await manager.response(for: URLRequest(url: try server.url("/liar")))
+        let peak = try XCTUnwrap(MemoryStatus.value("VmHWM"))
+        XCTAssertNotNil(response.error, "a body 1 TB short is not a success")
+        XCTAssertLessThan(Double(peak - baseline) / 1024, 512, "MB of peak RSS growth for 20 MiB received")
     }
 
     func testOversizedResponseHeadIsRefused() async throws {
