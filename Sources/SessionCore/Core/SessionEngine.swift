@@ -160,10 +160,13 @@ final class SessionEngine: Sendable {
     func complete(_ task: SessionTask, outcome: TransferOutcome) {
         guard task.markCompleted(outcome) else { return }
         let (queue, hooks, serializer) = state.withLock { ($0.completionQueue, $0.hooks, $0.responseSerializer) }
-        // A streamed body's chunks wait on the operation queue: completion goes through it
-        // too, so the handler never runs before the last chunk was delivered.
+        // A streamed body's chunks and progress updates wait on the operation queue:
+        // completion goes through it too, so the handler never runs before the last chunk was
+        // delivered, and the task's Progress objects are finished after their last update.
+        let viaOperationQueue = wantsBodyDelivery(for: task) || task.observesProgress
         let hop: (@escaping @Sendable () -> Void) -> Void =
-            wantsBodyDelivery(for: task) ? { work in self.operationQueue.async { queue.async(execute: work) } }
+            viaOperationQueue
+            ? { work in self.operationQueue.async { task.finishProgress(); queue.async(execute: work) } }
             : { work in queue.async(execute: work) }
         hop { [self] in
             // Taken out here, after the last streamed chunk: the closures are released when

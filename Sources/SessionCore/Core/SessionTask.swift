@@ -62,39 +62,76 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     let engine: SessionEngine
     let protected: Mutex<MutableState>
     /// The two `Progress` objects, made on first use: most tasks never need them, and each
-    /// costs a thread-local lookup and several allocations.
+    /// costs a thread-local lookup and several allocations. Once one exists, the task keeps
+    /// it current whether or not a progress closure was given.
     private let progressObjects = Mutex<(upload: Progress?, download: Progress?)>((nil, nil))
+    /// Set once a `Progress` object exists: progress updates are then scheduled for it.
+    private let hasProgressObjects = Atomic<Bool>(false)
 
     /// Upload progress; updated on the manager's operation queue.
-    var uploadProgress: Progress {
-        progressObjects.withLock { objects in
-            if let existing = objects.upload { return existing }
-            let (sent, expected) = protected.withLock { ($0.bytesSent, $0.bytesExpectedToSend) }
-            let made = Self.makeProgress(total: expected, completed: sent)
-            objects.upload = made
-            return made
-        }
-    }
+    var uploadProgress: Progress { progress(upload: true) }
 
     /// Download progress; updated on the manager's operation queue.
-    var downloadProgress: Progress {
+    var downloadProgress: Progress { progress(upload: false) }
+
+    /// The upload or download `Progress`, made on first use with the counts so far (finished
+    /// if the task already completed). Cancelling it cancels the task; pausing and resuming it
+    /// suspends and resumes the task.
+    private func progress(upload: Bool) -> Progress {
         progressObjects.withLock { objects in
-            if let existing = objects.download { return existing }
-            let (received, expected) = protected.withLock { ($0.bytesReceived, $0.head == nil ? -1 : $0.bytesExpectedToReceive) }
-            let made = Self.makeProgress(total: expected, completed: received)
-            objects.download = made
-            return made
+            if let existing = upload ? objects.upload : objects.download { return existing }
+            let snapshot = protected.withLock { $0 }
+            let progress = Progress(parent: nil, userInfo: nil)  // never implicitly attached to Progress.current()
+            Self.update(progress, upload: upload, from: snapshot)
+            if snapshot.lifecycle.state == .completed { Self.finish(progress, succeeded: snapshot.error == nil) }
+            progress.isCancellable = true
+            progress.isPausable = true
+            // Weak: the task owns its Progress objects, which must not own the task.
+            progress.cancellationHandler = { [weak self] in self?.cancel() }
+            progress.pausingHandler = { [weak self] in self?.suspend() }
+            progress.resumingHandler = { [weak self] in self?.resume() }
+            if upload { objects.upload = progress } else { objects.download = progress }
+            hasProgressObjects.store(true, ordering: .releasing)
+            return progress
         }
     }
 
-    /// A progress object with no parent (a task's progress is never implicitly attached to
-    /// whatever `Progress.current()` the creating thread had).
-    private static func makeProgress(total: Int64, completed: Int64) -> Progress {
-        let progress = Progress(parent: nil, userInfo: nil)
-        progress.totalUnitCount = total
-        progress.completedUnitCount = completed
-        return progress
+    /// Copies the counts of `snapshot` into `progress` (upload or download side).
+    private static func update(_ progress: Progress, upload: Bool, from snapshot: MutableState) {
+        if upload {
+            progress.totalUnitCount = snapshot.bytesExpectedToSend
+            progress.completedUnitCount = snapshot.bytesSent
+        } else {
+            progress.totalUnitCount = snapshot.head == nil ? -1 : snapshot.bytesExpectedToReceive
+            progress.completedUnitCount = snapshot.bytesReceived
+        }
     }
+
+    /// A completed task's progress: finished on success (an unknown or zero total becomes the
+    /// count done, at least 1, so `isFinished` and `fractionCompleted` read true and 1), left
+    /// where it stopped on failure.
+    private static func finish(_ progress: Progress, succeeded: Bool) {
+        guard succeeded else { return }
+        let done = max(progress.completedUnitCount, progress.totalUnitCount, 1)
+        progress.totalUnitCount = done
+        progress.completedUnitCount = done
+    }
+
+    /// Brings existing `Progress` objects to their final state (operation queue, after every
+    /// progress update of the task).
+    func finishProgress() {
+        let (upload, download) = progressObjects.withLock { ($0.upload, $0.download) }
+        guard upload != nil || download != nil else { return }
+        let snapshot = protected.withLock { $0 }
+        for (progress, isUpload) in [(upload, true), (download, false)] {
+            guard let progress else { continue }
+            Self.update(progress, upload: isUpload, from: snapshot)
+            Self.finish(progress, succeeded: snapshot.error == nil)
+        }
+    }
+
+    /// Whether progress has a consumer: a closure, or a `Progress` object someone asked for.
+    var observesProgress: Bool { reportsProgress || hasProgressObjects.load(ordering: .acquiring) }
 
     required init(identifier: Int, request: URLRequest, prepared: PreparedRequest, options: TaskOptions, engine: SessionEngine) {
         taskIdentifier = identifier
@@ -225,7 +262,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
 
     /// Coalesces progress: at most one update waits on the operation queue per task.
     private func scheduleProgressUpdate() {
-        guard reportsProgress else { return }
+        guard observesProgress else { return }
         let alreadyPending = protected.withLock { state -> Bool in
             defer { state.progressUpdatePending = true }
             return state.progressUpdatePending
@@ -240,17 +277,21 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         }
     }
 
-    /// Updates the Progress objects and calls the progress closures (operation queue).
+    /// Updates the Progress objects that exist and calls the progress closures (operation
+    /// queue). A closure's object is made here on first use.
     func publishProgress(_ snapshot: MutableState, callbacks: TaskCallbacks) {
-        if let upload = callbacks.uploadProgress, snapshot.bytesExpectedToSend > 0 || snapshot.bytesSent > 0 {
-            uploadProgress.totalUnitCount = snapshot.bytesExpectedToSend
-            uploadProgress.completedUnitCount = snapshot.bytesSent
-            upload(uploadProgress)
+        let (existingUpload, existingDownload) = progressObjects.withLock { ($0.upload, $0.download) }
+        if snapshot.bytesExpectedToSend > 0 || snapshot.bytesSent > 0,
+            callbacks.uploadProgress != nil || existingUpload != nil
+        {
+            let progress = existingUpload ?? uploadProgress
+            Self.update(progress, upload: true, from: snapshot)
+            callbacks.uploadProgress?(progress)
         }
-        if let download = callbacks.downloadProgress, snapshot.head != nil {
-            downloadProgress.totalUnitCount = snapshot.bytesExpectedToReceive
-            downloadProgress.completedUnitCount = snapshot.bytesReceived
-            download(downloadProgress)
+        if snapshot.head != nil, callbacks.downloadProgress != nil || existingDownload != nil {
+            let progress = existingDownload ?? downloadProgress
+            Self.update(progress, upload: false, from: snapshot)
+            callbacks.downloadProgress?(progress)
         }
     }
 
