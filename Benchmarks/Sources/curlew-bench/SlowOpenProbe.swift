@@ -14,4 +14,21 @@ enum SlowOpenProbe {
         }
         return current
     }
+
+    /// After the open transfers were sampled and cancelled: waits (bounded: a client that never
+    /// reports a cancelled task must not hang the suite) until each reported, and builds the
+    /// outcome with the RSS sample.
+    static func conclude(
+        spec: WorkloadSpec, ended: RequestLoop, receiving: Int, baselineRSSKilobytes: Int, openRSSKilobytes: Int
+    ) async -> Outcome {
+        _ = await waitUntilReceiving(spec.count, deadline: spec.deadline) { ended.progress.finished }
+        var outcome = ended.progress.outcome
+        let unreported = spec.count - ended.progress.finished
+        if unreported > 0 { outcome.fail("\(unreported) cancelled transfers never completed") }
+        outcome.completed = 0
+        outcome.slow = SlowSample(
+            requested: spec.count, receiving: receiving, baselineRSSKilobytes: baselineRSSKilobytes,
+            openRSSKilobytes: openRSSKilobytes)
+        return outcome
+    }
 }

@@ -69,14 +69,7 @@ struct URLSessionClient {
         }
         let open = ProcessUsage.currentRSSKilobytes
         for task in tasks { task.cancel() }
-        // Bounded: a client that never reports a cancelled task must not hang the suite.
-        _ = await SlowOpenProbe.waitUntilReceiving(spec.count, deadline: spec.deadline) { ended.progress.finished }
-        var outcome = ended.progress.outcome
-        let unreported = spec.count - ended.progress.finished
-        if unreported > 0 { outcome.fail("\(unreported) cancelled transfers never completed") }
-        outcome.completed = 0
-        outcome.slow = SlowSample(
-            requested: spec.count, receiving: receiving, baselineRSSKilobytes: baseline, openRSSKilobytes: open)
-        return outcome
+        return await SlowOpenProbe.conclude(
+            spec: spec, ended: ended, receiving: receiving, baselineRSSKilobytes: baseline, openRSSKilobytes: open)
     }
 }
