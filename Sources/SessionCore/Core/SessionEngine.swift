@@ -31,6 +31,9 @@ final class SessionEngine: Sendable {
         var responseSerializer: any ResponseSerialization = JSONResponseSerializer()
         var invalidation: Invalidation = .active
         var invalidationWaiters: [@Sendable () -> Void] = []
+        /// Start a fresh driver once this invalidation is done (AFNetworking's
+        /// `resetSession:`); any invalidation without a reset (the manager's deinit) clears it.
+        var resetsAfterInvalidation = false
     }
 
     enum Invalidation: Equatable { case active, invalidating, invalidated }
@@ -231,7 +234,11 @@ final class SessionEngine: Sendable {
     /// Stops accepting tasks; cancels the unfinished ones when asked; shuts the driver down
     /// once none is left. `completion` runs (on the completion queue) after the driver has
     /// freed every curl handle — at once if that already happened.
-    func invalidate(cancelingTasks: Bool, completion: (@Sendable () -> Void)? = nil) {
+    ///
+    /// With `resetting`, the engine comes back with a fresh driver (new multi handle,
+    /// connection pool, DNS and TLS session caches) once the old one is gone; hooks and
+    /// settings stay. Tasks created while it is invalidating fail with `.sessionInvalidated`.
+    func invalidate(cancelingTasks: Bool, resetting: Bool = false, completion: (@Sendable () -> Void)? = nil) {
         enum Step { case begin([SessionTask]), wait, alreadyDone(DispatchQueue) }
         let step = state.withLock { state -> Step in
             switch state.invalidation {
@@ -239,9 +246,11 @@ final class SessionEngine: Sendable {
                 return .alreadyDone(state.completionQueue)
             case .invalidating:
                 if let completion { state.invalidationWaiters.append(completion) }
+                if !resetting { state.resetsAfterInvalidation = false }
                 return .wait
             case .active:
                 state.invalidation = .invalidating
+                state.resetsAfterInvalidation = resetting
                 if let completion { state.invalidationWaiters.append(completion) }
                 return .begin(Array(state.tasks.values))
             }
@@ -274,20 +283,46 @@ final class SessionEngine: Sendable {
     }
 
     private func didShutDown() {
+        let resetRequested = state.withLock { $0.resetsAfterInvalidation }
+        if resetRequested, configuration.httpShouldSetCookies {
+            // Before any new task can start: a reset session sends none of the old cookies.
+            configuration.cookieJar?.removeAll()
+        }
+        let fresh = resetRequested ? makeFreshDriver() : nil
         let (queue, hook, waiters) = state.withLock { state in
-            state.invalidation = .invalidated
+            // A reset cancelled meanwhile (the manager went away) leaves the new driver unused.
+            let resets = fresh != nil && state.resetsAfterInvalidation
+            state.invalidation = resets ? .active : .invalidated
+            state.resetsAfterInvalidation = false
             defer {
                 state.invalidationWaiters.removeAll()
                 // An invalidated manager calls no hook again: release them, so a hook that
-                // captures its manager does not keep it alive.
-                state.hooks = Hooks()
+                // captures its manager does not keep it alive. A reset manager keeps them.
+                if !resets { state.hooks = Hooks() }
+            }
+            if resets, let fresh {
+                driverBox.withLock { $0 = fresh }
+                driverShutdownSent.withLock { $0 = false }
             }
             return (state.completionQueue, state.hooks.sessionDidBecomeInvalid, state.invalidationWaiters)
+        }
+        if let fresh, driver !== fresh {
+            // Unused: shut it down at once (its thread exits when it sees the request).
+            fresh.submit(.shutdown {})
         }
         queue.async {
             hook?(nil)
             for waiter in waiters { waiter() }
         }
+    }
+
+    /// A new driver for a reset; nil when libcurl refuses (the engine then stays invalidated).
+    private func makeFreshDriver() -> TransferDriver? {
+        let number = SessionEngine.managerCounter.withLock { counter -> Int in
+            counter += 1
+            return counter
+        }
+        return try? TransferDriver(configuration: configuration, engine: self, identifier: number)
     }
 
     var invalidationState: Invalidation { state.withLock { $0.invalidation } }

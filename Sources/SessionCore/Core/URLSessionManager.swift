@@ -169,14 +169,19 @@ open class URLSessionManager: @unchecked Sendable {
     /// otherwise they run to completion first. Then the driver thread frees every curl
     /// handle, the session-invalid hook runs and `.sessionDidInvalidate` is posted.
     ///
+    /// With `resetSession` (AFNetworking's reset, which builds a fresh session), the manager
+    /// then works again on a fresh driver: new connections, DNS and TLS session caches, and an
+    /// emptied ``cookieJar`` (a jar shared with other managers is emptied for them too). Its
+    /// hooks, queues, serializer and security policy stay. Tasks created before the reset
+    /// completes fail with `.sessionInvalidated`: create new ones after `.sessionDidInvalidate`.
+    ///
     /// - Parameters:
     ///   - cancelPendingTasks: Cancel unfinished tasks instead of letting them finish.
-    ///   - resetSession: Also empty this manager's ``cookieJar`` once invalidated (a jar
-    ///     shared with other managers is emptied for them too).
+    ///   - resetSession: Come back with a fresh session and an empty cookie jar.
     open func invalidateSessionCancelingTasks(_ cancelPendingTasks: Bool, resetSession: Bool) {
-        let jar = resetSession ? cookieJar : nil
-        engine.invalidate(cancelingTasks: cancelPendingTasks) { [self] in
-            jar?.removeAll()
+        // The engine empties the jar itself on a reset, before the fresh driver takes tasks.
+        // Weak: a reset must not keep a manager that its owner released alive until it ends.
+        engine.invalidate(cancelingTasks: cancelPendingTasks, resetting: resetSession) { [weak self] in
             NotificationCenter.default.post(name: .sessionDidInvalidate, object: self)
         }
     }

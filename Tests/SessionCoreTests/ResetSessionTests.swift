@@ -1,0 +1,107 @@
+import CurlewTestSupport
+import Foundation
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// `invalidateSessionCancelingTasks(_:resetSession: true)` is AFNetworking's reset: the
+/// manager comes back on a fresh session and keeps working.
+final class ResetSessionTests: XCTestCase {
+    var server: TestServer!
+
+    override func setUp() async throws {
+        server = try TestServer()
+        server.route("/ok", response: .text("ok"))
+        server.route("/slow", response: .stream((0..<50).map { _ in .init(Data(repeating: 1, count: 100), delay: .milliseconds(100)) }))
+    }
+
+    override func tearDown() async throws {
+        server.shutdown()
+    }
+
+    private func reset(_ manager: URLSessionManager, cancelling: Bool) async {
+        let invalidated = expectation(forNotification: .sessionDidInvalidate, object: manager)
+        manager.invalidateSessionCancelingTasks(cancelling, resetSession: true)
+        await fulfillment(of: [invalidated], timeout: 30)
+    }
+
+    func testAResetManagerKeepsWorking() async throws {
+        let manager = URLSessionManager.raw()
+        let before = await manager.response(for: URLRequest(url: try server.url("/ok")))
+        XCTAssertNil(before.error)
+        let oldDriver = try XCTUnwrap(manager.engine.driver)
+
+        await reset(manager, cancelling: true)
+
+        XCTAssertFalse(manager.engine.driver === oldDriver, "a fresh driver, with fresh connections")
+        for _ in 0..<3 {
+            let after = await manager.response(for: URLRequest(url: try server.url("/ok")))
+            XCTAssertNil(after.error, "a request after the reset failed: \(String(describing: after.error))")
+            XCTAssertEqual(after.data, Data("ok".utf8))
+        }
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
+    func testAResetCancelsRunningTasksAndKeepsHooksAndSettings() async throws {
+        let manager = URLSessionManager.raw()
+        let completions = Mutex(0)
+        manager.setTaskDidCompleteBlock { _, _ in completions.withLock { $0 += 1 } }
+        let queue = DispatchQueue(label: "reset-test.completion")
+        manager.completionQueue = queue
+
+        let running = manager.dataTask(with: URLRequest(url: try server.url("/slow"))) { _ in }
+        let done = expectation(forNotification: .taskDidComplete, object: running)
+        running.resume()
+        await reset(manager, cancelling: true)
+        await fulfillment(of: [done], timeout: 30)
+        XCTAssertEqual(running.error as? SessionError, .cancelled)
+
+        let next = manager.dataTask(with: URLRequest(url: try server.url("/ok"))) { _ in }
+        // Posted after the completion hook has run.
+        let nextDone = expectation(forNotification: .taskDidComplete, object: next)
+        next.resume()
+        await fulfillment(of: [nextDone], timeout: 30)
+        XCTAssertNil(next.error)
+        XCTAssertEqual(completions.withLock { $0 }, 2, "the completion hook survived the reset")
+        XCTAssertTrue(manager.completionQueue === queue)
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
+    /// A plain invalidation still ends the manager for good.
+    func testInvalidatingWithoutResetStillEndsTheManager() async throws {
+        let manager = URLSessionManager.raw()
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+        let refused = await manager.response(for: URLRequest(url: try server.url("/ok")))
+        XCTAssertEqual(refused.error as? SessionError, .sessionInvalidated)
+    }
+
+    /// A manager released while its reset is under way does not leave a driver thread behind.
+    func testAManagerReleasedDuringAResetLeavesNoThread() async throws {
+        var manager: URLSessionManager? = URLSessionManager.raw()
+        let engine = try XCTUnwrap(manager?.engine)
+        let running = manager?.dataTask(with: URLRequest(url: try server.url("/slow"))) { _ in }
+        running?.resume()
+        manager?.invalidateSessionCancelingTasks(false, resetSession: true)  // waits for /slow
+        manager = nil  // deinit: invalidate without reset, cancelling
+        var state = engine.invalidationState
+        for _ in 0..<1000 where state != .invalidated {
+            try await Task.sleep(nanoseconds: 10_000_000)
+            state = engine.invalidationState
+        }
+        XCTAssertEqual(state, .invalidated, "the engine came back after its manager was released")
+        if let threadID = engine.driver?.threadID.withLock({ $0 }) {
+            var exited = false
+            for _ in 0..<500 {
+                if !FileManager.default.fileExists(atPath: "/proc/self/task/\(threadID)") { exited = true; break }
+                try await Task.sleep(nanoseconds: 10_000_000)
+            }
+            XCTAssertTrue(exited, "the driver thread outlived its manager")
+        }
+    }
+}
