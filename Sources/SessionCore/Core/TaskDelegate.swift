@@ -328,12 +328,12 @@ final class TaskDelegate {
     }
 
     /// Once a body outgrows its first 16 MiB and the server announced more, reserves the
-    /// announced length in one step (capped at half the machine's memory): doubling a 1 GiB
-    /// body's buffer from 16 MiB zeroes and copies about twice its size in fresh pages. A
-    /// length that was a lie costs address space only: pages are touched as bytes arrive.
+    /// announced length in one step, capped at a quarter of the machine's memory. Doubling a
+    /// 1 GiB body's buffer from 16 MiB zeroes and copies about twice its size in fresh pages.
+    /// A length that was a lie costs address space only: pages are touched as bytes arrive.
     private func growBodyIfAnnounced(adding count: Int) {
         guard bodyReserved > 0, body.count + count > bodyReserved, Int64(bodyReserved) < bodyAnnounced else { return }
-        let cap = Int64(clamping: ProcessInfo.processInfo.physicalMemory / 2)
+        let cap = Int64(clamping: ProcessInfo.processInfo.physicalMemory / 4)
         bodyReserved = Int(max(Int64(body.count + count), min(bodyAnnounced, cap)))
         body.reserveCapacity(bodyReserved)
     }
