@@ -1,5 +1,6 @@
 import CurlewTestSupport
 import Foundation
+import Synchronization
 import XCTest
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -135,5 +136,51 @@ final class ProgressTests: XCTestCase {
         }
         try await eventually({ weakTask == nil }, "the task outlived its completion because its Progress kept it")
         XCTAssertNotNil(progress)
+    }
+}
+
+/// `setTaskDidSendBodyDataBlock`: AFNetworking's per-task upload hook.
+final class SendBodyDataHookTests: XCTestCase {
+    func testTheHookSeesEveryUploadedByteBeforeTheCompletionHandler() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/upload") { request in .text("got \(request.body.count)") }
+        server.route("/get", response: .text("ok"))
+        let manager = URLSessionManager.raw()
+        struct Report: Sendable { var calls = 0, sum: Int64 = 0, lastTotal: Int64 = 0, lastExpected: Int64 = 0, tasks = Set<Int>() }
+        let report = Mutex(Report())
+        manager.setTaskDidSendBodyDataBlock { task, sent, total, expected in
+            report.withLock {
+                $0.calls += 1
+                $0.sum += sent
+                $0.lastTotal = total
+                $0.lastExpected = expected
+                $0.tasks.insert(task.taskIdentifier)
+            }
+        }
+        var request = URLRequest(url: try server.url("/upload"))
+        request.httpMethod = "POST"
+        let payload = Data(repeating: 3, count: 700_000)
+        let seenAtCompletion = Mutex<Int64>(-1)
+        let uploaded: DataResponse = await withCheckedContinuation { continuation in
+            manager.uploadTask(with: request, from: payload) { response in
+                seenAtCompletion.withLock { $0 = report.withLock { $0.sum } }
+                continuation.resume(returning: response)
+            }.resume()
+        }
+        XCTAssertNil(uploaded.error)
+        XCTAssertEqual(seenAtCompletion.withLock { $0 }, 700_000, "the last report came before the completion handler")
+        let final = report.withLock { $0 }
+        XCTAssertGreaterThan(final.calls, 0)
+        XCTAssertEqual(final.sum, 700_000)
+        XCTAssertEqual(final.lastTotal, 700_000)
+        XCTAssertEqual(final.lastExpected, 700_000)
+
+        // A request without a body reports nothing.
+        let got = await manager.response(for: URLRequest(url: try server.url("/get")))
+        XCTAssertNil(got.error)
+        XCTAssertEqual(report.withLock { $0.tasks.count }, 1)
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
     }
 }

@@ -19,6 +19,7 @@ final class SessionEngine: Sendable {
         var metrics: (@Sendable (SessionTask, TaskMetrics?) -> Void)?
         var sessionDidBecomeInvalid: (@Sendable ((any Error)?) -> Void)?
         var authenticationChallenge: (@Sendable (SessionTask, URLAuthenticationChallenge) -> AuthChallengeDisposition)?
+        var sentBodyData: (@Sendable (SessionTask, Int64, Int64, Int64) -> Void)?
     }
 
     private struct State {
@@ -82,7 +83,16 @@ final class SessionEngine: Sendable {
         set { state.withLock { $0.completionQueue = newValue } }
     }
 
-    func updateHooks(_ body: (inout Hooks) -> Void) { state.withLock { body(&$0.hooks) } }
+    func updateHooks(_ body: (inout Hooks) -> Void) {
+        state.withLock { state in
+            body(&state.hooks)
+            observesSentBodyData.store(state.hooks.sentBodyData != nil, ordering: .releasing)
+        }
+    }
+
+    /// Whether a send-body-data hook is set: read for every upload progress event, so it is
+    /// an atomic rather than the hooks behind the lock.
+    let observesSentBodyData = Atomic<Bool>(false)
     var hooks: Hooks { state.withLock { $0.hooks } }
     var redirectHook: (@Sendable (SessionTask, HTTPURLResponse, URLRequest) -> URLRequest?)? { hooks.redirect }
 
@@ -167,6 +177,7 @@ final class SessionEngine: Sendable {
         // completion goes through it too, so the handler never runs before the last chunk was
         // delivered, and the task's Progress objects are finished after their last update.
         let viaOperationQueue = wantsBodyDelivery(for: task) || task.observesProgress
+            || observesSentBodyData.load(ordering: .acquiring)
         let hop: (@escaping @Sendable () -> Void) -> Void =
             viaOperationQueue
             ? { work in self.operationQueue.async { task.finishProgress(); queue.async(execute: work) } }

@@ -41,6 +41,8 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         /// Ownership of the prepared request passes to the driver when the task starts.
         var prepared: PreparedRequest?
         var progressUpdatePending = false
+        /// Body bytes already reported to the send-body-data hook.
+        var bytesSentReported: Int64 = 0
         /// Set when the request failed validation: `resume()` completes with it.
         var startFailure: SessionError?
         /// The caller's closures; emptied when the task completes (see `takeCallbacks()`).
@@ -262,7 +264,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
 
     /// Coalesces progress: at most one update waits on the operation queue per task.
     private func scheduleProgressUpdate() {
-        guard observesProgress else { return }
+        guard observesProgress || engine.observesSentBodyData.load(ordering: .acquiring) else { return }
         let alreadyPending = protected.withLock { state -> Bool in
             defer { state.progressUpdatePending = true }
             return state.progressUpdatePending
@@ -287,6 +289,13 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
             let progress = existingUpload ?? uploadProgress
             Self.update(progress, upload: true, from: snapshot)
             callbacks.uploadProgress?(progress)
+        }
+        if let hook = engine.hooks.sentBodyData {
+            let delta = protected.withLock { state -> Int64 in
+                defer { state.bytesSentReported = max(state.bytesSentReported, snapshot.bytesSent) }
+                return snapshot.bytesSent - state.bytesSentReported
+            }
+            if delta > 0 { hook(self, delta, snapshot.bytesSent, snapshot.bytesExpectedToSend) }
         }
         if snapshot.head != nil, callbacks.downloadProgress != nil || existingDownload != nil {
             let progress = existingDownload ?? downloadProgress

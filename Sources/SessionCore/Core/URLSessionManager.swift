@@ -210,6 +210,14 @@ open class URLSessionManager: @unchecked Sendable {
         engine.updateHooks { $0.dataReceived = block }
     }
 
+    /// Called on `operationQueue` as each task's request body is sent, with the bytes sent
+    /// since the last call, the total sent, and the total expected (-1 when unknown).
+    /// Updates are coalesced: a fast upload reports in few, larger steps, and the last call's
+    /// total is the whole body, before the task's completion handler runs.
+    public func setTaskDidSendBodyDataBlock(_ block: (@Sendable (SessionTask, Int64, Int64, Int64) -> Void)?) {
+        engine.updateHooks { $0.sentBodyData = block }
+    }
+
     /// Called on `completionQueue` after each task's completion handler.
     public func setTaskDidCompleteBlock(_ block: (@Sendable (SessionTask, (any Error)?) -> Void)?) {
         engine.updateHooks { $0.taskDidComplete = block }
