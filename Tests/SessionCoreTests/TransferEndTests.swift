@@ -75,6 +75,16 @@ final class TransferEndTests: XCTestCase {
         XCTAssertEqual(TransferEnd.decide(facts), .finish(nil))
     }
 
+    /// A delivered response whose hook has not answered waits for it; an error does not.
+    func testAnExchangeThatEndsBeforeTheResponseHookAnswersWaits() {
+        var facts = TransferEnd.Facts()
+        facts.head = .deliver
+        facts.awaitsResponseDecision = true
+        XCTAssertEqual(TransferEnd.decide(facts), .waitForResponseDecision)
+        facts.error = .timedOut("idle")
+        XCTAssertEqual(TransferEnd.decide(facts), .finish(.timedOut("idle")))
+    }
+
     func testTheHeadDispositionPrefersARedirectOverAChallenge() throws {
         XCTAssertEqual(TransferEnd.disposition(hop: try hop(), challengeable: true), .redirect(try hop()))
         XCTAssertEqual(TransferEnd.disposition(hop: nil, challengeable: true), .challenge)

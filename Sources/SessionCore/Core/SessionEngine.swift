@@ -20,6 +20,7 @@ final class SessionEngine: Sendable {
         var sessionDidBecomeInvalid: (@Sendable ((any Error)?) -> Void)?
         var authenticationChallenge: (@Sendable (SessionTask, URLAuthenticationChallenge) -> AuthChallengeDisposition)?
         var sentBodyData: (@Sendable (SessionTask, Int64, Int64, Int64) -> Void)?
+        var dataTaskDidReceiveResponse: (@Sendable (DataTask, HTTPURLResponse) -> ResponseDisposition)?
     }
 
     private struct State {

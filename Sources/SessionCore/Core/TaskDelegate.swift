@@ -51,6 +51,13 @@ final class TaskDelegate {
     var unmanagedSelf: UnsafeMutableRawPointer?
     /// Whether the easy handle is currently in the multi handle.
     var isAttached = false
+    /// Whether the response hook is asked about this transfer's delivered response (a data
+    /// task, with the hook set when the transfer started).
+    private let asksResponseHook: Bool
+    /// The response hook has not answered yet: body chunks wait in curl (the write callback
+    /// pauses), and an exchange that ends meanwhile waits in `pendingEndFacts`.
+    var awaitsResponseDecision = false
+    var pendingEndFacts: TransferEnd.Facts?
     /// Whether body chunks go to user code (a data handler, or the data-received hook as it
     /// was when the transfer started): asked once, not under the engine's lock per chunk.
     private let deliversBody: Bool
@@ -73,6 +80,7 @@ final class TaskDelegate {
         self.head = ResponseHeadParser(maximumBytes: engine.configuration.maximumResponseHeaderBytes)
         self.bodyReader = try BodyReader(prepared.body, wake: Self.bodyWake(task: task, engine: engine))
         self.deliversBody = engine.wantsBodyDelivery(for: task)
+        self.asksResponseHook = task is DataTask && engine.hooks.dataTaskDidReceiveResponse != nil
         self.clock = TransferClock(
             timeouts: TransferTimeouts(request: task.originalRequest, configuration: engine.configuration),
             now: startUptime)
@@ -222,6 +230,8 @@ final class TaskDelegate {
     private func resetResponseState() {
         head.reset()
         responseHead = nil
+        awaitsResponseDecision = false
+        pendingEndFacts = nil
         body = Data()
         bodyReserved = 0
         bodyAnnounced = -1
@@ -274,6 +284,7 @@ final class TaskDelegate {
             let expected = response.expectedContentLength
             if disposition == .deliver {
                 task.didReceive(head: response)
+                if asksResponseHook { askResponseHook(response) }
                 if task.options.collectsBody, expected > 0 {
                     // Untrusted: reserve at most 16 MiB up front, grow past it as bytes arrive.
                     bodyReserved = Int(min(expected, 16 << 20))
@@ -289,6 +300,11 @@ final class TaskDelegate {
         // libcurl resets pause bits when a transfer starts, so a suspend() that came before
         // (or while detached for a redirect or challenge) takes effect here, from the callback.
         if isSuspendedByCaller { return .pause }
+        if awaitsResponseDecision && headDisposition == .deliver {
+            // The hook's time is not the server's silence.
+            clock.setIdleClockStopped(true, at: Self.uptime)
+            return .pause
+        }
         clock.noteActivity(at: Self.uptime)
         decodedBodyBytes += Int64(bytes.count)
         if isContentEncoded {
@@ -343,6 +359,18 @@ final class TaskDelegate {
     private static func append(_ bytes: UnsafeRawBufferPointer, to data: inout Data) {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
         data.append(base.assumingMemoryBound(to: UInt8.self), count: bytes.count)
+    }
+
+    /// Puts the delivered response to the data task's response hook on the operation queue
+    /// (Foundation's response is built there); the answer comes back as a driver command.
+    private func askResponseHook(_ head: HTTPResponseHead) {
+        guard let hook = engine.hooks.dataTaskDidReceiveResponse, let dataTask = task as? DataTask else { return }
+        awaitsResponseDecision = true
+        let engine = self.engine
+        engine.operationQueue.async {
+            let disposition = head.httpURLResponse.map { hook(dataTask, $0) } ?? .allow
+            engine.submit(.responseDecision(dataTask, disposition))
+        }
     }
 
     /// What the read callback gives curl: bytes, a pause until the body's stream has data

@@ -32,6 +32,8 @@ final class TransferDriver: Sendable {
         case redirectDecision(SessionTask, RedirectPolicy.Hop, URLRequest?)
         /// The authentication challenge handler answered (server trust or HTTP 401).
         case challengeDecision(SessionTask, AuthChallengeDisposition)
+        /// The data task's response hook answered about the delivered response.
+        case responseDecision(SessionTask, ResponseDisposition)
         /// Tear down once no transfer is left, then call the closure (from the driver thread).
         case shutdown(@Sendable () -> Void)
     }
@@ -312,6 +314,24 @@ final class DriverLoop {
             case .fail(let error): finish(delegate, outcome: outcome(of: delegate, error: error))
             case .deliver: finish(delegate, outcome: outcome(of: delegate, error: nil))
             }
+        case .responseDecision(let task, let disposition):
+            guard let delegate = delegates[ObjectIdentifier(task)], delegate.awaitsResponseDecision else { return }
+            delegate.awaitsResponseDecision = false
+            switch disposition {
+            case .cancel:
+                finish(delegate, outcome: outcome(of: delegate, error: .cancelled))
+            case .allow:
+                if var facts = delegate.pendingEndFacts {
+                    // The exchange ended while the hook was deciding: carry out its end now.
+                    delegate.pendingEndFacts = nil
+                    facts.awaitsResponseDecision = false
+                    act(on: TransferEnd.decide(facts), delegate: delegate, facts: facts, challenge: nil, hooks: engine.hooks)
+                } else if delegate.isAttached, !delegate.isSuspendedByCaller {
+                    delegate.clock.setIdleClockStopped(false, at: TaskDelegate.uptime)
+                    scheduleTimeoutCheck(for: delegate)
+                    _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
+                }
+            }
         case .shutdown(let completion):
             shutdownRequests.append(completion)
         }
@@ -323,7 +343,7 @@ final class DriverLoop {
             engine.complete(task, outcome: TransferOutcome(error: .sessionInvalidated, request: task.currentRequest))
         case .shutdown(let completion):
             completion()
-        case .pause, .unpause, .resumeReading, .resumeSending:
+        case .pause, .unpause, .resumeReading, .resumeSending, .responseDecision:
             break
         }
     }
@@ -412,8 +432,16 @@ final class DriverLoop {
         facts.maximumRedirects = configuration.maximumRedirects
         facts.canReplayBody = delegate.canReplayBody
         facts.hasRedirectHook = hooks.redirect != nil
+        facts.awaitsResponseDecision = delegate.awaitsResponseDecision
+        act(on: TransferEnd.decide(facts), delegate: delegate, facts: facts, challenge: challenge, hooks: hooks)
+    }
 
-        switch TransferEnd.decide(facts) {
+    /// Carries out what `TransferEnd.decide` chose for an exchange that ended.
+    private func act(
+        on action: TransferEnd.Action, delegate: TaskDelegate, facts: TransferEnd.Facts,
+        challenge: PendingChallenge?, hooks: SessionEngine.Hooks
+    ) {
+        switch action {
         case .finish(let error):
             finish(delegate, outcome: outcome(of: delegate, error: error))
         case .retryOnFreshConnection:
@@ -436,6 +464,10 @@ final class DriverLoop {
             }
         case .follow(let hop):
             follow(delegate, to: hop.request, proposed: hop)
+        case .waitForResponseDecision:
+            detach(delegate)  // the connection goes back to the pool meanwhile
+            delegate.pendingEndFacts = facts
+            delegate.clock.setIdleClockStopped(true, at: TaskDelegate.uptime)  // the hook's time
         case .askRedirectHook(let hop):
             guard let hook = hooks.redirect, let head = delegate.responseHead else {
                 follow(delegate, to: hop.request, proposed: hop)

@@ -38,6 +38,8 @@ enum TransferEnd {
         var canReplayBody = true
         /// Whether the manager has a redirection hook.
         var hasRedirectHook = false
+        /// The response hook has not answered yet about the delivered response.
+        var awaitsResponseDecision = false
     }
 
     /// The action the driver carries out.
@@ -52,6 +54,9 @@ enum TransferEnd {
         case follow(RedirectPolicy.Hop)
         /// Detach and ask the redirection hook; its answer arrives as a command.
         case askRedirectHook(RedirectPolicy.Hop)
+        /// Detach and keep the facts until the response hook answers (a response without a
+        /// body can end before it does).
+        case waitForResponseDecision
     }
 
     /// Decides how a response head is treated. `hop` is the redirect Curlew would follow
@@ -68,6 +73,7 @@ enum TransferEnd {
         if facts.refusedStaleConnection { return .retryOnFreshConnection }
         if facts.hasChallengeForHandler { return .askChallengeHandler }
         if let error = facts.error { return .finish(error) }
+        if facts.awaitsResponseDecision { return .waitForResponseDecision }
         guard case .redirect(let hop) = facts.head else { return .finish(nil) }
         guard facts.redirectCount < facts.maximumRedirects else {
             return .finish(.tooManyRedirects(facts.maximumRedirects))

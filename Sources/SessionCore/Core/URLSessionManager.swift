@@ -210,6 +210,17 @@ open class URLSessionManager: @unchecked Sendable {
         engine.updateHooks { $0.dataReceived = block }
     }
 
+    /// Asked on `operationQueue` when a data task's final response head arrives (not for
+    /// redirects the manager follows): `.allow` lets the body come, `.cancel` ends the task
+    /// with `SessionError.cancelled`. The transfer waits for the answer without reading the
+    /// body (its idle timeout does not run meanwhile). Applies to transfers that start after
+    /// it is set.
+    public func setDataTaskDidReceiveResponseBlock(
+        _ block: (@Sendable (DataTask, HTTPURLResponse) -> ResponseDisposition)?
+    ) {
+        engine.updateHooks { $0.dataTaskDidReceiveResponse = block }
+    }
+
     /// Called on `operationQueue` as each task's request body is sent, with the bytes sent
     /// since the last call, the total sent, and the total expected (-1 when unknown).
     /// Updates are coalesced: a fast upload reports in few, larger steps, and the last call's
