@@ -31,6 +31,7 @@ final class SessionEngine: Sendable {
         /// How a finished task's body becomes its result value (the manager's
         /// `responseSerializer`); AFNetworking's default is a JSON serializer.
         var responseSerializer: any ResponseSerialization = JSONResponseSerializer()
+        var requestRetrier: (any RequestRetrier)?
         var invalidation: Invalidation = .active
         var invalidationWaiters: [@Sendable () -> Void] = []
         /// Start a fresh driver once this invalidation is done (AFNetworking's
@@ -90,6 +91,19 @@ final class SessionEngine: Sendable {
             observesSentBodyData.store(state.hooks.sentBodyData != nil, ordering: .releasing)
         }
     }
+
+    /// The manager's retrier; `hasRequestRetrier` lets the driver skip the lock when none is set.
+    var requestRetrier: (any RequestRetrier)? {
+        get { hasRequestRetrier.load(ordering: .acquiring) ? state.withLock { $0.requestRetrier } : nil }
+        set {
+            state.withLock { state in
+                state.requestRetrier = newValue
+                hasRequestRetrier.store(newValue != nil, ordering: .releasing)
+            }
+        }
+    }
+
+    let hasRequestRetrier = Atomic<Bool>(false)
 
     /// Whether a send-body-data hook is set: read for every upload progress event, so it is
     /// an atomic rather than the hooks behind the lock.

@@ -58,6 +58,13 @@ final class TaskDelegate {
     /// pauses), and an exchange that ends meanwhile waits in `pendingEndFacts`.
     var awaitsResponseDecision = false
     var pendingEndFacts: TransferEnd.Facts?
+    /// Retries made so far, and the outcome's error kept while the retrier decides or the
+    /// retry waits for its time.
+    var retryCount = 0
+    var awaitsRetryDecision = false
+    var pendingFinishError: SessionError?
+    /// Whether body bytes already went to user code (such an attempt cannot be retried).
+    var hasStreamedBody: Bool { deliversBody && bodyBytesDelivered > 0 }
     /// Whether body chunks go to user code (a data handler, or the data-received hook as it
     /// was when the transfer started): asked once, not under the engine's lock per chunk.
     private let deliversBody: Bool

@@ -34,6 +34,8 @@ final class TransferDriver: Sendable {
         case challengeDecision(SessionTask, AuthChallengeDisposition)
         /// The data task's response hook answered about the delivered response.
         case responseDecision(SessionTask, ResponseDisposition)
+        /// The request retrier answered about a failed attempt.
+        case retryDecision(SessionTask, RetryDecision)
         /// Tear down once no transfer is left, then call the closure (from the driver thread).
         case shutdown(@Sendable () -> Void)
     }
@@ -143,6 +145,9 @@ final class DriverLoop {
     private let driver: TransferDriver
     private let engine: SessionEngine
     private var delegates: [ObjectIdentifier: TaskDelegate] = [:]
+    /// Retries waiting for their time, and the earliest of them (`.max`: none).
+    private var scheduledRetries: [(deadline: UInt64, delegate: TaskDelegate)] = []
+    private var nextRetry: UInt64 = .max
     private var idleHandles: [EasyHandle] = []
     private var shutdownRequests: [@Sendable () -> Void] = []
     /// When the timeouts are checked next (uptime ns; `.max`: no transfer has a deadline).
@@ -218,6 +223,7 @@ final class DriverLoop {
             _ = curl_multi_perform(multi, &running)
             readCompletions()
             enforceTimeouts()
+            startDueRetries()
             if driver.hasPendingCommands { continue }
             // Blocks until a socket is ready, curl's next timeout, our next deadline, or a
             // wakeup. With no transfers there is no deadline: this sleeps until the next command.
@@ -229,10 +235,11 @@ final class DriverLoop {
 
     /// Milliseconds until the next timeout check, for `curl_multi_poll`.
     private func pollTimeout() -> Int32 {
-        guard nextTimeoutCheck != .max else { return Int32.max }
+        let next = min(nextTimeoutCheck, nextRetry)
+        guard next != .max else { return Int32.max }
         let now = TaskDelegate.uptime
-        guard nextTimeoutCheck > now else { return 0 }
-        let milliseconds = (nextTimeoutCheck - now + 999_999) / 1_000_000
+        guard next > now else { return 0 }
+        let milliseconds = (next - now + 999_999) / 1_000_000
         return Int32(clamping: milliseconds)
     }
 
@@ -332,9 +339,84 @@ final class DriverLoop {
                     _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
                 }
             }
+        case .retryDecision(let task, let decision):
+            guard let delegate = delegates[ObjectIdentifier(task)], delegate.awaitsRetryDecision else { return }
+            delegate.awaitsRetryDecision = false
+            switch decision {
+            case .doNotRetry:
+                finish(delegate, outcome: outcome(of: delegate, error: delegate.pendingFinishError))
+            case .retry:
+                retryAfterFailure(delegate)
+            case .retryAfter(let seconds):
+                if seconds == 0 {
+                    retryAfterFailure(delegate)
+                } else if seconds > 0, let wait = TransferTimeouts.nanoseconds(seconds) {
+                    let deadline = TaskDelegate.uptime + wait
+                    scheduledRetries.append((deadline, delegate))
+                    nextRetry = min(nextRetry, deadline)
+                } else {
+                    finish(delegate, outcome: outcome(of: delegate, error: delegate.pendingFinishError))
+                }
+            }
         case .shutdown(let completion):
             shutdownRequests.append(completion)
         }
+    }
+
+    // MARK: - Retries
+
+    /// Whether the retrier is asked about an attempt that ended this way: an error other than
+    /// a cancellation, or a status of 400 or more; never once body bytes went to user code or
+    /// when the request body cannot be sent again.
+    private func asksRetrier(_ delegate: TaskDelegate, error: SessionError?) -> Bool {
+        if let error, error == .cancelled || error == .sessionInvalidated { return false }
+        guard error != nil || (delegate.responseHead?.statusCode ?? 0) >= 400 else { return false }
+        return !delegate.hasStreamedBody && delegate.canReplayBody
+    }
+
+    /// Detaches the transfer and asks the retrier on the operation queue (user code never runs
+    /// here); the answer comes back as `.retryDecision`.
+    private func askRetrier(_ retrier: any RequestRetrier, delegate: TaskDelegate, error: SessionError?) {
+        detach(delegate)
+        delegate.awaitsRetryDecision = true
+        delegate.pendingFinishError = error
+        delegate.clock.setIdleClockStopped(true, at: TaskDelegate.uptime)  // not the server's silence
+        let task = delegate.task
+        let head = delegate.responseHead
+        let attempt = delegate.retryCount
+        let driver = self.driver
+        engine.operationQueue.async {
+            let decision = retrier.retry(task, attempt: attempt, error: error, response: head?.httpURLResponse)
+            driver.submit(.retryDecision(task, decision))
+        }
+    }
+
+    /// Sends the request again on the same delegate: the task keeps its identity and handlers.
+    private func retryAfterFailure(_ delegate: TaskDelegate) {
+        delegate.retryCount += 1
+        let error = delegate.pendingFinishError
+        delegate.pendingFinishError = nil
+        retry(delegate, otherwise: error)
+    }
+
+    /// Starts the retries whose wait is over (driver loop).
+    private func startDueRetries() {
+        let now = TaskDelegate.uptime
+        guard now >= nextRetry else { return }
+        var due: [TaskDelegate] = []
+        var earliest = UInt64.max
+        scheduledRetries.removeAll { entry in
+            // A task cancelled or timed out meanwhile is no longer in `delegates`.
+            guard delegates[ObjectIdentifier(entry.delegate.task)] === entry.delegate else { return true }
+            if entry.deadline <= now {
+                due.append(entry.delegate)
+                return true
+            }
+            earliest = min(earliest, entry.deadline)
+            return false
+        }
+        nextRetry = earliest
+        for delegate in due { retryAfterFailure(delegate) }
     }
 
     static func reject(_ command: TransferDriver.Command, engine: SessionEngine) {
@@ -343,7 +425,7 @@ final class DriverLoop {
             engine.complete(task, outcome: TransferOutcome(error: .sessionInvalidated, request: task.currentRequest))
         case .shutdown(let completion):
             completion()
-        case .pause, .unpause, .resumeReading, .resumeSending, .responseDecision:
+        case .pause, .unpause, .resumeReading, .resumeSending, .responseDecision, .retryDecision:
             break
         }
     }
@@ -443,6 +525,10 @@ final class DriverLoop {
     ) {
         switch action {
         case .finish(let error):
+            if let retrier = engine.requestRetrier, asksRetrier(delegate, error: error) {
+                askRetrier(retrier, delegate: delegate, error: error)
+                return
+            }
             finish(delegate, outcome: outcome(of: delegate, error: error))
         case .retryOnFreshConnection:
             // Refused before sending because the connection or TLS session was verified under

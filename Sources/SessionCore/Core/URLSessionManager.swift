@@ -210,6 +210,13 @@ open class URLSessionManager: @unchecked Sendable {
         engine.updateHooks { $0.dataReceived = block }
     }
 
+    /// Decides whether failed attempts are sent again (nil, the default: never). See
+    /// ``RequestRetrier`` and ``RetryPolicy``; applies to attempts that end after it is set.
+    public var requestRetrier: (any RequestRetrier)? {
+        get { engine.requestRetrier }
+        set { engine.requestRetrier = newValue }
+    }
+
     /// Asked on `operationQueue` when a data task's final response head arrives (not for
     /// redirects the manager follows): `.allow` lets the body come, `.cancel` ends the task
     /// with `SessionError.cancelled`. The transfer waits for the answer without reading the

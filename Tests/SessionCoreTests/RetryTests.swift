@@ -1,0 +1,195 @@
+import CurlewTestSupport
+import Foundation
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// `requestRetrier` and `RetryPolicy`: a failed attempt is sent again on the same task, whose
+/// handlers are called once.
+final class RetryTests: XCTestCase {
+    var manager: URLSessionManager!
+    var server: TestServer!
+
+    /// Fast waits, no jitter: the tests never depend on how long a wait takes.
+    let quick = RetryPolicy(exponentialBackoffScale: 0.01, jitter: 0)
+
+    override func setUp() async throws {
+        manager = URLSessionManager.raw()
+        server = try TestServer()
+    }
+
+    override func tearDown() async throws {
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+        manager = nil
+        server.shutdown()
+    }
+
+    /// Fails with `status` the first `failures` times, then answers "ok".
+    private func flaky(_ path: String, failures: Int, status: Int = 503, headers: [(name: String, value: String)] = []) {
+        let count = Mutex(0)
+        server.route(path) { _ in
+            let attempt = count.withLock { value -> Int in
+                value += 1
+                return value
+            }
+            return attempt <= failures ? TestResponse(status: status, headers: headers, body: Data("busy".utf8)) : .text("ok")
+        }
+    }
+
+    private func hits(_ path: String) -> Int { server.requests.filter { $0.path == path }.count }
+
+    func testA503IsRetriedOnTheSameTaskAndItsHandlerRunsOnce() async throws {
+        flaky("/flaky", failures: 2)
+        manager.requestRetrier = quick
+        let calls = Mutex(0)
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/flaky"))) { _ in calls.withLock { $0 += 1 } }
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        await fulfillment(of: [done], timeout: 30)
+        XCTAssertNil(task.error)
+        XCTAssertEqual(task.response?.statusCode, 200)
+        XCTAssertEqual(hits("/flaky"), 3)
+        XCTAssertEqual(calls.withLock { $0 }, 1)
+    }
+
+    func testTheLimitIsKeptAndTheLastFailureDelivered() async throws {
+        flaky("/down", failures: 10)
+        manager.requestRetrier = quick  // 2 retries
+        let response = await manager.response(for: URLRequest(url: try server.url("/down")))
+        XCTAssertEqual(response.response?.statusCode, 503)
+        XCTAssertEqual(response.data, Data("busy".utf8))
+        XCTAssertEqual(hits("/down"), 3)
+        XCTAssertEqual(response.metrics?.transactionMetrics.count, 3, "metrics list every attempt")
+    }
+
+    func testAPOSTIsNotRetried() async throws {
+        flaky("/post", failures: 1)
+        manager.requestRetrier = quick
+        var request = URLRequest(url: try server.url("/post"))
+        request.httpMethod = "POST"
+        request.httpBody = Data("x".utf8)
+        let response = await manager.response(for: request)
+        XCTAssertEqual(response.response?.statusCode, 503)
+        XCTAssertEqual(hits("/post"), 1)
+    }
+
+    func testAPUTBodyIsSentAgainWhole() async throws {
+        let bodies = Mutex<[Int]>([])
+        server.route("/put") { request in
+            let attempt = bodies.withLock { list -> Int in
+                list.append(request.body.count)
+                return list.count
+            }
+            return attempt == 1 ? TestResponse(status: 500) : .text("ok")
+        }
+        manager.requestRetrier = quick
+        var request = URLRequest(url: try server.url("/put"))
+        request.httpMethod = "PUT"
+        let response: DataResponse = await withCheckedContinuation { continuation in
+            manager.uploadTask(with: request, from: Data(repeating: 9, count: 200_000)) { continuation.resume(returning: $0) }.resume()
+        }
+        XCTAssertNil(response.error)
+        XCTAssertEqual(bodies.withLock { $0 }, [200_000, 200_000])
+    }
+
+    /// A `Retry-After` longer than the policy waits is not waited: the 503 is delivered.
+    func testARetryAfterBeyondTheMaximumIsNotWaited() async throws {
+        flaky("/later", failures: 1, headers: [("Retry-After", "3600")])
+        manager.requestRetrier = quick
+        let response = await manager.response(for: URLRequest(url: try server.url("/later")))
+        XCTAssertEqual(response.response?.statusCode, 503)
+        XCTAssertEqual(hits("/later"), 1)
+    }
+
+    func testARefusedConnectionIsRetriedAndTheErrorDelivered() async throws {
+        let closed = try LoopbackPort.closed()
+        let attempts = AttemptLog()
+        manager.requestRetrier = CountingRetrier(log: attempts, policy: quick)
+        let response = await manager.response(for: URLRequest(url: try XCTUnwrap(URL(string: "http://127.0.0.1:\(closed)/"))))
+        guard case .cannotConnect? = response.error as? SessionError else {
+            return XCTFail("expected cannotConnect, got \(String(describing: response.error))")
+        }
+        XCTAssertEqual(attempts.values.withLock { $0 }, [0, 1, 2], "asked after each attempt, the last one refused")
+    }
+
+    /// Cancelling during a retry's wait ends the task at once with `.cancelled`.
+    func testCancellingDuringTheWaitCancels() async throws {
+        flaky("/wait", failures: 1)
+        manager.requestRetrier = FixedRetrier(decision: .retryAfter(600))
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/wait"))) { _ in }
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        for _ in 0..<500 where hits("/wait") == 0 { try await Task.sleep(nanoseconds: 10_000_000) }
+        try await Task.sleep(nanoseconds: 50_000_000)  // let the retrier answer (not a timing assertion)
+        task.cancel()
+        await fulfillment(of: [done], timeout: 30)
+        XCTAssertEqual(task.error as? SessionError, .cancelled)
+        XCTAssertEqual(hits("/wait"), 1)
+    }
+
+    func testWithoutARetrierNothingIsRetried() async throws {
+        flaky("/once", failures: 1)
+        let response = await manager.response(for: URLRequest(url: try server.url("/once")))
+        XCTAssertEqual(response.response?.statusCode, 503)
+        XCTAssertEqual(hits("/once"), 1)
+    }
+}
+
+/// The attempts a retrier was asked about.
+final class AttemptLog: Sendable {
+    let values = Mutex<[Int]>([])
+}
+
+/// Records each attempt, then decides as the policy does.
+struct CountingRetrier: RequestRetrier {
+    let log: AttemptLog
+    let policy: RetryPolicy
+
+    func retry(_ task: SessionTask, attempt: Int, error: SessionError?, response: HTTPURLResponse?) -> RetryDecision {
+        log.values.withLock { $0.append(attempt) }
+        return policy.retry(task, attempt: attempt, error: error, response: response)
+    }
+}
+
+/// Always answers the same.
+struct FixedRetrier: RequestRetrier {
+    let decision: RetryDecision
+
+    func retry(_ task: SessionTask, attempt: Int, error: SessionError?, response: HTTPURLResponse?) -> RetryDecision {
+        attempt == 0 ? decision : .doNotRetry
+    }
+}
+
+/// `RetryPolicy` alone: filters, backoff and `Retry-After`.
+final class RetryPolicyTests: XCTestCase {
+    func testBackoffGrowsAndJitterStaysWithinItsSpread() {
+        let policy = RetryPolicy(exponentialBackoffBase: 2, exponentialBackoffScale: 0.5, jitter: 0.2)
+        for attempt in 0..<4 {
+            let nominal = 0.5 * pow(2, Double(attempt))
+            for _ in 0..<50 {
+                let wait = policy.delay(forAttempt: attempt)
+                XCTAssertGreaterThanOrEqual(wait, nominal * 0.8 - 1e-9)
+                XCTAssertLessThanOrEqual(wait, nominal * 1.2 + 1e-9)
+            }
+        }
+        XCTAssertEqual(RetryPolicy(exponentialBackoffScale: 1, jitter: 0).delay(forAttempt: 3), 8)
+        XCTAssertEqual(RetryPolicy(exponentialBackoffBase: 1e308, exponentialBackoffScale: 1e10, jitter: 0).delay(forAttempt: 5), .infinity)
+    }
+
+    func testRetryAfterForms() {
+        let now = Date(timeIntervalSince1970: 1_000_000_000)
+        XCTAssertEqual(RetryPolicy.retryAfterSeconds("120", now: now), 120)
+        XCTAssertEqual(RetryPolicy.retryAfterSeconds(" 0 ", now: now), 0)
+        let later = "Sun, 09 Sep 2001 02:03:20 GMT"  // now + 1,000 s
+        XCTAssertEqual(try XCTUnwrap(RetryPolicy.retryAfterSeconds(later, now: now)), 1_000, accuracy: 0.5)
+        XCTAssertEqual(RetryPolicy.retryAfterSeconds("Sun, 09 Sep 2001 01:00:00 GMT", now: now), 0, "a past date means now")
+        XCTAssertNil(RetryPolicy.retryAfterSeconds("soon", now: now))
+        XCTAssertNil(RetryPolicy.retryAfterSeconds("-5", now: now))
+        XCTAssertNil(RetryPolicy.retryAfterSeconds("", now: now))
+        XCTAssertEqual(RetryPolicy.retryAfterSeconds(String(repeating: "9", count: 400), now: now), .infinity)
+    }
+}
