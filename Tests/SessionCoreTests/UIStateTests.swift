@@ -162,3 +162,68 @@ final class UIStateTests: XCTestCase {
         running.cancel()
     }
 }
+
+/// A progress bar of some toolkit.
+final class RecordingProgressView: ProgressDisplaying, @unchecked Sendable {
+    // @unchecked: `values` is a Mutex.
+    let values = Mutex<[Float]>([])
+    func setProgress(_ progress: Float, animated: Bool) { values.withLock { $0.append(progress) } }
+}
+
+/// `ProgressDisplaying`: a view follows one task's upload or download progress.
+final class ProgressDisplayingTests: XCTestCase {
+    func testAViewFollowsTheDownloadToTheEndAndAReplacedTaskIsIgnored() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/big", response: TestResponse(status: 200, body: Data(repeating: 5, count: 2_000_000)))
+        let manager = URLSessionManager.raw()
+        let queue = DispatchQueue(label: "progress-view")
+        let view = RecordingProgressView()
+        let ignored = manager.dataTask(with: URLRequest(url: try server.url("/big"))) { _ in }
+        view.setProgressWithDownloadProgressOfTask(ignored, animated: false, on: queue)
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/big"))) { _ in }
+        view.setProgressWithDownloadProgressOfTask(task, animated: true, on: queue)
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        await fulfillment(of: [done], timeout: 30)
+        var last: Float = -1
+        for _ in 0..<500 {
+            queue.sync {}
+            last = view.values.withLock { $0.last ?? -1 }
+            if last == 1 { break }
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        XCTAssertEqual(last, 1, "the view reaches 1 when the task completes")
+        let values = view.values.withLock { $0 }
+        XCTAssertEqual(values, values.sorted(), "progress never goes back")
+        ignored.cancel()  // never resumed; its progress never reaches the view
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
+    func testUploadProgressReachesOne() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/up") { request in .text("\(request.body.count)") }
+        let manager = URLSessionManager.raw()
+        let queue = DispatchQueue(label: "progress-view")
+        let view = RecordingProgressView()
+        var request = URLRequest(url: try server.url("/up"))
+        request.httpMethod = "PUT"
+        let task = manager.uploadTask(with: request, from: Data(repeating: 1, count: 600_000)) { _ in }
+        view.setProgressWithUploadProgressOfTask(task, animated: false, on: queue)
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        await fulfillment(of: [done], timeout: 30)
+        var last: Float = -1
+        for _ in 0..<500 {
+            queue.sync {}
+            last = view.values.withLock { $0.last ?? -1 }
+            if last == 1 { break }
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        XCTAssertEqual(last, 1)
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+}

@@ -43,6 +43,9 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         var progressUpdatePending = false
         /// Body bytes already reported to the send-body-data hook.
         var bytesSentReported: Int64 = 0
+        /// Internal observers of the Progress objects (the progress bindings): called on the
+        /// operation queue after each update, released when the task completes.
+        var progressObservers: [(upload: Bool, notify: @Sendable (Progress) -> Void)] = []
         /// Set when the request failed validation: `resume()` completes with it.
         var startFailure: SessionError?
         /// The caller's closures; emptied when the task completes (see `takeCallbacks()`).
@@ -124,12 +127,27 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     func finishProgress() {
         let (upload, download) = progressObjects.withLock { ($0.upload, $0.download) }
         guard upload != nil || download != nil else { return }
-        let snapshot = protected.withLock { $0 }
+        let snapshot = protected.withLock { state -> MutableState in
+            defer { state.progressObservers = [] }  // the task ends: its observers go
+            return state
+        }
         for (progress, isUpload) in [(upload, true), (download, false)] {
             guard let progress else { continue }
             Self.update(progress, upload: isUpload, from: snapshot)
             Self.finish(progress, succeeded: snapshot.error == nil)
+            for observer in snapshot.progressObservers where observer.upload == isUpload { observer.notify(progress) }
         }
+    }
+
+    /// Calls `notify` on the operation queue with the upload or download `Progress` after each
+    /// of its updates, until the task completes; at once (on that queue) with its state now.
+    func observeProgress(upload: Bool, _ notify: @escaping @Sendable (Progress) -> Void) {
+        let progress = upload ? uploadProgress : downloadProgress  // made now: updates flow to it
+        protected.withLock { state in
+            // A completed task's Progress was made finished: the call below is its last news.
+            if state.lifecycle.state != .completed { state.progressObservers.append((upload, notify)) }
+        }
+        engine.operationQueue.async { notify(progress) }
     }
 
     /// Whether progress has a consumer: a closure, or a `Progress` object someone asked for.
@@ -301,6 +319,9 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
             let progress = existingDownload ?? downloadProgress
             Self.update(progress, upload: false, from: snapshot)
             callbacks.downloadProgress?(progress)
+        }
+        for observer in snapshot.progressObservers {
+            if let progress = observer.upload ? existingUpload : existingDownload { observer.notify(progress) }
         }
     }
 
