@@ -193,3 +193,74 @@ final class RetryPolicyTests: XCTestCase {
         XCTAssertEqual(RetryPolicy.retryAfterSeconds(String(repeating: "9", count: 400), now: now), .infinity)
     }
 }
+
+/// Sets `Authorization` per attempt: a stale token first, a fresh one after.
+struct TokenAdapter: RequestAdapter {
+    var freshValue = "Bearer fresh"
+
+    func adapt(_ request: URLRequest, attempt: Int) -> URLRequest {
+        var request = request
+        request.setValue(attempt == 0 ? "Bearer stale" : freshValue, forHTTPHeaderField: "Authorization")
+        return request
+    }
+}
+
+/// Retries a 401 once (a token refresh).
+struct RetryUnauthorizedOnce: RequestRetrier {
+    func retry(_ task: SessionTask, attempt: Int, error: SessionError?, response: HTTPURLResponse?) -> RetryDecision {
+        attempt == 0 && response?.statusCode == 401 ? .retry : .doNotRetry
+    }
+}
+
+/// `requestAdapter`: every attempt's request is adapted, the retries' on the operation queue.
+final class RequestAdapterTests: XCTestCase {
+    func testARetryCarriesTheAdaptedRequest() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/secure") { request in
+            request.header("Authorization") == "Bearer fresh" ? .text("welcome") : TestResponse(status: 401)
+        }
+        let manager = URLSessionManager.raw()
+        manager.requestAdapter = TokenAdapter()
+        manager.requestRetrier = RetryUnauthorizedOnce()
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/secure"))) { _ in }
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        await fulfillment(of: [done], timeout: 30)
+        XCTAssertNil(task.error)
+        XCTAssertEqual(task.response?.statusCode, 200)
+        XCTAssertEqual(server.requests.map { $0.header("Authorization") }, ["Bearer stale", "Bearer fresh"])
+        XCTAssertEqual(task.originalRequest?.value(forHTTPHeaderField: "Authorization"), "Bearer stale")
+        XCTAssertEqual(task.currentRequest?.value(forHTTPHeaderField: "Authorization"), "Bearer fresh")
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
+    /// Retries go to an ftp:// URL, which Curlew refuses.
+    struct SchemeChangingAdapter: RequestAdapter {
+        func adapt(_ request: URLRequest, attempt: Int) -> URLRequest {
+            guard attempt > 0, let url = request.url,
+                var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return request }
+            components.scheme = "ftp"
+            var adapted = request
+            adapted.url = components.url
+            return adapted
+        }
+    }
+
+    func testAnAdaptedRetryThatIsInvalidFailsWithoutBeingSent() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/secure", response: TestResponse(status: 401))
+        let manager = URLSessionManager.raw()
+        manager.requestAdapter = SchemeChangingAdapter()
+        manager.requestRetrier = RetryUnauthorizedOnce()
+        let response = await manager.response(for: URLRequest(url: try server.url("/secure")))
+        guard case .unsupportedScheme? = response.error as? SessionError else {
+            return XCTFail("expected unsupportedScheme, got \(String(describing: response.error))")
+        }
+        XCTAssertEqual(server.requests.count, 1, "the invalid retry never went out")
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+}

@@ -32,6 +32,7 @@ final class SessionEngine: Sendable {
         /// `responseSerializer`); AFNetworking's default is a JSON serializer.
         var responseSerializer: any ResponseSerialization = JSONResponseSerializer()
         var requestRetrier: (any RequestRetrier)?
+        var requestAdapter: (any RequestAdapter)?
         var invalidation: Invalidation = .active
         var invalidationWaiters: [@Sendable () -> Void] = []
         /// Start a fresh driver once this invalidation is done (AFNetworking's
@@ -105,6 +106,19 @@ final class SessionEngine: Sendable {
 
     let hasRequestRetrier = Atomic<Bool>(false)
 
+    /// The manager's adapter; `hasRequestAdapter` lets task creation skip the lock when none is set.
+    var requestAdapter: (any RequestAdapter)? {
+        get { hasRequestAdapter.load(ordering: .acquiring) ? state.withLock { $0.requestAdapter } : nil }
+        set {
+            state.withLock { state in
+                state.requestAdapter = newValue
+                hasRequestAdapter.store(newValue != nil, ordering: .releasing)
+            }
+        }
+    }
+
+    let hasRequestAdapter = Atomic<Bool>(false)
+
     /// Whether a send-body-data hook is set: read for every upload progress event, so it is
     /// an atomic rather than the hooks behind the lock.
     let observesSentBodyData = Atomic<Bool>(false)
@@ -120,8 +134,9 @@ final class SessionEngine: Sendable {
 
     /// Validates the request and registers a new, suspended task.
     func makeTask<T: SessionTask>(
-        _ type: T.Type, request: URLRequest, options: TaskOptions
+        _ type: T.Type, request original: URLRequest, options: TaskOptions
     ) -> T {
+        let request = requestAdapter?.adapt(original, attempt: 0) ?? original
         let identifier = state.withLock { state -> Int in
             defer { state.nextIdentifier += 1 }
             return state.nextIdentifier

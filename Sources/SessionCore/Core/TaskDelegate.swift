@@ -233,6 +233,17 @@ final class TaskDelegate {
         task.didRedirect(to: next)
     }
 
+    /// Sends `next` from the next attempt on (a retry's adapted request); the body stays the
+    /// delegate's own.
+    func adopt(_ next: URLRequest, prepared nextPrepared: PreparedRequest) {
+        request = next
+        prepared = PreparedRequest(
+            url: nextPrepared.url, urlString: nextPrepared.urlString, method: nextPrepared.method,
+            headerLines: nextPrepared.headerLines, acceptEncoding: nextPrepared.acceptEncoding, body: prepared.body,
+            hasCookieHeader: nextPrepared.hasCookieHeader)
+        task.didRedirect(to: next)
+    }
+
     /// Forgets the last response before the delegate sends another request.
     private func resetResponseState() {
         head.reset()

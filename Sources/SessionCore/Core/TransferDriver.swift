@@ -34,8 +34,9 @@ final class TransferDriver: Sendable {
         case challengeDecision(SessionTask, AuthChallengeDisposition)
         /// The data task's response hook answered about the delivered response.
         case responseDecision(SessionTask, ResponseDisposition)
-        /// The request retrier answered about a failed attempt.
-        case retryDecision(SessionTask, RetryDecision)
+        /// The request retrier answered about a failed attempt; with a request adapter, the
+        /// request to send next (or why it cannot be sent).
+        case retryDecision(SessionTask, RetryDecision, Result<AdaptedRequest, SessionError>?)
         /// Tear down once no transfer is left, then call the closure (from the driver thread).
         case shutdown(@Sendable () -> Void)
     }
@@ -339,9 +340,17 @@ final class DriverLoop {
                     _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
                 }
             }
-        case .retryDecision(let task, let decision):
+        case .retryDecision(let task, let decision, let adapted):
             guard let delegate = delegates[ObjectIdentifier(task)], delegate.awaitsRetryDecision else { return }
             delegate.awaitsRetryDecision = false
+            if decision != .doNotRetry, let adapted {
+                switch adapted {
+                case .success(let next): delegate.adopt(next.request, prepared: next.prepared)
+                case .failure(let error):
+                    finish(delegate, outcome: outcome(of: delegate, error: error))
+                    return
+                }
+            }
             switch decision {
             case .doNotRetry:
                 finish(delegate, outcome: outcome(of: delegate, error: delegate.pendingFinishError))
@@ -384,10 +393,20 @@ final class DriverLoop {
         let task = delegate.task
         let head = delegate.responseHead
         let attempt = delegate.retryCount
+        let current = delegate.request
         let driver = self.driver
+        let engine = self.engine
         engine.operationQueue.async {
             let decision = retrier.retry(task, attempt: attempt, error: error, response: head?.httpURLResponse)
-            driver.submit(.retryDecision(task, decision))
+            var adapted: Result<AdaptedRequest, SessionError>?
+            if decision != .doNotRetry, let adapter = engine.requestAdapter {
+                let request = adapter.adapt(current, attempt: attempt + 1)
+                adapted = Result { () throws(SessionError) -> AdaptedRequest in
+                    AdaptedRequest(
+                        request: request, prepared: try PreparedRequest.prepare(request, configuration: engine.configuration))
+                }
+            }
+            driver.submit(.retryDecision(task, decision, adapted))
         }
     }
 
@@ -645,4 +664,10 @@ final class DriverLoop {
         for request in shutdownRequests { request() }
         shutdownRequests.removeAll()
     }
+}
+
+/// A retry's request as the adapter returned it, validated for curl.
+struct AdaptedRequest: Sendable {
+    let request: URLRequest
+    let prepared: PreparedRequest
 }

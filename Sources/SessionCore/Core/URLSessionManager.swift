@@ -217,6 +217,13 @@ open class URLSessionManager: @unchecked Sendable {
         set { engine.requestRetrier = newValue }
     }
 
+    /// Changes each request before it is sent, and again before each retry (nil, the
+    /// default: requests go as they are). See ``RequestAdapter``.
+    public var requestAdapter: (any RequestAdapter)? {
+        get { engine.requestAdapter }
+        set { engine.requestAdapter = newValue }
+    }
+
     /// Asked on `operationQueue` when a data task's final response head arrives (not for
     /// redirects the manager follows): `.allow` lets the body come, `.cancel` ends the task
     /// with `SessionError.cancelled`. The transfer waits for the answer without reading the
