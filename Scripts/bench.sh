@@ -169,6 +169,9 @@ fi
 
 # --- build (release, in Benchmarks/.build; one build at a time on shared machines)
 log "building Benchmarks (release)"
+# SwiftPM 6.3 keeps the source-file list of the path dependency (Curlew itself) in the build
+# plan: a file added to Curlew since the last build is missing until the plan is made again.
+rm -f Benchmarks/.build/release/description.json Benchmarks/.build/release.yaml
 build=(nice -n 10 swift build -c release --package-path Benchmarks)
 if command -v flock >/dev/null; then build=(flock "${CURLEW_BUILD_LOCK:-/tmp/curlew-build.lock}" "${build[@]}"); fi
 "${build[@]}"

@@ -67,7 +67,9 @@ struct ResponseHeadParser {
             isComplete = true
             return .headComplete
         }
-        if line.starts(with: Self.httpPrefix) {
+        if line.count >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"),
+            line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/")
+        {
             return parseStatusLine(line)
         }
         guard sawStatusLine else { return .invalid("header field before the status line") }
@@ -80,14 +82,19 @@ struct ResponseHeadParser {
             ranges[ranges.count - 1].valueEnd = Int32(clamping: storage.count)
             return .needMore
         }
-        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else {
-            return .invalid("header line without a colon")
+        // The name: token bytes up to the colon, checked in one pass.
+        var colon = 0
+        let isToken = Self.isToken  // one lazy-global check per line, not per byte
+        while colon < line.count, line[colon] != UInt8(ascii: ":") {
+            guard isToken[Int(line[colon])] else {
+                return Self.nameOrColonError(line, from: colon)
+            }
+            colon += 1
         }
-        guard colon > 0, line[0..<colon].allSatisfy(HTTPHeaderValidation.isTokenByte) else {
-            return .invalid("invalid header field name")
-        }
+        guard colon < line.count else { return .invalid("header line without a colon") }
+        guard colon > 0 else { return .invalid("invalid header field name") }
         let nameStart = Int32(clamping: storage.count)
-        storage.append(contentsOf: line[0..<colon])
+        Self.append(UnsafeRawBufferPointer(rebasing: line[0..<colon]), to: &storage)
         let valueStart = Int32(clamping: storage.count)
         appendValue(Self.trimmed(line, from: colon + 1, to: line.count))
         ranges.append(HTTPResponseHead.FieldRange(
@@ -98,14 +105,41 @@ struct ResponseHeadParser {
     /// Appends a field value; a control byte (CR, NUL, ...; tab excepted) becomes a space, as
     /// RFC 9110 §5.5 allows, so no value handed on can split a header line.
     private mutating func appendValue(_ value: Slice<UnsafeRawBufferPointer>) {
-        if value.allSatisfy(HTTPHeaderValidation.isValueByte) {
-            storage.append(contentsOf: value)
+        let bytes = UnsafeRawBufferPointer(rebasing: value)
+        var clean = true
+        for byte in bytes where !Self.isValueByte(byte) {
+            clean = false
+            break
+        }
+        if clean {
+            Self.append(bytes, to: &storage)
         } else {
-            storage.append(contentsOf: value.lazy.map { HTTPHeaderValidation.isValueByte($0) ? $0 : 0x20 })
+            storage.append(contentsOf: bytes.lazy.map { HTTPHeaderValidation.isValueByte($0) ? $0 : 0x20 })
         }
     }
 
-    private static let httpPrefix: [UInt8] = Array("HTTP/".utf8)
+    /// `HTTPHeaderValidation.isTokenByte` for every byte value, computed once: the
+    /// cross-module call per byte cost more than the rest of the parse.
+    private static let isToken: [Bool] = (0...255).map { HTTPHeaderValidation.isTokenByte(UInt8($0)) }
+
+    /// `HTTPHeaderValidation.isValueByte`, inlined here for the same reason.
+    @inline(__always)
+    private static func isValueByte(_ byte: UInt8) -> Bool {
+        byte == 0x09 || (byte >= 0x20 && byte != 0x7F)
+    }
+
+    /// One copy of `bytes` onto the end of `storage` (a raw buffer as `append(contentsOf:)`'s
+    /// argument took the element-by-element path).
+    private static func append(_ bytes: UnsafeRawBufferPointer, to storage: inout [UInt8]) {
+        // curl's `char` buffer, read as bytes (no rebinding of memory curl owns).
+        storage.append(contentsOf: UnsafeBufferPointer(start: bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), count: bytes.count))
+    }
+
+    /// A line whose name holds a non-token byte: the old rule's two answers (a line with no
+    /// colon at all is reported as such).
+    private static func nameOrColonError(_ line: UnsafeRawBufferPointer, from index: Int) -> Event {
+        line[index...].contains(UInt8(ascii: ":")) ? .invalid("invalid header field name") : .invalid("header line without a colon")
+    }
 
     /// `line[from..<to]` without leading and trailing spaces and tabs.
     private static func trimmed(_ line: UnsafeRawBufferPointer, from: Int, to: Int) -> Slice<UnsafeRawBufferPointer> {

@@ -86,8 +86,10 @@ final class TaskDelegate {
         self.prepared = prepared
         self.head = ResponseHeadParser(maximumBytes: engine.configuration.maximumResponseHeaderBytes)
         self.bodyReader = try BodyReader(prepared.body, wake: Self.bodyWake(task: task, engine: engine))
-        self.deliversBody = engine.wantsBodyDelivery(for: task)
-        self.asksResponseHook = task is DataTask && engine.hooks.dataTaskDidReceiveResponse != nil
+        // One read of the hooks per transfer (a copy of the struct under the engine's lock).
+        let hooks = engine.hooks
+        self.deliversBody = task.streamsBody || (task is DataTask && hooks.dataReceived != nil)
+        self.asksResponseHook = task is DataTask && hooks.dataTaskDidReceiveResponse != nil
         self.clock = TransferClock(
             timeouts: TransferTimeouts(request: task.originalRequest, configuration: engine.configuration),
             now: startUptime)
