@@ -131,6 +131,31 @@ final class RetryTests: XCTestCase {
         XCTAssertEqual(hits("/wait"), 1)
     }
 
+    /// The retried attempt has its own idle timeout: a server that never answers it times out
+    /// (the wait before the retry stopped the idle clock; the attempt starts it again).
+    func testARetriedAttemptStillTimesOut() async throws {
+        let count = Mutex(0)
+        server.route("/silent") { _ in
+            let attempt = count.withLock { value -> Int in
+                value += 1
+                return value
+            }
+            return attempt == 1 ? TestResponse(status: 503) : .fault(.acceptAndNeverRespond)
+        }
+        manager.requestRetrier = FixedRetrier(decision: .retryAfter(0.05))
+        var request = URLRequest(url: try server.url("/silent"))
+        request.timeoutInterval = 0.5
+        // A hang guard, not a timing assertion: without an idle clock the task never ends.
+        let task = manager.dataTask(with: request) { _ in }
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        await fulfillment(of: [done], timeout: 30)
+        guard case .timedOut? = task.error as? SessionError else {
+            return XCTFail("expected timedOut, got \(String(describing: task.error))")
+        }
+        XCTAssertEqual(hits("/silent"), 2)
+    }
+
     func testWithoutARetrierNothingIsRetried() async throws {
         flaky("/once", failures: 1)
         let response = await manager.response(for: URLRequest(url: try server.url("/once")))

@@ -415,6 +415,9 @@ final class DriverLoop {
         delegate.retryCount += 1
         let error = delegate.pendingFinishError
         delegate.pendingFinishError = nil
+        // The wait is over: the new attempt's silence counts again (unless the caller
+        // suspended the task, which `attach` keeps).
+        if !delegate.isSuspendedByCaller { delegate.clock.setIdleClockStopped(false, at: TaskDelegate.uptime) }
         retry(delegate, otherwise: error)
     }
 
