@@ -26,7 +26,8 @@ public struct SessionConfiguration: Sendable {
         case environment
         /// Never use a proxy, whatever the environment says.
         case none
-        /// Always use this proxy URL, e.g. `http://proxy.internal:3128` or `socks5h://127.0.0.1:1080`.
+        /// Always use this proxy URL, e.g. `http://proxy.internal:3128` or `socks5h://127.0.0.1:1080`
+        /// (a `no_proxy` in the environment does not apply to it).
         case url(String)
     }
 

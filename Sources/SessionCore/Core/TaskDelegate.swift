@@ -164,7 +164,11 @@ final class TaskDelegate {
         switch configuration.proxy {
         case .environment: break
         case .none: easy.set(CURLOPT_PROXY, "")
-        case .url(let proxy): easy.set(CURLOPT_PROXY, proxy)
+        case .url(let proxy):
+            easy.set(CURLOPT_PROXY, proxy)
+            // "Always" means always: an empty no-proxy list overrides a `no_proxy` in the
+            // environment, which libcurl would otherwise apply to an explicit proxy too.
+            easy.set(CURLOPT_NOPROXY, "")
         }
         if let path = configuration.unixSocketPath { easy.set(CURLOPT_UNIX_SOCKET_PATH, path) }
         return ok ? nil : .badURL("libcurl rejected '\(url.absoluteString)'")
