@@ -25,11 +25,6 @@ final class ProgressTests: XCTestCase {
         server.shutdown()
     }
 
-    /// Waits (bounded) until `condition` holds; a hang guard, not a timing assertion.
-    private func eventually(_ condition: () -> Bool, _ message: String, file: StaticString = #filePath, line: UInt = #line) async throws {
-        for _ in 0..<500 where !condition() { try await Task.sleep(nanoseconds: 10_000_000) }
-        XCTAssertTrue(condition(), message, file: file, line: line)
-    }
 
     func testDownloadProgressAdvancesWithoutAClosureAndFinishes() async throws {
         let body = Data(repeating: 0x2A, count: 300_000)

@@ -65,3 +65,14 @@ func assertCancelling<T: Sendable>(_ call: Task<T, any Error>, file: StaticStrin
         XCTAssertEqual(error as? SessionError, .cancelled, file: file, line: line)
     }
 }
+
+extension XCTestCase {
+    /// Waits (bounded: about 5 s) until `condition` holds, then asserts it. A hang guard for
+    /// work that finishes on another queue, not a timing assertion.
+    func eventually(
+        _ condition: () -> Bool, _ message: String, file: StaticString = #filePath, line: UInt = #line
+    ) async throws {
+        for _ in 0..<500 where !condition() { try await Task.sleep(nanoseconds: 10_000_000) }
+        XCTAssertTrue(condition(), message, file: file, line: line)
+    }
+}

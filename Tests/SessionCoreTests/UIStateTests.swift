@@ -38,10 +38,6 @@ final class UIStateTests: XCTestCase {
         server.shutdown()
     }
 
-    private func eventually(_ condition: () -> Bool, _ message: String, file: StaticString = #filePath, line: UInt = #line) async throws {
-        for _ in 0..<500 where !condition() { try await Task.sleep(nanoseconds: 10_000_000) }
-        XCTAssertTrue(condition(), message, file: file, line: line)
-    }
 
     private func run(_ path: String) async throws -> SessionTask {
         let task = manager.dataTask(with: URLRequest(url: try server.url(path))) { _ in }
@@ -186,14 +182,8 @@ final class ProgressDisplayingTests: XCTestCase {
         let done = expectation(forNotification: .taskDidComplete, object: task)
         task.resume()
         await fulfillment(of: [done], timeout: 30)
-        var last: Float = -1
-        for _ in 0..<500 {
-            queue.sync {}
-            last = view.values.withLock { $0.last ?? -1 }
-            if last == 1 { break }
-            try await Task.sleep(nanoseconds: 10_000_000)
-        }
-        XCTAssertEqual(last, 1, "the view reaches 1 when the task completes")
+        try await eventually({ queue.sync {}; return view.values.withLock { $0.last } == 1 },
+                             "the view reaches 1 when the task completes")
         let values = view.values.withLock { $0 }
         XCTAssertEqual(values, values.sorted(), "progress never goes back")
         ignored.cancel()  // never resumed; its progress never reaches the view
@@ -215,14 +205,7 @@ final class ProgressDisplayingTests: XCTestCase {
         let done = expectation(forNotification: .taskDidComplete, object: task)
         task.resume()
         await fulfillment(of: [done], timeout: 30)
-        var last: Float = -1
-        for _ in 0..<500 {
-            queue.sync {}
-            last = view.values.withLock { $0.last ?? -1 }
-            if last == 1 { break }
-            try await Task.sleep(nanoseconds: 10_000_000)
-        }
-        XCTAssertEqual(last, 1)
+        try await eventually({ queue.sync {}; return view.values.withLock { $0.last } == 1 }, "the view reaches 1")
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
         await manager.waitUntilInvalidated()
     }
