@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "Serialization", targets: ["Serialization"]),
         .library(name: "Security", targets: ["Security"]),
         .library(name: "Reachability", targets: ["Reachability"]),
+        .library(name: "ImageLoading", targets: ["ImageLoading"]),
         .executable(name: "curlew", targets: ["curlew"]),
     ],
     dependencies: [
@@ -53,6 +54,11 @@ let package = Package(
             name: "Reachability",
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "ImageLoading",
+            dependencies: ["SessionCore", "Serialization"],
+            swiftSettings: swiftSettings
+        ),
 
         // MARK: Command-line tool
         .executableTarget(
@@ -90,6 +96,11 @@ let package = Package(
         .testTarget(
             name: "SecurityTests",
             dependencies: ["Security", "COpenSSL", "CurlewTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "ImageLoadingTests",
+            dependencies: ["ImageLoading", "SessionCore", "Serialization", "CurlewTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -1,0 +1,70 @@
+import Foundation
+
+/// A decoded bitmap: 8-bit RGBA pixels ready to draw, with the scale that maps pixels to points.
+///
+/// `Image` is what every part of ImageLoading passes around: decoders produce it, the
+/// ``AutoPurgingImageCache`` stores it (costing `width × height × 4` bytes), the downloader
+/// hands it to its handlers and the bindings show it. Pixels are always decoded ("inflated"):
+/// a toolkit can upload ``pixels`` to a texture without touching a codec.
+///
+/// Pixels are row-major, top row first, 4 bytes per pixel in R, G, B, A order with straight
+/// (non-premultiplied) alpha; a row is exactly `width × 4` bytes, with no padding.
+public struct Image: Sendable, Equatable {
+    /// Width in pixels.
+    public var width: Int
+    /// Height in pixels.
+    public var height: Int
+    /// Pixels per point: 2 for an `@2x` image. The size in points is `width / scale` by
+    /// `height / scale`.
+    public var scale: Double
+    /// `width × height × 4` bytes of RGBA; for an animation, the first frame.
+    public var pixels: [UInt8]
+    /// Every frame of an animated image (GIF, animated WebP) in display order, the first one
+    /// included (its pixels share storage with ``pixels``); empty for a still image.
+    public var frames: [ImageFrame]
+
+    /// Wraps pixels that are already decoded.
+    ///
+    /// - Throws: ``ImageError/invalidPixelBuffer`` when `width` or `height` is not positive,
+    ///   their product overflows, `pixels.count` is not `width × height × 4`, `scale` is not a
+    ///   finite positive number, or a frame has the wrong pixel count.
+    public init(width: Int, height: Int, pixels: [UInt8], scale: Double = 1, frames: [ImageFrame] = []) throws {
+        guard width > 0, height > 0, scale.isFinite, scale > 0 else { throw ImageError.invalidPixelBuffer }
+        let (area, areaOverflow) = width.multipliedReportingOverflow(by: height)
+        let (byteCount, bytesOverflow) = area.multipliedReportingOverflow(by: 4)
+        guard !areaOverflow, !bytesOverflow, pixels.count == byteCount,
+              frames.allSatisfy({ $0.pixels.count == byteCount })
+        else { throw ImageError.invalidPixelBuffer }
+        self.width = width
+        self.height = height
+        self.scale = scale
+        self.pixels = pixels
+        self.frames = frames
+    }
+
+    /// The memory the pixels hold, in bytes: `width × height × 4` (what a cache charges).
+    public var memoryCost: UInt64 { UInt64(width) * UInt64(height) * 4 }
+
+    /// The size in points: pixels divided by ``scale``.
+    public var size: (width: Double, height: Double) {
+        (Double(width) / scale, Double(height) / scale)
+    }
+
+    /// Whether this image has more than one frame.
+    public var isAnimated: Bool { frames.count > 1 }
+}
+
+/// One frame of an animated image.
+public struct ImageFrame: Sendable, Equatable {
+    /// The full canvas for this frame (disposal and blending already applied): the same size
+    /// and layout as ``Image/pixels``.
+    public var pixels: [UInt8]
+    /// How long the frame stays on screen, in seconds.
+    public var delay: TimeInterval
+
+    /// Creates a frame from a composed canvas and its display time.
+    public init(pixels: [UInt8], delay: TimeInterval) {
+        self.pixels = pixels
+        self.delay = delay
+    }
+}
