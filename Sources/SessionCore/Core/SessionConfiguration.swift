@@ -92,6 +92,10 @@ public struct SessionConfiguration: Sendable {
     /// Receive buffer per transfer (`CURLOPT_BUFFERSIZE`). `nil`: 16 KiB for data tasks and
     /// 512 KiB for downloads, the sizes measured best on Linux (see Docs/Architecture.md).
     public var receiveBufferSize: Int?
+    /// Where download tasks write their body while it arrives (and where resume data's
+    /// partial files stay). `nil`: the system's temporary directory (`TMPDIR`, else /tmp).
+    /// On the same file system as your destinations, the final move is a rename.
+    public var downloadDirectory: URL?
     /// Extra certificate authorities file (PEM) trusted in addition to the system store.
     /// `nil`: the system bundle only.
     public var certificateAuthorityFile: String?

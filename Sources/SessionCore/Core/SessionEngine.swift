@@ -21,6 +21,8 @@ final class SessionEngine: Sendable {
         var authenticationChallenge: (@Sendable (SessionTask, URLAuthenticationChallenge) -> AuthChallengeDisposition)?
         var sentBodyData: (@Sendable (SessionTask, Int64, Int64, Int64) -> Void)?
         var dataTaskDidReceiveResponse: (@Sendable (DataTask, HTTPURLResponse) -> ResponseDisposition)?
+        var downloadDidWriteData: (@Sendable (DownloadTask, Int64, Int64, Int64) -> Void)?
+        var downloadDidFinish: (@Sendable (DownloadTask, URL) -> URL?)?
     }
 
     private struct State {
@@ -90,6 +92,7 @@ final class SessionEngine: Sendable {
         state.withLock { state in
             body(&state.hooks)
             observesSentBodyData.store(state.hooks.sentBodyData != nil, ordering: .releasing)
+            observesWrittenData.store(state.hooks.downloadDidWriteData != nil, ordering: .releasing)
         }
     }
 
@@ -122,6 +125,8 @@ final class SessionEngine: Sendable {
     /// Whether a send-body-data hook is set: read for every upload progress event, so it is
     /// an atomic rather than the hooks behind the lock.
     let observesSentBodyData = Atomic<Bool>(false)
+    /// Whether a download-wrote-data hook is set (read for every download progress event).
+    let observesWrittenData = Atomic<Bool>(false)
     var hooks: Hooks { state.withLock { $0.hooks } }
     var redirectHook: (@Sendable (SessionTask, HTTPURLResponse, URLRequest) -> URLRequest?)? { hooks.redirect }
 
@@ -203,56 +208,82 @@ final class SessionEngine: Sendable {
     func complete(_ task: SessionTask, outcome: TransferOutcome) {
         guard task.markCompleted(outcome) else { return }
         let (queue, hooks, serializer) = state.withLock { ($0.completionQueue, $0.hooks, $0.responseSerializer) }
+        if let download = task as? DownloadTask {
+            // The file is moved on the operation queue (where AFNetworking's delegate moved it),
+            // after the last progress update, before the completion handler.
+            operationQueue.async { [self] in
+                task.finishProgress()
+                let settled = settle(download, outcome: outcome, hooks: hooks)
+                queue.async { [self] in deliverCompletion(of: task, outcome: settled, hooks: hooks, serializer: serializer) }
+            }
+            return
+        }
         // A streamed body's chunks and progress updates wait on the operation queue:
         // completion goes through it too, so the handler never runs before the last chunk was
         // delivered, and the task's Progress objects are finished after their last update.
         let viaOperationQueue = wantsBodyDelivery(for: task) || task.observesProgress
             || observesSentBodyData.load(ordering: .acquiring)
-        let hop: (@escaping @Sendable () -> Void) -> Void =
-            viaOperationQueue
-            ? { work in self.operationQueue.async { task.finishProgress(); queue.async(execute: work) } }
-            : { work in queue.async(execute: work) }
-        hop { [self] in
-            // Taken out here, after the last streamed chunk: the closures are released when
-            // this block ends, whatever they capture.
-            let callbacks = task.takeCallbacks()
-            let result: Result<any Sendable, any Error>
-            if let error = outcome.error {
-                result = .failure(error)
-            } else if task.options.skipsSerializer || !task.options.collectsBody {
-                // Raw-data calls (`data(for:)`) and tasks whose body was streamed away or not
-                // kept have nothing for a serializer to read: the result is the raw body.
-                result = .success(outcome.body ?? Data())
-            } else {
-                // Here, on the completion queue, never on the driver thread. The request goes
-                // along so a serializer can accept the empty body of a HEAD.
-                result = Result {
-                    try SessionEngine.serialize(
-                        serializer, request: outcome.request ?? task.originalRequest,
-                        head: outcome.head, data: outcome.body)
-                }
+        let work: @Sendable () -> Void = { [self] in
+            deliverCompletion(of: task, outcome: outcome, hooks: hooks, serializer: serializer)
+        }
+        if viaOperationQueue {
+            operationQueue.async { task.finishProgress(); queue.async(execute: work) }
+        } else {
+            queue.async(execute: work)
+        }
+    }
+
+    /// The result, the completion handler, the hooks and the notification (completion queue).
+    private func deliverCompletion(
+        of task: SessionTask, outcome: TransferOutcome, hooks: Hooks, serializer: any ResponseSerialization
+    ) {
+        // Taken out here, after the last streamed chunk: the closures are released when
+        // this function returns, whatever they capture.
+        let callbacks = task.takeCallbacks()
+        let result: Result<any Sendable, any Error>
+        if let error = outcome.error {
+            result = .failure(error)
+        } else if task is DownloadTask {
+            // As AFNetworking's: a download's response object is where its file is.
+            result = outcome.fileURL.map { .success($0) } ?? .failure(SessionError.fileWriteFailed("the download has no file"))
+        } else if task.options.skipsSerializer || !task.options.collectsBody {
+            // Raw-data calls (`data(for:)`) and tasks whose body was streamed away or not
+            // kept have nothing for a serializer to read: the result is the raw body.
+            result = .success(outcome.body ?? Data())
+        } else {
+            // Here, on the completion queue, never on the driver thread. The request goes
+            // along so a serializer can accept the empty body of a HEAD.
+            result = Result {
+                try SessionEngine.serialize(
+                    serializer, request: outcome.request ?? task.originalRequest,
+                    head: outcome.head, data: outcome.body)
             }
-            let response = DataResponse(
-                request: outcome.request, head: outcome.head, data: outcome.body,
-                fileURL: outcome.fileURL, metrics: outcome.metrics, result: result)
-            if case .failure(let error) = result, outcome.error == nil {
-                task.recordSerializationError(error)
-            }
-            callbacks.completionHandler?(response)
-            hooks.metrics?(task, outcome.metrics)
-            hooks.taskDidComplete?(task, result.failureValue)
-            unregister(task)
-            let keys = NotificationKeys.shared
-            var userInfo: [AnyHashable: Any] = Dictionary(minimumCapacity: 6)
-            if let body = outcome.body { userInfo[keys.responseData] = body }
-            if case .success(let value) = result { userInfo[keys.serializedResponse] = value }
-            if !task.options.skipsSerializer && task.options.collectsBody {
-                userInfo[keys.responseSerializer] = serializer
-            }
-            if case .failure(let error) = result { userInfo[keys.error] = error }
-            if let metrics = outcome.metrics { userInfo[keys.metrics] = metrics }
-            if let fileURL = outcome.fileURL { userInfo[keys.assetPath] = fileURL }
-            NotificationCenter.default.post(name: .taskDidComplete, object: task, userInfo: userInfo)
+        }
+        let response = DataResponse(
+            request: outcome.request, head: outcome.head, data: outcome.body,
+            fileURL: outcome.fileURL, metrics: outcome.metrics, result: result)
+        if case .failure(let error) = result, outcome.error == nil {
+            task.recordSerializationError(error)
+        }
+        callbacks.completionHandler?(response)
+        hooks.metrics?(task, outcome.metrics)
+        hooks.taskDidComplete?(task, result.failureValue)
+        unregister(task)
+        let keys = NotificationKeys.shared
+        var userInfo: [AnyHashable: Any] = Dictionary(minimumCapacity: 6)
+        if let body = outcome.body { userInfo[keys.responseData] = body }
+        if case .success(let value) = result { userInfo[keys.serializedResponse] = value }
+        if !task.options.skipsSerializer && task.options.collectsBody {
+            userInfo[keys.responseSerializer] = serializer
+        }
+        if case .failure(let error) = result { userInfo[keys.error] = error }
+        if let metrics = outcome.metrics { userInfo[keys.metrics] = metrics }
+        if let fileURL = outcome.fileURL { userInfo[keys.assetPath] = fileURL }
+        NotificationCenter.default.post(name: .taskDidComplete, object: task, userInfo: userInfo)
+        if let temporary = task.options.download?.fileURL, outcome.fileURL == temporary {
+            // No destination took the file: like URLSession's, it is gone once the
+            // completion handler (which may move it) and the observers have run.
+            try? FileManager.default.removeItem(at: temporary)
         }
     }
 

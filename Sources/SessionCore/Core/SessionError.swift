@@ -36,6 +36,9 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
     case bodyStreamFailed(String)
     /// A download could not be written to or moved into place.
     case fileWriteFailed(String)
+    /// Resume data handed to `downloadTask(withResumeData:...)` cannot be used: not Curlew's,
+    /// of an unknown version, or with values that cannot be sent. The message says which.
+    case invalidResumeData(String)
     /// The session manager was invalidated before or while the task ran.
     case sessionInvalidated
     /// The request's URL is missing or cannot be used.
@@ -65,6 +68,7 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
             return "The decoded response body exceeds \(ratio)× its encoded size (possible compression bomb)."
         case .bodyStreamFailed(let detail): return "The request body could not be read: \(detail)"
         case .fileWriteFailed(let detail): return "The download could not be written: \(detail)"
+        case .invalidResumeData(let detail): return "The resume data cannot be used: \(detail)"
         case .sessionInvalidated: return "The session manager has been invalidated."
         case .badURL(let detail): return "The URL cannot be used: \(detail)"
         case .unsupportedScheme(let scheme): return "Unsupported URL scheme '\(scheme)': Curlew speaks http and https."

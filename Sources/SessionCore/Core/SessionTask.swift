@@ -43,6 +43,11 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         var progressUpdatePending = false
         /// Body bytes already reported to the send-body-data hook.
         var bytesSentReported: Int64 = 0
+        /// Body bytes already reported to the download-wrote-data hook (from the resume offset
+        /// on, for a resumed download).
+        var bytesWrittenReported: Int64?
+        /// Body bytes the task had before the current response (a resumed download's).
+        var bodyOffset: Int64 = 0
         /// Internal observers of the Progress objects (the progress bindings): called on the
         /// operation queue after each update, released when the task completes.
         var progressObservers: [(upload: Bool, notify: @Sendable (Progress) -> Void)] = []
@@ -256,11 +261,20 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         protected.withLock { $0.currentRequest = request }
     }
 
-    func didReceive(head: HTTPResponseHead) {
-        let expected = head.expectedContentLength
+    /// `offset`: body bytes the task already had (a resumed download's partial file), counted
+    /// in what is received and expected.
+    func didReceive(head: HTTPResponseHead, offset: Int64 = 0) {
+        let announced = head.expectedContentLength
+        let expected = announced >= 0 ? announced + offset : -1
         protected.withLock {
             $0.head = head
             $0.bytesExpectedToReceive = expected
+            if offset > 0 || $0.bodyOffset > 0 || $0.bytesReceived > 0 {
+                // A resumed (or restarted) download: counts start from what is in the file.
+                $0.bodyOffset = offset
+                $0.bytesReceived = offset
+                $0.bytesWrittenReported = nil
+            }
         }
         scheduleProgressUpdate()
     }
@@ -282,7 +296,9 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
 
     /// Coalesces progress: at most one update waits on the operation queue per task.
     private func scheduleProgressUpdate() {
-        guard observesProgress || engine.observesSentBodyData.load(ordering: .acquiring) else { return }
+        guard observesProgress || engine.observesSentBodyData.load(ordering: .acquiring)
+            || (self is DownloadTask && engine.observesWrittenData.load(ordering: .acquiring))
+        else { return }
         let alreadyPending = protected.withLock { state -> Bool in
             defer { state.progressUpdatePending = true }
             return state.progressUpdatePending
@@ -314,6 +330,15 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
                 return snapshot.bytesSent - state.bytesSentReported
             }
             if delta > 0 { hook(self, delta, snapshot.bytesSent, snapshot.bytesExpectedToSend) }
+        }
+        if let hook = engine.hooks.downloadDidWriteData, let download = self as? DownloadTask, snapshot.head != nil {
+            let delta = protected.withLock { state -> Int64 in
+                // A resumed download reports what it writes now, not the partial file's bytes.
+                let reported = state.bytesWrittenReported ?? state.bodyOffset
+                state.bytesWrittenReported = max(reported, snapshot.bytesReceived)
+                return snapshot.bytesReceived - reported
+            }
+            if delta > 0 { hook(download, delta, snapshot.bytesReceived, snapshot.bytesExpectedToReceive) }
         }
         if snapshot.head != nil, callbacks.downloadProgress != nil || existingDownload != nil {
             let progress = existingDownload ?? downloadProgress
@@ -377,6 +402,8 @@ struct TransferOutcome: Sendable {
     var body: Data?
     var fileURL: URL?
     var metrics: TaskMetrics?
+    /// A download that stopped where it can continue: what continuing needs.
+    var resumePoint: ResumePoint?
 
     init(error: SessionError?, request: URLRequest?, head: HTTPResponseHead? = nil, body: Data? = nil,
          fileURL: URL? = nil, metrics: TaskMetrics? = nil) {
@@ -397,6 +424,8 @@ struct TaskCallbacks: Sendable {
     var dataHandler: (@Sendable (Data) -> Void)?
     var uploadProgress: (@Sendable (Progress) -> Void)?
     var downloadProgress: (@Sendable (Progress) -> Void)?
+    /// A download's destination: given the temporary file and the response, where to move it.
+    var destination: (@Sendable (URL, HTTPURLResponse?) -> URL)?
 }
 
 /// Per-task choices fixed at creation.
@@ -408,6 +437,8 @@ struct TaskOptions: Sendable {
     /// Whether the raw body is returned as the result (async `data(for:)`) instead of
     /// going through the manager's response serializer.
     var skipsSerializer = false
+    /// Set for download tasks: the body goes to this file, not to memory.
+    var download: DownloadOptions?
 
     init(
         collectsBody: Bool, completionHandler: (@Sendable (DataResponse) -> Void)? = nil,

@@ -21,6 +21,8 @@ final class TaskDelegate {
     private(set) var request: URLRequest
     private(set) var prepared: PreparedRequest
     private var bodyReader: BodyReader?
+    /// A download task's file (nil for data tasks): the delivered body goes there.
+    let download: DownloadFile?
     private var head: ResponseHeadParser
     /// The current exchange's response head, once complete (Foundation's `HTTPURLResponse`
     /// is built from it only when someone asks, off this thread).
@@ -41,7 +43,7 @@ final class TaskDelegate {
     /// Decoded body bytes of this exchange, delivered or held back (the bomb guard counts
     /// every body, a redirect's and a held-back 401's too).
     private var decodedBodyBytes: Int64 = 0
-    private var isContentEncoded = false
+    private(set) var isContentEncoded = false
     /// How the current response is treated, decided when its head arrived (nil before):
     /// a redirect or challenged 401 is held back from the task, its body kept aside.
     private(set) var headDisposition: TransferEnd.HeadDisposition?
@@ -86,6 +88,13 @@ final class TaskDelegate {
         self.prepared = prepared
         self.head = ResponseHeadParser(maximumBytes: engine.configuration.maximumResponseHeaderBytes)
         self.bodyReader = try BodyReader(prepared.body, wake: Self.bodyWake(task: task, engine: engine))
+        if let options = task.options.download {
+            let resume = options.resume
+            download = try DownloadFile(
+                url: options.fileURL, resumingAt: resume?.bytesReceived ?? 0, validator: resume?.validator)
+        } else {
+            download = nil
+        }
         // One read of the hooks per transfer (a copy of the struct under the engine's lock).
         let hooks = engine.hooks
         self.deliversBody = task.streamsBody || (task is DataTask && hooks.dataReceived != nil)
@@ -150,9 +159,16 @@ final class TaskDelegate {
         if PreparedRequest.canMultiplex(url: url, version: configuration.httpVersion) {
             easy.set(CURLOPT_PIPEWAIT, 1)
         }
-        easy.set(CURLOPT_ACCEPT_ENCODING, prepared.acceptEncoding)
+        if let download, download.rangeStart > 0 {
+            // A range of a content-coded representation would be a range of other bytes:
+            // the resumed part is asked for as is.
+            easy.set(CURLOPT_ACCEPT_ENCODING, nil as String?)
+        } else {
+            easy.set(CURLOPT_ACCEPT_ENCODING, prepared.acceptEncoding)
+        }
 
-        guard easy.setHeaders(prepared.headerLines) else { return .curl(code: Int(CURLE_OUT_OF_MEMORY.rawValue), message: "out of memory") }
+        let headerLines = download?.headerLines(adding: prepared.headerLines) ?? prepared.headerLines
+        guard easy.setHeaders(headerLines) else { return .curl(code: Int(CURLE_OUT_OF_MEMORY.rawValue), message: "out of memory") }
 
         configureMethodAndBody()
         // Timeouts are the driver's (`TransferClock`), not curl's low-speed check: curl's
@@ -307,7 +323,18 @@ final class TaskDelegate {
             headDisposition = disposition
             let expected = response.expectedContentLength
             if disposition == .deliver {
-                task.didReceive(head: response)
+                if let download {
+                    if let error = download.begin(
+                        statusCode: response.statusCode,
+                        contentRange: response.value(forHTTPHeaderField: "Content-Range"),
+                        isContentEncoded: isContentEncoded)
+                    {
+                        failure = error
+                        return false
+                    }
+                    if download.needsFullRestart { return true }  // this answer is not the task's
+                }
+                task.didReceive(head: response, offset: download?.position ?? 0)
                 if asksResponseHook { askResponseHook(response) }
                 if task.options.collectsBody, expected > 0 {
                     // Untrusted: reserve at most 16 MiB up front, grow past it as bytes arrive.
@@ -357,6 +384,16 @@ final class TaskDelegate {
             let chunk = Data(bytes)
             streamCredit.add(chunk.count)
             engine.deliver(chunk, for: task, credit: streamCredit)
+        }
+        if let download {
+            if download.needsFullRestart { return .accepted }  // dropped: sent again without Range
+            if let error = download.write(bytes) {
+                failure = error
+                return .abort
+            }
+            bodyBytesDelivered += Int64(bytes.count)
+            task.didReceiveBodyBytes(download.position)
+            return .accepted
         }
         if task.options.collectsBody {
             growBodyIfAnnounced(adding: bytes.count)

@@ -537,6 +537,7 @@ final class DriverLoop {
         facts.canReplayBody = delegate.canReplayBody
         facts.hasRedirectHook = hooks.redirect != nil
         facts.awaitsResponseDecision = delegate.awaitsResponseDecision
+        facts.needsFullDownload = delegate.download?.needsFullRestart ?? false
         act(on: TransferEnd.decide(facts), delegate: delegate, facts: facts, challenge: challenge, hooks: hooks)
     }
 
@@ -572,6 +573,12 @@ final class DriverLoop {
             }
         case .follow(let hop):
             follow(delegate, to: hop.request, proposed: hop)
+        case .restartDownloadFromZero:
+            if let error = delegate.download?.restartWithoutRange() {
+                finish(delegate, outcome: outcome(of: delegate, error: error))
+            } else {
+                retry(delegate, otherwise: nil)
+            }
         case .waitForResponseDecision:
             detach(delegate)  // the connection goes back to the pool meanwhile
             delegate.pendingEndFacts = facts
@@ -639,6 +646,10 @@ final class DriverLoop {
     /// Removes the transfer from curl, recycles its handle, releases the delegate's retained
     /// reference and hands the outcome to the completion queue.
     private func finish(_ delegate: TaskDelegate, outcome: TransferOutcome) {
+        var outcome = outcome
+        if delegate.download != nil {
+            (outcome.fileURL, outcome.resumePoint) = delegate.finishDownload(error: outcome.error)
+        }
         detach(delegate)
         delegates[ObjectIdentifier(delegate.task)] = nil
         recycle(delegate.easy)

@@ -40,6 +40,8 @@ enum TransferEnd {
         var hasRedirectHook = false
         /// The response hook has not answered yet about the delivered response.
         var awaitsResponseDecision = false
+        /// A resumed download's range was refused (416) or answered with other bytes.
+        var needsFullDownload = false
     }
 
     /// The action the driver carries out.
@@ -57,6 +59,8 @@ enum TransferEnd {
         /// Detach and keep the facts until the response hook answers (a response without a
         /// body can end before it does).
         case waitForResponseDecision
+        /// Send the download's request again without `Range`, into an emptied file.
+        case restartDownloadFromZero
     }
 
     /// Decides how a response head is treated. `hop` is the redirect Curlew would follow
@@ -73,6 +77,7 @@ enum TransferEnd {
         if facts.refusedStaleConnection { return .retryOnFreshConnection }
         if facts.hasChallengeForHandler { return .askChallengeHandler }
         if let error = facts.error { return .finish(error) }
+        if facts.needsFullDownload { return .restartDownloadFromZero }
         if facts.awaitsResponseDecision { return .waitForResponseDecision }
         guard case .redirect(let hop) = facts.head else { return .finish(nil) }
         guard facts.redirectCount < facts.maximumRedirects else {

@@ -1,0 +1,44 @@
+import Foundation
+import Serialization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension SessionEngine {
+    /// Settles a finished download on the operation queue: answers the resume data callers,
+    /// then moves a complete file to its destination (the manager's finished-downloading hook
+    /// first, then the task's destination closure) and posts the move notification.
+    func settle(_ task: DownloadTask, outcome: TransferOutcome, hooks: Hooks) -> TransferOutcome {
+        var outcome = outcome
+        var resume = outcome.resumePoint?.resumeData(for: task)
+        if resume == nil, outcome.metrics == nil, outcome.error == .cancelled, task.wantsResumeData,
+            let original = task.options.download?.resume,
+            FileManager.default.fileExists(atPath: original.partialFileURL.path)
+        {
+            // Cancelled before it started: the resume data it was made from still holds.
+            resume = original
+        }
+        task.settle(resumeData: resume)
+        guard outcome.error == nil, let temporary = outcome.fileURL else { return outcome }
+        let destination =
+            hooks.downloadDidFinish.flatMap { $0(task, temporary) }
+            ?? task.callbacks.destination.map { $0(temporary, outcome.head?.httpURLResponse) }
+        guard let destination, destination != temporary else { return outcome }
+        do {
+            try FileManager.default.moveItem(at: temporary, to: destination)
+            outcome.fileURL = destination
+            NotificationCenter.default.post(name: .downloadTaskDidMoveFileSuccessfully, object: task)
+        } catch {
+            let failure = SessionError.fileWriteFailed(
+                "cannot move the download to '\(destination.path)': \(error.localizedDescription)")
+            try? FileManager.default.removeItem(at: temporary)
+            outcome.error = failure
+            outcome.fileURL = nil
+            task.recordSerializationError(failure)
+            NotificationCenter.default.post(
+                name: .downloadTaskDidFailToMoveFile, object: task,
+                userInfo: [NotificationKeys.shared.error: failure])
+        }
+        return outcome
+    }
+}

@@ -1,0 +1,63 @@
+import CurlewTestSupport
+import Foundation
+import Synchronization
+
+/// A TestServer route that serves a body as a static file server does: an entity tag,
+/// `Accept-Ranges: bytes`, and `206 Partial Content` for `Range: bytes=N-` when `If-Range`
+/// (if sent) matches. Tests change the body or tag mid-test to play a changed file, or make
+/// the route refuse ranges.
+final class RangeFileRoute: Sendable {
+    struct State {
+        var body: Data
+        var entityTag: String
+        /// Answer every range with 416 (as for a range past the end).
+        var refusesRanges = false
+        /// The `Range` and `If-Range` values of each request, in order.
+        var rangeRequests: [(range: String?, ifRange: String?)] = []
+    }
+
+    let state: Mutex<State>
+
+    /// Serves `body` at `path` in `chunkSize` pieces, each after `delay` (to leave time to
+    /// cancel mid-body); `Content-Length` is always sent.
+    init(server: TestServer, path: String, body: Data, entityTag: String = "\"v1\"",
+         chunkSize: Int = 16 * 1024, delay: Duration = .zero) {
+        state = Mutex(State(body: body, entityTag: entityTag))
+        server.route(path) { [self] request in
+            func header(_ name: String) -> String? {
+                request.headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+            }
+            let range = header("Range")
+            let ifRange = header("If-Range")
+            let (body, tag, refuses) = self.state.withLock { state in
+                state.rangeRequests.append((range, ifRange))
+                return (state.body, state.entityTag, state.refusesRanges)
+            }
+            var headers: [(name: String, value: String)] = [("ETag", tag), ("Accept-Ranges", "bytes")]
+            var status = 200
+            var start = 0
+            if let range, range.hasPrefix("bytes="), range.hasSuffix("-"),
+                let first = Int(range.dropFirst(6).dropLast()), ifRange == nil || ifRange == tag
+            {
+                if refuses || first >= body.count {
+                    return TestResponse(status: 416, headers: [("Content-Range", "bytes */\(body.count)")], body: Data())
+                }
+                status = 206
+                start = first
+                headers.append(("Content-Range", "bytes \(first)-\(body.count - 1)/\(body.count)"))
+            }
+            let part = body.subdata(in: start..<body.count)
+            let chunks = stride(from: 0, to: part.count, by: chunkSize).map { offset in
+                TestResponse.Chunk(part.subdata(in: offset..<min(offset + chunkSize, part.count)), delay: delay)
+            }
+            return .stream(chunks, status: status, headers: headers, framing: .contentLength)
+        }
+    }
+
+    var rangeRequests: [(range: String?, ifRange: String?)] { state.withLock { $0.rangeRequests } }
+}
+
+/// Bytes that differ at every offset (so a misplaced byte range shows).
+func patternedData(count: Int, seed: UInt8 = 0) -> Data {
+    Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 8 &+ Int(seed)) })
+}
