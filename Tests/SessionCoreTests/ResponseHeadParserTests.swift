@@ -42,6 +42,21 @@ final class ResponseHeadParserTests: XCTestCase {
         XCTAssertNil(parser.makeHead(url: url).value(forHTTPHeaderField: "Link"), "interim fields do not leak into the final head")
     }
 
+    func testAStatusLineAfterACompleteHeadStartsTheNextResponse() throws {
+        // libcurl's Digest pass: 401 (its body ignored by curl), then the answer, in one transfer.
+        var parser = ResponseHeadParser(maximumBytes: 1024)
+        let events = feed(&parser, [
+            "HTTP/1.1 401 Unauthorized\r\n", "WWW-Authenticate: Digest realm=\"r\", nonce=\"n\"\r\n", "\r\n",
+            "HTTP/1.1 200 OK\r\n", "Content-Type: text/plain\r\n", "\r\n",
+            "Trailer-Field: ignored\r\n",
+        ])
+        XCTAssertEqual(events, [.needMore, .needMore, .headComplete, .nextResponse, .needMore, .headComplete, .needMore])
+        XCTAssertEqual(parser.statusCode, 200)
+        let head = parser.makeHead(url: try XCTUnwrap(URL(string: "http://example.test/")))
+        XCTAssertNil(head.value(forHTTPHeaderField: "WWW-Authenticate"))
+        XCTAssertEqual(head.fieldCount, 1)
+    }
+
     func testObsoleteLineFoldingJoinsTheValue() {
         var parser = ResponseHeadParser(maximumBytes: 1024)
         _ = feed(&parser, ["HTTP/1.1 200 OK\r\n", "X-Long: first\r\n", "\t second\r\n", "\r\n"])

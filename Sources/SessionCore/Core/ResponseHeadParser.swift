@@ -20,6 +20,10 @@ struct ResponseHeadParser {
         case invalid(String)
         /// The head is larger than allowed.
         case tooLarge
+        /// A status line after a complete head: libcurl sends the request again within the
+        /// same transfer (its second pass of Digest authentication) and this is the next
+        /// response. The previous head was not the transfer's answer; parsing goes on.
+        case nextResponse
     }
 
     private(set) var statusCode = 0
@@ -47,7 +51,14 @@ struct ResponseHeadParser {
     /// Feeds one raw header line (with its CRLF) to the parser. Bytes only: no Foundation
     /// string work on the driver thread.
     mutating func consume(_ bytes: UnsafeRawBufferPointer) -> Event {
-        if isComplete { return .needMore }  // trailers: ignored
+        if isComplete {
+            // Trailers are ignored; a status line ("HTTP/" cannot begin a field name) starts
+            // the next response of the same transfer.
+            guard Self.isStatusLine(bytes) else { return .needMore }
+            reset()
+            let event = consume(bytes)
+            return event == .needMore ? .nextResponse : event
+        }
         headBytes += bytes.count
         if headBytes > maximumBytes { return .tooLarge }
 
@@ -67,9 +78,7 @@ struct ResponseHeadParser {
             isComplete = true
             return .headComplete
         }
-        if line.count >= 5, line[0] == UInt8(ascii: "H"), line[1] == UInt8(ascii: "T"), line[2] == UInt8(ascii: "T"),
-            line[3] == UInt8(ascii: "P"), line[4] == UInt8(ascii: "/")
-        {
+        if Self.isStatusLine(line) {
             return parseStatusLine(line)
         }
         guard sawStatusLine else { return .invalid("header field before the status line") }
@@ -100,6 +109,12 @@ struct ResponseHeadParser {
         ranges.append(HTTPResponseHead.FieldRange(
             nameStart: nameStart, nameEnd: valueStart, valueStart: valueStart, valueEnd: Int32(clamping: storage.count)))
         return .needMore
+    }
+
+    /// Whether `line` begins with "HTTP/".
+    private static func isStatusLine(_ line: UnsafeRawBufferPointer) -> Bool {
+        line.count >= 5 && line[0] == UInt8(ascii: "H") && line[1] == UInt8(ascii: "T") && line[2] == UInt8(ascii: "T")
+            && line[3] == UInt8(ascii: "P") && line[4] == UInt8(ascii: "/")
     }
 
     /// Appends a field value; a control byte (CR, NUL, ...; tab excepted) becomes a space, as

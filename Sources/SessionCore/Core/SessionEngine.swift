@@ -53,6 +53,8 @@ final class SessionEngine: Sendable {
     private let startupError = Mutex<SessionError?>(nil)
     /// The security policy and its generation, read by every TLS request (Features/Security).
     let security = SessionSecurity()
+    /// HTTP credentials given for the session (`URLCredential.Persistence.forSession`).
+    let credentialStore = SessionCredentialStore()
 
     private static let managerCounter = Mutex(0)
 
@@ -360,6 +362,8 @@ final class SessionEngine: Sendable {
             // Before any new task can start: a reset session sends none of the old cookies.
             configuration.cookieJar?.removeAll()
         }
+        // A reset session (AFNetworking builds a new NSURLSession) forgets session credentials.
+        credentialStore.removeAll()
         let fresh = resetRequested ? makeFreshDriver() : nil
         let (queue, hook, waiters) = state.withLock { state in
             // A reset cancelled meanwhile (the manager went away) leaves the new driver unused.

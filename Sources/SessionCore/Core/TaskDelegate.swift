@@ -310,6 +310,14 @@ final class TaskDelegate {
         case .invalid(let reason):
             failure = .badServerResponse(reason)
             return false
+        case .nextResponse:
+            // curl answered the last head itself (Digest's first pass) and its body was
+            // ignored: that head was never the task's.
+            responseHead = nil
+            headDisposition = nil
+            securityState.isWithheldForChallenge = false
+            body = Data()
+            return true
         case .headComplete:
             let response = head.makeHead(url: prepared.url)
             responseHead = response

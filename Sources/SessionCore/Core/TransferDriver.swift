@@ -528,8 +528,8 @@ final class DriverLoop {
         facts.error = delegate.error(for: code)
         facts.refusedStaleConnection = delegate.shouldRetryOnFreshConnection(code: code)
         // Asked only when it can matter: taking a challenge counts an attempt.
-        let challenge = facts.refusedStaleConnection || hooks.authenticationChallenge == nil
-            ? nil : delegate.takePendingChallenge(code: code)
+        let answerable = hooks.authenticationChallenge != nil || !engine.credentialStore.isEmpty
+        let challenge = facts.refusedStaleConnection || !answerable ? nil : delegate.takePendingChallenge(code: code)
         facts.hasChallengeForHandler = challenge != nil
         facts.head = delegate.headDisposition
         facts.redirectCount = delegate.redirectCount
@@ -558,6 +558,15 @@ final class DriverLoop {
             // another security policy: once more on a new connection, judged by the current one.
             retry(delegate, otherwise: facts.error)
         case .askChallengeHandler:
+            if let challenge, let stored = delegate.storedCredential(for: challenge) {
+                // The session remembers an answer for this protection space.
+                switch delegate.resolveChallenge(.useCredential(stored)) {
+                case .retry: retry(delegate, otherwise: nil)
+                case .fail(let error): finish(delegate, outcome: outcome(of: delegate, error: error))
+                case .deliver: finish(delegate, outcome: outcome(of: delegate, error: nil))
+                }
+                return
+            }
             guard let challenge, let hook = hooks.authenticationChallenge else {
                 finish(delegate, outcome: outcome(of: delegate, error: facts.error))
                 return

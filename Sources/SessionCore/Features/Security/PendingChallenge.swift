@@ -48,24 +48,56 @@ struct PendingChallenge: @unchecked Sendable {
     }
 }
 
-/// HTTP authentication schemes Curlew answers from a challenge handler.
-enum HTTPAuthenticationScheme: Sendable, Equatable {
+/// HTTP authentication schemes Curlew answers from a challenge handler. libcurl does the
+/// work: Basic, and Digest (RFC 7616: MD5 and SHA-256, `qop=auth`), whose second pass —
+/// unauthenticated request, 401 with a nonce, authenticated request — curl makes itself.
+enum HTTPAuthenticationScheme: Sendable, Equatable, Hashable {
     case basic
+    case digest
 
-    var authenticationMethod: String { NSURLAuthenticationMethodHTTPBasic }
+    var authenticationMethod: String {
+        switch self {
+        case .basic: return NSURLAuthenticationMethodHTTPBasic
+        case .digest: return NSURLAuthenticationMethodHTTPDigest
+        }
+    }
 
-    /// The first scheme Curlew can answer in a `WWW-Authenticate` value (several
-    /// challenges may be folded into one, comma-separated), with its realm.
+    /// The `CURLAUTH_*` bit (cast macros Swift cannot import): exactly one method, so curl
+    /// never falls back to a weaker one than the server asked for.
+    var curlAuthBit: Int {
+        switch self {
+        case .basic: return 1 << 0  // CURLAUTH_BASIC
+        case .digest: return 1 << 1  // CURLAUTH_DIGEST
+        }
+    }
+
+    /// The strongest scheme Curlew can answer among the challenges of a `WWW-Authenticate`
+    /// value (several may be folded into one, comma-separated), with its realm.
     static func parse(_ field: String) -> (scheme: HTTPAuthenticationScheme, realm: String?)? {
         let parts = field.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        var found: [(scheme: HTTPAuthenticationScheme, realm: String?)] = []
         for (index, part) in parts.enumerated() {
             let lowered = part.lowercased()
-            guard lowered == "basic" || lowered.hasPrefix("basic ") else { continue }
-            // The realm is a parameter of this challenge: in this part or the next one.
-            let candidates = [String(part.dropFirst(5))] + (index + 1 < parts.count ? [parts[index + 1]] : [])
-            return (.basic, candidates.lazy.compactMap(realm(in:)).first)
+            let scheme: HTTPAuthenticationScheme
+            let nameLength: Int
+            if lowered == "basic" || lowered.hasPrefix("basic ") {
+                (scheme, nameLength) = (.basic, 5)
+            } else if lowered == "digest" || lowered.hasPrefix("digest ") {
+                (scheme, nameLength) = (.digest, 6)
+            } else {
+                continue
+            }
+            // The realm is a parameter of this challenge: in this part or one of the next
+            // ones, before the next scheme begins.
+            var candidates = [String(part.dropFirst(nameLength))]
+            for next in parts.dropFirst(index + 1) {
+                let lowerNext = next.lowercased()
+                if lowerNext.hasPrefix("basic") || lowerNext.hasPrefix("digest") || !next.contains("=") { break }
+                candidates.append(next)
+            }
+            found.append((scheme, candidates.lazy.compactMap(realm(in:)).first))
         }
-        return nil
+        return found.first { $0.scheme == .digest } ?? found.first
     }
 
     private static func realm(in parameter: String) -> String? {

@@ -11,9 +11,6 @@ import FoundationNetworking
 /// `TransferSecurityState` (`securityState`). Driver thread only, like the rest of
 /// `TaskDelegate`.
 extension TaskDelegate {
-    /// `CURLAUTH_BASIC` (`((unsigned long)1)<<0`, a cast macro Swift cannot import).
-    static let curlAuthBasic = 1
-
     /// What the driver does after the challenge handler answered.
     typealias ChallengeAction = TransferSecurityState.ChallengeAction
 
@@ -22,10 +19,14 @@ extension TaskDelegate {
     /// credentials. Returns an error when TLS cannot be enforced (never runs unchecked).
     func configureSecurity() -> SessionError? {
         let url = prepared.url
+        securityState.expectsLibcurlAuthPass = false
         if let credential = securityState.credential(for: url) {
             easy.set(CURLOPT_USERNAME, credential.user)
             easy.set(CURLOPT_PASSWORD, credential.password)
-            easy.set(CURLOPT_HTTPAUTH, Self.curlAuthBasic)
+            easy.set(CURLOPT_HTTPAUTH, credential.scheme.curlAuthBit)
+            // Digest: curl sends the request without credentials, reads the nonce from the
+            // 401 and sends it again itself; that first 401 is not the task's answer.
+            securityState.expectsLibcurlAuthPass = credential.scheme == .digest
         }
         securityState.libcurlChecksHost = false
         guard url.scheme?.lowercased() == "https" else { return nil }
@@ -123,8 +124,18 @@ extension TaskDelegate {
     /// Decides (at the response head) whether a 401 is held back from the task while the
     /// challenge handler is asked.
     func withholdsForChallenge(_ response: HTTPResponseHead) -> Bool {
-        securityState.withholdsForChallenge(
-            response, canReplayBody: canReplayBody, hasHandler: engine.hooks.authenticationChallenge != nil)
+        let answerable = engine.hooks.authenticationChallenge != nil || !engine.credentialStore.isEmpty
+        return securityState.withholdsForChallenge(response, canReplayBody: canReplayBody, hasHandler: answerable)
+    }
+
+    /// The credential stored for the session that answers `challenge` without asking the
+    /// handler: once per task (a stored credential the server refused is not sent again).
+    func storedCredential(for challenge: PendingChallenge) -> URLCredential? {
+        guard case .http(let scheme, let realm) = challenge.kind, !securityState.usedStoredCredential,
+            let stored = engine.credentialStore.credential(for: .init(url: challenge.url, realm: realm, scheme: scheme))
+        else { return nil }
+        securityState.usedStoredCredential = true
+        return URLCredential(user: stored.user, password: stored.password, persistence: .forSession)
     }
 
     /// The challenge to put to the handler for a transfer that just ended, if any; counts
@@ -135,7 +146,22 @@ extension TaskDelegate {
 
     /// Applies the handler's answer to the challenge taken last.
     func resolveChallenge(_ disposition: AuthChallengeDisposition) -> ChallengeAction {
-        securityState.resolveChallenge(disposition, canReplayBody: canReplayBody)
+        var disposition = disposition
+        if let challenge = securityState.pendingChallenge, case .http(let scheme, let realm) = challenge.kind {
+            let space = SessionCredentialStore.Space(url: challenge.url, realm: realm, scheme: scheme)
+            switch disposition {
+            case .useCredential(let credential):
+                engine.credentialStore.remember(credential, for: space)
+            case .performDefaultHandling:
+                // As URLSession's default handling: the session's stored credential, if any.
+                if let stored = engine.credentialStore.credential(for: space) {
+                    disposition = .useCredential(URLCredential(user: stored.user, password: stored.password, persistence: .forSession))
+                }
+            case .cancel, .rejectProtectionSpace:
+                break
+            }
+        }
+        return securityState.resolveChallenge(disposition, canReplayBody: canReplayBody)
     }
 
     /// Drops curl's reference to the TLS context (the transfer has left the multi handle).

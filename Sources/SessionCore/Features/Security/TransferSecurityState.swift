@@ -41,6 +41,11 @@ struct TransferSecurityState {
     var isWithheldForChallenge = false
     /// The current request runs libcurl's own host name check (`CURLOPT_SSL_VERIFYHOST` 2).
     var libcurlChecksHost = false
+    /// The current attempt carries Digest credentials: its first 401 is curl's own first
+    /// pass (the nonce), which curl answers itself in the same transfer.
+    var expectsLibcurlAuthPass = false
+    /// The session's stored credential was tried once for this task.
+    var usedStoredCredential = false
 
     /// Whether the handler may still be asked.
     var mayAskHandler: Bool { challengeAttempts < Self.maximumChallengeAttempts }
@@ -89,6 +94,13 @@ struct TransferSecurityState {
     /// Decides (at the response head) whether a 401 is held back from the task while the
     /// challenge handler is asked.
     mutating func withholdsForChallenge(_ response: HTTPResponseHead, canReplayBody: Bool, hasHandler: Bool) -> Bool {
+        if response.statusCode == 401, expectsLibcurlAuthPass {
+            // Held back while curl answers it; if curl does not (another scheme was asked
+            // for), it is the transfer's last answer and is judged as any 401.
+            expectsLibcurlAuthPass = false
+            isWithheldForChallenge = true
+            return true
+        }
         guard response.statusCode == 401, mayAskHandler, canReplayBody, hasHandler,
             let field = response.value(forHTTPHeaderField: "WWW-Authenticate"),
             HTTPAuthenticationScheme.parse(field) != nil
