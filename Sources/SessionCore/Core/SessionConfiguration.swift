@@ -74,7 +74,20 @@ public struct SessionConfiguration: Sendable {
     /// Which HTTP versions may be negotiated. Default: `.http2`.
     public var httpVersion: HTTPVersion = .http2
     /// The proxy to use. Default: `.environment`.
+    ///
+    /// Credentials may be part of the proxy URL (`http://user:password@proxy:3128`) or given
+    /// as ``proxyCredential``. An `https://` proxy is verified against the system's
+    /// certificate authorities (and ``certificateAuthorityFile``) by libcurl: the manager's
+    /// `SecurityPolicy` and its pins apply to the origin server only.
     public var proxy: Proxy = .environment
+    /// The user and password sent to the proxy (Basic or Digest, as the proxy asks).
+    /// `nil`: none, or those in the proxy URL.
+    public var proxyCredential: URLCredential?
+    /// Hosts reached directly, never through the proxy, in libcurl's `NOPROXY` syntax: host
+    /// names and domains (`example.com` also covers its subdomains), IP addresses, CIDR ranges
+    /// (`10.0.0.0/8`), or `*` for every host. Applies to ``Proxy/url(_:)`` proxies and, when not
+    /// empty, replaces the environment's `no_proxy` for ``Proxy/environment``. Default: empty.
+    public var proxyBypassList: [String] = []
     /// Connect over this Unix domain socket instead of TCP (the URL still names host and path).
     public var unixSocketPath: String?
     /// The lowest TLS version accepted. Default: TLS 1.2.

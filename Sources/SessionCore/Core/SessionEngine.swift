@@ -53,6 +53,9 @@ final class SessionEngine: Sendable {
     private let startupError = Mutex<SessionError?>(nil)
     /// The security policy and its generation, read by every TLS request (Features/Security).
     let security = SessionSecurity()
+    /// `SessionConfiguration.proxyBypassList` as libcurl's `NOPROXY` string, made once (nil
+    /// when the list is empty).
+    let proxyBypass: String?
     /// HTTP credentials given for the session (`URLCredential.Persistence.forSession`).
     let credentialStore = SessionCredentialStore()
 
@@ -64,6 +67,8 @@ final class SessionEngine: Sendable {
             return counter
         }
         self.configuration = configuration
+        let bypass = configuration.proxyBypassList.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        proxyBypass = bypass.isEmpty ? nil : bypass.joined(separator: ",")
         operationQueue = DispatchQueue(label: "Curlew.operationQueue.\(number)")
         state = Mutex(State(completionQueue: DispatchQueue(label: "Curlew.completionQueue.\(number)")))
         do {

@@ -195,7 +195,8 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     public var countOfBytesExpectedToReceive: Int64 { protected.withLock { $0.bytesExpectedToReceive } }
     /// The request body's length, or -1 when unknown.
     public var countOfBytesExpectedToSend: Int64 { protected.withLock { $0.bytesExpectedToSend } }
-    /// A hint from 0 (low) to 1 (high); default 0.5. Used as the HTTP/2 stream weight.
+    /// A hint from 0 (low) to 1 (high); default 0.5. Sent as the HTTP/2 stream weight
+    /// (1 + priority × 255) when the request can be multiplexed; read when the transfer starts.
     public var priority: Float {
         get { protected.withLock { $0.priority } }
         set { protected.withLock { $0.priority = min(1, max(0, newValue)) } }

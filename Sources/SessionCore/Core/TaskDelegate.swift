@@ -158,6 +158,9 @@ final class TaskDelegate {
         // queue behind each other's response heads.
         if PreparedRequest.canMultiplex(url: url, version: configuration.httpVersion) {
             easy.set(CURLOPT_PIPEWAIT, 1)
+            // The task's priority as its HTTP/2 stream weight, 1...256 (weights only matter
+            // relative to the other streams of the connection: the default 0.5 gives 129).
+            easy.set(CURLOPT_STREAM_WEIGHT, 1 + Int((Double(task.priority) * 255).rounded()))
         }
         if let download, download.rangeStart > 0 {
             // A range of a content-coded representation would be a range of other bytes:
@@ -178,16 +181,28 @@ final class TaskDelegate {
         let bufferSize = configuration.receiveBufferSize ?? task.options.defaultReceiveBufferSize
         easy.set(CURLOPT_BUFFERSIZE, max(1024, min(bufferSize, 10 << 20)))
         switch configuration.proxy {
-        case .environment: break
+        case .environment:
+            if let bypass = engine.proxyBypass { easy.set(CURLOPT_NOPROXY, bypass) }
+            configureProxyCredential()
         case .none: easy.set(CURLOPT_PROXY, "")
         case .url(let proxy):
             easy.set(CURLOPT_PROXY, proxy)
-            // "Always" means always: an empty no-proxy list overrides a `no_proxy` in the
+            // Only the configured bypass list: an empty one overrides a `no_proxy` in the
             // environment, which libcurl would otherwise apply to an explicit proxy too.
-            easy.set(CURLOPT_NOPROXY, "")
+            easy.set(CURLOPT_NOPROXY, engine.proxyBypass ?? "")
+            configureProxyCredential()
         }
         if let path = configuration.unixSocketPath { easy.set(CURLOPT_UNIX_SOCKET_PATH, path) }
         return ok ? nil : .badURL("libcurl rejected '\(url.absoluteString)'")
+    }
+
+    private func configureProxyCredential() {
+        guard let credential = engine.configuration.proxyCredential, let user = credential.user else { return }
+        easy.set(CURLOPT_PROXYUSERNAME, user)
+        easy.set(CURLOPT_PROXYPASSWORD, credential.password ?? "")
+        // CURLAUTH_BASIC | CURLAUTH_DIGEST (cast macros): curl picks what the proxy offers.
+        easy.set(CURLOPT_PROXYAUTH, HTTPAuthenticationScheme.basic.curlAuthBit | HTTPAuthenticationScheme.digest.curlAuthBit)
+        securityState.expectsLibcurlProxyAuthPass = true
     }
 
     private func configureMethodAndBody() {

@@ -20,6 +20,7 @@ extension TaskDelegate {
     func configureSecurity() -> SessionError? {
         let url = prepared.url
         securityState.expectsLibcurlAuthPass = false
+        securityState.expectsLibcurlProxyAuthPass = false
         if let credential = securityState.credential(for: url) {
             easy.set(CURLOPT_USERNAME, credential.user)
             easy.set(CURLOPT_PASSWORD, credential.password)

@@ -1,0 +1,89 @@
+import CurlewTestSupport
+import Foundation
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// Proxies: the in-process test server plays an HTTP forward proxy (it answers absolute-form
+/// requests itself), asking for credentials with 407 like a real one.
+final class ProxyTests: XCTestCase {
+    var proxy: TestServer!
+
+    override func setUp() async throws {
+        proxy = try TestServer()
+        // "proxy:secret" in Basic; anything else is asked for credentials.
+        proxy.setDefaultHandler { request in
+            let authorization = request.headers.first { $0.name.lowercased() == "proxy-authorization" }?.value
+            guard authorization == "Basic cHJveHk6c2VjcmV0" else {
+                return TestResponse(
+                    status: 407, headers: [("Proxy-Authenticate", "Basic realm=\"proxy\"")], body: Data("who?".utf8))
+            }
+            return .text("proxied \(request.uri)")
+        }
+    }
+
+    override func tearDown() async throws {
+        proxy.shutdown()
+    }
+
+    private func get(_ url: String, with configuration: SessionConfiguration) async throws -> DataResponse {
+        let manager = URLSessionManager.raw(configuration)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        return await manager.response(for: URLRequest(url: try XCTUnwrap(URL(string: url))))
+    }
+
+    func testACredentialIsSentToTheProxyInTheSchemeItAsksFor() async throws {
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .url(proxy.baseURLString)
+        configuration.proxyCredential = URLCredential(user: "proxy", password: "secret", persistence: .none)
+        let response = try await get("http://origin.invalid/hello?x=1", with: configuration)
+        XCTAssertEqual(response.response?.statusCode, 200)
+        XCTAssertEqual(response.data.map { String(decoding: $0, as: UTF8.self) }, "proxied http://origin.invalid/hello?x=1")
+        XCTAssertEqual(proxy.requests.count, 2, "a 407 first, then the request with credentials")
+    }
+
+    func testCredentialsInTheProxyURLWork() async throws {
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .url("http://proxy:secret@\(try XCTUnwrap(proxy.baseURL.host)):\(try XCTUnwrap(proxy.baseURL.port))")
+        let response = try await get("http://origin.invalid/a", with: configuration)
+        XCTAssertEqual(response.response?.statusCode, 200)
+    }
+
+    func testAWrongCredentialDeliversTheProxys407() async throws {
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .url(proxy.baseURLString)
+        configuration.proxyCredential = URLCredential(user: "proxy", password: "wrong", persistence: .none)
+        let response = try await get("http://origin.invalid/a", with: configuration)
+        XCTAssertEqual(response.response?.statusCode, 407)
+        XCTAssertEqual(response.data, Data("who?".utf8))
+    }
+
+    func testTheBypassListGoesDirect() async throws {
+        let origin = try TestServer()
+        defer { origin.shutdown() }
+        origin.route("/direct", response: .text("direct"))
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .url(proxy.baseURLString)
+        configuration.proxyCredential = URLCredential(user: "proxy", password: "secret", persistence: .none)
+        configuration.proxyBypassList = ["127.0.0.0/8", " example.invalid "]
+        let direct = try await get(origin.baseURLString + "/direct", with: configuration)
+        XCTAssertEqual(direct.data, Data("direct".utf8))
+        XCTAssertEqual(proxy.requests.count, 0, "the bypassed host never reached the proxy")
+        let proxied = try await get("http://other.invalid/b", with: configuration)
+        XCTAssertEqual(proxied.response?.statusCode, 200)
+        XCTAssertGreaterThan(proxy.requests.count, 0)
+    }
+
+    func testNoneNeverUsesAProxy() async throws {
+        let origin = try TestServer()
+        defer { origin.shutdown() }
+        origin.route("/direct", response: .text("direct"))
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .none
+        let response = try await get(origin.baseURLString + "/direct", with: configuration)
+        XCTAssertEqual(response.data, Data("direct".utf8))
+        XCTAssertEqual(proxy.requests.count, 0)
+    }
+}
