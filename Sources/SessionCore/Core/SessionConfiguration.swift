@@ -105,6 +105,9 @@ public struct SessionConfiguration: Sendable {
     /// Receive buffer per transfer (`CURLOPT_BUFFERSIZE`). `nil`: 16 KiB for data tasks and
     /// 512 KiB for downloads, the sizes measured best on Linux (see Docs/Architecture.md).
     public var receiveBufferSize: Int?
+    /// The HTTP response cache GET data tasks consult and fill (see `ResponseCache`). Share
+    /// one between managers if you like. `nil` (the default): no caching.
+    public var responseCache: ResponseCache?
     /// Where download tasks write their body while it arrives (and where resume data's
     /// partial files stay). `nil`: the system's temporary directory (`TMPDIR`, else /tmp).
     /// On the same file system as your destinations, the final move is a rename.

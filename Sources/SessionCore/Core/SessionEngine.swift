@@ -187,6 +187,15 @@ final class SessionEngine: Sendable {
     }
 
     func start(_ task: SessionTask) {
+        if let cache = configuration.responseCache, consultsCache(task) {
+            startThroughCache(task, cache: cache)
+        } else {
+            submitStart(task)
+        }
+    }
+
+    /// Hands a task to the driver (or completes it when there is none).
+    func submitStart(_ task: SessionTask) {
         if !submit(.start(task)) {
             let error = startupError.withLock { $0 } ?? .sessionInvalidated
             complete(task, outcome: TransferOutcome(error: error, request: task.currentRequest))
@@ -213,6 +222,16 @@ final class SessionEngine: Sendable {
     /// Completes a task exactly once: state first, then (on the completion queue) the
     /// serializer, the handler, the hooks and the notification.
     func complete(_ task: SessionTask, outcome: TransferOutcome) {
+        if let cache = configuration.responseCache, outcome.error == nil, outcome.head != nil, task.state != .completed {
+            // The cache's work (a 304 turned into the stored response, a store, an
+            // invalidation) runs on its queue, never on the driver thread.
+            cache.queue.async { [self] in finishCompleting(task, outcome: applyCache(cache, to: task, outcome: outcome)) }
+        } else {
+            finishCompleting(task, outcome: outcome)
+        }
+    }
+
+    private func finishCompleting(_ task: SessionTask, outcome: TransferOutcome) {
         guard task.markCompleted(outcome) else { return }
         let (queue, hooks, serializer) = state.withLock { ($0.completionQueue, $0.hooks, $0.responseSerializer) }
         if let download = task as? DownloadTask {

@@ -39,6 +39,9 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
     /// Resume data handed to `downloadTask(withResumeData:...)` cannot be used: not Curlew's,
     /// of an unknown version, or with values that cannot be sent. The message says which.
     case invalidResumeData(String)
+    /// The request may be answered only from the response cache (`.returnCacheDataDontLoad`,
+    /// `Cache-Control: only-if-cached`) and the cache holds nothing for it.
+    case resourceNotCached
     /// The session manager was invalidated before or while the task ran.
     case sessionInvalidated
     /// The request's URL is missing or cannot be used.
@@ -69,6 +72,7 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
         case .bodyStreamFailed(let detail): return "The request body could not be read: \(detail)"
         case .fileWriteFailed(let detail): return "The download could not be written: \(detail)"
         case .invalidResumeData(let detail): return "The resume data cannot be used: \(detail)"
+        case .resourceNotCached: return "The response is not in the cache, and the request may not use the network."
         case .sessionInvalidated: return "The session manager has been invalidated."
         case .badURL(let detail): return "The URL cannot be used: \(detail)"
         case .unsupportedScheme(let scheme): return "Unsupported URL scheme '\(scheme)': Curlew speaks http and https."

@@ -53,6 +53,8 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         var progressObservers: [(upload: Bool, notify: @Sendable (Progress) -> Void)] = []
         /// Set when the request failed validation: `resume()` completes with it.
         var startFailure: SessionError?
+        /// What the response cache found for this task (Features/Cache).
+        var cacheContext: CacheContext?
         /// The caller's closures; emptied when the task completes (see `takeCallbacks()`).
         var callbacks: TaskCallbacks
     }
@@ -250,6 +252,29 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     }
 
     // MARK: - Driver-side updates
+
+    func setCacheContext(_ context: CacheContext) {
+        protected.withLock { $0.cacheContext = context }
+    }
+
+    func takeCacheContext() -> CacheContext? {
+        protected.withLock { state in
+            defer { state.cacheContext = nil }
+            return state.cacheContext
+        }
+    }
+
+    /// Adds header lines to the request the task has not started yet (the cache's
+    /// conditional fields).
+    func addHeaderLines(_ lines: [String]) {
+        protected.withLock { state in
+            guard let prepared = state.prepared else { return }
+            state.prepared = PreparedRequest(
+                url: prepared.url, urlString: prepared.urlString, method: prepared.method,
+                headerLines: prepared.headerLines + lines, acceptEncoding: prepared.acceptEncoding, body: prepared.body,
+                hasCookieHeader: prepared.hasCookieHeader)
+        }
+    }
 
     func takePrepared() -> PreparedRequest? {
         protected.withLock { state in

@@ -1,0 +1,236 @@
+import CurlewTestSupport
+import Foundation
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// The HTTP response cache against the in-process test server: freshness, revalidation,
+/// Vary, the request's cache policy, invalidation, limits and the disk store.
+final class ResponseCacheTests: XCTestCase {
+    var server: TestServer!
+    var directory: URL!
+
+    override func setUp() async throws {
+        server = try TestServer()
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-cache-\(UUID().uuidString)")
+    }
+
+    override func tearDown() async throws {
+        server.shutdown()
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    private func manager(_ cache: ResponseCache) -> URLSessionManager {
+        var configuration = SessionConfiguration.default
+        configuration.responseCache = cache
+        return URLSessionManager.raw(configuration)
+    }
+
+    private func get(
+        _ manager: URLSessionManager, _ path: String, policy: URLRequest.CachePolicy = .useProtocolCachePolicy,
+        headers: [String: String] = [:]
+    ) async throws -> DataResponse {
+        var request = URLRequest(url: try server.url(path))
+        request.cachePolicy = policy
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        return await manager.response(for: request)
+    }
+
+    private func text(_ response: DataResponse) -> String? { response.data.map { String(decoding: $0, as: UTF8.self) } }
+
+    /// A route answering `body` with `headers`, counting its requests.
+    private func route(_ path: String, headers: [(name: String, value: String)], body: String) {
+        server.route(path, response: TestResponse(status: 200, headers: headers, body: Data(body.utf8)))
+    }
+
+    func testAFreshResponseIsAnsweredWithoutTheNetwork() async throws {
+        route("/fresh", headers: [("Cache-Control", "max-age=600")], body: "v1")
+        let manager = manager(ResponseCache())
+        let first = try await get(manager, "/fresh")
+        let second = try await get(manager, "/fresh")
+        XCTAssertEqual(text(first), "v1")
+        XCTAssertEqual(text(second), "v1")
+        XCTAssertEqual(second.response?.statusCode, 200)
+        XCTAssertNotNil(first.metrics)
+        XCTAssertNil(second.metrics, "answered from the cache")
+        XCTAssertEqual(server.requests.count, 1)
+    }
+
+    func testAStaleResponseIsRevalidatedAndA304GivesTheStoredBody() async throws {
+        let tag = Mutex("\"a\"")
+        let body = Mutex("first")
+        server.route("/validated") { request in
+            let current = tag.withLock { $0 }
+            let sent = request.headers.first { $0.name.lowercased() == "if-none-match" }?.value
+            if sent == current {
+                return TestResponse(status: 304, headers: [("ETag", current), ("X-Refreshed", "yes")], body: Data())
+            }
+            return TestResponse(
+                status: 200, headers: [("ETag", current), ("Cache-Control", "no-cache")],
+                body: Data(body.withLock { $0 }.utf8))
+        }
+        let manager = manager(ResponseCache())
+        _ = try await get(manager, "/validated")
+        let revalidated = try await get(manager, "/validated")
+        XCTAssertEqual(revalidated.response?.statusCode, 200, "the stored status, not the 304")
+        XCTAssertEqual(text(revalidated), "first")
+        XCTAssertEqual(revalidated.response?.value(forHTTPHeaderField: "X-Refreshed"), "yes", "the 304's fields apply")
+        XCTAssertEqual(server.requests.last?.headers.first { $0.name.lowercased() == "if-none-match" }?.value, "\"a\"")
+
+        tag.withLock { $0 = "\"b\"" }
+        body.withLock { $0 = "second" }
+        let changed = try await get(manager, "/validated")
+        XCTAssertEqual(text(changed), "second")
+        let again = try await get(manager, "/validated")
+        XCTAssertEqual(text(again), "second", "the new response replaced the entry")
+        XCTAssertEqual(server.requests.count, 4)
+    }
+
+    func testVaryKeepsDifferentRequestsApart() async throws {
+        server.route("/vary") { request in
+            let language = request.headers.first { $0.name.lowercased() == "accept-language" }?.value ?? "none"
+            return TestResponse(
+                status: 200, headers: [("Cache-Control", "max-age=600"), ("Vary", "Accept-Language")],
+                body: Data(language.utf8))
+        }
+        let manager = manager(ResponseCache())
+        let english = try await get(manager, "/vary", headers: ["Accept-Language": "en"])
+        let englishAgain = try await get(manager, "/vary", headers: ["Accept-Language": "en"])
+        let french = try await get(manager, "/vary", headers: ["Accept-Language": "fr"])
+        XCTAssertEqual(text(english), "en")
+        XCTAssertEqual(text(englishAgain), "en")
+        XCTAssertEqual(text(french), "fr", "a different Accept-Language is not answered with the English entry")
+        XCTAssertEqual(server.requests.count, 2)
+    }
+
+    func testNoStoreAndVaryStarAreNeverStored() async throws {
+        route("/nostore", headers: [("Cache-Control", "no-store, max-age=600")], body: "x")
+        route("/star", headers: [("Cache-Control", "max-age=600"), ("Vary", "*")], body: "y")
+        let manager = manager(ResponseCache())
+        for path in ["/nostore", "/nostore", "/star", "/star"] { _ = try await get(manager, path) }
+        XCTAssertEqual(server.requests.count, 4)
+    }
+
+    func testTheRequestsCachePolicyDecidesFirst() async throws {
+        route("/policy", headers: [("Cache-Control", "max-age=0"), ("ETag", "\"p\"")], body: "stale")
+        let manager = manager(ResponseCache())
+        let miss = try await get(manager, "/policy", policy: .returnCacheDataDontLoad)
+        XCTAssertEqual(miss.error as? SessionError, .resourceNotCached)
+        XCTAssertEqual(server.requests.count, 0, "cache-only never touches the network")
+
+        _ = try await get(manager, "/policy")
+        let elseLoad = try await get(manager, "/policy", policy: .returnCacheDataElseLoad)
+        XCTAssertEqual(text(elseLoad), "stale", "any entry, however stale")
+        let dontLoad = try await get(manager, "/policy", policy: .returnCacheDataDontLoad)
+        XCTAssertEqual(text(dontLoad), "stale")
+        XCTAssertEqual(server.requests.count, 1)
+
+        _ = try await get(manager, "/policy", policy: .reloadIgnoringLocalCacheData)
+        XCTAssertEqual(server.requests.count, 2)
+        XCTAssertNil(server.requests.last?.headers.first { $0.name.lowercased() == "if-none-match" }, "a plain reload")
+        _ = try await get(manager, "/policy", headers: ["Cache-Control": "only-if-cached"])
+        XCTAssertEqual(server.requests.count, 2)
+    }
+
+    func testExpiresAndHeuristicFreshness() async throws {
+        let now = Date()
+        route("/expired", headers: [("Date", HTTPDate.format(now)), ("Expires", HTTPDate.format(now - 60))], body: "e")
+        route("/invalid-expires", headers: [("Expires", "0")], body: "i")
+        route("/heuristic", headers: [("Date", HTTPDate.format(now)), ("Last-Modified", HTTPDate.format(now - 86_400))], body: "h")
+        let manager = manager(ResponseCache())
+        for path in ["/expired", "/expired", "/invalid-expires", "/invalid-expires", "/heuristic", "/heuristic"] {
+            _ = try await get(manager, path)
+        }
+        let paths = server.requests.map(\.path)
+        XCTAssertEqual(paths.filter { $0 == "/expired" }.count, 2)
+        XCTAssertEqual(paths.filter { $0 == "/invalid-expires" }.count, 2)
+        XCTAssertEqual(paths.filter { $0 == "/heuristic" }.count, 1, "10% of a day old: fresh for 2.4 hours")
+    }
+
+    func testASuccessfulPostRemovesTheEntry() async throws {
+        route("/resource", headers: [("Cache-Control", "max-age=600")], body: "r")
+        server.route("/resource", method: "POST", response: .text("posted"))
+        let manager = manager(ResponseCache())
+        _ = try await get(manager, "/resource")
+        var post = URLRequest(url: try server.url("/resource"))
+        post.httpMethod = "POST"
+        post.httpBody = Data("x".utf8)
+        _ = await manager.response(for: post)
+        _ = try await get(manager, "/resource")
+        XCTAssertEqual(server.requests.filter { $0.method == "GET" }.count, 2)
+    }
+
+    func testEntriesSurviveOnDiskAndATornFileIsAMiss() async throws {
+        route("/disk", headers: [("Cache-Control", "max-age=600")], body: String(repeating: "d", count: 10_000))
+        _ = try await get(manager(ResponseCache(directory: directory)), "/disk")
+        try await eventually({ (try? FileManager.default.contentsOfDirectory(atPath: self.directory.path).count) == 1 }, "stored")
+
+        let reopened = ResponseCache(directory: directory)
+        XCTAssertGreaterThan(reopened.currentDiskUsage, 10_000)
+        let fromDisk = try await get(manager(reopened), "/disk")
+        XCTAssertEqual(fromDisk.data?.count, 10_000)
+        XCTAssertEqual(server.requests.count, 1, "a new cache on the same directory answered")
+
+        // A torn write: the file cut short. It is a miss, never a short body.
+        let file = try XCTUnwrap(try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil).first)
+        let bytes = try Data(contentsOf: file)
+        try bytes.prefix(bytes.count - 100).write(to: file)
+        let torn = try await get(manager(ResponseCache(directory: directory)), "/disk")
+        XCTAssertEqual(torn.data?.count, 10_000)
+        XCTAssertEqual(server.requests.count, 2)
+    }
+
+    func testLimitsEvictAndRefuseLargeEntries() async throws {
+        for index in 0..<4 {
+            route("/item\(index)", headers: [("Cache-Control", "max-age=600")], body: String(repeating: "x", count: 30_000))
+        }
+        route("/huge", headers: [("Cache-Control", "max-age=600")], body: String(repeating: "h", count: 200_000))
+        let cache = ResponseCache(memoryCapacity: 100_000, diskCapacity: 0)
+        let manager = manager(cache)
+        for index in 0..<4 { _ = try await get(manager, "/item\(index)") }
+        XCTAssertLessThanOrEqual(cache.currentMemoryUsage, 100_000)
+        _ = try await get(manager, "/item3")  // the newest is kept
+        _ = try await get(manager, "/item0")  // the oldest was evicted
+        XCTAssertEqual(server.requests.filter { $0.path == "/item3" }.count, 1)
+        XCTAssertEqual(server.requests.filter { $0.path == "/item0" }.count, 2)
+        _ = try await get(manager, "/huge")
+        _ = try await get(manager, "/huge")
+        XCTAssertEqual(server.requests.filter { $0.path == "/huge" }.count, 2, "larger than maximumEntrySize")
+    }
+
+    // MARK: - Rules on their own
+
+    func testHTTPDatesInEveryForm() throws {
+        let expected = Date(timeIntervalSince1970: 784_111_777)
+        XCTAssertEqual(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT"), expected)
+        XCTAssertEqual(HTTPDate.parse("Sunday, 06-Nov-94 08:49:37 GMT"), expected)
+        XCTAssertEqual(HTTPDate.parse("Sun Nov  6 08:49:37 1994"), expected)
+        XCTAssertEqual(HTTPDate.format(expected), "Sun, 06 Nov 1994 08:49:37 GMT")
+        for invalid in ["0", "", "-1", "Sun, 32 Nov 1994 08:49:37 GMT", "tomorrow", "Sun, 06 Nov 1994 25:00:00 GMT"] {
+            XCTAssertNil(HTTPDate.parse(invalid), invalid)
+        }
+    }
+
+    func testAgeCountsTheAgeHeaderAndResidentTime() {
+        let stored = Date(timeIntervalSince1970: 1_000_000)
+        let entry = CachedResponse(
+            url: URL(fileURLWithPath: "/"), statusCode: 200, httpVersion: "HTTP/1.1",
+            fields: [.init(name: "Cache-Control", value: "max-age=100"), .init(name: "Age", value: "30"),
+                     .init(name: "Date", value: HTTPDate.format(stored))],
+            body: Data(), requestDate: stored - 2, responseDate: stored, varyingRequestFields: [:])
+        XCTAssertEqual(CacheFreshness.age(of: entry, now: stored + 10), 42)  // 30 + 2 s round trip + 10 s stored
+        XCTAssertEqual(CacheFreshness.decide(entry: entry, policy: .useProtocolCachePolicy, requestDirectives: [:],
+                                             pragmaNoCache: false, now: stored + 10), .useCached)
+        XCTAssertEqual(CacheFreshness.decide(entry: entry, policy: .useProtocolCachePolicy, requestDirectives: [:],
+                                             pragmaNoCache: false, now: stored + 70), .fetch, "stale, no validator")
+        XCTAssertEqual(CacheFreshness.decide(entry: entry, policy: .useProtocolCachePolicy, requestDirectives: ["max-age": "20"],
+                                             pragmaNoCache: false, now: stored + 10), .fetch)
+        XCTAssertEqual(CacheFreshness.decide(entry: entry, policy: .useProtocolCachePolicy, requestDirectives: [:],
+                                             pragmaNoCache: true, now: stored + 10), .fetch)
+        XCTAssertEqual(CacheFreshness.seconds("99999999999999999999999"), 1e23, "huge, not an overflow")
+        XCTAssertNil(CacheFreshness.seconds("-5"))
+    }
+}
