@@ -89,6 +89,18 @@ final class GIFDecoderTests: XCTestCase {
         XCTAssertEqual(image.rgba(frame: 3, 3, 3), Self.white)
     }
 
+    func testAnimationIsDownsampledFrameByFrame() throws {
+        let data = try PillowFixtures.make("anim.gif", Self.writer + "raw('anim.gif', gif(4, 4, palette, frames))")
+        let image = try Image(data: data, options: .init(maximumPixelSize: 2))
+        XCTAssertEqual([image.width, image.height], [2, 2])
+        XCTAssertEqual(image.frames.count, 4)
+        XCTAssertEqual(image.frames.map(\.delay), [0.1, 0.05, 0.2, 0.1])
+        XCTAssertEqual(image.pixels, image.frames[0].pixels)
+        XCTAssertEqual(image.rgba(frame: 0, 1, 1), Self.red)
+        // Frame 3's bottom-right quarter: three red pixels around one cleared pixel.
+        assertColor(image.rgba(frame: 2, 1, 1), [255, 0, 0, 191], tolerance: 1)
+    }
+
     func testInterlacedStillGIFFromPillow() throws {
         // Pillow interlaces GIFs 16 rows or taller; each row gets its own colour.
         let data = try PillowFixtures.make("rows.gif", """

@@ -89,4 +89,15 @@ final class JPEGDecoderTests: XCTestCase {
         assertImageError(.tooLarge(width: 4000, height: 3000), try Image(data: data, options: .init(pixelBudget: 1_000_000)))
         XCTAssertEqual(try Image(data: data, options: .init(maximumPixelSize: 500, pixelBudget: 1_000_000)).width, 500)
     }
+
+    func testProgressiveJPEGMustFitTheBudgetAtFullSize() throws {
+        // libjpeg keeps a progressive image's coefficients at full size whatever the output scale.
+        let data = try PillowFixtures.make("big.jpg", """
+            save('big.jpg', Image.new('RGB', (2000, 1000), (90, 90, 90)), quality=80, progressive=True)
+            """)
+        assertImageError(.tooLarge(width: 2000, height: 1000),
+                         try Image(data: data, options: .init(maximumPixelSize: 250, pixelBudget: 1_000_000)))
+        let eighth = try Image(data: data, options: .init(maximumPixelSize: 250))
+        XCTAssertEqual([eighth.width, eighth.height], [250, 125])
+    }
 }
