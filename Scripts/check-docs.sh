@@ -95,6 +95,7 @@ flags=(
     -I "$modules"
     -Xcc "-fmodule-map-file=$root/Sources/CCurl/module.modulemap"
     -Xcc "-fmodule-map-file=$root/Sources/COpenSSL/module.modulemap"
+    -Xcc "-fmodule-map-file=$root/Sources/CImageCodecs/include/module.modulemap"
 )
 for flag in $(pkg-config --cflags libcurl openssl); do flags+=(-Xcc "$flag"); done
 
