@@ -34,6 +34,15 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
+        // libjpeg's setjmp error recovery and the image libraries' headers (Scripts/lib/setup.sh
+        // installs libpng-dev, libjpeg62-turbo-dev, libgif-dev and libwebp-dev).
+        .target(
+            name: "CImageCodecs",
+            linkerSettings: [
+                .linkedLibrary("png16"), .linkedLibrary("jpeg"), .linkedLibrary("gif"),
+                .linkedLibrary("webp"), .linkedLibrary("webpdemux"),
+            ]
+        ),
 
         // MARK: Libraries
         .target(
@@ -56,7 +65,7 @@ let package = Package(
         ),
         .target(
             name: "ImageLoading",
-            dependencies: ["SessionCore", "Serialization"],
+            dependencies: ["SessionCore", "Serialization", "CImageCodecs"],
             swiftSettings: swiftSettings
         ),
 

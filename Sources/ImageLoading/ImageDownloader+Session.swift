@@ -6,10 +6,12 @@ import FoundationNetworking
 #endif
 
 extension ImageDownloader {
-    /// A manager like AFImageDownloader's own: default configuration, its responses turned
-    /// into ``Image`` values.
+    /// A manager like AFImageDownloader's own: a fresh default configuration, and an
+    /// ``ImageResponseSerializer`` (its defaults: AFNetworking's image content types plus
+    /// `image/webp`, decoding off the driver thread) turning responses into ``Image`` values.
     public static func makeDefaultSessionManager() -> HTTPSessionManager {
         let manager = HTTPSessionManager(baseURL: nil)
+        manager.responseSerializer = ImageResponseSerializer()
         return manager
     }
 

@@ -1,0 +1,98 @@
+// libjpeg's error recovery: its error_exit must not return, so it longjmps back into the
+// step that called libjpeg, which returns an error code for Swift to turn into an ImageError.
+
+#include "CImageCodecs.h"
+
+#include <jerror.h>
+#include <setjmp.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct CImageJPEGDecoder {
+    struct jpeg_decompress_struct info;
+    struct jpeg_error_mgr error;
+    jmp_buf jump;
+    int created;
+    int hit_end_of_data;
+    char message[JMSG_LENGTH_MAX];
+};
+
+static void cimage_jpeg_error_exit(j_common_ptr info) {
+    CImageJPEGDecoder *decoder = (CImageJPEGDecoder *)info->client_data;
+    info->err->format_message(info, decoder->message);
+    longjmp(decoder->jump, 1);
+}
+
+// Warnings never reach stderr; running out of data is remembered so Swift can report a
+// truncated file instead of the grey padding libjpeg substitutes.
+static void cimage_jpeg_emit_message(j_common_ptr info, int level) {
+    CImageJPEGDecoder *decoder = (CImageJPEGDecoder *)info->client_data;
+    if (level >= 0) return;
+    info->err->num_warnings++;
+    if (info->err->msg_code == JWRN_JPEG_EOF && !decoder->hit_end_of_data) {
+        decoder->hit_end_of_data = 1;
+        info->err->format_message(info, decoder->message);
+    }
+}
+
+static void cimage_jpeg_output_message(j_common_ptr info) { (void)info; }
+
+CImageJPEGDecoder *cimage_jpeg_create(void) {
+    CImageJPEGDecoder *decoder = calloc(1, sizeof(CImageJPEGDecoder));
+    if (decoder == NULL) return NULL;
+    decoder->info.err = jpeg_std_error(&decoder->error);
+    decoder->error.error_exit = cimage_jpeg_error_exit;
+    decoder->error.emit_message = cimage_jpeg_emit_message;
+    decoder->error.output_message = cimage_jpeg_output_message;
+    decoder->info.client_data = decoder;
+    if (setjmp(decoder->jump)) {
+        free(decoder);
+        return NULL;
+    }
+    jpeg_create_decompress(&decoder->info);
+    decoder->created = 1;
+    return decoder;
+}
+
+void cimage_jpeg_destroy(CImageJPEGDecoder *decoder) {
+    if (decoder->created) jpeg_destroy_decompress(&decoder->info);
+    free(decoder);
+}
+
+struct jpeg_decompress_struct *cimage_jpeg_info(CImageJPEGDecoder *decoder) { return &decoder->info; }
+
+int cimage_jpeg_read_header(CImageJPEGDecoder *decoder, const unsigned char *data, unsigned long size) {
+    if (setjmp(decoder->jump)) return 1;
+    jpeg_mem_src(&decoder->info, data, size);
+    jpeg_read_header(&decoder->info, TRUE);
+    return 0;
+}
+
+int cimage_jpeg_calc_output_dimensions(CImageJPEGDecoder *decoder) {
+    if (setjmp(decoder->jump)) return 1;
+    jpeg_calc_output_dimensions(&decoder->info);
+    return 0;
+}
+
+int cimage_jpeg_start(CImageJPEGDecoder *decoder) {
+    if (setjmp(decoder->jump)) return 1;
+    jpeg_start_decompress(&decoder->info);
+    return 0;
+}
+
+int cimage_jpeg_read_row(CImageJPEGDecoder *decoder, unsigned char *row, unsigned int *rows_read) {
+    if (setjmp(decoder->jump)) return 1;
+    JSAMPROW rows[1] = {row};
+    *rows_read = jpeg_read_scanlines(&decoder->info, rows, 1);
+    return 0;
+}
+
+int cimage_jpeg_finish(CImageJPEGDecoder *decoder) {
+    if (setjmp(decoder->jump)) return 1;
+    jpeg_finish_decompress(&decoder->info);
+    return 0;
+}
+
+const char *cimage_jpeg_message(const CImageJPEGDecoder *decoder) { return decoder->message; }
+
+int cimage_jpeg_hit_end_of_data(const CImageJPEGDecoder *decoder) { return decoder->hit_end_of_data; }

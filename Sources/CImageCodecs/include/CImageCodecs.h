@@ -1,0 +1,55 @@
+#ifndef CIMAGECODECS_H
+#define CIMAGECODECS_H
+
+// The system image libraries, for ImageLoading's decoders. Swift calls libpng's simplified
+// API, giflib and libwebp directly; C holds only what Swift cannot do: libjpeg's error
+// recovery (its error_exit must longjmp, and Swift cannot setjmp) and a few macros that do
+// not import.
+
+#include <stddef.h>
+#include <stdio.h>   // jpeglib.h needs FILE and size_t first
+#include <png.h>
+#include <jpeglib.h>
+#include <gif_lib.h>
+#include <webp/decode.h>
+#include <webp/demux.h>
+
+/// libpng's `PNG_FORMAT_RGBA` (a macro built from other macros).
+static const png_uint_32 CImagePNGFormatRGBA = PNG_FORMAT_RGBA;
+/// libpng's `PNG_IMAGE_VERSION`.
+static const png_uint_32 CImagePNGImageVersion = PNG_IMAGE_VERSION;
+/// giflib's `GIF_OK`.
+static const int CImageGIFOK = GIF_OK;
+
+/// A libjpeg decompressor whose fatal errors come back as return codes.
+typedef struct CImageJPEGDecoder CImageJPEGDecoder;
+
+/// A decompressor with its error manager installed; NULL when out of memory.
+CImageJPEGDecoder *_Nullable cimage_jpeg_create(void);
+/// Frees the decompressor (safe after any failed step).
+void cimage_jpeg_destroy(CImageJPEGDecoder *_Nonnull decoder);
+/// libjpeg's state, to read the header fields and set the output parameters between steps.
+struct jpeg_decompress_struct *_Nonnull cimage_jpeg_info(CImageJPEGDecoder *_Nonnull decoder);
+
+// Each step returns 0 on success, or 1 after libjpeg reported a fatal error; the decoder is
+// then only fit for cimage_jpeg_destroy. `data` must stay valid until the decoder is destroyed.
+
+/// jpeg_mem_src + jpeg_read_header.
+int cimage_jpeg_read_header(CImageJPEGDecoder *_Nonnull decoder, const unsigned char *_Nonnull data,
+                            unsigned long size);
+/// jpeg_calc_output_dimensions (after setting scale and colour space).
+int cimage_jpeg_calc_output_dimensions(CImageJPEGDecoder *_Nonnull decoder);
+/// jpeg_start_decompress.
+int cimage_jpeg_start(CImageJPEGDecoder *_Nonnull decoder);
+/// jpeg_read_scanlines for one row; `rows_read` receives the number of rows produced.
+int cimage_jpeg_read_row(CImageJPEGDecoder *_Nonnull decoder, unsigned char *_Nonnull row,
+                         unsigned int *_Nonnull rows_read);
+/// jpeg_finish_decompress.
+int cimage_jpeg_finish(CImageJPEGDecoder *_Nonnull decoder);
+
+/// libjpeg's text for the last fatal error or premature-end warning ("" when none).
+const char *_Nonnull cimage_jpeg_message(const CImageJPEGDecoder *_Nonnull decoder);
+/// Non-zero once libjpeg ran out of data and padded the stream (JWRN_JPEG_EOF).
+int cimage_jpeg_hit_end_of_data(const CImageJPEGDecoder *_Nonnull decoder);
+
+#endif

@@ -1,0 +1,206 @@
+import CImageCodecs
+import Foundation
+
+/// GIF through giflib's record-by-record API (not `DGifSlurp`, which allocates a frame's
+/// raster from its header before anything can check the size): every frame is composed onto
+/// the canvas with its transparency and the previous frame's disposal, as browsers do.
+enum GIFDecoder {
+    /// Browsers show frames whose delay is 0 or 10 ms for 100 ms; so does Curlew.
+    static let defaultFrameDelay: TimeInterval = 0.1
+
+    /// The bytes giflib reads through its input callback.
+    private final class Source {
+        let base: UnsafePointer<UInt8>
+        let count: Int
+        var position = 0
+        /// Set when giflib asked for bytes past the end: a truncated file, not a corrupt one.
+        var ranOut = false
+
+        init(base: UnsafePointer<UInt8>, count: Int) {
+            self.base = base
+            self.count = count
+        }
+    }
+
+    /// What the Graphics Control Extension says about the next frame.
+    private struct FrameControl {
+        var disposal = 0
+        var delay = GIFDecoder.defaultFrameDelay
+        var transparentIndex = -1
+    }
+
+    /// A frame's rectangle on the canvas.
+    private struct Rect {
+        var left = 0, top = 0, width = 0, height = 0
+    }
+
+    /// Decodes every frame; a single-frame GIF becomes a still image.
+    static func decode(_ data: Data, options: Image.DecodingOptions) throws -> ImageDecoderOutput {
+        try data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws -> ImageDecoderOutput in
+            guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { throw ImageError.emptyData }
+            let source = Source(base: base, count: raw.count)
+            return try withExtendedLifetime(source) {
+                var openError: Int32 = 0
+                guard let gif = DGifOpen(Unmanaged.passUnretained(source).toOpaque(), readBytes, &openError) else {
+                    throw failure(code: openError, source: source)
+                }
+                defer {
+                    var closeError: Int32 = 0
+                    _ = DGifCloseFile(gif, &closeError)
+                }
+                return try decodeFrames(gif, source: source, options: options)
+            }
+        }
+    }
+
+    /// giflib's input callback: copies up to `length` bytes from the `Source` in `UserData`.
+    private static let readBytes: InputFunc = { gif, buffer, length in
+        guard let gif, let buffer, length > 0, let user = gif.pointee.UserData else { return 0 }
+        let source = Unmanaged<Source>.fromOpaque(user).takeUnretainedValue()
+        let available = min(Int(length), source.count - source.position)
+        if available < Int(length) { source.ranOut = true }
+        guard available > 0 else { return 0 }
+        buffer.update(from: source.base + source.position, count: available)
+        source.position += available
+        return Int32(available)
+    }
+
+    private static func decodeFrames(
+        _ gif: UnsafeMutablePointer<GifFileType>, source: Source, options: Image.DecodingOptions
+    ) throws -> ImageDecoderOutput {
+        let width = Int(gif.pointee.SWidth)
+        let height = Int(gif.pointee.SHeight)
+        try options.checkBudget(width: width, height: height, format: .gif)
+        var canvas = [UInt8](repeating: 0, count: width * height * 4)
+        var frames: [ImageFrame] = []
+        var control = FrameControl()
+        // The previous frame's disposal, applied just before the next frame is drawn.
+        var pendingDisposal = 0
+        var pendingRect = Rect()
+        var savedCanvas: [UInt8]?
+        while true {
+            var record = UNDEFINED_RECORD_TYPE
+            guard DGifGetRecordType(gif, &record) == CImageGIFOK else {
+                // Data that ends cleanly after a whole frame (no trailer) is shown as far as it goes.
+                if source.ranOut, !frames.isEmpty { break }
+                throw failure(code: gif.pointee.Error, source: source)
+            }
+            if record == TERMINATE_RECORD_TYPE { break }
+            if record == EXTENSION_RECORD_TYPE {
+                try readExtension(gif, source: source, into: &control)
+                continue
+            }
+            guard record == IMAGE_DESC_RECORD_TYPE else { continue }
+            guard DGifGetImageDesc(gif) == CImageGIFOK else { throw failure(code: gif.pointee.Error, source: source) }
+            let descriptor = gif.pointee.Image
+            let rect = Rect(left: Int(descriptor.Left), top: Int(descriptor.Top),
+                            width: Int(descriptor.Width), height: Int(descriptor.Height))
+            try options.checkBudget(width: rect.width, height: rect.height, format: .gif)
+            try options.checkAnimationBudget(width: width, height: height, frameCount: frames.count + 1)
+            guard let colorMap = descriptor.ColorMap ?? gif.pointee.SColorMap else {
+                throw ImageError.corrupt(.gif, reason: "frame \(frames.count + 1) has no colour table.")
+            }
+            switch pendingDisposal {
+            case Int(DISPOSE_BACKGROUND): clear(pendingRect, in: &canvas, width: width, height: height)
+            case Int(DISPOSE_PREVIOUS): if let savedCanvas { canvas = savedCanvas }
+            default: break
+            }
+            savedCanvas = control.disposal == Int(DISPOSE_PREVIOUS) ? canvas : nil
+            try drawFrame(gif, source: source, rect: rect, interlaced: descriptor.Interlace,
+                          colorMap: colorMap, transparentIndex: control.transparentIndex,
+                          canvas: &canvas, width: width, height: height)
+            frames.append(ImageFrame(pixels: canvas, delay: control.delay))
+            pendingDisposal = control.disposal
+            pendingRect = rect
+            control = FrameControl()
+        }
+        guard !frames.isEmpty else { throw ImageError.corrupt(.gif, reason: "the file holds no image.") }
+        return ImageDecoderOutput(width: width, height: height, frames: frames)
+    }
+
+    /// Reads one extension and its sub-blocks; a Graphics Control Extension sets `control`.
+    private static func readExtension(
+        _ gif: UnsafeMutablePointer<GifFileType>, source: Source, into control: inout FrameControl
+    ) throws {
+        var code: Int32 = 0
+        var block: UnsafeMutablePointer<GifByteType>?
+        guard DGifGetExtension(gif, &code, &block) == CImageGIFOK else {
+            throw failure(code: gif.pointee.Error, source: source)
+        }
+        if code == GRAPHICS_EXT_FUNC_CODE, let block {
+            // block[0] is the sub-block's length, the data follows.
+            var gcb = GraphicsControlBlock()
+            if DGifExtensionToGCB(Int(block[0]), block + 1, &gcb) == CImageGIFOK {
+                control.disposal = Int(gcb.DisposalMode)
+                control.transparentIndex = Int(gcb.TransparentColor)
+                control.delay = gcb.DelayTime <= 1 ? defaultFrameDelay : TimeInterval(gcb.DelayTime) / 100
+            }
+        }
+        while block != nil {
+            guard DGifGetExtensionNext(gif, &block) == CImageGIFOK else {
+                throw failure(code: gif.pointee.Error, source: source)
+            }
+        }
+    }
+
+    /// Reads every row of the current frame and draws the opaque ones onto the canvas
+    /// (clipped to it: a frame may hang over the edge of a broken file's canvas).
+    private static func drawFrame(
+        _ gif: UnsafeMutablePointer<GifFileType>, source: Source, rect: Rect, interlaced: Bool,
+        colorMap: UnsafeMutablePointer<ColorMapObject>, transparentIndex: Int,
+        canvas: inout [UInt8], width: Int, height: Int
+    ) throws {
+        let colorCount = Int(colorMap.pointee.ColorCount)
+        guard let colors = colorMap.pointee.Colors, colorCount > 0 else {
+            throw ImageError.corrupt(.gif, reason: "a colour table is empty.")
+        }
+        var line = [GifPixelType](repeating: 0, count: rect.width)
+        // Interlaced rows arrive in four passes: every 8th from 0, every 8th from 4, every 4th
+        // from 2, every 2nd from 1.
+        let passes: [(start: Int, step: Int)] = interlaced ? [(0, 8), (4, 8), (2, 4), (1, 2)] : [(0, 1)]
+        try canvas.withUnsafeMutableBufferPointer { pixels in
+            for pass in passes {
+                for row in stride(from: pass.start, to: rect.height, by: pass.step) {
+                    let status = line.withUnsafeMutableBufferPointer { buffer in
+                        DGifGetLine(gif, buffer.baseAddress, Int32(rect.width))
+                    }
+                    guard status == CImageGIFOK else { throw failure(code: gif.pointee.Error, source: source) }
+                    let y = rect.top + row
+                    guard y >= 0, y < height else { continue }
+                    for column in 0..<rect.width {
+                        let x = rect.left + column
+                        guard x >= 0, x < width else { continue }
+                        let index = Int(line[column])
+                        // Transparent pixels, and indices past the table, leave the canvas as it is.
+                        guard index != transparentIndex, index < colorCount else { continue }
+                        let color = colors[index]
+                        let offset = (y * width + x) * 4
+                        pixels[offset] = color.Red
+                        pixels[offset + 1] = color.Green
+                        pixels[offset + 2] = color.Blue
+                        pixels[offset + 3] = 255
+                    }
+                }
+            }
+        }
+    }
+
+    /// Disposal to background: browsers clear to transparent rather than the background colour.
+    private static func clear(_ rect: Rect, in canvas: inout [UInt8], width: Int, height: Int) {
+        let left = max(0, rect.left), right = min(width, rect.left + rect.width)
+        let top = max(0, rect.top), bottom = min(height, rect.top + rect.height)
+        guard left < right, top < bottom else { return }
+        for y in top..<bottom {
+            let start = (y * width + left) * 4
+            let end = (y * width + right) * 4
+            for index in start..<end { canvas[index] = 0 }
+        }
+    }
+
+    /// The ImageError for giflib error `code`: truncated when the data ran out.
+    private static func failure(code: Int32, source: Source) -> ImageError {
+        if source.ranOut { return .truncated(.gif) }
+        let message = GifErrorString(code).map { String(cString: $0) } ?? "giflib error \(code)"
+        return .corrupt(.gif, reason: message)
+    }
+}

@@ -1,0 +1,57 @@
+import Foundation
+
+extension Image {
+    /// How ``Image/init(data:scale:options:)`` decodes: an optional size to downsample to, and
+    /// the most pixels it may allocate.
+    public struct DecodingOptions: Sendable, Hashable, Codable {
+        /// The default ``pixelBudget``: 2²⁶ pixels (64 Mi pixels, 256 MiB of RGBA), e.g. 8192 × 8192.
+        public static let defaultPixelBudget = 1 << 26
+
+        /// When set, the decoded image's longer side is at most this many pixels (aspect ratio
+        /// kept, never enlarged). A JPEG is decoded by libjpeg at 1/2, 1/4 or 1/8 of its size —
+        /// the smallest of those still at least this large — so a 4000 × 3000 photo asked for
+        /// 500 pixels is decoded at 1/8 and never occupies more than 1/64 of its full size;
+        /// other formats are decoded whole, then resampled with an area filter. Values below 1
+        /// count as 1.
+        public var maximumPixelSize: Int?
+
+        /// The most pixels decoding may produce, checked against the dimensions in the header
+        /// before any pixel memory is allocated (after a JPEG's reduced-scale decoding is taken
+        /// into account). For an animation, every frame is a full canvas and all of them count.
+        /// Beyond it decoding throws ``ImageError/tooLarge(width:height:)`` or
+        /// ``ImageError/animationTooLarge(width:height:frameCount:)``.
+        public var pixelBudget: Int
+
+        /// Options that downsample to `maximumPixelSize` (nil: full size) within `pixelBudget`.
+        public init(maximumPixelSize: Int? = nil, pixelBudget: Int = DecodingOptions.defaultPixelBudget) {
+            self.maximumPixelSize = maximumPixelSize
+            self.pixelBudget = pixelBudget
+        }
+
+        /// The full-size decoding with the default budget.
+        public static let `default` = DecodingOptions()
+
+        /// ``maximumPixelSize`` clamped to at least 1, or nil.
+        var targetPixelSize: Int? { maximumPixelSize.map { max(1, $0) } }
+
+        /// Throws ``ImageError/tooLarge(width:height:)`` unless a `width` × `height` image fits
+        /// the budget (and both are positive).
+        func checkBudget(width: Int, height: Int, format: ImageFormat) throws {
+            guard width > 0, height > 0 else {
+                throw ImageError.corrupt(format, reason: "the header gives a size of \(width) × \(height) pixels.")
+            }
+            let (area, overflow) = width.multipliedReportingOverflow(by: height)
+            guard !overflow, area <= pixelBudget else { throw ImageError.tooLarge(width: width, height: height) }
+        }
+
+        /// Throws ``ImageError/animationTooLarge(width:height:frameCount:)`` unless `frameCount`
+        /// canvases of `width` × `height` fit the budget.
+        func checkAnimationBudget(width: Int, height: Int, frameCount: Int) throws {
+            let (area, overflow) = width.multipliedReportingOverflow(by: height)
+            let (total, totalOverflow) = area.multipliedReportingOverflow(by: max(1, frameCount))
+            guard !overflow, !totalOverflow, total <= pixelBudget else {
+                throw ImageError.animationTooLarge(width: width, height: height, frameCount: frameCount)
+            }
+        }
+    }
+}

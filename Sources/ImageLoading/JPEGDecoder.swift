@@ -1,0 +1,98 @@
+import CImageCodecs
+import Foundation
+
+/// JPEG through libjpeg(-turbo): every step runs under the C shim's setjmp, so a fatal
+/// libjpeg error comes back as a return code instead of ending the process.
+enum JPEGDecoder {
+    /// The reduced scales libjpeg can decode at directly (1/denominator), largest reduction first.
+    private static let scaleDenominators = [8, 4, 2]
+
+    /// Decodes a baseline or progressive JPEG (YCbCr, greyscale, RGB, CMYK/YCCK) to upright RGBA8.
+    static func decode(_ data: Data, options: Image.DecodingOptions) throws -> ImageDecoderOutput {
+        let orientation = exifOrientation(in: data)
+        guard let decoder = cimage_jpeg_create() else {
+            throw ImageError.corrupt(.jpeg, reason: "libjpeg could not allocate a decompressor.")
+        }
+        defer { cimage_jpeg_destroy(decoder) }
+        let output = try data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws -> ImageDecoderOutput in
+            guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { throw ImageError.emptyData }
+            try step(decoder, cimage_jpeg_read_header(decoder, base, UInt(raw.count)))
+            let info = cimage_jpeg_info(decoder)
+            let sourceWidth = Int(info.pointee.image_width)
+            let sourceHeight = Int(info.pointee.image_height)
+            // A progressive JPEG keeps coefficients for the whole source image whatever the
+            // output scale: it must fit the budget at full size.
+            if info.pointee.progressive_mode != 0 {
+                try options.checkBudget(width: sourceWidth, height: sourceHeight, format: .jpeg)
+            }
+            // Backstop for libjpeg's own allocations (it has no backing store: beyond this it fails).
+            let (memoryLimit, overflow) = options.pixelBudget.multipliedReportingOverflow(by: 8)
+            info.pointee.mem.pointee.max_memory_to_use = overflow ? Int.max : memoryLimit
+            let denominator = scaleDenominator(width: sourceWidth, height: sourceHeight, target: options.targetPixelSize)
+            info.pointee.scale_num = 1
+            info.pointee.scale_denom = UInt32(denominator)
+            let colorSpace = info.pointee.jpeg_color_space
+            let isCMYK = colorSpace == JCS_CMYK || colorSpace == JCS_YCCK
+            info.pointee.out_color_space = isCMYK ? JCS_CMYK : JCS_EXT_RGBA
+            try step(decoder, cimage_jpeg_calc_output_dimensions(decoder))
+            let width = Int(info.pointee.output_width)
+            let height = Int(info.pointee.output_height)
+            try options.checkBudget(width: width, height: height, format: .jpeg)
+            try step(decoder, cimage_jpeg_start(decoder))
+            let invertedCMYK = info.pointee.saw_Adobe_marker != 0
+            var pixels = [UInt8](repeating: 0, count: width * height * 4)
+            try pixels.withUnsafeMutableBufferPointer { buffer in
+                guard let pixelBase = buffer.baseAddress else { return }
+                let rowBytes = width * 4
+                var row = 0
+                while row < height {
+                    var produced: UInt32 = 0
+                    let target = pixelBase + row * rowBytes
+                    try step(decoder, cimage_jpeg_read_row(decoder, target, &produced))
+                    guard produced == 1 else {
+                        throw ImageError.corrupt(.jpeg, reason: "libjpeg stopped after \(row) of \(height) rows.")
+                    }
+                    if isCMYK { convertCMYKRow(target, width: width, inverted: invertedCMYK) }
+                    row += 1
+                }
+            }
+            try step(decoder, cimage_jpeg_finish(decoder))
+            // libjpeg pads a stream that ends early with grey; a cut-off download is an error.
+            if cimage_jpeg_hit_end_of_data(decoder) != 0 { throw ImageError.truncated(.jpeg) }
+            return ImageDecoderOutput(width: width, height: height, pixels: pixels)
+        }
+        return orient(output, orientation)
+    }
+
+    /// The largest reduction whose result still has a longer side of at least `target`.
+    static func scaleDenominator(width: Int, height: Int, target: Int?) -> Int {
+        guard let target else { return 1 }
+        let longest = max(width, height)
+        for denominator in scaleDenominators where (longest + denominator - 1) / denominator >= target {
+            return denominator
+        }
+        return 1
+    }
+
+    /// Throws the ImageError for a failed shim step (non-zero `status`).
+    private static func step(_ decoder: OpaquePointer, _ status: Int32) throws {
+        guard status != 0 else { return }
+        if cimage_jpeg_hit_end_of_data(decoder) != 0 { throw ImageError.truncated(.jpeg) }
+        let message = String(cString: cimage_jpeg_message(decoder))
+        throw ImageError.corrupt(.jpeg, reason: message.isEmpty ? "libjpeg rejected the data." : message)
+    }
+
+    /// CMYK (or YCCK converted by libjpeg) to RGBA in place; Adobe's files store inverted ink.
+    private static func convertCMYKRow(_ row: UnsafeMutablePointer<UInt8>, width: Int, inverted: Bool) {
+        for x in 0..<width {
+            let pixel = row + x * 4
+            var c = Int(pixel[0]), m = Int(pixel[1]), y = Int(pixel[2]), k = Int(pixel[3])
+            if !inverted { c = 255 - c; m = 255 - m; y = 255 - y; k = 255 - k }
+            // Now 255 means no ink: each channel is what the ink lets through, times what K does.
+            pixel[0] = UInt8((c * k + 127) / 255)
+            pixel[1] = UInt8((m * k + 127) / 255)
+            pixel[2] = UInt8((y * k + 127) / 255)
+            pixel[3] = 255
+        }
+    }
+}
