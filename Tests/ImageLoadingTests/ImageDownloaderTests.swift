@@ -258,6 +258,58 @@ final class ImageDownloaderTests: XCTestCase {
         await shutDown(downloader)
     }
 
+    func testTheDefaultInstanceIsAFImageDownloadersSetup() {
+        let downloader = ImageDownloader.defaultInstance
+        XCTAssertTrue(downloader.sessionManager.responseSerializer is ImageResponseSerializer)
+        XCTAssertEqual(downloader.downloadPrioritization, .fifo)
+        XCTAssertEqual(downloader.maximumActiveDownloads, 4)
+        XCTAssertTrue(downloader.imageCache is AutoPurgingImageCache)
+        XCTAssertEqual(ImageDownloader(maximumActiveDownloads: 0, imageCache: nil).maximumActiveDownloads, 1)
+    }
+
+    func testAQueuedDownloadPostsTaskDidResumeWhenItStarts() async throws {
+        let downloader = TestImages.downloader(maximumActiveDownloads: 1, cache: nil)
+        downloader.downloadImage(for: try request("/slow"))
+        let queued = try XCTUnwrap(downloader.downloadImage(for: try request("/a")))
+        XCTAssertEqual(queued.task.state, .suspended, "waiting for the slot")
+        let resumed = expectation(forNotification: .taskDidResume, object: queued.task)
+        await fulfillment(of: [resumed], timeout: 30)
+        try await eventually({ downloader.pendingDownloadCount == (0, 0, 0) }, "both done")
+        await shutDown(downloader)
+    }
+
+    func testConcurrentRequestsAndCancelsAnswerEveryHandlerOnce() async throws {
+        let downloader = TestImages.downloader(maximumActiveDownloads: 2, cache: nil)
+        let urls = try ["a", "b", "c", "d", "fast"].map { try server.url("/\($0)") }
+        // (cancelled by the caller?, outcome) per receipt.
+        let answers = Recorder<(Bool, String)>()
+        DispatchQueue.concurrentPerform(iterations: 8) { worker in
+            for index in 0..<25 {
+                let cancels = index % 2 == 0
+                let receipt = downloader.downloadImage(
+                    for: URLRequest(url: urls[(worker + index) % urls.count]),
+                    success: { _, _, _ in answers.append((cancels, "image")) },
+                    failure: { _, _, error in
+                        answers.append((cancels, (error as? SessionError) == .cancelled ? "cancelled" : "\(error)"))
+                    })
+                if cancels, let receipt { downloader.cancelTask(for: receipt) }
+            }
+        }
+        try await eventually({ answers.count == 200 }, "every handler answered")
+        try await Task.sleep(nanoseconds: 100_000_000)
+        XCTAssertEqual(answers.count, 200, "and only once")
+        let kept = answers.values.filter { !$0.0 }.map(\.1)
+        let withdrawn = answers.values.filter { $0.0 }.map(\.1)
+        XCTAssertEqual(kept, [String](repeating: "image", count: 8 * 12), "a kept receipt always gets its image")
+        // A withdrawn receipt fails with .cancelled, unless its transfer had already delivered
+        // (a join in the instant the transfer finished): never any other outcome.
+        XCTAssertEqual(withdrawn.count, 8 * 13)
+        XCTAssertEqual(Set(withdrawn).subtracting(["cancelled", "image"]), [])
+        XCTAssertGreaterThan(withdrawn.filter { $0 == "cancelled" }.count, 0)
+        try await eventually({ downloader.pendingDownloadCount == (0, 0, 0) }, "nothing left, no slot leaked")
+        await shutDown(downloader)
+    }
+
     func testAReleasedDownloaderCancelsItsTransfersAndLeavesNothing() async throws {
         var downloader: ImageDownloader? = TestImages.downloader()
         weak let weakDownloader = downloader
