@@ -245,11 +245,11 @@ final class ImageDownloaderTests: XCTestCase {
         downloader.downloadImage(for: URLRequest(url: url), success: { _, _, _ in outcomes.append(200) },
                                  failure: { _, response, _ in outcomes.append(response?.statusCode ?? -1) })
         try await eventually({ outcomes.count == 1 }, "without a credential")
-        downloader.credential = URLCredential(user: "user", password: "secret", persistence: .forSession)
+        downloader.credential = URLCredential(user: "user", password: "secret", persistence: .none)
         downloader.downloadImage(for: URLRequest(url: url), success: { _, _, _ in outcomes.append(200) },
                                  failure: { _, response, _ in outcomes.append(response?.statusCode ?? -1) })
         try await eventually({ outcomes.count == 2 }, "with a credential")
-        downloader.credential = URLCredential(user: "user", password: "wrong", persistence: .forSession)
+        downloader.credential = URLCredential(user: "user", password: "wrong", persistence: .none)
         downloader.downloadImage(for: URLRequest(url: url), success: { _, _, _ in outcomes.append(200) },
                                  failure: { _, response, _ in outcomes.append(response?.statusCode ?? -1) })
         try await eventually({ outcomes.count == 3 }, "with a wrong credential")
