@@ -95,13 +95,8 @@ flags=(
     -I "$modules"
     -Xcc "-fmodule-map-file=$root/Sources/CCurl/module.modulemap"
     -Xcc "-fmodule-map-file=$root/Sources/COpenSSL/module.modulemap"
+    -Xcc "-fmodule-map-file=$root/Sources/CImageCodecs/include/module.modulemap"
 )
-# ImageLoading imports CImageCodecs, a C target: SwiftPM generates its module map in the
-# build directory (it names the header by absolute path).
-codecs_map="$bin/CImageCodecs.build/module.modulemap"
-if [[ -f "$codecs_map" ]]; then
-    flags+=(-Xcc "-fmodule-map-file=$codecs_map")
-fi
 for flag in $(pkg-config --cflags libcurl openssl); do flags+=(-Xcc "$flag"); done
 
 # Typecheck two blocks at a time; each leaves bNNN.log and, if it passed, bNNN.ok.

@@ -66,6 +66,12 @@ ensure_python_peers() {
         python3 -m venv "$CURLEW_VENV"
         "$CURLEW_VENV/bin/pip" install -q --disable-pip-version-check "httpbin==0.10.*" "gunicorn>=22" brotlicffi
     fi
+    # ImageLoadingTests generate their PNG/JPEG/GIF/WebP fixtures with Pillow; an older venv
+    # made before it was needed gets it here.
+    if ! "$CURLEW_VENV/bin/python" -c 'import PIL' 2>/dev/null; then
+        log "adding Pillow to $CURLEW_VENV"
+        "$CURLEW_VENV/bin/python" -m pip install -q --disable-pip-version-check "pillow>=10"
+    fi
 }
 
 free_port() {

@@ -1,4 +1,4 @@
-import CImageCodecs
+internal import CImageCodecs
 import Foundation
 
 /// GIF through giflib's record-by-record API (not `DGifSlurp`, which allocates a frame's

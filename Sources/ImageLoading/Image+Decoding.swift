@@ -6,7 +6,8 @@ extension Image {
     /// The format is recognised from the bytes (see ``ImageFormat``), never from a content
     /// type. Pixels come out as straight-alpha RGBA8, top row first; a JPEG's EXIF orientation
     /// is applied so the pixels are upright; an animated GIF or WebP fills ``frames`` (each one
-    /// a composed canvas) and ``pixels`` holds the first frame.
+    /// a composed canvas) and ``pixels`` holds the first frame. An animated PNG decodes as its
+    /// default (first) image; a PNG with a gamma other than sRGB's is converted to sRGB.
     ///
     /// - Parameters:
     ///   - data: the encoded image.

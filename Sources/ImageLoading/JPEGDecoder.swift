@@ -1,4 +1,4 @@
-import CImageCodecs
+internal import CImageCodecs
 import Foundation
 
 /// JPEG through libjpeg(-turbo): every step runs under the C shim's setjmp, so a fatal

@@ -1,4 +1,4 @@
-import CImageCodecs
+internal import CImageCodecs
 import Foundation
 
 /// PNG through libpng's simplified API (`png_image_*`), which reports errors in the

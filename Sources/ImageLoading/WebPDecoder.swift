@@ -1,4 +1,4 @@
-import CImageCodecs
+internal import CImageCodecs
 import Foundation
 
 /// WebP through libwebp: lossy, lossless and alpha with `WebPDecode` into our own buffer,
