@@ -5,6 +5,11 @@ public enum ImageError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Pixel dimensions, scale or buffer size do not describe a valid RGBA image.
     case invalidPixelBuffer
 
+    // MARK: ImageDownloader
+    /// The session manager's response serializer produced something other than an ``Image``
+    /// (its type name attached): give the downloader's manager an `ImageResponseSerializer`.
+    case unexpectedResponseObject(String)
+
     // MARK: Codecs (decoding and encoding)
     /// The data is empty: there is no image to decode.
     case emptyData
@@ -30,6 +35,8 @@ extension ImageError {
         switch self {
         case .invalidPixelBuffer:
             return "The pixel buffer does not match the image's width, height and scale."
+        case .unexpectedResponseObject(let type):
+            return "The response serializer produced a \(type), not an Image."
 
         // MARK: Codecs
         case .emptyData:

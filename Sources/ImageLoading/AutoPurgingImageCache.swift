@@ -1,0 +1,182 @@
+import Foundation
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// An in-memory image cache with a byte budget (AFNetworking's `AFAutoPurgingImageCache`).
+///
+/// Every image costs ``cost(of:)`` bytes: `width × height × 4` per frame, so a still image
+/// costs `width × height × 4` and an animation of `n` frames `n` times that (its decoded
+/// canvases are what it holds in memory). When an addition takes ``memoryUsage`` above
+/// ``memoryCapacity``, the least recently used images (added or read) are dropped until the
+/// usage is at or below ``preferredMemoryCapacity``.
+///
+/// Images stored for a request are keyed by the request's absolute URL string followed by the
+/// additional identifier, if any, as in AFNetworking.
+///
+/// Thread-safe: all state lives behind one lock, which is never held while calling out.
+public final class AutoPurgingImageCache: ImageRequestCache {
+    /// One stored image and when it was last used.
+    private struct Entry {
+        var image: Image
+        var cost: UInt64
+        /// The access clock's value at the last add or read: larger is more recent.
+        var lastAccess: UInt64
+    }
+
+    /// Everything mutable, guarded by `state`'s lock.
+    private struct State {
+        var entries: [String: Entry] = [:]
+        var memoryUsage: UInt64 = 0
+        /// A counter rather than a clock: two accesses in the same instant still have an order.
+        var accessClock: UInt64 = 0
+    }
+
+    /// The usage above which a purge runs, in bytes.
+    public let memoryCapacity: UInt64
+    /// The usage a purge brings the cache down to (at most), in bytes.
+    public let preferredMemoryCapacity: UInt64
+
+    private let state = Mutex(State())
+
+    /// Creates an empty cache.
+    ///
+    /// - Parameters:
+    ///   - memoryCapacity: Purge when the usage exceeds this many bytes. Default 100 MiB.
+    ///   - preferredMemoryCapacity: Purge down to this many bytes. Default 60 MiB. A value
+    ///     above `memoryCapacity` is lowered to it.
+    public init(memoryCapacity: UInt64 = 100 * 1024 * 1024, preferredMemoryCapacity: UInt64 = 60 * 1024 * 1024) {
+        self.memoryCapacity = memoryCapacity
+        self.preferredMemoryCapacity = min(preferredMemoryCapacity, memoryCapacity)
+    }
+
+    /// The bytes the stored images cost now: the exact sum of ``cost(of:)`` over them.
+    public var memoryUsage: UInt64 { state.withLock { $0.memoryUsage } }
+
+    /// The number of stored images.
+    public var count: Int { state.withLock { $0.entries.count } }
+
+    /// What an image costs in this cache: `width × height × 4` bytes for each frame (at least
+    /// one), saturating instead of overflowing.
+    public static func cost(of image: Image) -> UInt64 {
+        let frames = UInt64(max(1, image.frames.count))
+        let (total, overflow) = image.memoryCost.multipliedReportingOverflow(by: frames)
+        return overflow ? .max : total
+    }
+
+    // MARK: ImageCache
+
+    /// Stores `image` under `identifier` (replacing any image there), then purges if the usage
+    /// exceeds ``memoryCapacity``. An image costing more than the capacity by itself is dropped
+    /// by that purge like any other.
+    public func add(_ image: Image, withIdentifier identifier: String) {
+        let cost = Self.cost(of: image)
+        // The purged images are released after the lock, so their deallocation happens outside it.
+        let purged = state.withLock { state -> [Entry] in
+            if let previous = state.entries[identifier] { state.memoryUsage = state.memoryUsage.subtractingSaturating(previous.cost) }
+            state.accessClock += 1
+            state.entries[identifier] = Entry(image: image, cost: cost, lastAccess: state.accessClock)
+            state.memoryUsage = state.memoryUsage.addingSaturating(cost)
+            return purgeIfNeeded(&state)
+        }
+        _ = purged
+    }
+
+    /// Removes the image stored under `identifier`.
+    @discardableResult
+    public func removeImage(withIdentifier identifier: String) -> Bool {
+        let removed = state.withLock { state -> Entry? in
+            guard let entry = state.entries.removeValue(forKey: identifier) else { return nil }
+            state.memoryUsage = state.memoryUsage.subtractingSaturating(entry.cost)
+            return entry
+        }
+        return removed != nil
+    }
+
+    /// Removes every image; false when the cache was already empty.
+    @discardableResult
+    public func removeAllImages() -> Bool {
+        let removed = state.withLock { state -> [String: Entry] in
+            defer {
+                state.entries = [:]
+                state.memoryUsage = 0
+            }
+            return state.entries
+        }
+        return !removed.isEmpty
+    }
+
+    /// The image stored under `identifier`; reading it makes it the most recently used.
+    public func image(withIdentifier identifier: String) -> Image? {
+        state.withLock { state in
+            guard var entry = state.entries[identifier] else { return nil }
+            state.accessClock += 1
+            entry.lastAccess = state.accessClock
+            state.entries[identifier] = entry
+            return entry.image
+        }
+    }
+
+    // MARK: ImageRequestCache
+
+    /// Stores `image` under ``identifier(for:withAdditionalIdentifier:)``.
+    public func add(_ image: Image, for request: URLRequest, withAdditionalIdentifier identifier: String?) {
+        add(image, withIdentifier: Self.identifier(for: request, withAdditionalIdentifier: identifier))
+    }
+
+    /// Removes the image stored under ``identifier(for:withAdditionalIdentifier:)``.
+    @discardableResult
+    public func removeImage(for request: URLRequest, withAdditionalIdentifier identifier: String?) -> Bool {
+        removeImage(withIdentifier: Self.identifier(for: request, withAdditionalIdentifier: identifier))
+    }
+
+    /// The image stored under ``identifier(for:withAdditionalIdentifier:)``.
+    public func image(for request: URLRequest, withAdditionalIdentifier identifier: String?) -> Image? {
+        image(withIdentifier: Self.identifier(for: request, withAdditionalIdentifier: identifier))
+    }
+
+    /// Always true: every downloaded image is stored.
+    public func shouldCacheImage(_ image: Image, for request: URLRequest, withAdditionalIdentifier identifier: String?) -> Bool {
+        true
+    }
+
+    /// The key an image for `request` is stored under: the absolute URL string followed by
+    /// `additionalIdentifier` (AFNetworking's key). A request without URL uses the empty string.
+    public static func identifier(for request: URLRequest, withAdditionalIdentifier additionalIdentifier: String?) -> String {
+        (request.url?.absoluteString ?? "") + (additionalIdentifier ?? "")
+    }
+
+    // MARK: Purging
+
+    /// Drops least recently used entries until the usage is at or below the preferred capacity,
+    /// when it exceeds the capacity. Returns the dropped entries (released by the caller, after
+    /// the lock).
+    private func purgeIfNeeded(_ state: inout State) -> [Entry] {
+        guard state.memoryUsage > memoryCapacity else { return [] }
+        let byAge = state.entries.sorted { $0.value.lastAccess < $1.value.lastAccess }
+        var purged: [Entry] = []
+        for (key, entry) in byAge {
+            guard state.memoryUsage > preferredMemoryCapacity else { break }
+            state.entries[key] = nil
+            state.memoryUsage = state.memoryUsage.subtractingSaturating(entry.cost)
+            purged.append(entry)
+        }
+        return purged
+    }
+}
+
+/// Saturating arithmetic for byte counts: an absurd cost (an animation of millions of huge
+/// frames) must never trap the process.
+extension UInt64 {
+    /// `self + other`, or `.max` when that overflows.
+    fileprivate func addingSaturating(_ other: UInt64) -> UInt64 {
+        let (sum, overflow) = addingReportingOverflow(other)
+        return overflow ? .max : sum
+    }
+
+    /// `self - other`, or 0 when that underflows (only after a saturated addition).
+    fileprivate func subtractingSaturating(_ other: UInt64) -> UInt64 {
+        self >= other ? self - other : 0
+    }
+}

@@ -1,0 +1,144 @@
+import Foundation
+import Synchronization
+
+/// Which image of a displaying object a download is for.
+enum ImageSlot: Hashable, Sendable {
+    /// The single image of an ``ImageDisplaying`` object.
+    case image
+    /// The image for one state of a ``StatefulImageDisplaying`` object.
+    case stateImage(ImageStateKey)
+    /// The background image for one state.
+    case stateBackground(ImageStateKey)
+}
+
+/// A control state, type-erased so that slots of every conforming type share one table.
+struct ImageStateKey: Hashable, @unchecked Sendable {
+    // @unchecked: `base` is only ever made from a `Hashable & Sendable` value (the sole init),
+    // so what it wraps is Sendable; AnyHashable itself cannot say so.
+    let base: AnyHashable
+
+    init<State: Hashable & Sendable>(_ state: State) { base = AnyHashable(state) }
+}
+
+/// A weak reference to a displaying object, with its identity remembered (to find its table
+/// entry after it is gone).
+final class WeakImageOwner: @unchecked Sendable {
+    // @unchecked: `key` is immutable; `object` is a weak reference whose loads and stores the
+    // Swift runtime makes atomic.
+    let key: ObjectIdentifier
+    weak var object: AnyObject?
+
+    init(_ object: AnyObject) {
+        key = ObjectIdentifier(object)
+        self.object = object
+    }
+}
+
+/// One slot's download in flight (the categories' `af_activeImageDownloadReceipt`).
+struct ActiveImageDownload: Sendable {
+    let receiptID: UUID
+    let urlIdentifier: String
+    /// The downloader it was started with: cancelling must go to the same one, even if the
+    /// type's shared downloader changed since.
+    let downloader: ImageDownloader
+    /// Set once the downloader returned it (nil before, or when the image came from the cache).
+    var receipt: ImageDownloadReceipt?
+}
+
+/// The active downloads of every displaying object, by identity, holding the objects weakly
+/// (the categories' associated objects, without extending anyone's life).
+///
+/// An entry exists only while one of its slots has a download in flight: a finished,
+/// cancelled or replaced download leaves its slot, and an empty entry leaves the table. An
+/// object released mid-download loses its entry when that download ends, or at the next
+/// sweep of released objects, whichever comes first.
+enum ImageBindingRegistry {
+    private struct Entry {
+        let owner: WeakImageOwner
+        var slots: [ImageSlot: ActiveImageDownload]
+    }
+
+    private struct Table {
+        var entries: [ObjectIdentifier: Entry] = [:]
+        /// Sweep released objects when the table grows past this (amortised O(1) per call).
+        var sweepThreshold = 64
+    }
+
+    /// The table; never locked while calling out.
+    private static let table = Mutex(Table())
+
+    /// Whether `slot` of `object` is downloading `urlIdentifier` now.
+    static func isActive(_ object: AnyObject, _ slot: ImageSlot, urlIdentifier: String) -> Bool {
+        table.withLock { table in
+            entry(of: object, in: table)?.slots[slot]?.urlIdentifier == urlIdentifier
+        }
+    }
+
+    /// Records `download` as `slot`'s download.
+    static func begin(_ owner: WeakImageOwner, _ slot: ImageSlot, _ download: ActiveImageDownload) {
+        table.withLock { table in
+            if let existing = table.entries[owner.key], existing.owner.object !== owner.object {
+                table.entries[owner.key] = nil  // a released object whose identity is now reused
+            }
+            table.entries[owner.key, default: Entry(owner: owner, slots: [:])].slots[slot] = download
+            sweepIfLarge(&table)
+        }
+    }
+
+    /// Stores the receipt of `slot`'s download `receiptID`, if that is still the download.
+    /// Returns false when it is not (the slot was cancelled, replaced or finished meanwhile).
+    static func attach(_ receipt: ImageDownloadReceipt, to owner: WeakImageOwner, _ slot: ImageSlot) -> Bool {
+        table.withLock { table in
+            guard table.entries[owner.key]?.slots[slot]?.receiptID == receipt.receiptID else { return false }
+            table.entries[owner.key]?.slots[slot]?.receipt = receipt
+            return true
+        }
+    }
+
+    /// Ends download `receiptID` of `slot`; false if it is no longer that slot's download
+    /// (replaced or cancelled), in which case its outcome must be ignored.
+    static func finish(_ owner: WeakImageOwner, _ slot: ImageSlot, receiptID: UUID) -> Bool {
+        table.withLock { table in
+            guard table.entries[owner.key]?.slots[slot]?.receiptID == receiptID else { return false }
+            remove(slot, of: owner.key, in: &table)
+            return true
+        }
+    }
+
+    /// Removes and returns `slot`'s download (to cancel it).
+    static func clear(_ object: AnyObject, _ slot: ImageSlot) -> ActiveImageDownload? {
+        table.withLock { table in
+            guard entry(of: object, in: table) != nil else { return nil }
+            return remove(slot, of: ObjectIdentifier(object), in: &table)
+        }
+    }
+
+    /// How many downloads `object` has in flight (tests).
+    static func activeDownloadCount(of object: AnyObject) -> Int {
+        table.withLock { entry(of: object, in: $0)?.slots.count ?? 0 }
+    }
+
+    /// How many objects have an entry (tests: nothing left behind).
+    static var entryCount: Int { table.withLock { $0.entries.count } }
+
+    // MARK: Private
+
+    /// `object`'s entry, unless it belongs to a released object with the same identity.
+    private static func entry(of object: AnyObject, in table: Table) -> Entry? {
+        guard let entry = table.entries[ObjectIdentifier(object)], entry.owner.object === object else { return nil }
+        return entry
+    }
+
+    @discardableResult
+    private static func remove(_ slot: ImageSlot, of key: ObjectIdentifier, in table: inout Table) -> ActiveImageDownload? {
+        let removed = table.entries[key]?.slots.removeValue(forKey: slot)
+        if table.entries[key]?.slots.isEmpty == true { table.entries[key] = nil }
+        return removed
+    }
+
+    private static func sweepIfLarge(_ table: inout Table) {
+        guard table.entries.count > table.sweepThreshold else { return }
+        table.entries = table.entries.filter { $0.value.owner.object != nil }
+        table.sweepThreshold = max(64, table.entries.count * 2)
+    }
+}

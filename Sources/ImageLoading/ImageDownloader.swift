@@ -1,0 +1,239 @@
+import Foundation
+import Serialization
+import SessionCore
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Downloads images through its own session manager, merging requests for the same URL,
+/// limiting how many run at once and storing results in an image cache (AFNetworking's
+/// `AFImageDownloader`).
+///
+/// - Requests for a URL already being downloaded join that transfer: each caller gets a
+///   receipt of its own and its own handlers; ``cancelTask(for:)`` withdraws one receipt, and
+///   cancels the transfer only when no receipt is left.
+/// - At most ``maximumActiveDownloads`` transfers run at once; the rest wait, started in
+///   ``downloadPrioritization`` order (a waiting download whose task has a higher
+///   `SessionTask.priority` goes first: prefetches wait behind what is on screen).
+/// - The ``imageCache`` is consulted first unless the request's `cachePolicy` says to reload,
+///   and every downloaded image is offered to it.
+/// - Handlers run on `sessionManager.completionQueue`; no lock is held while they, the cache
+///   or the session manager's hooks run.
+public final class ImageDownloader: Sendable {
+    /// Called with the request, the response (nil for an image from the cache) and the image.
+    public typealias SuccessHandler = @Sendable (URLRequest, HTTPURLResponse?, Image) -> Void
+    /// Called with the request, the response if one arrived, and the error.
+    public typealias FailureHandler = @Sendable (URLRequest, HTTPURLResponse?, any Error) -> Void
+
+    /// Everything mutable, behind `state`'s lock.
+    struct State: Sendable {
+        var queue: ImageDownloadQueue
+        var imageCache: (any ImageRequestCache)?
+        var credential: URLCredential?
+        var installedChallengeHandler = false
+    }
+
+    /// The downloader the bindings use unless told otherwise: its own manager (see
+    /// ``makeDefaultSessionManager()``), FIFO, 4 downloads at once, a default
+    /// ``AutoPurgingImageCache``.
+    public static let defaultInstance = ImageDownloader()
+
+    /// The manager that runs the transfers; its `responseSerializer` must produce ``Image``
+    /// values (any other output fails the download with ``ImageError/unexpectedResponseObject(_:)``).
+    public let sessionManager: HTTPSessionManager
+    /// The order waiting downloads start in.
+    public let downloadPrioritization: ImageDownloadPrioritization
+    /// How many transfers run at once (at least 1).
+    public let maximumActiveDownloads: Int
+
+    let state: Mutex<State>
+
+    /// Creates a downloader.
+    ///
+    /// - Parameters:
+    ///   - sessionManager: Runs the transfers. Default: ``makeDefaultSessionManager()``.
+    ///   - downloadPrioritization: The order waiting downloads start in. Default `.fifo`.
+    ///   - maximumActiveDownloads: How many transfers run at once. Default 4; values below 1
+    ///     mean 1.
+    ///   - imageCache: Where images are looked up and stored; nil for none. Default: a new
+    ///     ``AutoPurgingImageCache`` (100 MiB / 60 MiB).
+    public init(
+        sessionManager: HTTPSessionManager = ImageDownloader.makeDefaultSessionManager(),
+        downloadPrioritization: ImageDownloadPrioritization = .fifo,
+        maximumActiveDownloads: Int = 4,
+        imageCache: (any ImageRequestCache)? = AutoPurgingImageCache()
+    ) {
+        self.sessionManager = sessionManager
+        self.downloadPrioritization = downloadPrioritization
+        let queue = ImageDownloadQueue(prioritization: downloadPrioritization, maximumActiveDownloads: maximumActiveDownloads)
+        self.maximumActiveDownloads = queue.maximumActiveDownloads
+        state = Mutex(State(queue: queue, imageCache: imageCache))
+    }
+
+    deinit {
+        // Nobody can be told about these transfers any more: stop them. (Their completions
+        // find no downloader and do nothing.)
+        for task in state.withLock({ $0.queue.tasks }) { task.cancel() }
+    }
+
+    /// The cache consulted before downloading and filled after; nil for none.
+    public var imageCache: (any ImageRequestCache)? {
+        get { state.withLock { $0.imageCache } }
+        set { state.withLock { $0.imageCache = newValue } }
+    }
+
+    // MARK: Downloading
+
+    /// Downloads the image for `request`, or joins the download already running for its URL.
+    ///
+    /// - Returns: The receipt to cancel with; nil when the image came from the cache (`success`
+    ///   is then called with a nil response) or the request has no URL (`failure` is then
+    ///   called with `URLError(.badURL)`). Both handlers run on `sessionManager.completionQueue`.
+    @discardableResult
+    public func downloadImage(
+        for request: URLRequest,
+        success: SuccessHandler? = nil,
+        failure: FailureHandler? = nil
+    ) -> ImageDownloadReceipt? {
+        downloadImage(for: request, withReceiptID: UUID(), success: success, failure: failure)
+    }
+
+    /// Like ``downloadImage(for:success:failure:)``, with the receipt ID chosen by the caller
+    /// (the bindings record it before the download can possibly finish).
+    @discardableResult
+    public func downloadImage(
+        for request: URLRequest,
+        withReceiptID receiptID: UUID,
+        success: SuccessHandler? = nil,
+        failure: FailureHandler? = nil
+    ) -> ImageDownloadReceipt? {
+        downloadImage(for: request, withReceiptID: receiptID, priority: nil, success: success, failure: failure)
+    }
+
+    /// The download path; `priority` (for the prefetcher) is given to a new transfer, and
+    /// raises a joined one that had less.
+    func downloadImage(
+        for request: URLRequest,
+        withReceiptID receiptID: UUID,
+        priority: Float?,
+        success: SuccessHandler?,
+        failure: FailureHandler?
+    ) -> ImageDownloadReceipt? {
+        let callbacks = sessionManager.completionQueue
+        guard let url = request.url else {
+            if let failure { callbacks.async { failure(request, nil, URLError(.badURL)) } }
+            return nil
+        }
+        let key = url.absoluteString
+        let handler = ImageDownloadHandler(receiptID: receiptID, success: success, failure: failure)
+
+        // 1. Join a transfer already under way for this URL.
+        if let task = join(key, handler: handler, priority: priority) {
+            return ImageDownloadReceipt(receiptID: receiptID, task: task)
+        }
+
+        // 2. The cache, unless the request asks for a reload (read outside the lock: the cache
+        //    may be the caller's own type).
+        if Self.mayUseCache(request.cachePolicy), let image = imageCache?.image(for: request, withAdditionalIdentifier: nil) {
+            if let success { callbacks.async { success(request, nil, image) } }
+            return nil
+        }
+
+        // 3. A new transfer (created outside the lock: the manager's class is open).
+        let (id, task) = makeTask(for: request, key: key)
+        if let priority { task.priority = priority }
+        let outcome = state.withLock { state -> (joined: DataTask?, start: Bool) in
+            // Someone may have started the same URL meanwhile: join theirs instead.
+            if let existing = state.queue.join(key, handler: handler) { return (existing, false) }
+            let download = MergedImageDownload(id: id, urlIdentifier: key, task: task, handlers: [handler])
+            return (nil, state.queue.add(download))
+        }
+        if let joined = outcome.joined {
+            task.cancel()  // never resumed: completes without a transfer, and is ignored
+            return ImageDownloadReceipt(receiptID: receiptID, task: joined)
+        }
+        if outcome.start { task.resume() }
+        return ImageDownloadReceipt(receiptID: receiptID, task: task)
+    }
+
+    /// Withdraws one receipt: its failure handler is called with `SessionError.cancelled` (on
+    /// the completion queue) and its success handler never. The transfer is cancelled only
+    /// when no other receipt shares it. Cancelling a receipt whose download already finished,
+    /// or twice, does nothing.
+    public func cancelTask(for receipt: ImageDownloadReceipt) {
+        guard let key = receipt.task.originalRequest?.url?.absoluteString else { return }
+        let (handler, orphaned) = state.withLock {
+            $0.queue.cancel(receipt.receiptID, for: key, task: receipt.task)
+        }
+        orphaned?.cancel()
+        if let failure = handler?.failure, let request = receipt.task.originalRequest {
+            sessionManager.completionQueue.async { failure(request, nil, SessionError.cancelled) }
+        }
+    }
+
+    // MARK: Internals
+
+    /// Joins the download for `key`, if any, raising its priority to `priority`.
+    private func join(_ key: String, handler: ImageDownloadHandler, priority: Float?) -> DataTask? {
+        let task = state.withLock { $0.queue.join(key, handler: handler) }
+        // A caller who wants it now (no priority given: the default) lifts a low-priority prefetch.
+        if let task {
+            let wanted = priority ?? 0.5
+            if task.priority < wanted { task.priority = wanted }
+        }
+        return task
+    }
+
+    /// Whether `policy` lets a request be answered from the image cache (AFNetworking's rule:
+    /// the policies that may return cached data).
+    static func mayUseCache(_ policy: URLRequest.CachePolicy) -> Bool {
+        switch policy {
+        case .useProtocolCachePolicy, .returnCacheDataElseLoad, .returnCacheDataDontLoad: return true
+        default: return false
+        }
+    }
+
+    /// Creates the (suspended) transfer for `request`.
+    private func makeTask(for request: URLRequest, key: String) -> (UInt64, DataTask) {
+        let id = state.withLock { $0.queue.makeID() }
+        // Weak: the downloader owns the task through its queue; the task must not own it back.
+        let task = sessionManager.dataTask(with: request, uploadProgress: nil, downloadProgress: nil) { [weak self] response in
+            self?.finish(id, key: key, request: request, response: response)
+        }
+        return (id, task)
+    }
+
+    /// A transfer ended (on the completion queue): cache the image, hand it to every receipt
+    /// still waiting, and start the next waiting downloads.
+    private func finish(_ id: UInt64, key: String, request: URLRequest, response: DataResponse) {
+        let result: Result<Image, any Error>
+        switch response.result {
+        case .success(let value as Image): result = .success(value)
+        case .success(let value): result = .failure(ImageError.unexpectedResponseObject(String(describing: type(of: value))))
+        case .failure(let error): result = .failure(error)
+        }
+        // Cached before the download leaves the table: a request arriving in between joins it,
+        // one arriving after finds the cache.
+        if case .success(let image) = result {
+            let (current, cache) = state.withLock { ($0.queue.isCurrent(id, for: key), $0.imageCache) }
+            if current, let cache, cache.shouldCacheImage(image, for: request, withAdditionalIdentifier: nil) {
+                cache.add(image, for: request, withAdditionalIdentifier: nil)
+            }
+        }
+        let (handlers, start) = state.withLock { $0.queue.finish(id, for: key) }
+        for task in start { task.resume() }
+        let httpResponse = response.response
+        for handler in handlers {
+            switch result {
+            case .success(let image): handler.success?(request, httpResponse, image)
+            case .failure(let error): handler.failure?(request, httpResponse, error)
+            }
+        }
+    }
+
+    /// A snapshot of the bookkeeping (tests: nothing may be left behind).
+    var pendingDownloadCount: (merged: Int, waiting: Int, active: Int) {
+        state.withLock { ($0.queue.merged.count, $0.queue.waiting.count, $0.queue.active.count) }
+    }
+}

@@ -1,0 +1,227 @@
+import CurlewTestSupport
+import Foundation
+import SessionCore
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import ImageLoading
+
+/// An image view of some toolkit, recording every image it was given.
+final class RecordingImageView: ImageDisplaying, @unchecked Sendable {
+    // @unchecked: `shown` is a Mutex; the view has no other state.
+    private let shown = Mutex<[Image?]>([])
+    var image: Image? {
+        get { shown.withLock { $0.last ?? nil } }
+        set { shown.withLock { $0.append(newValue) } }
+    }
+    /// Every image set, in order.
+    var history: [Image?] { shown.withLock { $0 } }
+}
+
+/// The `UIImageView+AFNetworking` semantics of `ImageDisplaying`, against the in-process server.
+final class ImageDisplayingTests: XCTestCase {
+    private var server: TestServer!
+    private var downloader: ImageDownloader!
+    private var picture: Image!
+    private var other: Image!
+    private var placeholder: Image!
+    /// The queue results are delivered on (the main queue is tested on its own).
+    private let queue = DispatchQueue(label: "image-displaying-tests.ui")
+
+    override func setUp() async throws {
+        server = try TestServer()
+        picture = try TestImages.image(value: 1)
+        other = try TestImages.image(value: 2)
+        placeholder = try TestImages.image(value: 3)
+        server.route("/picture", response: TestImages.response(picture, delay: .milliseconds(200)))
+        server.route("/other", response: TestImages.response(other))
+        server.route("/missing", response: .text("no", status: 404))
+        downloader = TestImages.downloader()
+        RecordingImageView.sharedImageDownloader = downloader
+    }
+
+    override func tearDown() async throws {
+        RecordingImageView.sharedImageDownloader = .defaultInstance
+        await shutDown(downloader)
+        server.shutdown()
+    }
+
+    private func url(_ path: String) throws -> URL { try server.url(path) }
+
+    func testSharedDownloaderIsPerType() {
+        XCTAssertTrue(RecordingImageView.sharedImageDownloader === downloader)
+        XCTAssertTrue(OtherImageView.sharedImageDownloader === ImageDownloader.defaultInstance, "another type keeps the default")
+    }
+
+    func testPlaceholderNowImageWhenDone() async throws {
+        let view = RecordingImageView()
+        view.setImage(with: try url("/picture"), placeholderImage: placeholder, on: queue)
+        XCTAssertEqual(view.history, [placeholder], "the placeholder is set before the call returns")
+        try await eventually({ view.history.count == 2 }, "the image arrives")
+        XCTAssertEqual(view.history, [placeholder, picture])
+        XCTAssertEqual(server.requests.first?.header("Accept"), "image/*")
+        XCTAssertEqual(ImageBindingRegistry.activeDownloadCount(of: view), 0, "the finished download is forgotten")
+    }
+
+    func testWithoutPlaceholderTheImageIsLeftAloneUntilDone() async throws {
+        let view = RecordingImageView()
+        view.image = other
+        view.setImage(with: try url("/picture"), on: queue)
+        XCTAssertEqual(view.history, [other])
+        try await eventually({ view.history.count == 2 }, "the image arrives")
+        XCTAssertEqual(view.history.last, picture)
+    }
+
+    func testACachedImageIsSetSynchronouslyWithoutARequest() throws {
+        let view = RecordingImageView()
+        let request = URLRequest(url: try url("/picture"))
+        downloader.imageCache?.add(picture, for: request, withAdditionalIdentifier: nil)
+        view.setImage(withURLRequest: request, placeholderImage: placeholder, on: queue)
+        XCTAssertEqual(view.history, [picture], "set at once, no placeholder first")
+        XCTAssertEqual(server.requests.count, 0)
+        XCTAssertEqual(ImageBindingRegistry.activeDownloadCount(of: view), 0)
+    }
+
+    func testTheSameURLAlreadyActiveIsANoOp() async throws {
+        let view = RecordingImageView()
+        view.setImage(with: try url("/picture"), placeholderImage: placeholder, on: queue)
+        let active = ImageBindingRegistry.activeDownloadCount(of: view)
+        view.setImage(with: try url("/picture"), placeholderImage: other, on: queue)
+        XCTAssertEqual(view.history, [placeholder], "the second call did not even set its placeholder")
+        XCTAssertEqual(active, 1)
+        try await eventually({ view.history.count == 2 }, "the image arrives once")
+        try await Task.sleep(nanoseconds: 50_000_000)
+        queue.sync {}
+        XCTAssertEqual(view.history, [placeholder, picture])
+        XCTAssertEqual(server.requests.count, 1)
+    }
+
+    func testANilURLCancelsAndShowsThePlaceholder() async throws {
+        let view = RecordingImageView()
+        view.setImage(with: try url("/picture"), on: queue)
+        XCTAssertEqual(ImageBindingRegistry.activeDownloadCount(of: view), 1)
+        var request = URLRequest(url: try url("/picture"))
+        request.url = nil
+        let failures = Recorder<URLError.Code>()
+        view.setImage(withURLRequest: request, placeholderImage: placeholder, failure: { _, _, error in
+            failures.append((error as? URLError)?.code ?? .unknown)
+        }, on: queue)
+        XCTAssertEqual(view.history, [placeholder], "the placeholder at once")
+        XCTAssertEqual(failures.values, [.badURL], "failure called before the call returns")
+        XCTAssertEqual(ImageBindingRegistry.activeDownloadCount(of: view), 0, "the download was cancelled")
+        try await eventually({ downloader.pendingDownloadCount == (0, 0, 0) }, "the transfer was withdrawn")
+        queue.sync {}
+        XCTAssertEqual(view.history, [placeholder], "the cancelled image never shows")
+
+        // With no placeholder, the image is cleared.
+        view.image = picture
+        view.setImage(withURLRequest: request, placeholderImage: nil, on: queue)
+        XCTAssertNil(view.image)
+    }
+
+    func testAStaleCompletionIsIgnoredOnceANewerRequestReplacedIt() async throws {
+        let view = RecordingImageView()
+        queue.suspend()  // the first image's delivery waits on the UI queue…
+        view.setImage(with: try url("/other"), on: queue)
+        try await eventually({ downloader.pendingDownloadCount == (0, 0, 0) }, "the first download finished")
+        downloader.sessionManager.completionQueue.sync {}  // its handlers ran: the delivery is queued
+        // …while a newer request replaces it (its image comes from the cache, synchronously).
+        let request = URLRequest(url: try url("/picture"))
+        downloader.imageCache?.add(picture, for: request, withAdditionalIdentifier: nil)
+        view.setImage(withURLRequest: request, on: queue)
+        queue.resume()
+        queue.sync {}
+        XCTAssertEqual(view.history, [picture], "the stale image was dropped")
+    }
+
+    func testAReplacedDownloadIsCancelledAndNeverShown() async throws {
+        let view = RecordingImageView()
+        view.setImage(with: try url("/picture"), on: queue)
+        view.setImage(with: try url("/other"), on: queue)
+        try await eventually({ view.history.count == 1 }, "the newer image arrives")
+        try await eventually({ downloader.pendingDownloadCount == (0, 0, 0) }, "the older transfer ended")
+        queue.sync {}
+        XCTAssertEqual(view.history, [other])
+        XCTAssertNil(downloader.imageCache?.image(for: URLRequest(url: try url("/picture")), withAdditionalIdentifier: nil),
+                     "the older transfer was cancelled, not finished")
+    }
+
+    func testWithASuccessClosureSettingTheImageIsItsJob() async throws {
+        let view = RecordingImageView()
+        let delivered = Recorder<Int>()
+        view.setImage(withURLRequest: URLRequest(url: try url("/picture")), placeholderImage: placeholder, success: { _, response, image in
+            delivered.append(response?.statusCode ?? -1)
+            XCTAssertEqual(image.pixels.first, 1)
+        }, on: queue)
+        try await eventually({ delivered.count == 1 }, "success called")
+        XCTAssertEqual(delivered.values, [200])
+        XCTAssertEqual(view.history, [placeholder], "the binding did not set the image itself")
+
+        // A cached image goes to the closure too, synchronously, with no response.
+        let cachedView = RecordingImageView()
+        cachedView.setImage(withURLRequest: URLRequest(url: try url("/picture")), success: { _, response, _ in
+            delivered.append(response == nil ? 0 : -1)
+        }, on: queue)
+        XCTAssertEqual(delivered.values, [200, 0])
+        XCTAssertEqual(cachedView.history, [])
+    }
+
+    func testAFailureCallsTheFailureClosureOnTheQueue() async throws {
+        let view = RecordingImageView()
+        let key = DispatchSpecificKey<Int>()
+        queue.setSpecific(key: key, value: 7)
+        let failures = Recorder<Int?>()
+        view.setImage(withURLRequest: URLRequest(url: try url("/missing")), placeholderImage: placeholder, failure: { _, response, _ in
+            XCTAssertEqual(response?.statusCode, 404)
+            failures.append(DispatchQueue.getSpecific(key: key))
+        }, on: queue)
+        try await eventually({ failures.count == 1 }, "failure called")
+        XCTAssertEqual(failures.values, [7])
+        XCTAssertEqual(view.history, [placeholder])
+    }
+
+    func testCancelImageDownloadTask() async throws {
+        let view = RecordingImageView()
+        let outcomes = Recorder<String>()
+        view.setImage(withURLRequest: URLRequest(url: try url("/picture")), success: { _, _, _ in outcomes.append("success") },
+                      failure: { _, _, _ in outcomes.append("failure") }, on: queue)
+        view.cancelImageDownloadTask()
+        try await eventually({ downloader.pendingDownloadCount == (0, 0, 0) }, "the transfer was withdrawn")
+        try await Task.sleep(nanoseconds: 50_000_000)
+        queue.sync {}
+        XCTAssertEqual(outcomes.values, [], "a cancelled download calls neither closure")
+        XCTAssertEqual(view.history, [])
+    }
+
+    func testAViewReleasedMidDownloadLeavesNothingBehind() async throws {
+        var view: RecordingImageView? = RecordingImageView()
+        weak let weakView = view
+        let entriesBefore = ImageBindingRegistry.entryCount
+        view?.setImage(with: try url("/picture"), on: queue)
+        XCTAssertEqual(ImageBindingRegistry.entryCount, entriesBefore + 1)
+        view = nil
+        XCTAssertNil(weakView, "the binding does not keep the view alive")
+        try await eventually({ downloader.pendingDownloadCount == (0, 0, 0) }, "the download ends")
+        queue.sync {}
+        try await eventually({ ImageBindingRegistry.entryCount == entriesBefore }, "its entry is gone")
+        XCTAssertNotNil(downloader.imageCache?.image(for: URLRequest(url: try url("/picture")), withAdditionalIdentifier: nil),
+                        "the image still warmed the cache")
+    }
+
+    func testResultsArriveOnTheMainQueueByDefault() throws {
+        let view = RecordingImageView()
+        let onMain = Recorder<Bool>()
+        view.setImage(withURLRequest: URLRequest(url: try url("/other")), success: { _, _, image in
+            onMain.append(Thread.isMainThread)
+        })
+        for _ in 0..<400 where onMain.count == 0 { RunLoop.main.run(until: Date(timeIntervalSinceNow: 0.05)) }
+        XCTAssertEqual(onMain.values, [true])
+    }
+}
+
+/// A second view type, to show that the shared downloader is set per type.
+final class OtherImageView: ImageDisplaying {
+    var image: Image?
+}

@@ -1,0 +1,325 @@
+import CurlewTestSupport
+import Foundation
+import Serialization
+import SessionCore
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import ImageLoading
+
+/// `ImageDownloader` against the in-process server: merging, cancellation, ordering, the
+/// cache, errors and credentials. Delays only keep a transfer open; nothing asserts on time.
+final class ImageDownloaderTests: XCTestCase {
+    private var server: TestServer!
+    private var picture: Image!
+
+    override func setUp() async throws {
+        server = try TestServer()
+        picture = try TestImages.image(width: 4, height: 3, value: 42)
+        server.route("/fast", response: TestImages.response(picture))
+        server.route("/slow", response: TestImages.response(picture, delay: .milliseconds(300)))
+        for name in ["a", "b", "c", "d"] {
+            server.route("/\(name)", response: TestImages.response(picture, delay: .milliseconds(100)))
+        }
+        server.route("/missing", response: .text("no", status: 404))
+    }
+
+    override func tearDown() async throws {
+        server.shutdown()
+    }
+
+    private func request(_ path: String) throws -> URLRequest { URLRequest(url: try server.url(path)) }
+
+    func testFiftySimultaneousRequestsShareOneTransfer() async throws {
+        let downloader = TestImages.downloader()
+        let images = Recorder<Image>()
+        let receipts = try (0..<50).map { _ in
+            try downloader.downloadImage(for: request("/slow"), success: { _, response, image in
+                XCTAssertEqual(response?.statusCode, 200)
+                images.append(image)
+            }, failure: { _, _, error in XCTFail("\(error)") })
+        }
+        XCTAssertEqual(Set(receipts.compactMap { $0?.task.taskIdentifier }).count, 1, "one task for all 50")
+        XCTAssertEqual(Set(receipts.compactMap { $0?.receiptID }).count, 50, "a receipt each")
+        try await eventually({ images.count == 50 }, "50 images delivered")
+        XCTAssertTrue(images.values.allSatisfy { $0 == picture })
+        XCTAssertEqual(server.requestCount("/slow"), 1, "one transfer")
+        XCTAssertTrue(downloader.pendingDownloadCount == (0, 0, 0))
+        await shutDown(downloader)
+    }
+
+    func testCancellingOneOfTwoMergedReceiptsFailsOnlyThatOne() async throws {
+        let downloader = TestImages.downloader()
+        let first = Recorder<String>(), second = Recorder<String>()
+        let receipt = try XCTUnwrap(downloader.downloadImage(
+            for: try request("/slow"),
+            success: { _, _, _ in first.append("success") },
+            failure: { _, _, error in first.append((error as? SessionError) == .cancelled ? "cancelled" : "\(error)") }))
+        downloader.downloadImage(
+            for: try request("/slow"),
+            success: { _, _, _ in second.append("success") },
+            failure: { _, _, error in second.append("\(error)") })
+        downloader.cancelTask(for: receipt)
+        try await eventually({ second.count == 1 }, "the other receipt completes")
+        XCTAssertEqual(second.values, ["success"])
+        XCTAssertEqual(first.values, ["cancelled"], "the cancelled receipt fails with .cancelled, and only that")
+        XCTAssertNil(receipt.task.error, "the shared transfer was not cancelled")
+        XCTAssertEqual(server.requestCount("/slow"), 1)
+        downloader.cancelTask(for: receipt)  // again, after the end: nothing happens
+        XCTAssertEqual(first.values, ["cancelled"])
+        await shutDown(downloader)
+    }
+
+    func testCancellingEveryReceiptCancelsTheTransfer() async throws {
+        let downloader = TestImages.downloader(cache: nil)
+        let outcomes = Recorder<String>()
+        let receipts = try (0..<2).map { _ in
+            try XCTUnwrap(downloader.downloadImage(
+                for: try request("/slow"), success: { _, _, _ in outcomes.append("success") },
+                failure: { _, _, error in outcomes.append((error as? SessionError) == .cancelled ? "cancelled" : "\(error)") }))
+        }
+        for receipt in receipts { downloader.cancelTask(for: receipt) }
+        try await eventually({ receipts[0].task.state == .completed }, "the transfer ends")
+        XCTAssertEqual(receipts[0].task.error as? SessionError, .cancelled)
+        try await eventually({ outcomes.count == 2 }, "both receipts told")
+        XCTAssertEqual(outcomes.values, ["cancelled", "cancelled"])
+        try await eventually({ downloader.pendingDownloadCount == (0, 0, 0) }, "nothing left, the slot freed")
+        await shutDown(downloader)
+    }
+
+    func testLIFOStartsTheNewestWaitingDownloadFirst() async throws {
+        let downloader = TestImages.downloader(prioritization: .lifo, maximumActiveDownloads: 1, cache: nil)
+        let finished = Recorder<String>()
+        for name in ["slow", "a", "b", "c"] {
+            downloader.downloadImage(for: try request("/\(name)"), success: { request, _, _ in
+                finished.append(request.url?.lastPathComponent ?? "?")
+            })
+        }
+        XCTAssertTrue(downloader.pendingDownloadCount == (4, 3, 1), "one active, three waiting")
+        try await eventually({ finished.count == 4 }, "all four done")
+        XCTAssertEqual(finished.values, ["slow", "c", "b", "a"])
+        XCTAssertEqual(server.requests.map(\.path), ["/slow", "/c", "/b", "/a"], "started one at a time, newest first")
+        await shutDown(downloader)
+    }
+
+    func testFIFOStartsTheOldestWaitingDownloadFirst() async throws {
+        let downloader = TestImages.downloader(prioritization: .fifo, maximumActiveDownloads: 1, cache: nil)
+        let finished = Recorder<String>()
+        for name in ["slow", "a", "b", "c"] {
+            downloader.downloadImage(for: try request("/\(name)"), success: { request, _, _ in
+                finished.append(request.url?.lastPathComponent ?? "?")
+            })
+        }
+        try await eventually({ finished.count == 4 }, "all four done")
+        XCTAssertEqual(finished.values, ["slow", "a", "b", "c"])
+        await shutDown(downloader)
+    }
+
+    func testAHigherPriorityDownloadOvertakesAWaitingPrefetch() async throws {
+        let downloader = TestImages.downloader(prioritization: .fifo, maximumActiveDownloads: 1, cache: nil)
+        let finished = Recorder<String>()
+        let record: ImageDownloader.SuccessHandler = { request, _, _ in finished.append(request.url?.lastPathComponent ?? "?") }
+        downloader.downloadImage(for: try request("/slow"), success: record)
+        _ = downloader.downloadImage(for: try request("/a"), withReceiptID: UUID(), priority: 0.1, success: record, failure: nil)
+        downloader.downloadImage(for: try request("/b"), success: record)
+        try await eventually({ finished.count == 3 }, "all three done")
+        XCTAssertEqual(finished.values, ["slow", "b", "a"])
+        await shutDown(downloader)
+    }
+
+    func testCancellingAWaitingDownloadDoesNotTakeASlot() async throws {
+        let downloader = TestImages.downloader(maximumActiveDownloads: 1, cache: nil)
+        let finished = Recorder<String>()
+        downloader.downloadImage(for: try request("/slow"), success: { _, _, _ in finished.append("slow") })
+        let waiting = try XCTUnwrap(downloader.downloadImage(for: try request("/a")))
+        downloader.downloadImage(for: try request("/b"), success: { _, _, _ in finished.append("b") })
+        downloader.cancelTask(for: waiting)
+        try await eventually({ finished.count == 2 }, "the others complete")
+        XCTAssertEqual(finished.values, ["slow", "b"])
+        XCTAssertEqual(server.requestCount("/a"), 0, "a cancelled waiting download is never sent")
+        try await eventually({ downloader.pendingDownloadCount == (0, 0, 0) }, "no slot leaked")
+        await shutDown(downloader)
+    }
+
+    func testTheCacheIsConsultedFirst() async throws {
+        let cache = AutoPurgingImageCache()
+        let downloader = TestImages.downloader(cache: cache)
+        let url = try server.url("/fast")
+        let first = Recorder<Image>()
+        XCTAssertNotNil(downloader.downloadImage(for: URLRequest(url: url), success: { _, _, image in first.append(image) }))
+        try await eventually({ first.count == 1 }, "downloaded")
+        XCTAssertEqual(cache.image(for: URLRequest(url: url), withAdditionalIdentifier: nil), picture, "stored in the cache")
+
+        let responses = Recorder<Bool>()
+        let expected = picture
+        let receipt = downloader.downloadImage(for: URLRequest(url: url), success: { _, response, image in
+            responses.append(response == nil && image == expected)
+        })
+        XCTAssertNil(receipt, "a cache hit has no receipt")
+        try await eventually({ responses.count == 1 }, "success from the cache")
+        XCTAssertEqual(responses.values, [true], "the cached image, with a nil response")
+        XCTAssertEqual(server.requestCount("/fast"), 1, "no second transfer")
+
+        // A request that asks for a reload skips the image cache.
+        var reload = URLRequest(url: url)
+        reload.cachePolicy = .reloadIgnoringLocalCacheData
+        let reloaded = Recorder<Bool>()
+        XCTAssertNotNil(downloader.downloadImage(for: reload, success: { _, response, _ in reloaded.append(response != nil) }))
+        try await eventually({ reloaded.count == 1 }, "reloaded")
+        XCTAssertEqual(reloaded.values, [true])
+        XCTAssertEqual(server.requestCount("/fast"), 2)
+        await shutDown(downloader)
+    }
+
+    func testARequestWithoutURLFailsWithBadURL() async throws {
+        let downloader = TestImages.downloader()
+        var request = URLRequest(url: try server.url("/fast"))
+        request.url = nil
+        let errors = Recorder<URLError.Code>()
+        let receipt = downloader.downloadImage(for: request, failure: { _, response, error in
+            XCTAssertNil(response)
+            errors.append((error as? URLError)?.code ?? .unknown)
+        })
+        XCTAssertNil(receipt)
+        try await eventually({ errors.count == 1 }, "failure called")
+        XCTAssertEqual(errors.values, [.badURL])
+        await shutDown(downloader)
+    }
+
+    func testFailuresCarryTheResponseAndReachEveryMergedReceipt() async throws {
+        let downloader = TestImages.downloader()
+        let statuses = Recorder<Int>()
+        for _ in 0..<2 {
+            downloader.downloadImage(for: try request("/missing"), success: { _, _, _ in XCTFail("no image") }, failure: { _, response, _ in
+                statuses.append(response?.statusCode ?? -1)
+            })
+        }
+        try await eventually({ statuses.count == 2 }, "both told")
+        XCTAssertEqual(statuses.values, [404, 404])
+        XCTAssertNil(downloader.imageCache?.image(for: try request("/missing"), withAdditionalIdentifier: nil))
+        await shutDown(downloader)
+    }
+
+    func testHandlersRunOnTheCompletionQueue() async throws {
+        let downloader = TestImages.downloader()
+        let key = DispatchSpecificKey<String>()
+        let queue = DispatchQueue(label: "image-downloader-tests.completion")
+        queue.setSpecific(key: key, value: "completion")
+        downloader.sessionManager.completionQueue = queue
+        let seen = Recorder<String?>()
+        let onQueue: ImageDownloader.SuccessHandler = { _, _, _ in seen.append(DispatchQueue.getSpecific(key: key)) }
+        downloader.downloadImage(for: try request("/fast"), success: onQueue)
+        try await eventually({ seen.count == 1 }, "downloaded")
+        downloader.downloadImage(for: try request("/fast"), success: onQueue)  // from the cache
+        var noURL = try request("/fast")
+        noURL.url = nil
+        downloader.downloadImage(for: noURL, failure: { _, _, _ in seen.append(DispatchQueue.getSpecific(key: key)) })
+        try await eventually({ seen.count == 3 }, "cache hit and bad URL")
+        XCTAssertEqual(seen.values, ["completion", "completion", "completion"])
+        await shutDown(downloader)
+    }
+
+    func testAResponseThatIsNotAnImageFailsClearly() async throws {
+        let manager = HTTPSessionManager(baseURL: nil)
+        manager.responseSerializer = HTTPResponseSerializer()
+        let downloader = ImageDownloader(sessionManager: manager)
+        let errors = Recorder<String>()
+        downloader.downloadImage(for: try request("/fast"), failure: { _, _, error in errors.append("\(error)") })
+        try await eventually({ errors.count == 1 }, "failed")
+        XCTAssertEqual(errors.values.first?.contains("not an Image"), true, "\(errors.values)")
+        await shutDown(downloader)
+    }
+
+    func testACredentialAnswersBasicChallenges() async throws {
+        let secured = try TestServer { [picture] request in
+            let expected = "Basic " + Data("user:secret".utf8).base64EncodedString()
+            if request.header("Authorization") == expected { return TestImages.response(picture!) }
+            return TestResponse(status: 401, headers: [("WWW-Authenticate", "Basic realm=\"images\"")], body: Data())
+        }
+        defer { secured.shutdown() }
+        let downloader = TestImages.downloader(cache: nil)
+        let outcomes = Recorder<Int>()
+        let url = try secured.url("/private.png")
+        downloader.downloadImage(for: URLRequest(url: url), success: { _, _, _ in outcomes.append(200) },
+                                 failure: { _, response, _ in outcomes.append(response?.statusCode ?? -1) })
+        try await eventually({ outcomes.count == 1 }, "without a credential")
+        downloader.credential = URLCredential(user: "user", password: "secret", persistence: .none)
+        downloader.downloadImage(for: URLRequest(url: url), success: { _, _, _ in outcomes.append(200) },
+                                 failure: { _, response, _ in outcomes.append(response?.statusCode ?? -1) })
+        try await eventually({ outcomes.count == 2 }, "with a credential")
+        downloader.credential = URLCredential(user: "user", password: "wrong", persistence: .none)
+        downloader.downloadImage(for: URLRequest(url: url), success: { _, _, _ in outcomes.append(200) },
+                                 failure: { _, response, _ in outcomes.append(response?.statusCode ?? -1) })
+        try await eventually({ outcomes.count == 3 }, "with a wrong credential")
+        XCTAssertEqual(outcomes.values, [401, 200, 401])
+        XCTAssertEqual(secured.requests.count, 1 + 2 + 2, "a wrong credential is tried once, not in a loop")
+        await shutDown(downloader)
+    }
+
+    func testTheDefaultInstanceIsAFImageDownloadersSetup() {
+        let downloader = ImageDownloader.defaultInstance
+        XCTAssertTrue(downloader.sessionManager.responseSerializer is ImageResponseSerializer)
+        XCTAssertEqual(downloader.downloadPrioritization, .fifo)
+        XCTAssertEqual(downloader.maximumActiveDownloads, 4)
+        XCTAssertTrue(downloader.imageCache is AutoPurgingImageCache)
+        XCTAssertEqual(ImageDownloader(maximumActiveDownloads: 0, imageCache: nil).maximumActiveDownloads, 1)
+    }
+
+    func testAQueuedDownloadPostsTaskDidResumeWhenItStarts() async throws {
+        let downloader = TestImages.downloader(maximumActiveDownloads: 1, cache: nil)
+        downloader.downloadImage(for: try request("/slow"))
+        let queued = try XCTUnwrap(downloader.downloadImage(for: try request("/a")))
+        XCTAssertEqual(queued.task.state, .suspended, "waiting for the slot")
+        let resumed = expectation(forNotification: .taskDidResume, object: queued.task)
+        await fulfillment(of: [resumed], timeout: 30)
+        try await eventually({ downloader.pendingDownloadCount == (0, 0, 0) }, "both done")
+        await shutDown(downloader)
+    }
+
+    func testConcurrentRequestsAndCancelsAnswerEveryHandlerOnce() async throws {
+        let downloader = TestImages.downloader(maximumActiveDownloads: 2, cache: nil)
+        let urls = try ["a", "b", "c", "d", "fast"].map { try server.url("/\($0)") }
+        // (cancelled by the caller?, outcome) per receipt.
+        let answers = Recorder<(Bool, String)>()
+        DispatchQueue.concurrentPerform(iterations: 8) { worker in
+            for index in 0..<25 {
+                let cancels = index % 2 == 0
+                let receipt = downloader.downloadImage(
+                    for: URLRequest(url: urls[(worker + index) % urls.count]),
+                    success: { _, _, _ in answers.append((cancels, "image")) },
+                    failure: { _, _, error in
+                        answers.append((cancels, (error as? SessionError) == .cancelled ? "cancelled" : "\(error)"))
+                    })
+                if cancels, let receipt { downloader.cancelTask(for: receipt) }
+            }
+        }
+        try await eventually({ answers.count == 200 }, "every handler answered")
+        try await Task.sleep(nanoseconds: 100_000_000)
+        XCTAssertEqual(answers.count, 200, "and only once")
+        let kept = answers.values.filter { !$0.0 }.map(\.1)
+        let withdrawn = answers.values.filter { $0.0 }.map(\.1)
+        XCTAssertEqual(kept, [String](repeating: "image", count: 8 * 12), "a kept receipt always gets its image")
+        // A withdrawn receipt fails with .cancelled, unless its transfer had already delivered
+        // (a join in the instant the transfer finished): never any other outcome.
+        XCTAssertEqual(withdrawn.count, 8 * 13)
+        XCTAssertEqual(Set(withdrawn).subtracting(["cancelled", "image"]), [])
+        XCTAssertGreaterThan(withdrawn.filter { $0 == "cancelled" }.count, 0)
+        try await eventually({ downloader.pendingDownloadCount == (0, 0, 0) }, "nothing left, no slot leaked")
+        await shutDown(downloader)
+    }
+
+    func testAReleasedDownloaderCancelsItsTransfersAndLeavesNothing() async throws {
+        var downloader: ImageDownloader? = TestImages.downloader()
+        weak let weakDownloader = downloader
+        let receipt = try XCTUnwrap(downloader?.downloadImage(for: try request("/slow")))
+        let manager = try XCTUnwrap(downloader?.sessionManager)
+        downloader = nil
+        XCTAssertNil(weakDownloader, "no task keeps the downloader alive")
+        try await eventually({ receipt.task.state == .completed }, "its transfer ends")
+        XCTAssertEqual(receipt.task.error as? SessionError, .cancelled)
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+}
