@@ -6,17 +6,30 @@ import FoundationNetworking
 #endif
 
 extension ImageDownloader {
-    /// A manager like AFImageDownloader's own: a fresh default configuration, and an
-    /// ``ImageResponseSerializer`` (its defaults: AFNetworking's image content types plus
-    /// `image/webp`, decoding off the driver thread) turning responses into ``Image`` values.
+    /// A manager like AFImageDownloader's own: an HTTP response cache of 20 MiB in memory and
+    /// 150 MiB on disk (``defaultResponseCacheDirectory``), and an ``ImageResponseSerializer``
+    /// (AFNetworking's image content types plus `image/webp`, decoding in parallel off the
+    /// driver thread) turning responses into ``Image`` values.
     public static func makeDefaultSessionManager() -> HTTPSessionManager {
-        let manager = HTTPSessionManager(baseURL: nil)
+        var configuration = SessionConfiguration.default
+        configuration.responseCache = ResponseCache(
+            memoryCapacity: 20 << 20, diskCapacity: 150 << 20, directory: defaultResponseCacheDirectory)
+        let manager = HTTPSessionManager(baseURL: nil, configuration: configuration)
         manager.responseSerializer = ImageResponseSerializer()
         return manager
     }
 
-    /// The credential answering HTTP Basic challenges (a 401 offering Basic) of this
-    /// downloader's transfers; nil (the default) lets such a 401 fail the download.
+    /// Where the default manager's response cache lives: `curlew/ImageDownloader` in the
+    /// user's cache directory (`$XDG_CACHE_HOME`, else `~/.cache`), else in the temporary
+    /// directory.
+    public static var defaultResponseCacheDirectory: URL {
+        let base = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
+            ?? FileManager.default.temporaryDirectory
+        return base.appendingPathComponent("curlew/ImageDownloader", isDirectory: true)
+    }
+
+    /// The credential answering HTTP Basic and Digest challenges (a 401 offering either) of
+    /// this downloader's transfers; nil (the default) lets such a 401 fail the download.
     ///
     /// Setting a credential the first time installs the downloader's challenge handler on
     /// ``sessionManager`` (replacing any handler set there before; give the downloader a
@@ -34,7 +47,8 @@ extension ImageDownloader {
             guard install else { return }
             // Weak: the manager keeps its handler; the handler must not keep the downloader.
             sessionManager.setAuthenticationChallengeHandler { [weak self] _, challenge in
-                guard challenge.protectionSpace.authenticationMethod == NSURLAuthenticationMethodHTTPBasic,
+                let method = challenge.protectionSpace.authenticationMethod
+                guard method == NSURLAuthenticationMethodHTTPBasic || method == NSURLAuthenticationMethodHTTPDigest,
                       challenge.previousFailureCount == 0, let credential = self?.credential
                 else { return .performDefaultHandling }
                 return .useCredential(credential)

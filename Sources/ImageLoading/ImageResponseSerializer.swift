@@ -13,10 +13,12 @@ import FoundationNetworking
 /// ``ImageError/unsupportedFormat(detected:)``; decoding errors are thrown as ``ImageError``,
 /// validation errors as `SerializationError`, and an empty body as ``ImageError/emptyData``.
 ///
-/// Decoding runs where the session engine runs serializers: on the manager's completion
-/// queue (or the calling Swift task for `object(for:serializer:)`), never on its driver thread.
-/// At most ``maximumConcurrentDecodes`` images decode at once in the whole process; further
-/// decodes wait their turn.
+/// Decoding never runs on a manager's driver thread: the session engine runs this serializer
+/// on its shared concurrent processing queue (``prefersConcurrentProcessing``), then the
+/// completion handler on the completion queue, so responses finishing together decode in
+/// parallel (`object(for:serializer:)` decodes in the calling Swift task). At most
+/// ``maximumConcurrentDecodes`` images decode at once in the whole process; further decodes
+/// wait their turn.
 public struct ImageResponseSerializer: ResponseSerialization, Codable {
     /// AFNetworking's image MIME types plus `image/webp`.
     public static let defaultAcceptableContentTypes: Set<String> = [
@@ -27,6 +29,9 @@ public struct ImageResponseSerializer: ResponseSerialization, Codable {
     /// How many images the serializers decode at once across the process: one per active
     /// processor, and at least 2.
     public static var maximumConcurrentDecodes: Int { DecoderConcurrencyLimit.shared.limit }
+
+    /// True: decoding is heavy, so the engine runs it on its concurrent processing queue.
+    public var prefersConcurrentProcessing: Bool { true }
 
     /// The status codes that pass validation; 200..<300 by default.
     public var acceptableStatusCodes = IndexSet(integersIn: 200..<300)

@@ -19,6 +19,9 @@ public struct CompoundResponseSerializer: ResponseSerialization {
     public var acceptableStatusCodes: IndexSet = ResponseValidation.defaultStatusCodes
     /// The MIME types that pass the compound's own validation; nil (any) by default.
     public var acceptableContentTypes: Set<String>?
+
+    /// True when any of its serializers prefers the concurrent processing queue.
+    public var prefersConcurrentProcessing: Bool { responseSerializers.contains { $0.prefersConcurrentProcessing } }
     /// Whether the raw body is returned when no serializer succeeds; true (AFNetworking).
     public var fallsBackToData = true
 

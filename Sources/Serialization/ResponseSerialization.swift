@@ -45,9 +45,19 @@ public protocol ResponseSerialization<Output>: Sendable {
     /// `HTTPURLResponse`; a serializer with a head-based path implements this too.
     func sendableResponseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws
         -> (any Sendable)?
+
+    /// Whether the session engine runs this serializer on a shared concurrent queue (then the
+    /// completion handler on the completion queue), as AFNetworking's processing queue did,
+    /// instead of on the completion queue itself: for work heavy enough (image decoding) that
+    /// responses finishing together should not wait for each other. Default: false (one hop
+    /// less per response).
+    var prefersConcurrentProcessing: Bool { get }
 }
 
 extension ResponseSerialization {
+    /// False: the serializer runs on the completion queue.
+    public var prefersConcurrentProcessing: Bool { false }
+
     /// Calls ``responseObject(for:data:)``; the request plays no part.
     public func responseObject(for request: URLRequest?, response: HTTPURLResponse?, data: Data?) throws -> Output {
         try responseObject(for: response, data: data)

@@ -249,7 +249,24 @@ final class SessionEngine: Sendable {
         // delivered, and the task's Progress objects are finished after their last update.
         let viaOperationQueue = wantsBodyDelivery(for: task) || task.observesProgress
             || observesSentBodyData.load(ordering: .acquiring)
-        let work: @Sendable () -> Void = { [self] in
+        let work: @Sendable () -> Void
+        if serializer.prefersConcurrentProcessing, outcome.error == nil, runsSerializer(for: task) {
+            // Heavy serializers (image decoding) run in parallel, then the handler on its queue.
+            work = { [self] in
+                let result = serializeResult(of: task, outcome: outcome, serializer: serializer)
+                queue.async { [self] in
+                    deliverCompletion(of: task, outcome: outcome, hooks: hooks, serializer: serializer, result: result)
+                }
+            }
+            let hop = work
+            if viaOperationQueue {
+                operationQueue.async { task.finishProgress(); Self.processingQueue.async(execute: hop) }
+            } else {
+                Self.processingQueue.async(execute: hop)
+            }
+            return
+        }
+        work = { [self] in
             deliverCompletion(of: task, outcome: outcome, hooks: hooks, serializer: serializer)
         }
         if viaOperationQueue {
@@ -259,15 +276,38 @@ final class SessionEngine: Sendable {
         }
     }
 
+    /// Where serializers that prefer concurrency run (`prefersConcurrentProcessing`).
+    static let processingQueue = DispatchQueue(label: "Curlew.processing", attributes: .concurrent)
+
+    /// Whether the manager's serializer makes the task's result (not a download, a raw-data
+    /// call or a body that was streamed away).
+    private func runsSerializer(for task: SessionTask) -> Bool {
+        !(task is DownloadTask) && !task.options.skipsSerializer && task.options.collectsBody
+    }
+
+    /// The serializer's result for a task that succeeded.
+    private func serializeResult(
+        of task: SessionTask, outcome: TransferOutcome, serializer: any ResponseSerialization
+    ) -> Result<any Sendable, any Error> {
+        Result {
+            try SessionEngine.serialize(
+                serializer, request: outcome.request ?? task.originalRequest, head: outcome.head, data: outcome.body)
+        }
+    }
+
     /// The result, the completion handler, the hooks and the notification (completion queue).
+    /// `result`: already made by the serializer on the processing queue.
     private func deliverCompletion(
-        of task: SessionTask, outcome: TransferOutcome, hooks: Hooks, serializer: any ResponseSerialization
+        of task: SessionTask, outcome: TransferOutcome, hooks: Hooks, serializer: any ResponseSerialization,
+        result precomputed: Result<any Sendable, any Error>? = nil
     ) {
         // Taken out here, after the last streamed chunk: the closures are released when
         // this function returns, whatever they capture.
         let callbacks = task.takeCallbacks()
         let result: Result<any Sendable, any Error>
-        if let error = outcome.error {
+        if let precomputed {
+            result = precomputed
+        } else if let error = outcome.error {
             result = .failure(error)
         } else if task is DownloadTask {
             // As AFNetworking's: a download's response object is where its file is.
@@ -279,11 +319,7 @@ final class SessionEngine: Sendable {
         } else {
             // Here, on the completion queue, never on the driver thread. The request goes
             // along so a serializer can accept the empty body of a HEAD.
-            result = Result {
-                try SessionEngine.serialize(
-                    serializer, request: outcome.request ?? task.originalRequest,
-                    head: outcome.head, data: outcome.body)
-            }
+            result = serializeResult(of: task, outcome: outcome, serializer: serializer)
         }
         let response = DataResponse(
             request: outcome.request, head: outcome.head, data: outcome.body,
