@@ -37,6 +37,26 @@ final class ResponseHookTests: XCTestCase {
         }
     }
 
+    func testBecomeDownloadStreamsTheBodyToAFileForTheHandler() async throws {
+        answer(.becomeDownload)
+        let seen = Mutex<(bytes: Int, data: Data?)>((-1, nil))
+        let completed = expectation(forNotification: .taskDidComplete, object: nil)
+        let response = await withCheckedContinuation { (continuation: CheckedContinuation<DataResponse, Never>) in
+            manager.dataTask(with: URLRequest(url: try! server.url("/big"))) { response in
+                let size = response.fileURL.flatMap { try? Data(contentsOf: $0) }?.count ?? -1
+                seen.withLock { $0 = (size, response.data) }
+                continuation.resume(returning: response)
+            }.resume()
+        }
+        await fulfillment(of: [completed], timeout: 30)
+        XCTAssertNil(response.error)
+        XCTAssertEqual(seen.withLock { $0.bytes }, 1_000_000, "the whole body is in the file during the handler")
+        XCTAssertNil(seen.withLock { $0.data }, "not in memory")
+        let file = try XCTUnwrap(response.fileURL)
+        XCTAssertEqual(response.value as? URL, file)
+        try await eventually({ !FileManager.default.fileExists(atPath: file.path) }, "removed after the handler")
+    }
+
     func testAllowedResponsesDeliverTheWholeBody() async throws {
         answer(.allow)
         let response = await manager.response(for: URLRequest(url: try server.url("/big")))

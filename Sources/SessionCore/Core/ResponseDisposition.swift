@@ -5,4 +5,10 @@ public enum ResponseDisposition: Sendable, Equatable {
     case allow
     /// Stop here: the task completes with `SessionError.cancelled` and no body.
     case cancel
+    /// Receive the body into a file instead of memory (URLSession's `becomeDownload`): it
+    /// streams to a temporary file in `SessionConfiguration.downloadDirectory`, the
+    /// completion handler's `fileURL` and `result` are that file, and the file is removed once
+    /// the handler and the `taskDidComplete` observers have run (move it from the handler to
+    /// keep it). The task stays the same `DataTask`; the serializer is not run.
+    case becomeDownload
 }

@@ -250,7 +250,9 @@ final class SessionEngine: Sendable {
         let viaOperationQueue = wantsBodyDelivery(for: task) || task.observesProgress
             || observesSentBodyData.load(ordering: .acquiring)
         let work: @Sendable () -> Void
-        if serializer.prefersConcurrentProcessing, outcome.error == nil, runsSerializer(for: task) {
+        if serializer.prefersConcurrentProcessing, outcome.error == nil, runsSerializer(for: task),
+            !isFileOutcome(outcome)
+        {
             // Heavy serializers (image decoding) run in parallel, then the handler on its queue.
             work = { [self] in
                 let result = serializeResult(of: task, outcome: outcome, serializer: serializer)
@@ -285,6 +287,10 @@ final class SessionEngine: Sendable {
         !(task is DownloadTask) && !task.options.skipsSerializer && task.options.collectsBody
     }
 
+    /// Whether `outcome` is a body in a file (a data task the response hook turned into a
+    /// download): no serializer runs for it.
+    private func isFileOutcome(_ outcome: TransferOutcome) -> Bool { outcome.fileURL != nil }
+
     /// The serializer's result for a task that succeeded.
     private func serializeResult(
         of task: SessionTask, outcome: TransferOutcome, serializer: any ResponseSerialization
@@ -309,8 +315,9 @@ final class SessionEngine: Sendable {
             result = precomputed
         } else if let error = outcome.error {
             result = .failure(error)
-        } else if task is DownloadTask {
-            // As AFNetworking's: a download's response object is where its file is.
+        } else if task is DownloadTask || outcome.fileURL != nil {
+            // As AFNetworking's: a download's response object is where its file is (a data
+            // task the response hook turned into a download too).
             result = outcome.fileURL.map { .success($0) } ?? .failure(SessionError.fileWriteFailed("the download has no file"))
         } else if task.options.skipsSerializer || !task.options.collectsBody {
             // Raw-data calls (`data(for:)`) and tasks whose body was streamed away or not
@@ -342,7 +349,7 @@ final class SessionEngine: Sendable {
         if let metrics = outcome.metrics { userInfo[keys.metrics] = metrics }
         if let fileURL = outcome.fileURL { userInfo[keys.assetPath] = fileURL }
         NotificationCenter.default.post(name: .taskDidComplete, object: task, userInfo: userInfo)
-        if let temporary = task.options.download?.fileURL, outcome.fileURL == temporary {
+        if let temporary = outcome.fileURL, task.options.download?.fileURL == temporary || !(task is DownloadTask) {
             // No destination took the file: like URLSession's, it is gone once the
             // completion handler (which may move it) and the observers have run.
             try? FileManager.default.removeItem(at: temporary)

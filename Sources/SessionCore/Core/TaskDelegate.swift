@@ -21,8 +21,9 @@ final class TaskDelegate {
     private(set) var request: URLRequest
     private(set) var prepared: PreparedRequest
     private var bodyReader: BodyReader?
-    /// A download task's file (nil for data tasks): the delivered body goes there.
-    let download: DownloadFile?
+    /// A download task's file (nil for data tasks, unless the response hook turned the data
+    /// task into a download): the delivered body goes there.
+    private(set) var download: DownloadFile?
     private var head: ResponseHeadParser
     /// The current exchange's response head, once complete (Foundation's `HTTPURLResponse`
     /// is built from it only when someone asks, off this thread).
@@ -445,6 +446,20 @@ final class TaskDelegate {
         data.append(base.assumingMemoryBound(to: UInt8.self), count: bytes.count)
     }
 
+    /// Sends the body of the delivered response to a new temporary file from now on (the
+    /// response hook answered `.becomeDownload`; no body byte was taken yet).
+    func becomeDownload() -> SessionError? {
+        let directory = engine.configuration.downloadDirectory ?? FileManager.default.temporaryDirectory
+        let url = directory.appendingPathComponent("CurlewDownload-\(UUID().uuidString).tmp")
+        do {
+            let file = try DownloadFile(url: url)
+            download = file
+            return nil
+        } catch {
+            return error
+        }
+    }
+
     /// Puts the delivered response to the data task's response hook on the operation queue
     /// (Foundation's response is built there); the answer comes back as a driver command.
     private func askResponseHook(_ head: HTTPResponseHead) {
@@ -538,7 +553,7 @@ final class TaskDelegate {
 
     /// Takes the collected body out (no copy).
     func takeBody() -> Data? {
-        guard task.options.collectsBody else { return nil }
+        guard task.options.collectsBody, download == nil else { return nil }
         defer { body = Data() }
         return body
     }

@@ -325,10 +325,14 @@ final class DriverLoop {
         case .responseDecision(let task, let disposition):
             guard let delegate = delegates[ObjectIdentifier(task)], delegate.awaitsResponseDecision else { return }
             delegate.awaitsResponseDecision = false
+            if disposition == .becomeDownload, let error = delegate.becomeDownload() {
+                finish(delegate, outcome: outcome(of: delegate, error: error))
+                return
+            }
             switch disposition {
             case .cancel:
                 finish(delegate, outcome: outcome(of: delegate, error: .cancelled))
-            case .allow:
+            case .allow, .becomeDownload:
                 if var facts = delegate.pendingEndFacts {
                     // The exchange ended while the hook was deciding: carry out its end now.
                     delegate.pendingEndFacts = nil

@@ -226,7 +226,8 @@ open class URLSessionManager: @unchecked Sendable {
 
     /// Asked on `operationQueue` when a data task's final response head arrives (not for
     /// redirects the manager follows): `.allow` lets the body come, `.cancel` ends the task
-    /// with `SessionError.cancelled`. The transfer waits for the answer without reading the
+    /// with `SessionError.cancelled`, `.becomeDownload` sends the body to a file instead of
+    /// memory (see `ResponseDisposition.becomeDownload`). The transfer waits for the answer without reading the
     /// body (its idle timeout does not run meanwhile). Applies to transfers that start after
     /// it is set.
     public func setDataTaskDidReceiveResponseBlock(
