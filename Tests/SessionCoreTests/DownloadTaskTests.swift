@@ -312,6 +312,69 @@ final class DownloadTaskTests: XCTestCase {
         XCTAssertEqual(try Data(contentsOf: destination), body)
     }
 
+    func testCancellingAResumedDownloadBeforeItsAnswerKeepsThePartialFile() async throws {
+        let body = patternedData(count: 300_000)
+        _ = RangeFileRoute(server: server, path: "/file", body: body, delay: .milliseconds(10))
+        let data = try await cancelForResumeData(after: 40_000)
+        let first = try DownloadResumeData(encoded: data)
+        // Now the server takes its time before answering: the resumed task is cancelled while
+        // it waits for the head.
+        let requestsBefore = server.requests.count
+        server.route("/file") { _ in
+            var slow = TestResponse.text("late")
+            slow.delayBeforeHead = .seconds(3)
+            return slow
+        }
+        let again = Mutex<Data??>(nil)
+        let task = manager.downloadTask(withResumeData: data, destination: nil) { _ in }
+        task.resume()
+        try await eventually({ self.server.requests.count > requestsBefore }, "the request reached the server")
+        task.cancel { resumeData in again.withLock { $0 = .some(resumeData) } }
+        try await eventually({ again.withLock { $0 } != nil }, "resume data arrives")
+        let second = try DownloadResumeData(encoded: try XCTUnwrap(again.withLock { $0 } ?? nil))
+        XCTAssertEqual(second.bytesReceived, first.bytesReceived)
+        XCTAssertEqual(second.entityTag, first.entityTag)
+        let attributes = try FileManager.default.attributesOfItem(atPath: second.partialFileURL.path)
+        XCTAssertEqual((attributes[.size] as? NSNumber)?.int64Value, first.bytesReceived, "the partial bytes are intact")
+    }
+
+    func testA206ForOtherBytesIsNotTakenForTheRest() async throws {
+        let body = patternedData(count: 200_000)
+        let route = RangeFileRoute(server: server, path: "/file", body: body, delay: .milliseconds(10))
+        let data = try await cancelForResumeData(after: 20_000)
+        let offset = Int(try DownloadResumeData(encoded: data).bytesReceived)
+        route.state.withLock { $0.rangeRequests = [] }
+        // The server answers the range with 100 bytes only: not the rest of the file.
+        server.route("/file") { request in
+            if request.headers.contains(where: { $0.name.lowercased() == "range" }) {
+                return TestResponse(
+                    status: 206, headers: [("ETag", "\"v1\""), ("Content-Range", "bytes \(offset)-\(offset + 99)/\(body.count)")],
+                    body: body.subdata(in: offset..<offset + 100))
+            }
+            return TestResponse(status: 200, headers: [("ETag", "\"v1\"")], body: body)
+        }
+        let destination = destinations.appendingPathComponent("exact")
+        let (_, response) = await download { done in
+            manager.downloadTask(withResumeData: data, destination: { _, _ in destination }, completionHandler: done)
+        }
+        XCTAssertNil(response.error)
+        XCTAssertEqual(try Data(contentsOf: destination), body, "asked again for everything, never a short file")
+    }
+
+    func testAnUnanswered401IsTheDownloadsBody() async throws {
+        server.route("/private") { _ in
+            TestResponse(status: 401, headers: [("WWW-Authenticate", "Basic realm=\"r\"")], body: Data("who?".utf8))
+        }
+        manager.setAuthenticationChallengeHandler { _, _ in .performDefaultHandling }
+        let destination = destinations.appendingPathComponent("denied")
+        let (_, response) = await download { done in
+            manager.downloadTask(
+                with: URLRequest(url: try! server.url("/private")), destination: { _, _ in destination }, completionHandler: done)
+        }
+        XCTAssertEqual(response.response?.statusCode, 401)
+        XCTAssertEqual(try Data(contentsOf: destination), Data("who?".utf8))
+    }
+
     func testCorruptResumeDataIsAClearError() async throws {
         var outside = DownloadResumeData(
             url: try server.url("/file"), headers: [:], timeoutInterval: 60,

@@ -106,6 +106,31 @@ final class ResponseCacheTests: XCTestCase {
         XCTAssertEqual(server.requests.count, 2)
     }
 
+    func testACallers304IsItsAnswerAndFreshensTheEntry() async throws {
+        server.route("/own") { request in
+            if request.headers.contains(where: { $0.name.lowercased() == "if-none-match" }) {
+                return TestResponse(status: 304, headers: [("ETag", "\"x\""), ("Cache-Control", "max-age=600")], body: Data())
+            }
+            return TestResponse(status: 200, headers: [("ETag", "\"x\""), ("Cache-Control", "max-age=0")], body: Data("body".utf8))
+        }
+        let manager = manager(ResponseCache())
+        _ = try await get(manager, "/own")
+        let own = try await get(manager, "/own", headers: ["If-None-Match": "\"x\""])
+        XCTAssertEqual(own.response?.statusCode, 304, "the caller validated: the 304 is its answer")
+        let plain = try await get(manager, "/own")
+        XCTAssertEqual(plain.response?.statusCode, 200)
+        XCTAssertEqual(text(plain), "body", "the entry was freshened, never replaced by the 304")
+        XCTAssertEqual(server.requests.count, 2)
+    }
+
+    func testVaryCookieIsNeverAnsweredFromTheCache() async throws {
+        route("/per-user", headers: [("Cache-Control", "max-age=600"), ("Vary", "Cookie")], body: "mine")
+        let manager = manager(ResponseCache())
+        _ = try await get(manager, "/per-user")
+        _ = try await get(manager, "/per-user")
+        XCTAssertEqual(server.requests.count, 2, "the jar's cookies change under the cache")
+    }
+
     func testNoStoreAndVaryStarAreNeverStored() async throws {
         route("/nostore", headers: [("Cache-Control", "no-store, max-age=600")], body: "x")
         route("/star", headers: [("Cache-Control", "max-age=600"), ("Vary", "*")], body: "y")

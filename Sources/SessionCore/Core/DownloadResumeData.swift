@@ -85,9 +85,10 @@ public struct DownloadResumeData: Codable, Sendable, Equatable {
         return (try? encoder.encode(self)) ?? Data()
     }
 
-    /// The value sent in `If-Range`: a strong entity tag, else the date.
+    /// The value sent in `If-Range` (RFC 9110 §13.1.5): a strong entity tag; the date only
+    /// when there is no entity tag at all (a weak one rules resuming out).
     var validator: String? {
-        if let entityTag, !entityTag.hasPrefix("W/") { return entityTag }
+        if let entityTag { return entityTag.hasPrefix("W/") ? nil : entityTag }
         return lastModified
     }
 

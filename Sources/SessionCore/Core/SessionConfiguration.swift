@@ -80,7 +80,8 @@ public struct SessionConfiguration: Sendable {
     /// certificate authorities (and ``certificateAuthorityFile``) by libcurl: the manager's
     /// `SecurityPolicy` and its pins apply to the origin server only.
     public var proxy: Proxy = .environment
-    /// The user and password sent to the proxy (Basic or Digest, as the proxy asks).
+    /// The user and password sent to the proxy, with Basic authentication from the first
+    /// request (no 407 round trip per request).
     /// `nil`: none, or those in the proxy URL.
     public var proxyCredential: URLCredential?
     /// Hosts reached directly, never through the proxy, in libcurl's `NOPROXY` syntax: host

@@ -222,17 +222,28 @@ final class SessionEngine: Sendable {
     /// Completes a task exactly once: state first, then (on the completion queue) the
     /// serializer, the handler, the hooks and the notification.
     func complete(_ task: SessionTask, outcome: TransferOutcome) {
-        if let cache = configuration.responseCache, outcome.error == nil, outcome.head != nil, task.state != .completed {
-            // The cache's work (a 304 turned into the stored response, a store, an
-            // invalidation) runs on its queue, never on the driver thread.
-            cache.queue.async { [self] in finishCompleting(task, outcome: applyCache(cache, to: task, outcome: outcome)) }
-        } else {
-            finishCompleting(task, outcome: outcome)
+        guard task.markCompleted(outcome) else {
+            // Another outcome won (a cancel that raced): a file this one kept is nobody's.
+            if let file = outcome.fileURL { unlink(file.path) }
+            return
         }
+        if let cache = configuration.responseCache, outcome.error == nil, outcome.head != nil {
+            if task.hasCacheContext {
+                // A 304 becomes the stored response, a response is stored: on the cache's
+                // queue, never on the driver thread; the task is already completed meanwhile.
+                cache.queue.async { [self] in
+                    let answered = applyCache(cache, to: task, outcome: outcome)
+                    if answered.head !== outcome.head, let head = answered.head { task.replaceHead(head) }
+                    continueCompleting(task, outcome: answered)
+                }
+                return
+            }
+            invalidateCache(cache, after: task, head: outcome.head)
+        }
+        continueCompleting(task, outcome: outcome)
     }
 
-    private func finishCompleting(_ task: SessionTask, outcome: TransferOutcome) {
-        guard task.markCompleted(outcome) else { return }
+    private func continueCompleting(_ task: SessionTask, outcome: TransferOutcome) {
         let (queue, hooks, serializer) = state.withLock { ($0.completionQueue, $0.hooks, $0.responseSerializer) }
         if let download = task as? DownloadTask {
             // The file is moved on the operation queue (where AFNetworking's delegate moved it),

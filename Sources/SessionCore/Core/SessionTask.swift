@@ -257,6 +257,14 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         protected.withLock { $0.cacheContext = context }
     }
 
+    var hasCacheContext: Bool { protected.withLock { $0.cacheContext != nil } }
+
+    /// The response the task completed with, replaced (the cache answered a 304 with the
+    /// stored response) before its completion handler runs.
+    func replaceHead(_ head: HTTPResponseHead) {
+        protected.withLock { $0.head = head }
+    }
+
     func takeCacheContext() -> CacheContext? {
         protected.withLock { state in
             defer { state.cacheContext = nil }
@@ -323,7 +331,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     /// Coalesces progress: at most one update waits on the operation queue per task.
     private func scheduleProgressUpdate() {
         guard observesProgress || engine.observesSentBodyData.load(ordering: .acquiring)
-            || (self is DownloadTask && engine.observesWrittenData.load(ordering: .acquiring))
+            || (engine.observesWrittenData.load(ordering: .acquiring) && self is DownloadTask)
         else { return }
         let alreadyPending = protected.withLock { state -> Bool in
             defer { state.progressUpdatePending = true }

@@ -91,8 +91,7 @@ final class TaskDelegate {
         self.bodyReader = try BodyReader(prepared.body, wake: Self.bodyWake(task: task, engine: engine))
         if let options = task.options.download {
             let resume = options.resume
-            download = try DownloadFile(
-                url: options.fileURL, resumingAt: resume?.bytesReceived ?? 0, validator: resume?.validator)
+            download = try DownloadFile(url: options.fileURL, resumingAt: resume?.bytesReceived ?? 0, resume: resume)
         } else {
             download = nil
         }
@@ -188,6 +187,10 @@ final class TaskDelegate {
         case .none: easy.set(CURLOPT_PROXY, "")
         case .url(let proxy):
             easy.set(CURLOPT_PROXY, proxy)
+            if proxy.lowercased().hasPrefix("https:") {
+                // The proxy's own certificate: the system's authorities and the configured file.
+                easy.set(CURLOPT_PROXY_CAINFO, configuration.certificateAuthorityFile ?? CurlRuntime.systemCABundle)
+            }
             // Only the configured bypass list: an empty one overrides a `no_proxy` in the
             // environment, which libcurl would otherwise apply to an explicit proxy too.
             easy.set(CURLOPT_NOPROXY, engine.proxyBypass ?? "")
@@ -201,9 +204,9 @@ final class TaskDelegate {
         guard let credential = engine.configuration.proxyCredential, let user = credential.user else { return }
         easy.set(CURLOPT_PROXYUSERNAME, user)
         easy.set(CURLOPT_PROXYPASSWORD, credential.password ?? "")
-        // CURLAUTH_BASIC | CURLAUTH_DIGEST (cast macros): curl picks what the proxy offers.
-        easy.set(CURLOPT_PROXYAUTH, HTTPAuthenticationScheme.basic.curlAuthBit | HTTPAuthenticationScheme.digest.curlAuthBit)
-        securityState.expectsLibcurlProxyAuthPass = true
+        // Basic, sent with the first request: asking the proxy which scheme it wants would cost
+        // a 407 round trip per request (curl forgets the answer when the handle is reset).
+        easy.set(CURLOPT_PROXYAUTH, HTTPAuthenticationScheme.basic.curlAuthBit)
     }
 
     private func configureMethodAndBody() {
@@ -327,12 +330,20 @@ final class TaskDelegate {
             failure = .badServerResponse(reason)
             return false
         case .nextResponse:
-            // curl answered the last head itself (Digest's first pass) and its body was
-            // ignored: that head was never the task's.
+            // curl answered the last head itself (an authentication pass) and ignored its
+            // body: that head was never the task's, and nothing of it reached the task's body.
+            if headDisposition == .deliver && awaitsResponseDecision {
+                failure = .badServerResponse("a second response arrived while the response hook was deciding on the first")
+                return false
+            }
             responseHead = nil
             headDisposition = nil
             securityState.isWithheldForChallenge = false
             body = Data()
+            isContentEncoded = false
+            decodedBodyBytes = 0
+            bodyBytesDelivered = 0
+            download?.forgetPlan()
             return true
         case .headComplete:
             let response = head.makeHead(url: prepared.url)
@@ -348,17 +359,10 @@ final class TaskDelegate {
             let expected = response.expectedContentLength
             if disposition == .deliver {
                 if let download {
-                    if let error = download.begin(
-                        statusCode: response.statusCode,
-                        contentRange: response.value(forHTTPHeaderField: "Content-Range"),
-                        isContentEncoded: isContentEncoded)
-                    {
-                        failure = error
-                        return false
-                    }
+                    planDownload(download, for: response)
                     if download.needsFullRestart { return true }  // this answer is not the task's
                 }
-                task.didReceive(head: response, offset: download?.position ?? 0)
+                task.didReceive(head: response, offset: download?.plannedOffset ?? 0)
                 if asksResponseHook { askResponseHook(response) }
                 if task.options.collectsBody, expected > 0 {
                     // Untrusted: reserve at most 16 MiB up front, grow past it as bytes arrive.
@@ -444,6 +448,13 @@ final class TaskDelegate {
     private static func append(_ bytes: UnsafeRawBufferPointer, to data: inout Data) {
         guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
         data.append(base.assumingMemoryBound(to: UInt8.self), count: bytes.count)
+    }
+
+    /// Plans where `response`'s body goes in the download's file (nothing is cut yet).
+    func planDownload(_ download: DownloadFile, for response: HTTPResponseHead) {
+        download.plan(
+            statusCode: response.statusCode, contentRange: response.value(forHTTPHeaderField: "Content-Range"),
+            entityTag: response.value(forHTTPHeaderField: "ETag"), isContentEncoded: isContentEncoded)
     }
 
     /// Sends the body of the delivered response to a new temporary file from now on (the

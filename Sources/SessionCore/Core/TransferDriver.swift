@@ -661,7 +661,7 @@ final class DriverLoop {
     private func finish(_ delegate: TaskDelegate, outcome: TransferOutcome) {
         var outcome = outcome
         if delegate.download != nil {
-            (outcome.fileURL, outcome.resumePoint) = delegate.finishDownload(error: outcome.error)
+            (outcome.fileURL, outcome.resumePoint, outcome.error) = delegate.finishDownload(error: outcome.error)
         }
         detach(delegate)
         delegates[ObjectIdentifier(delegate.task)] = nil

@@ -11,7 +11,7 @@ enum CacheFreshness {
     /// Heuristic freshness is capped at a day (RFC 9111 §4.2.2 leaves the bound to the cache).
     static let heuristicCap: TimeInterval = 24 * 3600
     /// Statuses cacheable without explicit freshness (RFC 9110 §15.1).
-    static let heuristicallyCacheable: Set<Int> = [200, 203, 204, 300, 301, 308, 404, 405, 410, 414, 501]
+    static let heuristicallyCacheable: Set<Int> = [200, 203, 204, 404, 405, 410, 414, 501]
 
     /// The `Cache-Control` directives of a value: lower-cased names, values without quotes.
     static func directives(_ value: String?) -> [String: String] {
@@ -34,10 +34,13 @@ enum CacheFreshness {
     }
 
     /// Whether a response to a GET may be stored (RFC 9111 §3), given both directive sets.
+    /// Partial content (206), 304 and redirects (a redirect reaching the task is one the
+    /// manager did not follow) are never stored: the entry must be a whole, final response.
     static func isStorable(
         statusCode: Int, response: [String: String], request: [String: String], vary: String?,
         hasExplicitFreshness: Bool
     ) -> Bool {
+        guard statusCode != 206, statusCode != 304, !(300..<400).contains(statusCode) else { return false }
         guard response["no-store"] == nil, request["no-store"] == nil else { return false }
         guard !(vary?.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces) == "*" } ?? false) else {
             return false

@@ -15,6 +15,16 @@ struct CacheContext: Sendable {
 }
 
 extension SessionEngine {
+    /// `request` with the configuration's additional header fields it does not set itself:
+    /// the fields `Vary` is matched on are the ones sent.
+    func sentFields(of request: URLRequest) -> URLRequest {
+        var sent = request
+        for (name, value) in configuration.httpAdditionalHeaders where request.value(forHTTPHeaderField: name) == nil {
+            sent.setValue(value, forHTTPHeaderField: name)
+        }
+        return sent
+    }
+
     /// Whether the response cache answers or stores for `task`: a GET data task whose
     /// completion handler receives the body.
     func consultsCache(_ task: SessionTask) -> Bool {
@@ -26,7 +36,8 @@ extension SessionEngine {
     /// starts its transfer (with conditional fields when revalidating).
     func startThroughCache(_ task: SessionTask, cache: ResponseCache) {
         cache.queue.async { [self] in
-            guard let request = task.originalRequest else { return submitStart(task) }
+            guard let original = task.originalRequest else { return submitStart(task) }
+            let request = sentFields(of: original)
             let now = Date()
             let directives = CacheFreshness.directives(request.value(forHTTPHeaderField: "Cache-Control"))
             let policy = request.cachePolicy
@@ -67,14 +78,20 @@ extension SessionEngine {
     /// Applies the cache to a finished transfer before it completes (on the cache's queue): a
     /// 304 to Curlew's own revalidation becomes the stored response; a storable response is
     /// stored; a successful unsafe method removes its URL's entry.
-    func applyCache(_ cache: ResponseCache, to task: SessionTask, outcome: TransferOutcome) -> TransferOutcome {
-        guard outcome.error == nil, let head = outcome.head, let request = task.originalRequest else { return outcome }
+    /// A successful unsafe method (POST, PUT, PATCH, DELETE...) removes its URL's entry
+    /// (RFC 9111 §4.4), on the cache's queue.
+    func invalidateCache(_ cache: ResponseCache, after task: SessionTask, head: HTTPResponseHead?) {
+        guard let head, (200..<400).contains(head.statusCode), let request = task.originalRequest else { return }
         let method = request.httpMethod ?? "GET"
-        if method != "GET" {
-            if method != "HEAD", (200..<400).contains(head.statusCode) { cache.removeCachedResponse(for: request) }
-            return outcome
-        }
-        guard let context = task.takeCacheContext() else { return outcome }
+        guard method != "GET", method != "HEAD" else { return }
+        cache.queue.async { cache.removeCachedResponse(for: request) }
+    }
+
+    func applyCache(_ cache: ResponseCache, to task: SessionTask, outcome: TransferOutcome) -> TransferOutcome {
+        guard outcome.error == nil, let head = outcome.head, let original = task.originalRequest,
+            let context = task.takeCacheContext()
+        else { return outcome }
+        let request = sentFields(of: original)
         let now = Date()
         if head.statusCode == 304, context.revalidates, let entry = context.entry {
             let refreshed = CacheFreshness.refreshed(entry, with: head, requestDate: context.requestDate, now: now)
@@ -84,13 +101,29 @@ extension SessionEngine {
             answered.body = refreshed.body
             return answered
         }
+        if head.statusCode == 304 {
+            // The caller's own validation: its 304 is its answer; the entry is freshened.
+            if let entry = context.entry {
+                cache.storeCachedResponse(
+                    CacheFreshness.refreshed(entry, with: head, requestDate: context.requestDate, now: now), for: request)
+            }
+            return outcome
+        }
         // Stored under the URL asked for only when no redirect intervened.
-        guard let body = outcome.body, outcome.request?.url == request.url else { return outcome }
+        guard let body = outcome.body, outcome.request?.url == original.url else { return outcome }
         let requestDate = context.requestDate
         do {
             let responseDirectives = CacheFreshness.directives(head.value(forHTTPHeaderField: "Cache-Control"))
             let requestDirectives = CacheFreshness.directives(request.value(forHTTPHeaderField: "Cache-Control"))
             let vary = head.value(forHTTPHeaderField: "Vary")
+            if configuration.httpShouldSetCookies,
+                vary?.lowercased().split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == "cookie" }) == true
+            {
+                // The Cookie field comes from the jar, which changes under the cache: a
+                // response that varies on it is never answered from the cache.
+                cache.removeCachedResponse(for: request)
+                return outcome
+            }
             let explicit = CacheFreshness.hasExplicitFreshness(
                 responseDirectives, expires: head.value(forHTTPHeaderField: "Expires"))
             guard CacheFreshness.isStorable(

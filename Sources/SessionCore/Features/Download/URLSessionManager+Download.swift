@@ -48,10 +48,11 @@ extension URLSessionManager {
         destination: (@Sendable (URL, HTTPURLResponse?) -> URL)?,
         completionHandler: (@Sendable (DataResponse) -> Void)?
     ) -> DownloadTask {
-        let resume: DownloadResumeData
+        var resume: DownloadResumeData
         do {
             resume = try DownloadResumeData(encoded: resumeData)
-            try checkPartialFile(of: resume)
+            // The very path that was checked is the one opened.
+            resume.partialFileURL = try checkPartialFile(of: resume)
         } catch {
             let task = makeDownloadTask(
                 request: URLRequest(url: URL(fileURLWithPath: "/")), resume: nil, progress: progress,
@@ -119,12 +120,13 @@ extension URLSessionManager {
 
     /// Resume data names a file Curlew will truncate and write: only one of its own partial
     /// files, in the download directory, is accepted.
-    private func checkPartialFile(of resume: DownloadResumeData) throws(SessionError) {
+    private func checkPartialFile(of resume: DownloadResumeData) throws(SessionError) -> URL {
         let file = resume.partialFileURL.standardizedFileURL
         guard file.lastPathComponent.hasPrefix(Self.partialFilePrefix),
             file.deletingLastPathComponent().path == downloadDirectory.standardizedFileURL.path
         else {
             throw .invalidResumeData("the partial file '\(file.path)' is not in the download directory")
         }
+        return file
     }
 }

@@ -20,7 +20,6 @@ extension TaskDelegate {
     func configureSecurity() -> SessionError? {
         let url = prepared.url
         securityState.expectsLibcurlAuthPass = false
-        securityState.expectsLibcurlProxyAuthPass = false
         if let credential = securityState.credential(for: url) {
             easy.set(CURLOPT_USERNAME, credential.user)
             easy.set(CURLOPT_PASSWORD, credential.password)
@@ -125,7 +124,16 @@ extension TaskDelegate {
     /// Decides (at the response head) whether a 401 is held back from the task while the
     /// challenge handler is asked.
     func withholdsForChallenge(_ response: HTTPResponseHead) -> Bool {
-        let answerable = engine.hooks.authenticationChallenge != nil || !engine.credentialStore.isEmpty
+        var answerable = engine.hooks.authenticationChallenge != nil
+        if !answerable, response.statusCode == 401, !engine.credentialStore.isEmpty,
+            let field = response.value(forHTTPHeaderField: "WWW-Authenticate"),
+            let parsed = HTTPAuthenticationScheme.parse(field)
+        {
+            // Without a handler, only a credential stored for this very protection space can
+            // answer: any other 401 is the task's response at once.
+            let space = SessionCredentialStore.Space(url: prepared.url, realm: parsed.realm, scheme: parsed.scheme)
+            answerable = engine.credentialStore.credential(for: space) != nil
+        }
         return securityState.withholdsForChallenge(response, canReplayBody: canReplayBody, hasHandler: answerable)
     }
 

@@ -44,9 +44,6 @@ struct TransferSecurityState {
     /// The current attempt carries Digest credentials: its first 401 is curl's own first
     /// pass (the nonce), which curl answers itself in the same transfer.
     var expectsLibcurlAuthPass = false
-    /// The current attempt carries proxy credentials: a first 407 is curl's own first pass
-    /// (it sends the credentials in the scheme the proxy asked for, in the same transfer).
-    var expectsLibcurlProxyAuthPass = false
     /// The session's stored credential was tried once for this task.
     var usedStoredCredential = false
 
@@ -97,11 +94,6 @@ struct TransferSecurityState {
     /// Decides (at the response head) whether a 401 is held back from the task while the
     /// challenge handler is asked.
     mutating func withholdsForChallenge(_ response: HTTPResponseHead, canReplayBody: Bool, hasHandler: Bool) -> Bool {
-        if response.statusCode == 407, expectsLibcurlProxyAuthPass {
-            expectsLibcurlProxyAuthPass = false
-            isWithheldForChallenge = true
-            return true
-        }
         if response.statusCode == 401, expectsLibcurlAuthPass {
             // Held back while curl answers it; if curl does not (another scheme was asked
             // for), it is the transfer's last answer and is judged as any 401.
