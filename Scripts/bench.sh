@@ -166,7 +166,8 @@ if ((SERVE)); then
         "https resume :$RESUME_PORT, no resume :$NORESUME_PORT (CA: $BENCH/ca.pem). Ctrl-C stops it."
     sleep infinity &
     sleeper=$!
-    trap 'kill "$sleeper" 2>/dev/null; cleanup' EXIT INT TERM
+    # (`|| true`: under set -e a failing command would end the trap before cleanup)
+    trap 'kill "$sleeper" 2>/dev/null || true; cleanup' EXIT INT TERM
     wait "$sleeper" || true
     exit 0
 fi
