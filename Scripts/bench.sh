@@ -48,6 +48,9 @@ ensure_swift
 
 # --- files, certificates, nginx configuration under .build/bench
 mkdir -p "$BENCH"/{www,logs,tmp}
+# download-1g-file writes (and each client process deletes) its file in $BENCH/downloads:
+# what is there now is a leftover of an interrupted run.
+rm -rf "$BENCH/downloads"
 [[ -s "$BENCH/www/small.txt" ]] || printf '%0100d' 0 | tr 0 x > "$BENCH/www/small.txt"   # exactly 100 bytes
 make_file() { # name size: a file of zeros, kept between runs
     [[ "$(stat -c %s "$1" 2>/dev/null || echo 0)" == "$2" ]] || { rm -f "$1"; head -c "$2" /dev/zero > "$1"; }
@@ -153,7 +156,8 @@ stop_nginx() {
     fi
 }
 stop_nginx   # a leftover from an interrupted run
-trap stop_nginx EXIT INT TERM
+cleanup() { stop_nginx; rm -rf "$BENCH/downloads"; }   # a client killed by timeout leaves its file
+trap cleanup EXIT INT TERM
 log "starting nginx ($BENCH/nginx.conf)"
 nginx -p "$BENCH" -c "$BENCH/nginx.conf" -e "$BENCH/logs/error.log"
 for _ in $(seq 1 50); do [[ -s "$BENCH/nginx.pid" ]] && break; sleep 0.1; done
@@ -162,7 +166,8 @@ if ((SERVE)); then
         "https resume :$RESUME_PORT, no resume :$NORESUME_PORT (CA: $BENCH/ca.pem). Ctrl-C stops it."
     sleep infinity &
     sleeper=$!
-    trap 'kill "$sleeper" 2>/dev/null; stop_nginx' EXIT INT TERM
+    # (`|| true`: under set -e a failing command would end the trap before cleanup)
+    trap 'kill "$sleeper" 2>/dev/null || true; cleanup' EXIT INT TERM
     wait "$sleeper" || true
     exit 0
 fi

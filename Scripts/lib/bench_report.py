@@ -19,7 +19,7 @@ for r in records:
     if r["client"] not in clients:
         clients.append(r["client"])
 
-BYTES = {"download-1g-memory", "upload-256m-file"}
+BYTES = {"download-1g-memory", "download-1g-file", "upload-256m-file"}
 SLOW = {"slow-10k-open"}
 
 

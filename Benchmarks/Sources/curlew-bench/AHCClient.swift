@@ -6,7 +6,8 @@ import NIOPosix
 import NIOSSL
 import Synchronization
 
-/// AsyncHTTPClient 1.37.0 with its async API on one event loop, trusting the test CA.
+/// AsyncHTTPClient 1.37.0 with its async API on one event loop, trusting the test CA
+/// (its `FileDownloadDelegate` for the file workload).
 struct AHCClient {
     func run(_ spec: WorkloadSpec) async throws -> Outcome {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -67,6 +68,21 @@ struct AHCClient {
                 for await partial in group { total.merge(partial) }
                 return total
             }
+        case .downloadToFile:
+            guard let target = spec.download else { throw DownloadTarget.Missing() }
+            // Its file I/O runs on the client's shared thread pool (NonBlockingFileIO).
+            let delegate = try FileDownloadDelegate(path: target.path)
+            let progress = try await client.execute(
+                request: HTTPClient.Request(url: spec.url), delegate: delegate, deadline: .now() + .seconds(600)
+            ).futureResult.get()
+            var outcome = Outcome()
+            let status = Int(progress.history.last?.responseHead.status.code ?? 0)
+            if (200..<300).contains(status) {
+                outcome.completed = 1  // main.swift counts the file's bytes
+            } else {
+                outcome.fail("HTTP \(status)")
+            }
+            return outcome
         case .upload:
             request.method = .POST
             let size = spec.uploadSize

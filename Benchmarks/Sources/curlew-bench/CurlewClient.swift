@@ -6,8 +6,9 @@ import SessionCore
 import Serialization
 
 /// Curlew through its public API, as a user writes it: one `URLSessionManager`, the
-/// completion-handler `dataTask`, raw bytes from `HTTPResponseSerializer`. Deliberately plain:
-/// this is the client the engine is profiled and optimised against.
+/// completion-handler `dataTask`, raw bytes from `HTTPResponseSerializer` (a `downloadTask`
+/// with a destination for the file workload). Deliberately plain: this is the client the
+/// engine is profiled and optimised against.
 struct CurlewClient {
     /// Thrown for a URL the workload table got wrong.
     struct BadURL: Error {}
@@ -18,6 +19,9 @@ struct CurlewClient {
         configuration.httpMaximumConnectionsPerHost = spec.concurrency
         configuration.httpVersion = spec.http2 ? .http2 : .http1_1
         configuration.certificateAuthorityFile = spec.caFile  // the test CA, with the default policy
+        // The temporary file next to its destination, as the documentation advises: the final
+        // move is a rename.
+        configuration.downloadDirectory = spec.download?.directoryURL
         let manager = URLSessionManager(configuration: configuration)
         manager.responseSerializer = HTTPResponseSerializer()
 
@@ -37,6 +41,20 @@ struct CurlewClient {
                 }.resume()
             }
             return await loop.run(concurrency: spec.concurrency)
+        case .downloadToFile:
+            guard let destination = spec.download?.url else { throw DownloadTarget.Missing() }
+            let loop = RequestLoop(total: 1) { [request] loop in
+                manager.downloadTask(with: request, destination: { _, _ in destination }) { response in
+                    let status = response.head?.statusCode ?? 0
+                    switch response.result {
+                    case .success where (200..<300).contains(status):
+                        loop.finished(ok: true, bytes: 0, error: "")  // main.swift counts the file's bytes
+                    case .success: loop.finished(ok: false, bytes: 0, error: "HTTP \(status)")
+                    case .failure(let error): loop.finished(ok: false, bytes: 0, error: "\(error)")
+                    }
+                }.resume()
+            }
+            return await loop.run(concurrency: 1)
         case .upload:
             request.httpMethod = "POST"
             let size = spec.uploadSize

@@ -21,6 +21,9 @@ struct LibcurlClient {
         case .download:
             config.sink = Int32(LCB_SINK_MEMORY.rawValue)
             config.buffer_size = 512 * 1024  // bulk transfer: 30x fewer syscalls than 16 KiB
+        case .downloadToFile:
+            config.sink = Int32(LCB_SINK_FILE.rawValue)
+            config.buffer_size = 512 * 1024  // as above, and one write(2) per 512 KiB
         case .upload:
             config.sink = Int32(LCB_SINK_DISCARD.rawValue)
             config.upload_size = spec.uploadSize
@@ -30,10 +33,13 @@ struct LibcurlClient {
         let status = spec.url.withCString { url in
             withOptionalCString(spec.caFile) { ca in
                 withOptionalCString(spec.uploadFile) { upload in
-                    config.url = url
-                    config.cainfo = ca
-                    config.upload_path = upload
-                    return lcb_run(&config, &result)
+                    withOptionalCString(spec.download?.path) { output in
+                        config.url = url
+                        config.cainfo = ca
+                        config.upload_path = upload
+                        config.output_path = output
+                        return lcb_run(&config, &result)
+                    }
                 }
             }
         }

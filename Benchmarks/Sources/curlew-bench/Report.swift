@@ -87,7 +87,7 @@ struct Report {
         report.add("peak_rss_kb", .int(ProcessUsage.peakRSSKilobytes))
         report.add("bytes", .int(Int(outcome.bytes)))
         switch spec.kind {
-        case .download, .upload:
+        case .download, .downloadToFile, .upload:
             report.add("mb_per_s", .number(Double(outcome.bytes) / 1e6 / seconds))
         case .gets, .slowOpen:
             report.add("mb_per_s", .null)

@@ -16,6 +16,11 @@ struct URLSessionClient {
                 reason: "URLSession on Linux cannot trust a custom CA (no server-trust API); verification is not disabled")
         }
         guard let url = URL(string: spec.url) else { throw BadURL() }
+        if let download = spec.download {
+            // corelibs writes a download to a file in NSTemporaryDirectory() (TMPDIR): put it on
+            // the bench's file system, next to the destination, like the other clients.
+            setenv("TMPDIR", download.directory, 1)
+        }
         let configuration = URLSessionConfiguration.default
         configuration.httpMaximumConnectionsPerHost = spec.concurrency
         configuration.urlCache = nil  // measure the network path, not a disk cache
@@ -31,6 +36,23 @@ struct URLSessionClient {
                 }.resume()
             }
             return await loop.run(concurrency: spec.concurrency)
+        case .downloadToFile:
+            guard let destination = spec.download?.url else { throw DownloadTarget.Missing() }
+            let loop = RequestLoop(total: 1) { [request] loop in
+                session.downloadTask(with: request) { location, response, error in
+                    // URLSession removes the file at `location` when this handler returns.
+                    var moveError: (any Error)?
+                    if let location, error == nil {
+                        do {
+                            try FileManager.default.moveItem(at: location, to: destination)
+                        } catch {
+                            moveError = error
+                        }
+                    }
+                    Self.report(loop, bytes: 0, response: response, error: error ?? moveError)  // main.swift counts the file
+                }.resume()
+            }
+            return await loop.run(concurrency: 1)
         case .upload:
             request.httpMethod = "POST"
             let file = URL(fileURLWithPath: spec.uploadFile ?? "")

@@ -7,6 +7,7 @@ enum Workload: String, CaseIterable, Sendable {
     case getH1C256 = "get-h1-c256"
     case getH2TLSC64 = "get-h2-tls-c64"
     case download1GMemory = "download-1g-memory"
+    case download1GFile = "download-1g-file"
     case upload256MFile = "upload-256m-file"
     case tlsNewConnResume = "tls-new-conn-resume"
     case tlsNewConnNoResume = "tls-new-conn-noresume"
@@ -31,6 +32,17 @@ enum Workload: String, CaseIterable, Sendable {
                 concurrency: 64, http2: true, caFile: ca)
         case .download1GMemory:
             return WorkloadSpec(workload: self, kind: .download, url: "\(http)/1g.bin", count: 1, concurrency: 1)
+        case .download1GFile:
+            // In the bench's own directory, so every client writes (and renames) on one file
+            // system; named after the process so a leftover never collides with a later run.
+            let downloads = "\(options.directory)/downloads"
+            let target = DownloadTarget(
+                directory: downloads,
+                path: "\(downloads)/1g-\(ProcessInfo.processInfo.processIdentifier).bin",
+                expectedSize: DownloadTarget.size(of: "\(options.directory)/www/1g.bin"))
+            return WorkloadSpec(
+                workload: self, kind: .downloadToFile, url: "\(http)/1g.bin", count: 1, concurrency: 1,
+                download: target)
         case .upload256MFile:
             let file = "\(options.directory)/upload-256m.bin"
             return WorkloadSpec(
@@ -59,6 +71,8 @@ struct WorkloadSpec: Sendable {
         case gets
         /// One large body into memory.
         case download
+        /// One large body into the file `download` names.
+        case downloadToFile
         /// One POST whose body streams from `uploadFile`.
         case upload
         /// `count` slow transfers held open at once, then cancelled: memory per transfer.
@@ -74,6 +88,8 @@ struct WorkloadSpec: Sendable {
     var caFile: String?
     var connectionClose = false
     var uploadFile: String?
+    /// Where `.downloadToFile` puts its file (and its temporaries).
+    var download: DownloadTarget?
     var deadline = 30.0
 
     var isTLS: Bool { url.hasPrefix("https:") }

@@ -27,9 +27,11 @@ guard let client = BenchClientKind(rawValue: options.client) else {
 let spec = workload.spec(options)
 var exitCode: Int32 = 0
 do {
+    try spec.download?.prepare()
     let before = ProcessUsage.now()
-    let outcome = try await client.run(spec)
+    var outcome = try await client.run(spec)
     let after = ProcessUsage.now()
+    if let download = spec.download { outcome = download.checked(outcome) }
     emit(Report.measured(client: client.rawValue, spec: spec, scale: options.scale, outcome: outcome, before: before, after: after).line)
 } catch let error as Unsupported {
     emit(Report.notApplicable(client: client.rawValue, workload: workload.rawValue, reason: error.reason).line)
@@ -37,6 +39,7 @@ do {
     emit(Report.notApplicable(client: client.rawValue, workload: workload.rawValue, reason: "\(error)", status: "failed").line)
     exitCode = 1
 }
+spec.download?.remove()  // after the measurement, whatever happened
 exit(exitCode)
 
 /// Writes the JSON line unbuffered: the process exits right after.

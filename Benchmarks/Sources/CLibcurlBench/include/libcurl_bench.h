@@ -10,7 +10,8 @@
 /* Where response bodies go. */
 enum lcb_sink {
     LCB_SINK_DISCARD = 0, /* counted and dropped */
-    LCB_SINK_MEMORY = 1   /* appended to a per-transfer buffer, pre-sized from Content-Length */
+    LCB_SINK_MEMORY = 1,  /* appended to a per-transfer buffer, pre-sized from Content-Length */
+    LCB_SINK_FILE = 2     /* written to `output_path` with write(2) (one transfer) */
 };
 
 typedef struct lcb_config {
@@ -21,6 +22,7 @@ typedef struct lcb_config {
     const char *cainfo;     /* the CA file for https (CAPATH is always NULL); NULL for http */
     int sink;               /* enum lcb_sink */
     const char *upload_path; /* non-NULL: POST this file's bytes */
+    const char *output_path; /* LCB_SINK_FILE: the file the body goes to (created or truncated) */
     long long upload_size;  /* its size in bytes */
     int connection_close;   /* 1: send `Connection: close` (a new connection per request) */
     long buffer_size;       /* CURLOPT_BUFFERSIZE; 0 keeps libcurl's default (16 KiB) */
