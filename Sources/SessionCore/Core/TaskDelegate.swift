@@ -54,6 +54,11 @@ final class TaskDelegate {
     var unmanagedSelf: UnsafeMutableRawPointer?
     /// Whether the easy handle is currently in the multi handle.
     var isAttached = false
+    /// The origin whose connection slot this transfer holds or waits for (`HostAdmission`);
+    /// nil when it is not counted (multiplexed, or no per-host limit).
+    var admissionKey: String?
+    /// In line for a slot: not attached yet.
+    var isWaitingForSlot = false
     /// Whether the response hook is asked about this transfer's delivered response (a data
     /// task, with the hook set when the transfer started).
     private let asksResponseHook: Bool

@@ -146,6 +146,8 @@ final class DriverLoop {
     private let driver: TransferDriver
     private let engine: SessionEngine
     private var delegates: [ObjectIdentifier: TaskDelegate] = [:]
+    /// Per-origin slots for non-multiplexed transfers, so priority orders the waiting ones.
+    private lazy var admission = HostAdmission(limit: engine.configuration.httpMaximumConnectionsPerHost)
     /// Retries waiting for their time, and the earliest of them (`.max`: none).
     private var scheduledRetries: [(deadline: UInt64, delegate: TaskDelegate)] = []
     private var nextRetry: UInt64 = .max
@@ -473,6 +475,19 @@ final class DriverLoop {
         }
         delegates[ObjectIdentifier(task)] = delegate
         delegate.unmanagedSelf = Unmanaged.passRetained(delegate).toOpaque()
+        let configuration = engine.configuration
+        if configuration.httpMaximumConnectionsPerHost > 0,
+            !PreparedRequest.canMultiplex(url: prepared.url, version: configuration.httpVersion)
+        {
+            let key = HostAdmission.originKey(of: prepared.urlString)
+            delegate.admissionKey = key
+            guard admission.admit(delegate, key: key) else {
+                // Waiting for a connection is not the server's silence.
+                delegate.isWaitingForSlot = true
+                delegate.clock.setIdleClockStopped(true, at: TaskDelegate.uptime)
+                return
+            }
+        }
         attach(delegate)
     }
 
@@ -665,6 +680,15 @@ final class DriverLoop {
         }
         detach(delegate)
         delegates[ObjectIdentifier(delegate.task)] = nil
+        if let key = delegate.admissionKey {
+            if delegate.isWaitingForSlot {
+                admission.withdraw(delegate, key: key)
+            } else if let next = admission.release(key) {
+                next.isWaitingForSlot = false
+                next.clock.setIdleClockStopped(false, at: TaskDelegate.uptime)
+                attach(next)
+            }
+        }
         recycle(delegate.easy)
         delegate.releaseSecurityContext()
         if let pointer = delegate.unmanagedSelf {
