@@ -57,12 +57,10 @@ public final class AutoPurgingImageCache: ImageRequestCache {
     /// The number of stored images.
     public var count: Int { state.withLock { $0.entries.count } }
 
-    /// What an image costs in this cache: `width × height × 4` bytes for each frame (at least
-    /// one), saturating instead of overflowing.
+    /// What an image costs in this cache: its ``Image/memoryCost``, `width × height × 4` bytes
+    /// for each frame (at least one), saturating instead of overflowing.
     public static func cost(of image: Image) -> UInt64 {
-        let frames = UInt64(max(1, image.frames.count))
-        let (total, overflow) = image.memoryCost.multipliedReportingOverflow(by: frames)
-        return overflow ? .max : total
+        image.memoryCost
     }
 
     // MARK: ImageCache

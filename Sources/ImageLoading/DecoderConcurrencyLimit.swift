@@ -5,9 +5,11 @@ import Synchronization
 /// Bounds how many images ``ImageResponseSerializer`` decodes at once in the whole process.
 ///
 /// Decoding is CPU- and memory-heavy (a 12-megapixel photo takes 48 MB while it decodes);
-/// a burst of responses finishing together on many managers' completion queues would otherwise
-/// decode them all at once. A decode beyond the limit waits (blocking its completion queue)
-/// until another one finishes.
+/// a burst of responses finishing together would otherwise decode them all at once. A decode
+/// beyond the limit waits until another one finishes, blocking the thread it runs on: for a
+/// session manager's response, a thread of the engine's concurrent processing queue
+/// (`SessionEngine.processingQueue`, never a completion queue: the handler is only queued
+/// there once decoding ended); for a direct call of the serializer, the caller's thread.
 final class DecoderConcurrencyLimit: Sendable {
     /// The process-wide limit the serializers share: one decode per active processor, at least 2.
     static let shared = DecoderConcurrencyLimit(limit: max(2, ProcessInfo.processInfo.activeProcessorCount))

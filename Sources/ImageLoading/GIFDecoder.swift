@@ -96,6 +96,8 @@ enum GIFDecoder {
             let rect = Rect(left: Int(descriptor.Left), top: Int(descriptor.Top),
                             width: Int(descriptor.Width), height: Int(descriptor.Height))
             try options.checkBudget(width: rect.width, height: rect.height, format: .gif)
+            // Checked before each frame: all frames within the budget, and at most
+            // DecodingOptions.maximumFrameCount of them (a 1 × 1 canvas fits any budget).
             try options.checkAnimationBudget(width: width, height: height, frameCount: frames.count + 1)
             guard let colorMap = descriptor.ColorMap ?? gif.pointee.SColorMap else {
                 throw ImageError.corrupt(.gif, reason: "frame \(frames.count + 1) has no colour table.")

@@ -17,9 +17,11 @@ extension Image {
 
         /// The most pixels decoding may produce, checked against the dimensions in the header
         /// before any pixel memory is allocated (after a JPEG's reduced-scale decoding is taken
-        /// into account). For an animation, every frame is a full canvas and all of them count.
-        /// Beyond it decoding throws ``ImageError/tooLarge(width:height:)`` or
-        /// ``ImageError/animationTooLarge(width:height:frameCount:)``.
+        /// into account). For an animation, every frame is a full canvas and all of them count,
+        /// and at most 10,000 frames are decoded whatever their size (a 1 × 1 canvas with
+        /// millions of frames would otherwise fit the budget and still exhaust memory in
+        /// per-frame overhead). Beyond it decoding throws ``ImageError/tooLarge(width:height:)``
+        /// or ``ImageError/animationTooLarge(width:height:frameCount:)``.
         public var pixelBudget: Int
 
         /// Options that downsample to `maximumPixelSize` (nil: full size) within `pixelBudget`.
@@ -44,12 +46,16 @@ extension Image {
             guard !overflow, area <= pixelBudget else { throw ImageError.tooLarge(width: width, height: height) }
         }
 
+        /// The most frames an animation may have, whatever the budget.
+        static let maximumFrameCount = 10_000
+
         /// Throws ``ImageError/animationTooLarge(width:height:frameCount:)`` unless `frameCount`
-        /// canvases of `width` × `height` fit the budget.
+        /// canvases of `width` × `height` fit the budget, and there are at most
+        /// ``maximumFrameCount`` of them.
         func checkAnimationBudget(width: Int, height: Int, frameCount: Int) throws {
             let (area, overflow) = width.multipliedReportingOverflow(by: height)
             let (total, totalOverflow) = area.multipliedReportingOverflow(by: max(1, frameCount))
-            guard !overflow, !totalOverflow, total <= pixelBudget else {
+            guard !overflow, !totalOverflow, total <= pixelBudget, frameCount <= Self.maximumFrameCount else {
                 throw ImageError.animationTooLarge(width: width, height: height, frameCount: frameCount)
             }
         }

@@ -8,10 +8,14 @@ extension Image {
     /// coverage-weighted average of the source pixels under it, so thin lines and noise average
     /// out instead of aliasing, and transparent pixels lend no colour to their neighbours.
     /// Every frame of an animation is scaled; ``scale`` is unchanged. Sizes below 1 count as 1.
+    ///
+    /// An image whose public properties were set to disagree (``pixels`` or a frame not
+    /// `width × height × 4` bytes, a dimension not positive) is returned unchanged: there is
+    /// no consistent bitmap to resample.
     public func scaled(toFit size: (width: Int, height: Int)) -> Image {
         let maxWidth = max(1, size.width)
         let maxHeight = max(1, size.height)
-        guard width > maxWidth || height > maxHeight else { return self }
+        guard width > maxWidth || height > maxHeight, hasConsistentPixels else { return self }
         let factor = min(Double(maxWidth) / Double(width), Double(maxHeight) / Double(height))
         let newWidth = min(maxWidth, max(1, Int((Double(width) * factor).rounded())))
         let newHeight = min(maxHeight, max(1, Int((Double(height) * factor).rounded())))

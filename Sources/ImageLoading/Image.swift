@@ -3,7 +3,7 @@ import Foundation
 /// A decoded bitmap: 8-bit RGBA pixels ready to draw, with the scale that maps pixels to points.
 ///
 /// `Image` is what every part of ImageLoading passes around: decoders produce it, the
-/// ``AutoPurgingImageCache`` stores it (costing `width × height × 4` bytes), the downloader
+/// ``AutoPurgingImageCache`` stores it (costing its ``memoryCost``), the downloader
 /// hands it to its handlers and the bindings show it. Pixels are always decoded ("inflated"):
 /// a toolkit can upload ``pixels`` to a texture without touching a codec.
 ///
@@ -42,8 +42,36 @@ public struct Image: Sendable, Equatable {
         self.frames = frames
     }
 
-    /// The memory the pixels hold, in bytes: `width × height × 4` (what a cache charges).
-    public var memoryCost: UInt64 { UInt64(width) * UInt64(height) * 4 }
+    /// The memory the pixels hold, in bytes: `width × height × 4` for each frame, at least one
+    /// (`width × height × 4 × max(1, frames.count)`: an animation holds every decoded canvas).
+    /// This is what ``AutoPurgingImageCache`` charges.
+    ///
+    /// The properties are public and settable, so they may disagree; the cost never traps: a
+    /// negative dimension counts as 0 and a product too large for `UInt64` is `UInt64.max`.
+    public var memoryCost: UInt64 {
+        var cost: UInt64 = 1
+        for factor in [UInt64(clamping: width), UInt64(clamping: height), 4, UInt64(max(1, frames.count))] {
+            let (product, overflow) = cost.multipliedReportingOverflow(by: factor)
+            if overflow { return .max }
+            cost = product
+        }
+        return cost
+    }
+
+    /// `width × height × 4` when the dimensions are positive and that product fits an `Int`.
+    var expectedByteCount: Int? {
+        guard width > 0, height > 0 else { return nil }
+        let (area, areaOverflow) = width.multipliedReportingOverflow(by: height)
+        let (bytes, bytesOverflow) = area.multipliedReportingOverflow(by: 4)
+        return areaOverflow || bytesOverflow ? nil : bytes
+    }
+
+    /// Whether ``pixels`` and every frame hold exactly `width × height × 4` bytes (the public
+    /// properties can be set to disagree after ``init(width:height:pixels:scale:frames:)``).
+    var hasConsistentPixels: Bool {
+        guard let count = expectedByteCount else { return false }
+        return pixels.count == count && frames.allSatisfy { $0.pixels.count == count }
+    }
 
     /// The size in points: pixels divided by ``scale``.
     public var size: (width: Double, height: Double) {

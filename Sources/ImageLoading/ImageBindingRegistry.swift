@@ -64,7 +64,11 @@ enum ImageBindingRegistry {
         var sweepThreshold = 64
     }
 
-    /// The table; never locked while calling out.
+    /// The table; never locked while calling out. Nothing removed from it is released under
+    /// the lock either: an `ActiveImageDownload` may hold the last reference to its
+    /// downloader, whose deinit (cancelling tasks, calling handlers, releasing a caller's
+    /// cache) must not run inside it. Every mutation returns what it removed, to be dropped
+    /// after unlocking.
     private static let table = Mutex(Table())
 
     /// Whether `slot` of `object` is downloading `urlIdentifier` now.
@@ -76,13 +80,20 @@ enum ImageBindingRegistry {
 
     /// Records `download` as `slot`'s download.
     static func begin(_ owner: WeakImageOwner, _ slot: ImageSlot, _ download: ActiveImageDownload) {
-        table.withLock { table in
+        let removed = table.withLock { table -> [ActiveImageDownload] in
+            var removed: [ActiveImageDownload] = []
             if let existing = table.entries[owner.key], existing.owner.object !== owner.object {
-                table.entries[owner.key] = nil  // a released object whose identity is now reused
+                // A released object whose identity is now reused.
+                table.entries[owner.key] = nil
+                removed += existing.slots.values
             }
-            table.entries[owner.key, default: Entry(owner: owner, slots: [:])].slots[slot] = download
-            sweepIfLarge(&table)
+            let replaced = table.entries[owner.key, default: Entry(owner: owner, slots: [:])].slots
+                .updateValue(download, forKey: slot)
+            if let replaced { removed.append(replaced) }
+            removed += sweepIfLarge(&table)
+            return removed
         }
+        withExtendedLifetime(removed) {}  // released here, after unlocking
     }
 
     /// Stores the receipt of `slot`'s download `receiptID`, if that is still the download.
@@ -98,11 +109,11 @@ enum ImageBindingRegistry {
     /// Ends download `receiptID` of `slot`; false if it is no longer that slot's download
     /// (replaced or cancelled), in which case its outcome must be ignored.
     static func finish(_ owner: WeakImageOwner, _ slot: ImageSlot, receiptID: UUID) -> Bool {
-        table.withLock { table in
-            guard table.entries[owner.key]?.slots[slot]?.receiptID == receiptID else { return false }
-            remove(slot, of: owner.key, in: &table)
-            return true
+        let removed = table.withLock { table -> ActiveImageDownload? in
+            guard table.entries[owner.key]?.slots[slot]?.receiptID == receiptID else { return nil }
+            return remove(slot, of: owner.key, in: &table)
         }
+        return removed != nil
     }
 
     /// Removes and returns `slot`'s download (to cancel it).
@@ -121,6 +132,10 @@ enum ImageBindingRegistry {
     /// How many objects have an entry (tests: nothing left behind).
     static var entryCount: Int { table.withLock { $0.entries.count } }
 
+    /// Whether the table's lock is held right now, by this thread or another (tests: a
+    /// downloader's deinit must never run under it).
+    static var isLockedNow: Bool { table.withLockIfAvailable { _ in false } ?? true }
+
     // MARK: Private
 
     /// `object`'s entry, unless it belongs to a released object with the same identity.
@@ -136,9 +151,15 @@ enum ImageBindingRegistry {
         return removed
     }
 
-    private static func sweepIfLarge(_ table: inout Table) {
-        guard table.entries.count > table.sweepThreshold else { return }
-        table.entries = table.entries.filter { $0.value.owner.object != nil }
+    /// Removes the entries of released objects when the table is large; returns their downloads.
+    private static func sweepIfLarge(_ table: inout Table) -> [ActiveImageDownload] {
+        guard table.entries.count > table.sweepThreshold else { return [] }
+        var removed: [ActiveImageDownload] = []
+        for (key, entry) in table.entries where entry.owner.object == nil {
+            removed += entry.slots.values
+            table.entries[key] = nil
+        }
         table.sweepThreshold = max(64, table.entries.count * 2)
+        return removed
     }
 }

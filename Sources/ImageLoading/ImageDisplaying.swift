@@ -24,7 +24,8 @@ extension ImageDisplaying {
         setImage(withURLRequest: ImageLoad.request(for: url), placeholderImage: placeholderImage, on: queue)
     }
 
-    /// Shows the image for `request` through `Self.sharedImageDownloader`.
+    /// Shows the image for `request` through the shared downloader of the object's own class
+    /// (`type(of: self).sharedImageDownloader`: a subclass held as its base type still uses its own).
     ///
     /// - A request without URL cancels the current download, sets ``image`` to
     ///   `placeholderImage` (nil clears it) and calls `failure` with `URLError(.badURL)`.
@@ -47,7 +48,7 @@ extension ImageDisplaying {
     ) {
         ImageLoad.start(
             request, into: self, slot: .image, placeholder: placeholderImage,
-            downloader: Self.sharedImageDownloader, queue: queue, success: success, failure: failure,
+            downloader: type(of: self).sharedImageDownloader, queue: queue, success: success, failure: failure,
             show: { owner, image in
                 guard let view = owner as? any ImageDisplaying else { return }
                 view.image = image

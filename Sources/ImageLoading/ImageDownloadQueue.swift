@@ -134,6 +134,12 @@ struct ImageDownloadQueue: Sendable {
         return merged[key]
     }
 
-    /// Every unfinished task (for teardown).
-    var tasks: [DataTask] { merged.values.map(\.task) }
+    /// Removes and returns every unfinished download, running or waiting (for teardown).
+    mutating func removeAll() -> [MergedImageDownload] {
+        let downloads = Array(merged.values)
+        merged = [:]
+        waiting = []
+        active = []
+        return downloads
+    }
 }

@@ -71,10 +71,20 @@ public final class ImageDownloader: Sendable {
         state = Mutex(State(queue: queue, imageCache: imageCache))
     }
 
+    /// Stops every unfinished transfer and calls each receipt's failure handler with
+    /// `SessionError.cancelled` on the completion queue: every receipt hears exactly once how
+    /// its download ended (the transfers' own completions find no downloader and do nothing).
     deinit {
-        // Nobody can be told about these transfers any more: stop them. (Their completions
-        // find no downloader and do nothing.)
-        for task in state.withLock({ $0.queue.tasks }) { task.cancel() }
+        let downloads = state.withLock { $0.queue.removeAll() }
+        for download in downloads { download.task.cancel() }
+        let callbacks = sessionManager.completionQueue
+        for download in downloads {
+            guard let request = download.task.originalRequest else { continue }
+            for handler in download.handlers {
+                guard let failure = handler.failure else { continue }
+                callbacks.async { failure(request, nil, SessionError.cancelled) }
+            }
+        }
     }
 
     /// The cache consulted before downloading and filled after; nil for none.

@@ -12,9 +12,13 @@ public protocol ImageDownloaderProviding: AnyObject {
 
 extension ImageDownloaderProviding {
     /// The downloader set for this type, or ``ImageDownloader/defaultInstance``.
+    ///
+    /// Keyed by `self`, the metatype it is called on at run time (`type(of: view)` for a
+    /// subclass held as its base type), not by `Self`, which is the class that declared the
+    /// conformance: a subclass's setting is its own, as AFNetworking's `[self class]`.
     public static var sharedImageDownloader: ImageDownloader {
-        get { SharedImageDownloaders.downloader(for: ObjectIdentifier(Self.self)) }
-        set { SharedImageDownloaders.set(newValue, for: ObjectIdentifier(Self.self)) }
+        get { SharedImageDownloaders.downloader(for: ObjectIdentifier(self)) }
+        set { SharedImageDownloaders.set(newValue, for: ObjectIdentifier(self)) }
     }
 }
 

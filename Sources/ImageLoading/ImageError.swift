@@ -23,7 +23,8 @@ public enum ImageError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Decoding would need more than the pixel budget (``Image/DecodingOptions/pixelBudget``):
     /// refused before any pixel memory was allocated.
     case tooLarge(width: Int, height: Int)
-    /// An animation whose frames together exceed the pixel budget (every frame is a full canvas).
+    /// An animation whose frames together exceed the pixel budget (every frame is a full canvas),
+    /// or that has more than 10,000 frames.
     case animationTooLarge(width: Int, height: Int, frameCount: Int)
     /// Encoding the pixels failed; `reason` is the encoder's explanation.
     case encodingFailed(reason: String)
@@ -52,7 +53,7 @@ extension ImageError {
             return "The image is too large to decode: \(width) × \(height) pixels exceeds the pixel budget."
         case .animationTooLarge(let width, let height, let frameCount):
             return "The animation is too large to decode: \(frameCount) frames of \(width) × \(height) pixels "
-                + "exceed the pixel budget."
+                + "exceed the pixel budget or the limit of 10,000 frames."
         case .encodingFailed(let reason):
             return "The image could not be encoded: \(reason)"
         }

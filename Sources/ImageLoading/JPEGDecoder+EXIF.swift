@@ -67,8 +67,8 @@ extension JPEGDecoder {
         var result = [UInt8](repeating: 0, count: image.pixels.count)
         image.pixels.withUnsafeBytes { source in
             result.withUnsafeMutableBytes { destination in
-                let from = source.bindMemory(to: UInt32.self)
-                let to = destination.bindMemory(to: UInt32.self)
+                // Each RGBA pixel moved as one 4-byte value, read and written as raw bytes
+                // (the buffers hold UInt8: binding them to UInt32 would be undefined behaviour).
                 for y in 0..<outHeight {
                     for x in 0..<outWidth {
                         // The source pixel shown at (x, y) once the image is upright.
@@ -82,7 +82,8 @@ extension JPEGDecoder {
                         case 7: (sx, sy) = (width - 1 - y, height - 1 - x)
                         default: (sx, sy) = (width - 1 - y, x)  // 8
                         }
-                        to[y * outWidth + x] = from[sy * width + sx]
+                        let pixel = source.loadUnaligned(fromByteOffset: (sy * width + sx) * 4, as: UInt32.self)
+                        destination.storeBytes(of: pixel, toByteOffset: (y * outWidth + x) * 4, as: UInt32.self)
                     }
                 }
             }

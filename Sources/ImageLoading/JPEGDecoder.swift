@@ -20,9 +20,11 @@ enum JPEGDecoder {
             let info = cimage_jpeg_info(decoder)
             let sourceWidth = Int(info.pointee.image_width)
             let sourceHeight = Int(info.pointee.image_height)
-            // A progressive JPEG keeps coefficients for the whole source image whatever the
-            // output scale: it must fit the budget at full size.
-            if info.pointee.progressive_mode != 0 {
+            // A multi-scan JPEG (progressive, or a baseline file whose components come in
+            // separate scans) makes libjpeg buffer coefficients for the whole source image
+            // whatever the output scale: it must fit the budget at full size. (Called right
+            // after a successful jpeg_read_header, the state it requires: it cannot fail.)
+            if jpeg_has_multiple_scans(info) != 0 {
                 try options.checkBudget(width: sourceWidth, height: sourceHeight, format: .jpeg)
             }
             // Backstop for libjpeg's own allocations (it has no backing store: beyond this it fails).

@@ -30,8 +30,10 @@ enum PNGCodec {
 
     /// Encodes straight-alpha RGBA8 pixels as a PNG in memory.
     static func encode(width: Int, height: Int, pixels: [UInt8]) throws -> Data {
+        let (area, areaOverflow) = width.multipliedReportingOverflow(by: height)
+        let (byteCount, bytesOverflow) = area.multipliedReportingOverflow(by: 4)
         guard let pngWidth = png_uint_32(exactly: width), let pngHeight = png_uint_32(exactly: height),
-              width > 0, height > 0, pixels.count == width * height * 4
+              width > 0, height > 0, !areaOverflow, !bytesOverflow, pixels.count == byteCount
         else { throw ImageError.encodingFailed(reason: "\(width) × \(height) is not a valid PNG size.") }
         var image = png_image()
         image.version = CImagePNGImageVersion

@@ -45,7 +45,7 @@ extension StatefulImageDisplaying {
     ) {
         ImageLoad.start(
             request, into: self, slot: .stateImage(ImageStateKey(state)), placeholder: placeholderImage,
-            downloader: Self.sharedImageDownloader, queue: queue, success: success, failure: failure,
+            downloader: type(of: self).sharedImageDownloader, queue: queue, success: success, failure: failure,
             show: { owner, image in
                 guard let control = owner as? any StatefulImageDisplaying else { return }
                 showImage(image, in: control, for: state, background: false)
@@ -78,7 +78,7 @@ extension StatefulImageDisplaying {
     ) {
         ImageLoad.start(
             request, into: self, slot: .stateBackground(ImageStateKey(state)), placeholder: placeholderImage,
-            downloader: Self.sharedImageDownloader, queue: queue, success: success, failure: failure,
+            downloader: type(of: self).sharedImageDownloader, queue: queue, success: success, failure: failure,
             show: { owner, image in
                 guard let control = owner as? any StatefulImageDisplaying else { return }
                 showImage(image, in: control, for: state, background: true)

@@ -12,7 +12,7 @@ enum WebPDecoder {
             let status = WebPGetFeatures(base, raw.count, &features)
             guard status == VP8_STATUS_OK else { throw failure(status, raw) }
             if features.has_animation != 0 {
-                return try decodeAnimation(base, count: raw.count, options: options)
+                return try decodeAnimation(base, count: raw.count, features: features, options: options)
             }
             let width = Int(features.width)
             let height = Int(features.height)
@@ -38,31 +38,36 @@ enum WebPDecoder {
     }
 
     /// Every frame of an animated WebP, composed by libwebp's animation decoder.
+    ///
+    /// `WebPAnimDecoderNew` allocates two full canvases at once, so the canvas (from the VP8X
+    /// header) and the frame count (from the demuxer, which allocates only a small record per
+    /// frame) are checked against the budget before it is called.
     private static func decodeAnimation(
-        _ base: UnsafePointer<UInt8>, count: Int, options: Image.DecodingOptions
+        _ base: UnsafePointer<UInt8>, count: Int, features: WebPBitstreamFeatures, options: Image.DecodingOptions
     ) throws -> ImageDecoderOutput {
         let raw = UnsafeRawBufferPointer(start: base, count: count)
+        try options.checkBudget(width: Int(features.width), height: Int(features.height), format: .webp)
+        var webpData = WebPData(bytes: base, size: count)
+        let (width, height, frameCount) = try animationHeader(&webpData, raw)
+        try options.checkBudget(width: width, height: height, format: .webp)
+        try options.checkAnimationBudget(width: width, height: height, frameCount: frameCount)
         var decoderOptions = WebPAnimDecoderOptions()
         guard WebPAnimDecoderOptionsInit(&decoderOptions) != 0 else {
             throw ImageError.corrupt(.webp, reason: "libwebp's demuxer version does not match its header.")
         }
         decoderOptions.color_mode = MODE_RGBA
         decoderOptions.use_threads = 0
-        var webpData = WebPData(bytes: base, size: count)
         guard let decoder = WebPAnimDecoderNew(&webpData, &decoderOptions) else {
             if isTruncated(raw) { throw ImageError.truncated(.webp) }
             throw ImageError.corrupt(.webp, reason: "libwebp could not parse the animation.")
         }
         defer { WebPAnimDecoderDelete(decoder) }
         var info = WebPAnimInfo()
-        guard WebPAnimDecoderGetInfo(decoder, &info) != 0 else {
+        guard WebPAnimDecoderGetInfo(decoder, &info) != 0,
+              Int(info.canvas_width) == width, Int(info.canvas_height) == height
+        else {
             throw ImageError.corrupt(.webp, reason: "libwebp could not read the animation's header.")
         }
-        let width = Int(info.canvas_width)
-        let height = Int(info.canvas_height)
-        let frameCount = Int(info.frame_count)
-        try options.checkBudget(width: width, height: height, format: .webp)
-        try options.checkAnimationBudget(width: width, height: height, frameCount: frameCount)
         let byteCount = width * height * 4
         var frames: [ImageFrame] = []
         frames.reserveCapacity(frameCount)
@@ -82,6 +87,19 @@ enum WebPDecoder {
         }
         guard !frames.isEmpty else { throw ImageError.corrupt(.webp, reason: "the animation has no frame.") }
         return ImageDecoderOutput(width: width, height: height, frames: frames)
+    }
+
+    /// The canvas size and frame count, read by libwebp's demuxer (no pixel memory).
+    private static func animationHeader(_ data: inout WebPData, _ raw: UnsafeRawBufferPointer) throws
+        -> (width: Int, height: Int, frameCount: Int)
+    {
+        guard let demuxer = WebPDemux(&data) else {
+            if isTruncated(raw) { throw ImageError.truncated(.webp) }
+            throw ImageError.corrupt(.webp, reason: "libwebp could not parse the animation.")
+        }
+        defer { WebPDemuxDelete(demuxer) }
+        return (Int(WebPDemuxGetI(demuxer, WEBP_FF_CANVAS_WIDTH)), Int(WebPDemuxGetI(demuxer, WEBP_FF_CANVAS_HEIGHT)),
+                Int(WebPDemuxGetI(demuxer, WEBP_FF_FRAME_COUNT)))
     }
 
     /// The ImageError for libwebp's `status`.

@@ -137,4 +137,16 @@ final class GIFDecoderTests: XCTestCase {
                          try Image(data: data, options: .init(pixelBudget: 50)))
         XCTAssertEqual(try Image(data: data, options: .init(pixelBudget: 64)).frames.count, 4)
     }
+
+    func testAnimationsAreCappedAtTenThousandFrames() throws {
+        // 1 × 1 frames fit any pixel budget: only the frame cap stops millions of them.
+        let files = try PillowFixtures.make(Self.writer + """
+            tiny = (0, 0, 1, 1, [1], 1, None, 10)
+            raw('cap.gif', gif(1, 1, palette, [tiny] * 10000))
+            raw('over.gif', gif(1, 1, palette, [tiny] * 10001))
+            """)
+        XCTAssertEqual(try Image(data: try XCTUnwrap(files["cap.gif"])).frames.count, 10_000)
+        assertImageError(.animationTooLarge(width: 1, height: 1, frameCount: 10_001),
+                         try Image(data: try XCTUnwrap(files["over.gif"])))
+    }
 }

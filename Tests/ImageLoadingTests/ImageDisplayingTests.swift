@@ -44,6 +44,7 @@ final class ImageDisplayingTests: XCTestCase {
 
     override func tearDown() async throws {
         RecordingImageView.sharedImageDownloader = .defaultInstance
+        SubclassedImageView.sharedImageDownloader = .defaultInstance
         await shutDown(downloader)
         server.shutdown()
     }
@@ -53,6 +54,22 @@ final class ImageDisplayingTests: XCTestCase {
     func testSharedDownloaderIsPerType() {
         XCTAssertTrue(RecordingImageView.sharedImageDownloader === downloader)
         XCTAssertTrue(OtherImageView.sharedImageDownloader === ImageDownloader.defaultInstance, "another type keeps the default")
+    }
+
+    func testASubclassHeldAsItsBaseTypeUsesItsOwnDownloader() async throws {
+        // AFNetworking asks `[self class]`: the object's real class, not the variable's type.
+        SubclassedImageView.sharedImageDownloader = downloader
+        XCTAssertTrue(BaseImageView.sharedImageDownloader === ImageDownloader.defaultInstance)
+        let view: BaseImageView = SubclassedImageView()
+        let url = try url("/other")
+        view.setImage(with: url, on: queue)
+        // The default downloader (the base type's) would decode the raw test body as PNG/JPEG
+        // and fail; only the subclass's downloader, with its raw serializer, shows the image.
+        try await eventually({ view.history.count == 1 }, "the image arrives")
+        XCTAssertEqual(view.history, [other])
+        XCTAssertEqual(server.requestCount("/other"), 1)
+        XCTAssertNotNil(downloader.imageCache?.image(for: URLRequest(url: url), withAdditionalIdentifier: nil),
+                        "it went through the subclass's downloader")
     }
 
     func testPlaceholderNowImageWhenDone() async throws {
@@ -210,6 +227,32 @@ final class ImageDisplayingTests: XCTestCase {
                         "the image still warmed the cache")
     }
 
+    func testTheRegistryReleasesADownloaderOutsideItsLock() async throws {
+        // A downloader whose only owner left is the binding registry: its deinit (and so its
+        // cache's) runs when the registry drops the finished download, which must be unlocked.
+        let lockedAtRelease = Recorder<Bool>()
+        var released: ImageDownloader? = TestImages.downloader(cache: RegistryProbeCache(lockedAtRelease))
+        weak let weakReleased = released
+        let manager = try XCTUnwrap(released?.sessionManager)
+        RecordingImageView.sharedImageDownloader = try XCTUnwrap(released)
+        let view = RecordingImageView()
+        let gate = DispatchSemaphore(value: 0)
+        queue.async { gate.wait() }  // holds the delivery until only the registry owns the downloader
+        view.setImage(with: try url("/other"), on: queue)
+        RecordingImageView.sharedImageDownloader = downloader
+        try await eventually({ weakReleased.map { $0.pendingDownloadCount == (0, 0, 0) } ?? false }, "the transfer ended")
+        released = nil
+        try await Task.sleep(nanoseconds: 100_000_000)  // lets the downloader's completion return
+        XCTAssertNotNil(weakReleased, "the registry's record keeps it alive")
+        gate.signal()
+        try await eventually({ lockedAtRelease.count == 1 }, "the downloader and its cache were released")
+        XCTAssertEqual(lockedAtRelease.values, [false], "not under the registry's lock")
+        queue.sync {}
+        XCTAssertEqual(view.history, [other], "the download itself was shown as usual")
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
     func testResultsArriveOnTheMainQueueByDefault() throws {
         let view = RecordingImageView()
         let onMain = Recorder<Bool>()
@@ -220,6 +263,42 @@ final class ImageDisplayingTests: XCTestCase {
         XCTAssertEqual(onMain.values, [true])
     }
 }
+
+/// A cache that keeps nothing and records, when it is released, whether the binding
+/// registry's lock was held at that moment.
+final class RegistryProbeCache: ImageRequestCache {
+    private let lockedAtRelease: Recorder<Bool>
+
+    init(_ lockedAtRelease: Recorder<Bool>) { self.lockedAtRelease = lockedAtRelease }
+
+    deinit { lockedAtRelease.append(ImageBindingRegistry.isLockedNow) }
+
+    func add(_ image: Image, withIdentifier identifier: String) {}
+    func removeImage(withIdentifier identifier: String) -> Bool { false }
+    func removeAllImages() -> Bool { false }
+    func image(withIdentifier identifier: String) -> Image? { nil }
+    func add(_ image: Image, for request: URLRequest, withAdditionalIdentifier identifier: String?) {}
+    func removeImage(for request: URLRequest, withAdditionalIdentifier identifier: String?) -> Bool { false }
+    func image(for request: URLRequest, withAdditionalIdentifier identifier: String?) -> Image? { nil }
+    func shouldCacheImage(_ image: Image, for request: URLRequest, withAdditionalIdentifier identifier: String?) -> Bool {
+        false
+    }
+}
+
+/// A view class meant to be subclassed (not final), recording every image it was given.
+class BaseImageView: ImageDisplaying, @unchecked Sendable {
+    // @unchecked: `shown` is a Mutex; the view has no other state.
+    private let shown = Mutex<[Image?]>([])
+    var image: Image? {
+        get { shown.withLock { $0.last ?? nil } }
+        set { shown.withLock { $0.append(newValue) } }
+    }
+    /// Every image set, in order.
+    var history: [Image?] { shown.withLock { $0 } }
+}
+
+/// A subclass with a shared downloader of its own.
+final class SubclassedImageView: BaseImageView, @unchecked Sendable {}  // @unchecked: as its base class, no state of its own
 
 /// A second view type, to show that the shared downloader is set per type.
 final class OtherImageView: ImageDisplaying {

@@ -322,4 +322,38 @@ final class ImageDownloaderTests: XCTestCase {
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
         await manager.waitUntilInvalidated()
     }
+
+    func testAReleasedDownloaderFailsEveryWaitingReceiptOnceWithCancelled() async throws {
+        // One transfer at a time: /slow runs with two merged receipts, /a waits in line.
+        var downloader: ImageDownloader? = TestImages.downloader(maximumActiveDownloads: 1)
+        let manager = try XCTUnwrap(downloader?.sessionManager)
+        let key = DispatchSpecificKey<String>()
+        let queue = DispatchQueue(label: "image-downloader-tests.release")
+        queue.setSpecific(key: key, value: "completion")
+        manager.completionQueue = queue
+        let outcomes = Recorder<String>()
+        for (path, name) in [("/slow", "slow-1"), ("/slow", "slow-2"), ("/a", "a")] {
+            downloader?.downloadImage(
+                for: try request(path),
+                success: { _, _, _ in outcomes.append("\(name) success") },
+                failure: { request, _, error in
+                    let onQueue = DispatchQueue.getSpecific(key: key) == "completion"
+                    let cancelled = (error as? SessionError) == .cancelled
+                    outcomes.append("\(name) \(request.url?.path ?? "?") cancelled=\(cancelled) onQueue=\(onQueue)")
+                })
+        }
+        XCTAssertEqual(downloader?.pendingDownloadCount.waiting, 1)
+        downloader = nil
+        try await eventually({ outcomes.count == 3 }, "every receipt was told")
+        // The cancelled transfer's own completion must not answer anyone a second time.
+        try await eventually({ manager.tasks.isEmpty }, "the transfers ended")
+        queue.sync {}
+        XCTAssertEqual(outcomes.values.sorted(), [
+            "a /a cancelled=true onQueue=true",
+            "slow-1 /slow cancelled=true onQueue=true",
+            "slow-2 /slow cancelled=true onQueue=true",
+        ])
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
 }

@@ -80,3 +80,33 @@ extension TestServer {
     /// How many requests for `path` arrived.
     func requestCount(_ path: String) -> Int { requests.filter { $0.path == path }.count }
 }
+
+/// The process's memory figures from /proc/self/status, in kB.
+enum MemoryStatus {
+    /// A field such as `VmHWM` (peak resident) or `VmPeak` (peak virtual); nil off Linux.
+    static func kilobytes(_ field: String) -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
+            return line.split(separator: " ").dropFirst().lazy.compactMap { Int($0) }.first
+        }
+        return nil
+    }
+
+    /// Resets VmHWM to the current resident size, where the kernel allows it.
+    static func resetResidentPeak() {
+        try? "5".write(toFile: "/proc/self/clear_refs", atomically: false, encoding: .utf8)
+    }
+
+    /// Runs `body` with the process's address space (RLIMIT_AS) limited to `bytes`, then
+    /// restores the limit: an allocation that maps more than that fails inside `body`.
+    static func withAddressSpaceLimit<T>(bytes: Int, _ body: () throws -> T) throws -> T {
+        let resource = __rlimit_resource_t(RLIMIT_AS.rawValue)
+        var original = rlimit()
+        guard getrlimit(resource, &original) == 0 else { throw POSIXError(.EPERM) }
+        var limited = original
+        limited.rlim_cur = min(original.rlim_max, rlim_t(bytes))
+        guard setrlimit(resource, &limited) == 0 else { throw POSIXError(.EPERM) }
+        defer { _ = setrlimit(resource, &original) }
+        return try body()
+    }
+}

@@ -77,6 +77,9 @@ final class JPEGDecoderTests: XCTestCase {
         XCTAssertEqual(eighth.width, 500, "4000 / 8: libjpeg's scale_denom, no resampling")
         XCTAssertEqual(eighth.height, 375)
         XCTAssertEqual(eighth.pixels.count, 500 * 375 * 4)
+        // The output size alone would also come from decoding whole and resampling: the real
+        // proof that libjpeg decoded at 1/8 (scale_denom) is the pixel budget below, which the
+        // full size exceeds and the 1/8 decode fits.
         XCTAssertEqual(full.memoryCost / eighth.memoryCost, 64, "a 1/8 decode holds 1/64 of the pixels")
         assertColor(eighth.rgba(100, 187), [220, 60, 30, 255], tolerance: 6)
         assertColor(eighth.rgba(400, 187), [40, 120, 200, 255], tolerance: 6)
@@ -99,5 +102,36 @@ final class JPEGDecoderTests: XCTestCase {
                          try Image(data: data, options: .init(maximumPixelSize: 250, pixelBudget: 1_000_000)))
         let eighth = try Image(data: data, options: .init(maximumPixelSize: 250))
         XCTAssertEqual([eighth.width, eighth.height], [250, 125])
+    }
+
+    func testMultiScanBaselineJPEGMustFitTheBudgetAtFullSize() throws {
+        // A baseline (SOF0) JPEG whose three components come in three separate scans: libjpeg
+        // buffers the whole image's coefficients for it exactly as for a progressive one. Written
+        // by hand (Pillow cannot): a flat grey 2000 × 1000 image, every block DC 0 and EOB, with
+        // one-symbol Huffman tables so that each block is two zero bits.
+        let data = try PillowFixtures.make("multiscan.jpg", """
+            def segment(marker, body):
+                return b'\\xff' + bytes([marker]) + struct.pack('>H', len(body) + 2) + body
+            width, height = 2000, 1000
+            blocks = ((width + 7) // 8) * ((height + 7) // 8)
+            scan_bytes = (blocks * 2 + 7) // 8
+            table = bytes([1] + [0] * 15 + [0])  # one code of length 1, for symbol 0
+            out = b'\\xff\\xd8'
+            out += segment(0xDB, bytes([0]) + bytes([1] * 64))
+            out += segment(0xC0, struct.pack('>BHHB', 8, height, width, 3) + bytes([1, 0x11, 0, 2, 0x11, 0, 3, 0x11, 0]))
+            out += segment(0xC4, bytes([0x00]) + table + bytes([0x10]) + table)
+            for component in (1, 2, 3):
+                out += segment(0xDA, bytes([1, component, 0x00, 0, 63, 0]))
+                body = bytearray(scan_bytes)
+                if blocks * 2 % 8:
+                    body[-1] = (1 << (8 - blocks * 2 % 8)) - 1  # pad the last byte with 1 bits
+                out += bytes(body)
+            raw('multiscan.jpg', out + b'\\xff\\xd9')
+            """)
+        assertImageError(.tooLarge(width: 2000, height: 1000),
+                         try Image(data: data, options: .init(maximumPixelSize: 250, pixelBudget: 1_000_000)))
+        let eighth = try Image(data: data, options: .init(maximumPixelSize: 250))
+        XCTAssertEqual([eighth.width, eighth.height], [250, 125])
+        assertColor(eighth.rgba(100, 60), [128, 128, 128, 255], tolerance: 2)
     }
 }

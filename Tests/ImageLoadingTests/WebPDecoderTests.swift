@@ -45,4 +45,39 @@ final class WebPDecoderTests: XCTestCase {
         XCTAssertEqual(image.rgba(frame: 2, 8, 6), [0, 0, 255, 255])
         XCTAssertEqual(image.rgba(frame: 2, 1, 1)[3], 0, "a transparent corner stays transparent")
     }
+
+    func testAnAnimationBeyondTheBudgetIsRefusedBeforeTheDecoderAllocates() throws {
+        let files = try PillowFixtures.make("""
+            colours = [(255, 0, 0, 255), (0, 0, 255, 255)]
+            tiny = [Image.new('RGBA', (1, 1), colour) for colour in colours]
+            save('tiny.webp', tiny[0], save_all=True, append_images=tiny[1:], duration=100, lossless=True, loop=0)
+            frames = [Image.new('RGBA', (4, 4), (i * 60, 0, 0, 255)) for i in range(4)]
+            save('four.webp', frames[0], save_all=True, append_images=frames[1:], duration=100, lossless=True, loop=0)
+            """)
+        // The 1 × 1 animation's VP8X chunk (bytes 12...) made to declare a 65536 × 65535 canvas:
+        // canvas width - 1 and height - 1 are 24-bit little-endian at bytes 24 and 27.
+        var bytes = [UInt8](try XCTUnwrap(files["tiny.webp"]))
+        XCTAssertEqual(String(decoding: bytes[12..<16], as: UTF8.self), "VP8X")
+        bytes.replaceSubrange(24..<30, with: [0xFF, 0xFF, 0x00, 0xFE, 0xFF, 0x00])
+        // libwebp's animation decoder callocs two 16 GiB canvases for this header. calloc maps
+        // them lazily, so resident memory would hardly move: the proof that nothing is
+        // allocated is an address-space limit 2 GiB above the current size, under which those
+        // canvases could not be mapped (the error would then be `corrupt`, not `tooLarge`).
+        MemoryStatus.resetResidentPeak()
+        let residentBefore = MemoryStatus.kilobytes("VmHWM") ?? 0
+        let virtualNow = try XCTUnwrap(MemoryStatus.kilobytes("VmSize"), "Linux only")
+        let result = try MemoryStatus.withAddressSpaceLimit(bytes: (virtualNow + 2 * 1024 * 1024) * 1024) {
+            Result { try Image(data: Data(bytes)) }
+        }
+        assertImageError(.tooLarge(width: 65536, height: 65535), try result.get())
+        let residentGrowth = (MemoryStatus.kilobytes("VmHWM") ?? 0) - residentBefore
+        print("huge animated WebP canvas: VmHWM +\(residentGrowth) kB")
+        XCTAssertLessThan(residentGrowth, 64 * 1024)
+
+        // The frame count is checked before decoding too: 4 frames × 16 pixels = 64 > 50.
+        let four = try XCTUnwrap(files["four.webp"])
+        assertImageError(.animationTooLarge(width: 4, height: 4, frameCount: 4),
+                         try Image(data: four, options: .init(pixelBudget: 50)))
+        XCTAssertEqual(try Image(data: four, options: .init(pixelBudget: 64)).frames.count, 4)
+    }
 }
