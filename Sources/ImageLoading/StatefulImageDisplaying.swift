@@ -43,13 +43,7 @@ extension StatefulImageDisplaying {
         failure: ImageDownloader.FailureHandler? = nil,
         on queue: DispatchQueue = .main
     ) {
-        ImageLoad.start(
-            request, into: self, slot: .stateImage(ImageStateKey(state)), placeholder: placeholderImage,
-            downloader: type(of: self).sharedImageDownloader, queue: queue, success: success, failure: failure,
-            show: { owner, image in
-                guard let control = owner as? any StatefulImageDisplaying else { return }
-                showImage(image, in: control, for: state, background: false)
-            })
+        load(request, for: state, background: false, placeholderImage, success, failure, queue)
     }
 
     /// Cancels the download of `state`'s image, if any.
@@ -76,18 +70,27 @@ extension StatefulImageDisplaying {
         failure: ImageDownloader.FailureHandler? = nil,
         on queue: DispatchQueue = .main
     ) {
-        ImageLoad.start(
-            request, into: self, slot: .stateBackground(ImageStateKey(state)), placeholder: placeholderImage,
-            downloader: type(of: self).sharedImageDownloader, queue: queue, success: success, failure: failure,
-            show: { owner, image in
-                guard let control = owner as? any StatefulImageDisplaying else { return }
-                showImage(image, in: control, for: state, background: true)
-            })
+        load(request, for: state, background: true, placeholderImage, success, failure, queue)
     }
 
     /// Cancels the download of `state`'s background image, if any.
     public func cancelBackgroundImageDownloadTask(for state: State) {
         ImageLoad.cancel(self, .stateBackground(ImageStateKey(state)))
+    }
+
+    /// Starts `state`'s image or background download through the type's shared downloader.
+    private func load(
+        _ request: URLRequest, for state: State, background: Bool, _ placeholderImage: Image?,
+        _ success: ImageDownloader.SuccessHandler?, _ failure: ImageDownloader.FailureHandler?, _ queue: DispatchQueue
+    ) {
+        let key = ImageStateKey(state)
+        ImageLoad.start(
+            request, into: self, slot: background ? .stateBackground(key) : .stateImage(key), placeholder: placeholderImage,
+            downloader: type(of: self).sharedImageDownloader, queue: queue, success: success, failure: failure,
+            show: { owner, image in
+                guard let control = owner as? any StatefulImageDisplaying else { return }
+                showImage(image, in: control, for: state, background: background)
+            })
     }
 }
 
