@@ -261,46 +261,35 @@ final class SessionEngine: Sendable {
         let viaOperationQueue = wantsBodyDelivery(for: task) || task.observesProgress
             || observesSentBodyData.load(ordering: .acquiring)
         let work: @Sendable () -> Void
-        if serializer.prefersConcurrentProcessing, outcome.error == nil, runsSerializer(for: task),
-            !isFileOutcome(outcome)
-        {
+        let target: DispatchQueue
+        if serializer.prefersConcurrentProcessing, outcome.error == nil, runsSerializer(for: task, outcome: outcome) {
             // Heavy serializers (image decoding) run in parallel, then the handler on its queue.
+            target = Self.processingQueue
             work = { [self] in
                 let result = serializeResult(of: task, outcome: outcome, serializer: serializer)
                 queue.async { [self] in
                     deliverCompletion(of: task, outcome: outcome, hooks: hooks, serializer: serializer, result: result)
                 }
             }
-            let hop = work
-            if viaOperationQueue {
-                operationQueue.async { task.finishProgress(); Self.processingQueue.async(execute: hop) }
-            } else {
-                Self.processingQueue.async(execute: hop)
-            }
-            return
-        }
-        work = { [self] in
-            deliverCompletion(of: task, outcome: outcome, hooks: hooks, serializer: serializer)
+        } else {
+            target = queue
+            work = { [self] in deliverCompletion(of: task, outcome: outcome, hooks: hooks, serializer: serializer) }
         }
         if viaOperationQueue {
-            operationQueue.async { task.finishProgress(); queue.async(execute: work) }
+            operationQueue.async { task.finishProgress(); target.async(execute: work) }
         } else {
-            queue.async(execute: work)
+            target.async(execute: work)
         }
     }
 
     /// Where serializers that prefer concurrency run (`prefersConcurrentProcessing`).
     static let processingQueue = DispatchQueue(label: "Curlew.processing", attributes: .concurrent)
 
-    /// Whether the manager's serializer makes the task's result (not a download, a raw-data
-    /// call or a body that was streamed away).
-    private func runsSerializer(for task: SessionTask) -> Bool {
-        !(task is DownloadTask) && !task.options.skipsSerializer && task.options.collectsBody
+    /// Whether the manager's serializer makes the task's result: not for a download, a
+    /// raw-data call, a body that was streamed away, or one the response hook sent to a file.
+    private func runsSerializer(for task: SessionTask, outcome: TransferOutcome) -> Bool {
+        !(task is DownloadTask) && !task.options.skipsSerializer && task.options.collectsBody && outcome.fileURL == nil
     }
-
-    /// Whether `outcome` is a body in a file (a data task the response hook turned into a
-    /// download): no serializer runs for it.
-    private func isFileOutcome(_ outcome: TransferOutcome) -> Bool { outcome.fileURL != nil }
 
     /// The serializer's result for a task that succeeded.
     private func serializeResult(
