@@ -76,7 +76,7 @@ public struct SessionConfiguration: Sendable {
     /// The proxy to use. Default: `.environment`.
     ///
     /// Credentials may be part of the proxy URL (`http://user:password@proxy:3128`) or given
-    /// as ``proxyCredential``. An `https://` proxy is verified against the system's
+    /// as ``proxyCredential``. An `https://` proxy's own certificate is verified against the system's
     /// certificate authorities (and ``certificateAuthorityFile``) by libcurl: the manager's
     /// `SecurityPolicy` and its pins apply to the origin server only.
     public var proxy: Proxy = .environment

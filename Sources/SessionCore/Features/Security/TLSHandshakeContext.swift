@@ -48,6 +48,9 @@ final class TLSHandshakeContext {
     var recordsRejectedChain = false
     /// Record the chain, refuse the handshake, send nothing (`peerCertificates(for:)`).
     var isInspection = false
+    /// The request may go through an HTTPS proxy (an `https://` proxy URL, or the
+    /// environment's choice): a handshake with another host than the origin is the proxy's.
+    var mayUseHTTPSProxy = false
 
     // Results of the current request.
     private(set) var failure: TrustEvaluationError?
@@ -98,6 +101,14 @@ final class TLSHandshakeContext {
     /// Decides the handshake. Returns true to continue it.
     func verify(_ store: OpaquePointer) -> Bool {
         let ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()).map(OpaquePointer.init)
+        if isProxyHandshake(ssl) {
+            // libcurl gives an HTTPS proxy's own handshake the same SSL_CTX callback: that
+            // certificate is the proxy's, judged as OpenSSL does by default against the proxy's
+            // authorities (CURLOPT_PROXY_CAINFO; libcurl then checks its name), never against
+            // the origin's policy or pins. Nothing is stamped: only the origin's own handshake
+            // admits a request.
+            return X509_verify_cert(store) == 1
+        }
         if isInspection {
             if let trust = try? ServerTrust(storeContext: store) {
                 security.record(trust, forInspectionOf: taskIdentifier)
@@ -128,6 +139,18 @@ final class TLSHandshakeContext {
             security.count { $0.refusedHandshakes += 1 }
             return false
         }
+    }
+
+    /// Whether this handshake is with a proxy rather than the origin: libcurl names the
+    /// origin in SNI for every host name, so a handshake whose server name is another host's
+    /// (or absent, for an origin that is a host name) is the HTTPS proxy's own. The server name
+    /// is what libcurl sent, not what the peer said. (An origin given as an IP address sends
+    /// no SNI: such a handshake is judged as the origin's.)
+    private func isProxyHandshake(_ ssl: OpaquePointer?) -> Bool {
+        guard mayUseHTTPSProxy, let ssl, let host, !host.isEmpty else { return false }
+        let isAddress = host.contains(":") || host.allSatisfy { $0.isNumber || $0 == "." }
+        guard let name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name) else { return !isAddress }
+        return String(cString: name).lowercased() != host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
     }
 
     private func refuse(_ store: OpaquePointer, _ error: TrustEvaluationError) -> Bool {

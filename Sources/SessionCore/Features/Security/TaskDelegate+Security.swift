@@ -45,6 +45,11 @@ extension TaskDelegate {
         context.prepare(snapshot: snapshot, url: url)
         context.recordsRejectedChain = engine.hooks.authenticationChallenge != nil && securityState.mayAskHandler
         context.isInspection = security.isInspecting(task.taskIdentifier)
+        switch engine.configuration.proxy {
+        case .none: context.mayUseHTTPSProxy = false
+        case .environment: context.mayUseHTTPSProxy = true
+        case .url(let proxy): context.mayUseHTTPSProxy = proxy.lowercased().hasPrefix("https:")
+        }
         let pointer = context.retainedReference()
 
         // libcurl verifies the peer, and the policy decides inside that verification (the

@@ -1,0 +1,136 @@
+import CurlewTestSupport
+import Foundation
+import Security
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// An HTTPS proxy's own certificate is judged as the proxy's (its authorities, its name),
+/// never against the origin's policy and pins; the origin behind it still is.
+final class HTTPSProxyTests: XCTestCase {
+    /// A TLS forward proxy answering CONNECT (asyncio, on loopback), started per test.
+    final class TLSConnectProxy: @unchecked Sendable {
+        // @unchecked: `process` is set once in init and only terminated afterwards.
+        let port: Int
+        private let process: Process
+
+        static let script = """
+            import asyncio, ssl, sys
+            async def pump(reader, writer):
+                try:
+                    while True:
+                        data = await reader.read(65536)
+                        if not data:
+                            break
+                        writer.write(data)
+                        await writer.drain()
+                except Exception:
+                    pass
+                finally:
+                    writer.close()
+            async def handle(reader, writer):
+                try:
+                    head = await reader.readuntil(b"\\r\\n\\r\\n")
+                    host, port = head.split(b" ")[1].decode().rsplit(":", 1)
+                    up_reader, up_writer = await asyncio.open_connection(host, int(port))
+                    writer.write(b"HTTP/1.1 200 Connection established\\r\\n\\r\\n")
+                    await writer.drain()
+                    await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
+                except Exception:
+                    writer.close()
+            async def main():
+                context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+                context.load_cert_chain(sys.argv[1], sys.argv[2])
+                server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=context)
+                print(server.sockets[0].getsockname()[1], flush=True)
+                async with server:
+                    await server.serve_forever()
+            asyncio.run(main())
+            """
+
+        init(certificateChain: URL, privateKey: URL) throws {
+            process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["python3", "-c", Self.script, certificateChain.path, privateKey.path]
+            let output = Pipe()
+            process.standardOutput = output
+            try process.run()
+            let line = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+            guard let port = Int(line.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                kill(process.processIdentifier, SIGKILL)
+                throw SessionError.badServerResponse("the test proxy did not start: '\(line)'")
+            }
+            self.port = port
+        }
+
+        func stop() {
+            // SIGKILL: a child of the test process may inherit an ignored SIGTERM.
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    private func manager(proxyPort: Int, pinning: Bool) throws -> URLSessionManager {
+        let certificates = try TLSFixture.certificates()
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .url("https://127.0.0.1:\(proxyPort)")
+        configuration.certificateAuthorityFile = certificates.root.certificatePEM.path
+        configuration.timeoutIntervalForRequest = 15
+        let manager = URLSessionManager(configuration: configuration)
+        var policy = try TLSFixture.trustingTestRoot()
+        if pinning {
+            // Pins the origin's key only: the proxy presents another key.
+            policy = SecurityPolicy(pinningMode: .publicKey, pinnedCertificates: [try TLSFixture.certificate(certificates.leaf)])
+            policy.trustedRootCertificates = [try TLSFixture.certificate(certificates.root)]
+        }
+        manager.securityPolicy = policy
+        return manager
+    }
+
+    func testThePinnedOriginIsReachedThroughAnHTTPSProxyWithAnotherCertificate() async throws {
+        let certificates = try TLSFixture.certificates()
+        let origin = try TLSFixture.server(certificates.leaf)
+        defer { origin.shutdown() }
+        let proxy = try TLSConnectProxy(
+            certificateChain: certificates.leafNewKey.chainPEM, privateKey: certificates.leafNewKey.privateKeyPEM)
+        defer { proxy.stop() }
+        let manager = try manager(proxyPort: proxy.port, pinning: true)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let url = try XCTUnwrap(URL(string: "https://localhost:\(try XCTUnwrap(origin.baseURL.port))/through"))
+        let response = await manager.get(url)
+        XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)")
+        XCTAssertEqual(origin.requests.first?.path, "/through", "the request went through the tunnel")
+    }
+
+    func testThePinsStillJudgeTheOriginBehindTheProxy() async throws {
+        let certificates = try TLSFixture.certificates()
+        let origin = try TLSFixture.server(certificates.leafNewKey)  // not the pinned key
+        defer { origin.shutdown() }
+        let proxy = try TLSConnectProxy(
+            certificateChain: certificates.leaf.chainPEM, privateKey: certificates.leaf.privateKeyPEM)
+        defer { proxy.stop() }
+        let manager = try manager(proxyPort: proxy.port, pinning: true)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let url = try XCTUnwrap(URL(string: "https://localhost:\(try XCTUnwrap(origin.baseURL.port))/"))
+        let response = await manager.get(url)
+        XCTAssertEqual(TLSFixture.trustFailure(response)?.reason, .noPinMatched, "\(response.result)")
+        XCTAssertEqual(origin.requests.count, 0)
+    }
+
+    func testAProxyWithAnUntrustedCertificateIsRefused() async throws {
+        let certificates = try TLSFixture.certificates()
+        let origin = try TLSFixture.server(certificates.leaf)
+        defer { origin.shutdown() }
+        let proxy = try TLSConnectProxy(
+            certificateChain: certificates.unrelatedLeaf.chainPEM, privateKey: certificates.unrelatedLeaf.privateKeyPEM)
+        defer { proxy.stop() }
+        let manager = try manager(proxyPort: proxy.port, pinning: false)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let url = try XCTUnwrap(URL(string: "https://localhost:\(try XCTUnwrap(origin.baseURL.port))/"))
+        let response = await manager.get(url)
+        XCTAssertNotNil(response.error, "an untrusted proxy is never used")
+        XCTAssertEqual(origin.requests.count, 0)
+    }
+}
