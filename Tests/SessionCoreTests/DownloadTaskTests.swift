@@ -67,10 +67,18 @@ final class DownloadTaskTests: XCTestCase {
         let moved = expectation(forNotification: .downloadTaskDidMoveFileSuccessfully, object: nil)
         let completed = expectation(forNotification: .taskDidComplete, object: nil)
         let asset = Mutex<URL?>(nil)
+        let order = Mutex<[String]>([])
         let observer = NotificationCenter.default.addObserver(forName: .taskDidComplete, object: nil, queue: nil) { note in
             asset.withLock { $0 = note.userInfo?[SessionNotificationKey.assetPath] as? URL }
+            order.withLock { $0.append("complete") }
         }
-        defer { NotificationCenter.default.removeObserver(observer) }
+        let moveObserver = NotificationCenter.default.addObserver(
+            forName: .downloadTaskDidMoveFileSuccessfully, object: nil, queue: nil
+        ) { _ in order.withLock { $0.append("moved") } }
+        let resumeObserver = NotificationCenter.default.addObserver(forName: .taskDidResume, object: nil, queue: nil) { _ in
+            order.withLock { $0.append("resumed") }
+        }
+        defer { [observer, moveObserver, resumeObserver].forEach(NotificationCenter.default.removeObserver) }
         let seenTemporary = Mutex<URL?>(nil)
         let (task, response) = await download { done in
             manager.downloadTask(
@@ -88,6 +96,7 @@ final class DownloadTaskTests: XCTestCase {
         XCTAssertNil(response.data)
         XCTAssertEqual(try Data(contentsOf: destination), body)
         XCTAssertEqual(asset.withLock { $0 }, destination)
+        XCTAssertEqual(order.withLock { $0 }, ["resumed", "moved", "complete"], "notifications in order")
         XCTAssertEqual(seenTemporary.withLock { $0 }?.deletingLastPathComponent().path, downloads.path)
         XCTAssertEqual(task.countOfBytesReceived, Int64(body.count))
         XCTAssertEqual(task.state, .completed)
