@@ -72,6 +72,19 @@ public final class DownloadTask: SessionTask, @unchecked Sendable {
 
 /// A download task's fixed choices.
 struct DownloadOptions: Sendable {
+    /// The name prefix of every temporary download file (resume data may name only these).
+    static let partialFilePrefix = "CurlewDownload-"
+
+    /// Where download bodies are written while they arrive.
+    static func directory(for configuration: SessionConfiguration) -> URL {
+        configuration.downloadDirectory ?? FileManager.default.temporaryDirectory
+    }
+
+    /// A new temporary file's URL in the download directory.
+    static func newFileURL(for configuration: SessionConfiguration) -> URL {
+        directory(for: configuration).appendingPathComponent("\(partialFilePrefix)\(UUID().uuidString).tmp")
+    }
+
     /// The temporary file the body is written to.
     var fileURL: URL
     /// Where a resumed download continues from (nil: from byte 0).

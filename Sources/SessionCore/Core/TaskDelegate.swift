@@ -465,8 +465,7 @@ final class TaskDelegate {
     /// Sends the body of the delivered response to a new temporary file from now on (the
     /// response hook answered `.becomeDownload`; no body byte was taken yet).
     func becomeDownload() -> SessionError? {
-        let directory = engine.configuration.downloadDirectory ?? FileManager.default.temporaryDirectory
-        let url = directory.appendingPathComponent("CurlewDownload-\(UUID().uuidString).tmp")
+        let url = DownloadOptions.newFileURL(for: engine.configuration)
         do {
             let file = try DownloadFile(url: url)
             download = file

@@ -99,16 +99,11 @@ extension URLSessionManager {
         return response.fileURL ?? destination
     }
 
-    private var downloadDirectory: URL {
-        configuration.downloadDirectory ?? FileManager.default.temporaryDirectory
-    }
-
     private func makeDownloadTask(
         request: URLRequest, resume: DownloadResumeData?, progress: (@Sendable (Progress) -> Void)?,
         destination: (@Sendable (URL, HTTPURLResponse?) -> URL)?, completionHandler: (@Sendable (DataResponse) -> Void)?
     ) -> DownloadTask {
-        let fileURL = resume?.partialFileURL
-            ?? downloadDirectory.appendingPathComponent("\(Self.partialFilePrefix)\(UUID().uuidString).tmp")
+        let fileURL = resume?.partialFileURL ?? DownloadOptions.newFileURL(for: configuration)
         var options = TaskOptions(collectsBody: false, completionHandler: completionHandler, downloadProgress: progress)
         options.callbacks.destination = destination
         options.download = DownloadOptions(fileURL: fileURL, resume: resume)
@@ -116,14 +111,12 @@ extension URLSessionManager {
         return engine.makeTask(DownloadTask.self, request: request, options: options)
     }
 
-    private static let partialFilePrefix = "CurlewDownload-"
-
     /// Resume data names a file Curlew will truncate and write: only one of its own partial
     /// files, in the download directory, is accepted.
     private func checkPartialFile(of resume: DownloadResumeData) throws(SessionError) -> URL {
         let file = resume.partialFileURL.standardizedFileURL
-        guard file.lastPathComponent.hasPrefix(Self.partialFilePrefix),
-            file.deletingLastPathComponent().path == downloadDirectory.standardizedFileURL.path
+        guard file.lastPathComponent.hasPrefix(DownloadOptions.partialFilePrefix),
+            file.deletingLastPathComponent().path == DownloadOptions.directory(for: configuration).standardizedFileURL.path
         else {
             throw .invalidResumeData("the partial file '\(file.path)' is not in the download directory")
         }
