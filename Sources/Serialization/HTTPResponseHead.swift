@@ -92,9 +92,10 @@ public final class HTTPResponseHead: Sendable, CustomStringConvertible {
     /// The value of the field `name` (ASCII case ignored); repeated fields joined with ", ".
     public func value(forHTTPHeaderField name: String) -> String? {
         var result: String?
-        for range in ranges where matches(range, name) {
+        forEachField(named: name) { range in
             let value = string(from: range.valueStart, to: range.valueEnd)
             if let existing = result { result = existing + ", " + value } else { result = value }
+            return true
         }
         return result
     }
@@ -102,24 +103,38 @@ public final class HTTPResponseHead: Sendable, CustomStringConvertible {
     /// Every value of the field `name`, one per field line, in arrival order (for fields that
     /// must not be joined, such as `Set-Cookie`).
     public func values(forHTTPHeaderField name: String) -> [String] {
-        ranges.filter { matches($0, name) }.map { string(from: $0.valueStart, to: $0.valueEnd) }
+        var values: [String] = []
+        forEachField(named: name) { range in
+            values.append(string(from: range.valueStart, to: range.valueEnd))
+            return true
+        }
+        return values
     }
 
     /// Whether a field `name` is present.
     public func contains(_ name: String) -> Bool {
-        ranges.contains { matches($0, name) }
+        var found = false
+        forEachField(named: name) { _ in
+            found = true
+            return false
+        }
+        return found
     }
 
     /// `Content-Length` as a number; -1 when absent, repeated with different values, or not
     /// a number (as `URLResponse.expectedContentLength`).
     public var expectedContentLength: Int64 {
         var result: Int64?
-        for range in ranges where matches(range, "Content-Length") {
-            guard let value = number(from: range.valueStart, to: range.valueEnd), result == nil || result == value
-            else { return -1 }
+        var conflicting = false
+        forEachField(named: "Content-Length") { range in
+            guard let value = number(from: range.valueStart, to: range.valueEnd), result == nil || result == value else {
+                conflicting = true
+                return false
+            }
             result = value
+            return true
         }
-        return result ?? -1
+        return conflicting ? -1 : result ?? -1
     }
 
     /// The media type of `Content-Type`, lowercased, without parameters ("application/json").
@@ -191,18 +206,21 @@ public final class HTTPResponseHead: Sendable, CustomStringConvertible {
         }
     }
 
-    private func matches(_ range: FieldRange, _ name: String) -> Bool {
-        let length = Int(range.nameEnd - range.nameStart)
+    /// Calls `body` with each field named `name` (ASCII case ignored), in order, until it
+    /// returns false. The name's bytes and the storage are opened once for the whole scan:
+    /// lookups run on the driver thread for every response.
+    private func forEachField(named name: String, _ body: (FieldRange) -> Bool) {
         var name = name
-        return name.withUTF8 { wanted in
-            guard wanted.count == length else { return false }
-            return storage.withUnsafeBufferPointer { buffer in
-                var index = 0
-                while index < length {
-                    if Self.lowercase(buffer[Int(range.nameStart) + index]) != Self.lowercase(wanted[index]) { return false }
-                    index += 1
+        name.withUTF8 { wanted in
+            storage.withUnsafeBufferPointer { buffer in
+                for range in ranges where Int(range.nameEnd - range.nameStart) == wanted.count {
+                    let start = Int(range.nameStart)
+                    var index = 0
+                    while index < wanted.count, Self.lowercase(buffer[start + index]) == Self.lowercase(wanted[index]) {
+                        index += 1
+                    }
+                    if index == wanted.count, !body(range) { return }
                 }
-                return true
             }
         }
     }

@@ -83,12 +83,14 @@ final class DownloadFile {
     }
 
     /// The request's header lines with the range fields added when resuming (any the caller
-    /// set are replaced: the engine owns them for a resumed download).
+    /// set are replaced: the engine owns them for a resumed download). A resumed part is asked
+    /// for as is, without `Accept-Encoding`: a range of a content-coded representation would be
+    /// a range of other bytes.
     func headerLines(adding lines: [String]) -> [String] {
         guard rangeStart > 0, let validator else { return lines }
         var result = lines.filter { line in
-            let lower = line.prefix(9).lowercased()
-            return !lower.hasPrefix("range:") && !lower.hasPrefix("if-range:")
+            let lower = line.prefix(16).lowercased()
+            return !lower.hasPrefix("range:") && !lower.hasPrefix("if-range:") && !lower.hasPrefix("accept-encoding:")
         }
         result.append("Range: bytes=\(rangeStart)-")
         result.append("If-Range: \(validator)")

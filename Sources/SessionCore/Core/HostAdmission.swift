@@ -6,53 +6,57 @@
 /// Multiplexed transfers (HTTP/2) are not counted: they share connections, and their
 /// priority is the stream weight. Confinement: the driver thread only.
 struct HostAdmission {
+    /// One origin's running count and line. A transfer keeps a reference to its origin, so
+    /// releasing a slot needs no lookup; the origin leaves the table when nothing runs there.
+    final class Origin {
+        let key: String
+        fileprivate(set) var active = 0
+        fileprivate(set) var waiting: [TaskDelegate] = []
+        fileprivate init(key: String) { self.key = key }
+    }
+
     let limit: Int
-    private var active: [String: Int] = [:]
-    private var waiting: [String: [TaskDelegate]] = [:]
+    private var origins: [String: Origin] = [:]
 
     init(limit: Int) { self.limit = limit }
 
-    /// The origin part of an absolute URL string ("http://host:port"), found as bytes.
-    static func originKey(of urlString: String) -> String {
-        let utf8 = urlString.utf8
-        guard let schemeEnd = utf8.firstRange(of: "://".utf8)?.upperBound else { return urlString }
-        let end = utf8[schemeEnd...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
-        return String(urlString[..<(end ?? utf8.endIndex)])
-    }
-
-    /// Takes a slot for `delegate` (true: start it now) or puts it in line (false).
-    mutating func admit(_ delegate: TaskDelegate, key: String) -> Bool {
-        let running = active[key, default: 0]
-        guard running >= limit else {
-            active[key] = running + 1
-            return true
+    /// Takes a slot at `key`'s origin for `delegate` (`.admitted`: start it now) or puts it in
+    /// line (`.waiting`). Either way the origin comes back, for `release` and `withdraw`.
+    mutating func admit(_ delegate: TaskDelegate, key: String) -> (origin: Origin, admitted: Bool) {
+        let origin: Origin
+        if let known = origins[key] {
+            origin = known
+        } else {
+            origin = Origin(key: key)
+            origins[key] = origin
         }
-        waiting[key, default: []].append(delegate)
-        return false
+        guard origin.active >= limit else {
+            origin.active += 1
+            return (origin, true)
+        }
+        origin.waiting.append(delegate)
+        return (origin, false)
     }
 
-    /// Frees `key`'s slot; returns the waiting transfer that takes it (already counted).
-    mutating func release(_ key: String) -> TaskDelegate? {
-        if var line = waiting[key], !line.isEmpty {
+    /// Frees a slot of `origin`; returns the waiting transfer that takes it (already counted).
+    mutating func release(_ origin: Origin) -> TaskDelegate? {
+        if !origin.waiting.isEmpty {
             var best = 0
-            var bestPriority = line[0].task.priority
-            for index in line.indices.dropFirst() {
-                let priority = line[index].task.priority
+            var bestPriority = origin.waiting[0].task.priority
+            for index in origin.waiting.indices.dropFirst() {
+                let priority = origin.waiting[index].task.priority
                 if priority > bestPriority { (best, bestPriority) = (index, priority) }
             }
-            let next = line.remove(at: best)
-            waiting[key] = line.isEmpty ? nil : line
-            return next  // the slot passes to it: the count stays
+            return origin.waiting.remove(at: best)  // the slot passes to it: the count stays
         }
-        let running = active[key, default: 1] - 1
-        active[key] = running > 0 ? running : nil
+        origin.active = max(0, origin.active - 1)
+        if origin.active == 0 { origins[origin.key] = nil }
         return nil
     }
 
     /// Takes a waiting transfer out of line (cancelled, timed out).
-    mutating func withdraw(_ delegate: TaskDelegate, key: String) {
-        guard var line = waiting[key] else { return }
-        line.removeAll { $0 === delegate }
-        waiting[key] = line.isEmpty ? nil : line
+    mutating func withdraw(_ delegate: TaskDelegate, from origin: Origin) {
+        origin.waiting.removeAll { $0 === delegate }
+        if origin.active == 0 && origin.waiting.isEmpty { origins[origin.key] = nil }
     }
 }

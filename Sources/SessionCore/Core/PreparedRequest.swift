@@ -13,13 +13,29 @@ struct PreparedRequest: Sendable {
     let url: URL
     /// `url.absoluteString`, computed once (libcurl's `CURLOPT_URL`).
     let urlString: String
+    /// The scheme and origin of `urlString`, found once as bytes.
+    let urlOrigin: URLOrigin
     let method: String
     /// "Name: value" lines for `CURLOPT_HTTPHEADER`, already validated.
-    let headerLines: [String]
+    var headerLines: [String]
     /// The `Accept-Encoding` value curl sends and decodes (empty: every encoding curl supports).
     let acceptEncoding: String
-    let body: RequestBody
+    var body: RequestBody
     let hasCookieHeader: Bool
+
+    init(
+        url: URL, urlString: String, method: String, headerLines: [String], acceptEncoding: String,
+        body: RequestBody, hasCookieHeader: Bool, urlOrigin: URLOrigin? = nil
+    ) {
+        self.url = url
+        self.urlString = urlString
+        self.urlOrigin = urlOrigin ?? URLOrigin(urlString)
+        self.method = method
+        self.headerLines = headerLines
+        self.acceptEncoding = acceptEncoding
+        self.body = body
+        self.hasCookieHeader = hasCookieHeader
+    }
 
     static let supportedSchemes: Set<String> = ["http", "https"]
 
@@ -31,9 +47,10 @@ struct PreparedRequest: Sendable {
     ) throws(SessionError) -> PreparedRequest {
         guard let url = request.url else { throw .badURL("the request has no URL") }
         let absolute = url.absoluteString
-        guard let scheme = url.scheme?.lowercased() else { throw .badURL("'\(absolute)' has no scheme") }
-        guard supportedSchemes.contains(scheme) else { throw .unsupportedScheme(scheme) }
-        guard let host = url.host, !host.isEmpty else { throw .badURL("'\(absolute)' has no host") }
+        let origin = URLOrigin(absolute)
+        guard !origin.scheme.isEmpty else { throw .badURL("'\(absolute)' has no scheme") }
+        guard origin.scheme == "http" || origin.scheme == "https" else { throw .unsupportedScheme(origin.scheme) }
+        guard origin.hasHost else { throw .badURL("'\(absolute)' has no host") }
         // Spaces and control characters would be rejected or, worse, interpreted by the server.
         if !HTTPHeaderValidation.isValidURLString(absolute) {
             throw .badURL("'\(absolute.debugDescription)' contains spaces or control characters")
@@ -83,6 +100,9 @@ struct PreparedRequest: Sendable {
             // "Name;" is curl's syntax for a header with an empty value ("Name:" would remove it).
             lines.append(value.isEmpty ? name + ";" : name + ": " + value)
         }
+        // The line libcurl would format for `CURLOPT_ACCEPT_ENCODING` (set in `configure`,
+        // so it decodes the answer), written here once instead of by curl's printf per request.
+        lines.append(acceptEncoding.isEmpty ? CurlRuntime.defaultAcceptEncodingLine : "Accept-Encoding: " + acceptEncoding)
         // curl adds "Expect: 100-continue" to bodies over 1 MiB and then waits up to a second
         // for an answer many servers never send. URLSession never sends it; neither does Curlew
         // unless the caller asks.
@@ -99,15 +119,15 @@ struct PreparedRequest: Sendable {
         }
         return PreparedRequest(
             url: url, urlString: absolute, method: method, headerLines: lines,
-            acceptEncoding: acceptEncoding, body: body, hasCookieHeader: hasCookie)
+            acceptEncoding: acceptEncoding, body: body, hasCookieHeader: hasCookie, urlOrigin: origin)
     }
 
-    /// Whether a transfer to `url` may share a connection with others (HTTP/2): over TLS
+    /// Whether a transfer to `origin` may share a connection with others (HTTP/2): over TLS
     /// with ALPN under `.http2`, or always with prior knowledge. Never on cleartext `.http2`.
-    static func canMultiplex(url: URL, version: SessionConfiguration.HTTPVersion) -> Bool {
+    static func canMultiplex(_ origin: URLOrigin, version: SessionConfiguration.HTTPVersion) -> Bool {
         switch version {
         case .http1_1: return false
-        case .http2: return url.scheme?.lowercased() == "https"
+        case .http2: return origin.isHTTPS
         case .http2PriorKnowledge: return true
         }
     }

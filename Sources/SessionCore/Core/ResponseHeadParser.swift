@@ -9,7 +9,11 @@ import FoundationNetworking
 /// libcurl calls the header callback once per line, status line included, for every
 /// response it reads: interim `1xx` responses and the final one. Interim heads are
 /// dropped; the final head completes at its empty line. Lines after that are trailers.
-struct ResponseHeadParser {
+///
+/// A class, reused by every transfer of one easy handle (`EasyHandle.headParser`): its field
+/// buffer is allocated once, and a line costs a scan and one `memcpy`. Confinement: the
+/// driver thread only, like the handle.
+final class ResponseHeadParser {
     /// What a line did to the parser's state.
     enum Event: Equatable {
         /// Keep going.
@@ -29,20 +33,27 @@ struct ResponseHeadParser {
     private(set) var statusCode = 0
     private(set) var httpVersion = "HTTP/1.1"
     /// Field names and values, back to back; `ranges` says where each one is.
-    private var storage: [UInt8] = []
+    private let storage = ByteBuffer()
     private var ranges: [HTTPResponseHead.FieldRange] = []
     private(set) var isComplete = false
     private(set) var headBytes = 0
     private var sawStatusLine = false
-    let maximumBytes: Int
+    private(set) var maximumBytes: Int
 
     init(maximumBytes: Int) {
         self.maximumBytes = maximumBytes
     }
 
-    /// Forgets everything, for the next response on a redirected or retried request.
-    mutating func reset() {
-        self = ResponseHeadParser(maximumBytes: maximumBytes)
+    /// Forgets everything, for the next response on a redirected or retried request, or the
+    /// next transfer of the handle (with its limit).
+    func reset(maximumBytes: Int? = nil) {
+        if let maximumBytes { self.maximumBytes = maximumBytes }
+        statusCode = 0
+        httpVersion = "HTTP/1.1"
+        clearFields()
+        isComplete = false
+        headBytes = 0
+        sawStatusLine = false
     }
 
     /// The number of fields parsed so far.
@@ -50,7 +61,7 @@ struct ResponseHeadParser {
 
     /// Feeds one raw header line (with its CRLF) to the parser. Bytes only: no Foundation
     /// string work on the driver thread.
-    mutating func consume(_ bytes: UnsafeRawBufferPointer) -> Event {
+    func consume(_ bytes: UnsafeRawBufferPointer) -> Event {
         if isComplete {
             // Trailers are ignored; a status line ("HTTP/" cannot begin a field name) starts
             // the next response of the same transfer.
@@ -93,9 +104,8 @@ struct ResponseHeadParser {
         }
         // The name: token bytes up to the colon, checked in one pass.
         var colon = 0
-        let isToken = Self.isToken  // one lazy-global check per line, not per byte
         while colon < line.count, line[colon] != UInt8(ascii: ":") {
-            guard isToken[Int(line[colon])] else {
+            guard Self.isTokenByte(line[colon]) else {
                 return Self.nameOrColonError(line, from: colon)
             }
             colon += 1
@@ -103,7 +113,7 @@ struct ResponseHeadParser {
         guard colon < line.count else { return .invalid("header line without a colon") }
         guard colon > 0 else { return .invalid("invalid header field name") }
         let nameStart = Int32(clamping: storage.count)
-        Self.append(UnsafeRawBufferPointer(rebasing: line[0..<colon]), to: &storage)
+        storage.append(UnsafeRawBufferPointer(rebasing: line[0..<colon]))
         let valueStart = Int32(clamping: storage.count)
         appendValue(Self.trimmed(line, from: colon + 1, to: line.count))
         ranges.append(HTTPResponseHead.FieldRange(
@@ -119,35 +129,31 @@ struct ResponseHeadParser {
 
     /// Appends a field value; a control byte (CR, NUL, ...; tab excepted) becomes a space, as
     /// RFC 9110 §5.5 allows, so no value handed on can split a header line.
-    private mutating func appendValue(_ value: Slice<UnsafeRawBufferPointer>) {
+    private func appendValue(_ value: Slice<UnsafeRawBufferPointer>) {
         let bytes = UnsafeRawBufferPointer(rebasing: value)
-        var clean = true
-        for byte in bytes where !Self.isValueByte(byte) {
-            clean = false
-            break
-        }
-        if clean {
-            Self.append(bytes, to: &storage)
-        } else {
-            storage.append(contentsOf: bytes.lazy.map { HTTPHeaderValidation.isValueByte($0) ? $0 : 0x20 })
+        storage.append(bytes)
+        guard !bytes.allSatisfy(Self.isValueByte) else { return }
+        storage.replaceLast(bytes.count) { Self.isValueByte($0) ? $0 : 0x20 }
+    }
+
+    /// RFC 9110 `tchar`, as a 128-bit table in two constants (no lazy global, no
+    /// cross-module call per byte): bit `b` of the pair is set when byte `b` is a token byte.
+    @inline(__always)
+    private static func isTokenByte(_ byte: UInt8) -> Bool {
+        let low: UInt64 = 0x03FF_6CFA_0000_0000  // bytes 0-63: ! # $ % & ' * + - . 0-9
+        let high: UInt64 = 0x57FF_FFFF_C7FF_FFFE  // bytes 64-127: A-Z ^ _ ` a-z | ~
+        switch byte {
+        case 0..<64: return (low >> UInt64(byte)) & 1 == 1
+        case 64..<128: return (high >> UInt64(byte - 64)) & 1 == 1
+        default: return false
         }
     }
 
-    /// `HTTPHeaderValidation.isTokenByte` for every byte value, computed once: the
-    /// cross-module call per byte cost more than the rest of the parse.
-    private static let isToken: [Bool] = (0...255).map { HTTPHeaderValidation.isTokenByte(UInt8($0)) }
-
-    /// `HTTPHeaderValidation.isValueByte`, inlined here for the same reason.
+    /// `HTTPHeaderValidation.isValueByte`, inlined here: a cross-module call per byte cost
+    /// more than the rest of the parse.
     @inline(__always)
     private static func isValueByte(_ byte: UInt8) -> Bool {
         byte == 0x09 || (byte >= 0x20 && byte != 0x7F)
-    }
-
-    /// One copy of `bytes` onto the end of `storage` (a raw buffer as `append(contentsOf:)`'s
-    /// argument took the element-by-element path).
-    private static func append(_ bytes: UnsafeRawBufferPointer, to storage: inout [UInt8]) {
-        // curl's `char` buffer, read as bytes (no rebinding of memory curl owns).
-        storage.append(contentsOf: UnsafeBufferPointer(start: bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), count: bytes.count))
     }
 
     /// A line whose name holds a non-token byte: the old rule's two answers (a line with no
@@ -165,12 +171,12 @@ struct ResponseHeadParser {
         return line[start..<end]
     }
 
-    private mutating func clearFields() {
-        storage.removeAll(keepingCapacity: true)
+    private func clearFields() {
+        storage.removeAll()
         ranges.removeAll(keepingCapacity: true)
     }
 
-    private mutating func parseStatusLine(_ line: UnsafeRawBufferPointer) -> Event {
+    private func parseStatusLine(_ line: UnsafeRawBufferPointer) -> Event {
         // "HTTP/1.1 200 OK", "HTTP/2 204" — reason phrases are optional.
         guard let space = line.firstIndex(of: 0x20) else { return malformed(line) }
         var codeStart = space
@@ -194,10 +200,13 @@ struct ResponseHeadParser {
 
     /// The common spellings without building a new string each time.
     private static func version(_ bytes: Slice<UnsafeRawBufferPointer>) -> String {
-        if bytes.elementsEqual("HTTP/1.1".utf8) { return "HTTP/1.1" }
-        if bytes.elementsEqual("HTTP/2".utf8) { return "HTTP/2" }
-        if bytes.elementsEqual("HTTP/1.0".utf8) { return "HTTP/1.0" }
-        return String(decoding: bytes, as: UTF8.self)
+        let line = UnsafeRawBufferPointer(rebasing: bytes)  // begins with "HTTP/"
+        if line.count == 8, line[5] == UInt8(ascii: "1"), line[6] == UInt8(ascii: ".") {
+            if line[7] == UInt8(ascii: "1") { return "HTTP/1.1" }
+            if line[7] == UInt8(ascii: "0") { return "HTTP/1.0" }
+        }
+        if line.count == 6, line[5] == UInt8(ascii: "2") { return "HTTP/2" }
+        return String(decoding: line, as: UTF8.self)
     }
 
     private func malformed(_ line: UnsafeRawBufferPointer) -> Event {
@@ -207,6 +216,6 @@ struct ResponseHeadParser {
     /// The complete head for `url`. The bytes are copied into the head (the parser keeps its
     /// buffers for the next response).
     func makeHead(url: URL) -> HTTPResponseHead {
-        HTTPResponseHead(url: url, statusCode: statusCode, httpVersion: httpVersion, storage: storage, ranges: ranges)
+        HTTPResponseHead(url: url, statusCode: statusCode, httpVersion: httpVersion, storage: storage.array, ranges: ranges)
     }
 }

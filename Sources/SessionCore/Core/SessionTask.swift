@@ -276,11 +276,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     /// conditional fields).
     func addHeaderLines(_ lines: [String]) {
         protected.withLock { state in
-            guard let prepared = state.prepared else { return }
-            state.prepared = PreparedRequest(
-                url: prepared.url, urlString: prepared.urlString, method: prepared.method,
-                headerLines: prepared.headerLines + lines, acceptEncoding: prepared.acceptEncoding, body: prepared.body,
-                hasCookieHeader: prepared.hasCookieHeader)
+            state.prepared?.headerLines += lines
         }
     }
 

@@ -24,7 +24,8 @@ final class TaskDelegate {
     /// A download task's file (nil for data tasks, unless the response hook turned the data
     /// task into a download): the delivered body goes there.
     private(set) var download: DownloadFile?
-    private var head: ResponseHeadParser
+    /// The handle's parser, reset for this transfer (its buffers outlive the transfer).
+    private let head: ResponseHeadParser
     /// The current exchange's response head, once complete (Foundation's `HTTPURLResponse`
     /// is built from it only when someone asks, off this thread).
     private(set) var responseHead: HTTPResponseHead?
@@ -56,7 +57,7 @@ final class TaskDelegate {
     var isAttached = false
     /// The origin whose connection slot this transfer holds or waits for (`HostAdmission`);
     /// nil when it is not counted (multiplexed, or no per-host limit).
-    var admissionKey: String?
+    var admissionOrigin: HostAdmission.Origin?
     /// In line for a slot: not attached yet.
     var isWaitingForSlot = false
     /// Whether the response hook is asked about this transfer's delivered response (a data
@@ -92,8 +93,11 @@ final class TaskDelegate {
         self.engine = engine
         self.request = task.currentRequest ?? URLRequest(url: prepared.url)
         self.prepared = prepared
-        self.head = ResponseHeadParser(maximumBytes: engine.configuration.maximumResponseHeaderBytes)
-        self.bodyReader = try BodyReader(prepared.body, wake: Self.bodyWake(task: task, engine: engine))
+        self.head = easy.headParser
+        head.reset(maximumBytes: engine.configuration.maximumResponseHeaderBytes)
+        // The wake closure (two weak references) only for a request that has a body.
+        self.bodyReader = prepared.body.isEmpty
+            ? nil : try BodyReader(prepared.body, wake: Self.bodyWake(task: task, engine: engine))
         if let options = task.options.download {
             let resume = options.resume
             download = try DownloadFile(url: options.fileURL, resumingAt: resume?.bytesReceived ?? 0, resume: resume)
@@ -128,29 +132,34 @@ final class TaskDelegate {
         let configuration = engine.configuration
         let url = prepared.url
         var ok = easy.set(CURLOPT_URL, prepared.urlString)
-        ok = ok && easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
-        easy.set(CURLOPT_NOSIGNAL, 1)
+        if !easy.hasBaseOptions {
+            // The same for every transfer: kept by a handle reused without a reset.
+            ok = ok && easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
+            easy.set(CURLOPT_NOSIGNAL, 1)
+            _ = curlew_easy_setopt_write_function(easy.raw, CURLOPT_HEADERFUNCTION, CurlCallbacks.header)
+            _ = curlew_easy_setopt_write_function(easy.raw, CURLOPT_WRITEFUNCTION, CurlCallbacks.write)
+            // Always install the read callback: without one, curl reads request bodies from stdin.
+            _ = curlew_easy_setopt_read_function(easy.raw, CurlCallbacks.read)
+            _ = curlew_easy_setopt_seek_function(easy.raw, CurlCallbacks.seek)
+            easy.set(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
+            easy.set(CURLOPT_TCP_KEEPALIVE, 1)
+            easy.hasBaseOptions = ok
+        }
         easy.set(CURLOPT_PRIVATE, pointer: unmanagedSelf)
-        _ = curlew_easy_setopt_write_function(easy.raw, CURLOPT_HEADERFUNCTION, CurlCallbacks.header)
         easy.set(CURLOPT_HEADERDATA, pointer: unmanagedSelf)
-        _ = curlew_easy_setopt_write_function(easy.raw, CURLOPT_WRITEFUNCTION, CurlCallbacks.write)
         easy.set(CURLOPT_WRITEDATA, pointer: unmanagedSelf)
-        // Always install the read callback: without one, curl reads request bodies from stdin.
-        _ = curlew_easy_setopt_read_function(easy.raw, CurlCallbacks.read)
         easy.set(CURLOPT_READDATA, pointer: unmanagedSelf)
-        _ = curlew_easy_setopt_seek_function(easy.raw, CurlCallbacks.seek)
         easy.set(CURLOPT_SEEKDATA, pointer: unmanagedSelf)
         if bodyReader != nil {
             // Upload counters (and the idle clock of a body the server stops reading) come
             // from curl's progress callback; a request without a body needs none: curl would
             // call it on every pass of the loop for nothing.
+            easy.noteTransferSpecificOption()
             _ = curlew_easy_setopt_xferinfo_function(easy.raw, CurlCallbacks.progress)
             easy.set(CURLOPT_XFERINFODATA, pointer: unmanagedSelf)
             easy.set(CURLOPT_NOPROGRESS, 0)
         }
-        easy.set(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
         joinShare(share)  // and libcurl's cookie engine on or off (Features/Cookies)
-        easy.set(CURLOPT_TCP_KEEPALIVE, 1)
 
         switch configuration.httpVersion {
         case .http1_1: easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
@@ -161,7 +170,7 @@ final class TaskDelegate {
         // yet rather than open another. Only where multiplexing can happen: on a cleartext
         // http:// URL under `.http2` (HTTP/1.1 only), it made parallel requests to one host
         // queue behind each other's response heads.
-        if PreparedRequest.canMultiplex(url: url, version: configuration.httpVersion) {
+        if PreparedRequest.canMultiplex(prepared.urlOrigin, version: configuration.httpVersion) {
             easy.set(CURLOPT_PIPEWAIT, 1)
             // The task's priority as its HTTP/2 stream weight, 1...256 (weights only matter
             // relative to the other streams of the connection: the default 0.5 gives 129).
@@ -234,7 +243,7 @@ final class TaskDelegate {
     private func configureTLS() -> SessionError? {
         // Each hop is configured afresh, so an http:// hop needs no TLS options (a redirect
         // to https:// sets them when it is configured).
-        guard prepared.url.scheme?.lowercased() == "https" else { return configureSecurity() }
+        guard prepared.urlOrigin.isHTTPS else { return configureSecurity() }
         let configuration = engine.configuration
         // Name the CA *file* and clear the CA *path*: only then does libcurl cache the parsed
         // store between handshakes (17 ms → 0.4 ms of CPU per new TLS connection here).
@@ -283,10 +292,9 @@ final class TaskDelegate {
     /// delegate's own.
     func adopt(_ next: URLRequest, prepared nextPrepared: PreparedRequest) {
         request = next
-        prepared = PreparedRequest(
-            url: nextPrepared.url, urlString: nextPrepared.urlString, method: nextPrepared.method,
-            headerLines: nextPrepared.headerLines, acceptEncoding: nextPrepared.acceptEncoding, body: prepared.body,
-            hasCookieHeader: nextPrepared.hasCookieHeader)
+        var adopted = nextPrepared
+        adopted.body = prepared.body
+        prepared = adopted
         task.didRedirect(to: next)
     }
 

@@ -460,7 +460,8 @@ final class DriverLoop {
 
     private func start(_ task: SessionTask) {
         guard let prepared = task.takePrepared() else { return }  // cancelled meanwhile
-        // A pooled handle was reset when it was recycled; a new one has nothing to reset.
+        // A pooled handle was recycled (reset, or kept as it was when its last transfer set
+        // only the options every transfer sets again); a new one has nothing to reset.
         guard let easy = idleHandles.popLast() ?? EasyHandle() else {
             engine.complete(task, outcome: TransferOutcome(error: .curl(code: 27, message: "curl_easy_init failed"), request: task.currentRequest))
             return
@@ -477,11 +478,11 @@ final class DriverLoop {
         delegate.unmanagedSelf = Unmanaged.passRetained(delegate).toOpaque()
         let configuration = engine.configuration
         if configuration.httpMaximumConnectionsPerHost > 0,
-            !PreparedRequest.canMultiplex(url: prepared.url, version: configuration.httpVersion)
+            !PreparedRequest.canMultiplex(prepared.urlOrigin, version: configuration.httpVersion)
         {
-            let key = HostAdmission.originKey(of: prepared.urlString)
-            delegate.admissionKey = key
-            guard admission.admit(delegate, key: key) else {
+            let (origin, admitted) = admission.admit(delegate, key: prepared.urlOrigin.origin)
+            delegate.admissionOrigin = origin
+            guard admitted else {
                 // Waiting for a connection is not the server's silence.
                 delegate.isWaitingForSlot = true
                 delegate.clock.setIdleClockStopped(true, at: TaskDelegate.uptime)
@@ -680,10 +681,11 @@ final class DriverLoop {
         }
         detach(delegate)
         delegates[ObjectIdentifier(delegate.task)] = nil
-        if let key = delegate.admissionKey {
+        if let origin = delegate.admissionOrigin {
+            delegate.admissionOrigin = nil
             if delegate.isWaitingForSlot {
-                admission.withdraw(delegate, key: key)
-            } else if let next = admission.release(key) {
+                admission.withdraw(delegate, from: origin)
+            } else if let next = admission.release(origin) {
                 next.isWaitingForSlot = false
                 next.clock.setIdleClockStopped(false, at: TaskDelegate.uptime)
                 attach(next)
@@ -700,7 +702,7 @@ final class DriverLoop {
 
     private func recycle(_ easy: EasyHandle) {
         guard idleHandles.count < idleHandleLimit else { return }  // freed by deinit
-        easy.reset()
+        easy.recycle()
         idleHandles.append(easy)
     }
 

@@ -264,10 +264,8 @@ extension SessionTask {
     /// Replaces the prepared body before the task starts (file uploads).
     func replaceBody(with body: RequestBody) {
         protected.withLock { state in
-            guard let prepared = state.prepared else { return }
-            state.prepared = PreparedRequest(
-                url: prepared.url, urlString: prepared.urlString, method: prepared.method, headerLines: prepared.headerLines,
-                acceptEncoding: prepared.acceptEncoding, body: body, hasCookieHeader: prepared.hasCookieHeader)
+            guard state.prepared != nil else { return }
+            state.prepared?.body = body
             if case .file(let url) = body,
                 let size = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? Int64
             {

@@ -29,7 +29,7 @@ extension TaskDelegate {
             securityState.expectsLibcurlAuthPass = credential.scheme == .digest
         }
         securityState.libcurlChecksHost = false
-        guard url.scheme?.lowercased() == "https" else { return nil }
+        guard prepared.urlOrigin.isHTTPS else { return nil }
         guard case .success(let info) = CurlRuntime.state, info.isOpenSSL else {
             return .tlsHandshakeFailed(
                 "libcurl's TLS backend is '\(CurlRuntime.versionDescription)', not OpenSSL: Curlew cannot enforce its security policy (pinning, host checks), so https is refused")
@@ -59,6 +59,7 @@ extension TaskDelegate {
         // when it does not (`validatesDomainName = false`) or when a challenge handler
         // trusted this very certificate for this origin.
         let checksHost = snapshot.policy.validatesDomainName && context.trustOverride == nil
+        easy.noteTransferSpecificOption()  // TLS options: the next transfer starts from a reset
         var ok = easy.set(CURLOPT_SSL_VERIFYPEER, 1)
         ok = ok && easy.set(CURLOPT_SSL_VERIFYHOST, checksHost ? 2 : 0)
         ok = ok && curlew_easy_setopt_ssl_ctx_function(easy.raw, TLSCallbacks.configureContext) == CURLE_OK

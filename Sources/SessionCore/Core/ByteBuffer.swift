@@ -1,0 +1,61 @@
+/// A growable byte buffer that appends with one `memcpy`, kept across transfers by its owner.
+///
+/// `Array<UInt8>.append(contentsOf:)` from a raw buffer costs a few hundred instructions a
+/// call (uniqueness check, generic copy), which the header callback paid on every line of
+/// every response. Not `Sendable`: owned by one object on one thread (the response head
+/// parser, on the driver thread).
+final class ByteBuffer {
+    private var base: UnsafeMutableRawPointer
+    private var capacity: Int
+    /// The bytes written so far.
+    private(set) var count = 0
+
+    init(capacity: Int = 512) {
+        self.capacity = max(16, capacity)
+        base = .allocate(byteCount: self.capacity, alignment: 1)
+    }
+
+    deinit { base.deallocate() }
+
+    /// The bytes written so far (valid until the next change).
+    var bytes: UnsafeRawBufferPointer { UnsafeRawBufferPointer(start: base, count: count) }
+
+    /// A copy of the bytes as an array.
+    var array: [UInt8] { [UInt8](bytes) }
+
+    func append(_ source: UnsafeRawBufferPointer) {
+        guard let from = source.baseAddress, !source.isEmpty else { return }
+        reserve(count + source.count)
+        (base + count).copyMemory(from: from, byteCount: source.count)
+        count += source.count
+    }
+
+    func append(_ byte: UInt8) {
+        reserve(count + 1)
+        base.storeBytes(of: byte, toByteOffset: count, as: UInt8.self)
+        count += 1
+    }
+
+    /// Rewrites the last `length` bytes in place through `transform`.
+    func replaceLast(_ length: Int, _ transform: (UInt8) -> UInt8) {
+        let start = count - min(length, count)
+        for offset in start..<count {
+            let byte = base.load(fromByteOffset: offset, as: UInt8.self)
+            base.storeBytes(of: transform(byte), toByteOffset: offset, as: UInt8.self)
+        }
+    }
+
+    /// Empties the buffer, keeping its memory.
+    func removeAll() { count = 0 }
+
+    private func reserve(_ needed: Int) {
+        guard needed > capacity else { return }
+        var grown = capacity
+        while grown < needed { grown = grown > Int.max / 2 ? needed : grown * 2 }
+        let bigger = UnsafeMutableRawPointer.allocate(byteCount: grown, alignment: 1)
+        bigger.copyMemory(from: base, byteCount: count)
+        base.deallocate()
+        base = bigger
+        capacity = grown
+    }
+}

@@ -1,0 +1,103 @@
+import Foundation
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// Pooled easy handles are reused without `curl_easy_reset` after a transfer that set only the
+/// options every transfer sets again (`EasyHandle.needsReset`). Nothing of one request may
+/// reach the next: requests of every kind follow each other on one connection (one slot per
+/// host, so one handle) and httpbin echoes what it received.
+final class HandleReuseTests: XCTestCase {
+    var manager: URLSessionManager!
+
+    override func setUp() async throws {
+        var configuration = SessionConfiguration.default
+        configuration.httpMaximumConnectionsPerHost = 1
+        manager = URLSessionManager.raw(configuration)
+    }
+
+    override func tearDown() async throws {
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+        manager = nil
+    }
+
+    private func echo(_ method: String, body: Data? = nil, headers: [String: String] = [:]) async throws -> [String: Any] {
+        var request = URLRequest(url: try Peer.url("/anything"))
+        request.httpMethod = method
+        request.httpBody = body
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let response = await manager.response(for: request)
+        XCTAssertEqual(response.response?.statusCode, 200, "\(method): \(response.result)")
+        return try json(response.data)
+    }
+
+    func testNoOptionOfOneRequestReachesTheNext() async throws {
+        func assertPlainGet(after previous: String) async throws {
+            let echoed = try await echo("GET")
+            XCTAssertEqual(echoed["method"] as? String, "GET", "after \(previous)")
+            XCTAssertEqual(echoed["data"] as? String, "", "after \(previous)")
+            let headers = echoed["headers"] as? [String: String] ?? [:]
+            XCTAssertNil(headers["Content-Length"], "after \(previous)")
+            XCTAssertNil(headers["Content-Type"], "after \(previous)")
+            XCTAssertNil(headers["X-Only-Once"], "after \(previous)")
+            XCTAssertNil(headers["Authorization"], "after \(previous)")
+        }
+        try await assertPlainGet(after: "nothing")
+        try await assertPlainGet(after: "a GET")
+
+        let posted = try await echo("POST", body: Data("abc".utf8), headers: ["Content-Type": "text/plain", "X-Only-Once": "1"])
+        XCTAssertEqual(posted["method"] as? String, "POST")
+        XCTAssertEqual(posted["data"] as? String, "abc")
+        try await assertPlainGet(after: "a POST with a body")
+
+        var headRequest = URLRequest(url: try Peer.url("/anything"))
+        headRequest.httpMethod = "HEAD"
+        let head = await manager.response(for: headRequest)
+        XCTAssertEqual(head.response?.statusCode, 200)
+        XCTAssertEqual(head.data?.count ?? 0, 0)
+        try await assertPlainGet(after: "a HEAD")
+
+        let deleted = try await echo("DELETE")
+        XCTAssertEqual(deleted["method"] as? String, "DELETE")
+        try await assertPlainGet(after: "a DELETE")
+
+        let put = try await echo("PUT", body: Data("x".utf8))
+        XCTAssertEqual(put["method"] as? String, "PUT")
+        try await assertPlainGet(after: "a PUT")
+    }
+
+    /// A credential given for one request (libcurl's USERNAME and HTTPAUTH) is gone for the
+    /// next one on the same handle.
+    func testACredentialIsNotSentAgain() async throws {
+        manager.setAuthenticationChallengeHandler { _, _ in
+            .useCredential(URLCredential(user: "user", password: "passwd", persistence: .none))
+        }
+        let authenticated = await manager.response(for: URLRequest(url: try Peer.url("/basic-auth/user/passwd")))
+        XCTAssertEqual(authenticated.response?.statusCode, 200)
+        let echoed = try await echo("GET")
+        XCTAssertNil((echoed["headers"] as? [String: String])?["Authorization"])
+    }
+
+    /// Curlew writes the `Accept-Encoding` line itself (libcurl would format the same one per
+    /// request): every coding libcurl decodes by default, the caller's value when it set one,
+    /// and a compressed answer still arrives decoded.
+    func testAcceptEncodingIsSentOnceAndTheAnswerDecoded() async throws {
+        guard case .success(let info) = CurlRuntime.state else { return XCTFail("no libcurl") }
+        let defaults = try await echo("GET")
+        let sent = (defaults["headers"] as? [String: String])?["Accept-Encoding"]
+        XCTAssertEqual(sent, info.allContentEncodings)
+        XCTAssertTrue(sent?.contains("gzip") ?? false, "\(sent ?? "nil")")
+
+        let chosen = try await echo("GET", headers: ["Accept-Encoding": "identity"])
+        XCTAssertEqual((chosen["headers"] as? [String: String])?["Accept-Encoding"], "identity")
+
+        let gzip = await manager.response(for: URLRequest(url: try Peer.url("/gzip")))
+        XCTAssertEqual(gzip.response?.statusCode, 200)
+        XCTAssertEqual(try json(gzip.data)["gzipped"] as? Bool, true)
+        let deflate = await manager.response(for: URLRequest(url: try Peer.url("/deflate")))
+        XCTAssertEqual(try json(deflate.data)["deflated"] as? Bool, true)
+    }
+}
