@@ -27,6 +27,9 @@ final class EasyHandle {
     /// The options every transfer shares (callbacks, protocols, signals) are set; a reset
     /// clears them.
     var hasBaseOptions = false
+    /// `CURLOPT_ACCEPT_ENCODING` as last set since the last reset (nil: not known). libcurl
+    /// builds its list of codings on every set of "", so an unchanged value is not set again.
+    private var acceptEncoding: String??
     /// The cookie jar's share this handle joined (Features/Cookies/CookieShare.swift); the
     /// strong reference keeps the share alive while the handle uses it.
     var cookieShare: CookieShare?
@@ -54,6 +57,7 @@ final class EasyHandle {
         curl_easy_reset(raw)
         needsReset = false
         hasBaseOptions = false
+        acceptEncoding = nil
         errorBuffer[0] = 0
         _ = curlew_easy_setopt_pointer(raw, CURLOPT_ERRORBUFFER, errorBuffer)
     }
@@ -130,6 +134,15 @@ final class EasyHandle {
     func set(_ option: CURLoption, pointer value: UnsafeMutableRawPointer?) -> Bool {
         note(option)
         return curlew_easy_setopt_pointer(raw, option, value) == CURLE_OK
+    }
+
+    /// Sets `CURLOPT_ACCEPT_ENCODING` (nil: no decoding), unless the handle has it already.
+    @discardableResult
+    func setAcceptEncoding(_ value: String?) -> Bool {
+        if let known = acceptEncoding, known == value { return true }
+        let ok = set(CURLOPT_ACCEPT_ENCODING, value)
+        acceptEncoding = ok ? .some(value) : nil
+        return ok
     }
 
     /// Installs the request headers. The list is kept for the next transfer of the handle

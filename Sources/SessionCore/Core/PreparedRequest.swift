@@ -9,7 +9,11 @@ import FoundationNetworking
 /// Validation happens here, on the caller's thread, so that a malformed URL, an unsupported
 /// scheme or a header with CR/LF (header injection, reliability.md E4) is a delivered error
 /// and never a request on the wire.
-struct PreparedRequest: Sendable {
+///
+/// Immutable, and a class: it travels from the task to its delegate and is copied a few
+/// times per request; as a struct holding Foundation's resilient types (`URL`, `Data`), every
+/// copy and destruction went through runtime metadata (~400 instructions each).
+final class PreparedRequest: Sendable {
     let url: URL
     /// `url.absoluteString`, computed once (libcurl's `CURLOPT_URL`).
     let urlString: String
@@ -17,10 +21,10 @@ struct PreparedRequest: Sendable {
     let urlOrigin: URLOrigin
     let method: String
     /// "Name: value" lines for `CURLOPT_HTTPHEADER`, already validated.
-    var headerLines: [String]
+    let headerLines: [String]
     /// The `Accept-Encoding` value curl sends and decodes (empty: every encoding curl supports).
     let acceptEncoding: String
-    var body: RequestBody
+    let body: RequestBody
     let hasCookieHeader: Bool
 
     init(
@@ -35,6 +39,20 @@ struct PreparedRequest: Sendable {
         self.acceptEncoding = acceptEncoding
         self.body = body
         self.hasCookieHeader = hasCookieHeader
+    }
+
+    /// The same request with another body.
+    func with(body: RequestBody) -> PreparedRequest {
+        PreparedRequest(
+            url: url, urlString: urlString, method: method, headerLines: headerLines, acceptEncoding: acceptEncoding,
+            body: body, hasCookieHeader: hasCookieHeader, urlOrigin: urlOrigin)
+    }
+
+    /// The same request with `lines` added to its header lines.
+    func adding(headerLines lines: [String]) -> PreparedRequest {
+        PreparedRequest(
+            url: url, urlString: urlString, method: method, headerLines: headerLines + lines,
+            acceptEncoding: acceptEncoding, body: body, hasCookieHeader: hasCookieHeader, urlOrigin: urlOrigin)
     }
 
     static let supportedSchemes: Set<String> = ["http", "https"]

@@ -12,7 +12,12 @@ import FoundationNetworking
 /// Tasks reference the engine, never the manager, so a manager can be released while its
 /// tasks still run; its `deinit` then cancels them and shuts the driver down.
 final class SessionEngine: Sendable {
-    struct Hooks: Sendable {
+    /// The manager's hooks, as one snapshot: every transfer reads them a few times, and a
+    /// snapshot is one reference to copy (a struct of ten closures was ten retains a read).
+    ///
+    /// `@unchecked Sendable`: a snapshot is changed only by `updateHooks`, on a fresh copy, under
+    /// the engine's lock, before it is published; a published snapshot is never changed.
+    final class Hooks: @unchecked Sendable {
         var redirect: (@Sendable (SessionTask, HTTPURLResponse, URLRequest) -> URLRequest?)?
         var dataReceived: (@Sendable (DataTask, Data) -> Void)?
         var taskDidComplete: (@Sendable (SessionTask, (any Error)?) -> Void)?
@@ -23,6 +28,24 @@ final class SessionEngine: Sendable {
         var dataTaskDidReceiveResponse: (@Sendable (DataTask, HTTPURLResponse) -> ResponseDisposition)?
         var downloadDidWriteData: (@Sendable (DownloadTask, Int64, Int64, Int64) -> Void)?
         var downloadDidFinish: (@Sendable (DownloadTask, URL) -> URL?)?
+
+        init() {}
+
+        /// An unpublished copy, for `updateHooks` to change.
+        fileprivate func copy() -> Hooks {
+            let copy = Hooks()
+            copy.redirect = redirect
+            copy.dataReceived = dataReceived
+            copy.taskDidComplete = taskDidComplete
+            copy.metrics = metrics
+            copy.sessionDidBecomeInvalid = sessionDidBecomeInvalid
+            copy.authenticationChallenge = authenticationChallenge
+            copy.sentBodyData = sentBodyData
+            copy.dataTaskDidReceiveResponse = dataTaskDidReceiveResponse
+            copy.downloadDidWriteData = downloadDidWriteData
+            copy.downloadDidFinish = downloadDidFinish
+            return copy
+        }
     }
 
     private struct State {
@@ -95,9 +118,11 @@ final class SessionEngine: Sendable {
         set { state.withLock { $0.completionQueue = newValue } }
     }
 
-    func updateHooks(_ body: (inout Hooks) -> Void) {
+    func updateHooks(_ body: (Hooks) -> Void) {
         state.withLock { state in
-            body(&state.hooks)
+            let changed = state.hooks.copy()
+            body(changed)
+            state.hooks = changed
             observesSentBodyData.store(state.hooks.sentBodyData != nil, ordering: .releasing)
             observesWrittenData.store(state.hooks.downloadDidWriteData != nil, ordering: .releasing)
         }

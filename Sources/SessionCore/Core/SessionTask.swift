@@ -276,7 +276,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     /// conditional fields).
     func addHeaderLines(_ lines: [String]) {
         protected.withLock { state in
-            state.prepared?.headerLines += lines
+            state.prepared = state.prepared?.adding(headerLines: lines)
         }
     }
 

@@ -129,7 +129,6 @@ final class TaskDelegate {
 
     /// Sets every option of the next request on the (freshly reset) easy handle.
     func configure(share: UnsafeMutableRawPointer) -> SessionError? {
-        let configuration = engine.configuration
         let url = prepared.url
         var ok = easy.set(CURLOPT_URL, prepared.urlString)
         if !easy.hasBaseOptions {
@@ -161,7 +160,7 @@ final class TaskDelegate {
         }
         joinShare(share)  // and libcurl's cookie engine on or off (Features/Cookies)
 
-        switch configuration.httpVersion {
+        switch engine.configuration.httpVersion {
         case .http1_1: easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
         case .http2: easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
         case .http2PriorKnowledge: easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE))
@@ -170,7 +169,7 @@ final class TaskDelegate {
         // yet rather than open another. Only where multiplexing can happen: on a cleartext
         // http:// URL under `.http2` (HTTP/1.1 only), it made parallel requests to one host
         // queue behind each other's response heads.
-        if PreparedRequest.canMultiplex(prepared.urlOrigin, version: configuration.httpVersion) {
+        if PreparedRequest.canMultiplex(prepared.urlOrigin, version: engine.configuration.httpVersion) {
             easy.set(CURLOPT_PIPEWAIT, 1)
             // The task's priority as its HTTP/2 stream weight, 1...256 (weights only matter
             // relative to the other streams of the connection: the default 0.5 gives 129).
@@ -179,9 +178,9 @@ final class TaskDelegate {
         if let download, download.rangeStart > 0 {
             // A range of a content-coded representation would be a range of other bytes:
             // the resumed part is asked for as is.
-            easy.set(CURLOPT_ACCEPT_ENCODING, nil as String?)
+            easy.setAcceptEncoding(nil)
         } else {
-            easy.set(CURLOPT_ACCEPT_ENCODING, prepared.acceptEncoding)
+            easy.setAcceptEncoding(prepared.acceptEncoding)
         }
 
         let headerLines = download?.headerLines(adding: prepared.headerLines) ?? prepared.headerLines
@@ -192,9 +191,9 @@ final class TaskDelegate {
         // averages over a window and fired seconds after the last byte moved.
         if let error = configureTLS() { return error }
 
-        let bufferSize = configuration.receiveBufferSize ?? task.options.defaultReceiveBufferSize
+        let bufferSize = engine.configuration.receiveBufferSize ?? task.options.defaultReceiveBufferSize
         easy.set(CURLOPT_BUFFERSIZE, max(1024, min(bufferSize, 10 << 20)))
-        switch configuration.proxy {
+        switch engine.configuration.proxy {
         case .environment:
             if let bypass = engine.proxyBypass { easy.set(CURLOPT_NOPROXY, bypass) }
             configureProxyCredential()
@@ -203,14 +202,14 @@ final class TaskDelegate {
             easy.set(CURLOPT_PROXY, proxy)
             if proxy.lowercased().hasPrefix("https:") {
                 // The proxy's own certificate: the system's authorities and the configured file.
-                easy.set(CURLOPT_PROXY_CAINFO, configuration.certificateAuthorityFile ?? CurlRuntime.systemCABundle)
+                easy.set(CURLOPT_PROXY_CAINFO, engine.configuration.certificateAuthorityFile ?? CurlRuntime.systemCABundle)
             }
             // Only the configured bypass list: an empty one overrides a `no_proxy` in the
             // environment, which libcurl would otherwise apply to an explicit proxy too.
             easy.set(CURLOPT_NOPROXY, engine.proxyBypass ?? "")
             configureProxyCredential()
         }
-        if let path = configuration.unixSocketPath { easy.set(CURLOPT_UNIX_SOCKET_PATH, path) }
+        if let path = engine.configuration.unixSocketPath { easy.set(CURLOPT_UNIX_SOCKET_PATH, path) }
         return ok ? nil : .badURL("libcurl rejected '\(url.absoluteString)'")
     }
 
@@ -244,12 +243,11 @@ final class TaskDelegate {
         // Each hop is configured afresh, so an http:// hop needs no TLS options (a redirect
         // to https:// sets them when it is configured).
         guard prepared.urlOrigin.isHTTPS else { return configureSecurity() }
-        let configuration = engine.configuration
         // Name the CA *file* and clear the CA *path*: only then does libcurl cache the parsed
         // store between handshakes (17 ms → 0.4 ms of CPU per new TLS connection here).
-        easy.set(CURLOPT_CAINFO, configuration.certificateAuthorityFile ?? CurlRuntime.systemCABundle)
+        easy.set(CURLOPT_CAINFO, engine.configuration.certificateAuthorityFile ?? CurlRuntime.systemCABundle)
         easy.set(CURLOPT_CAPATH, nil as String?)
-        switch configuration.tlsMinimumVersion {
+        switch engine.configuration.tlsMinimumVersion {
         case .tls1_2: easy.set(CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2))
         case .tls1_3: easy.set(CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_3))
         }
@@ -292,9 +290,7 @@ final class TaskDelegate {
     /// delegate's own.
     func adopt(_ next: URLRequest, prepared nextPrepared: PreparedRequest) {
         request = next
-        var adopted = nextPrepared
-        adopted.body = prepared.body
-        prepared = adopted
+        prepared = nextPrepared.with(body: prepared.body)
         task.didRedirect(to: next)
     }
 

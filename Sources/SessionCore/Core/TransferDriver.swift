@@ -476,9 +476,8 @@ final class DriverLoop {
         }
         delegates[ObjectIdentifier(task)] = delegate
         delegate.unmanagedSelf = Unmanaged.passRetained(delegate).toOpaque()
-        let configuration = engine.configuration
-        if configuration.httpMaximumConnectionsPerHost > 0,
-            !PreparedRequest.canMultiplex(prepared.urlOrigin, version: configuration.httpVersion)
+        if engine.configuration.httpMaximumConnectionsPerHost > 0,
+            !PreparedRequest.canMultiplex(prepared.urlOrigin, version: engine.configuration.httpVersion)
         {
             let (origin, admitted) = admission.admit(delegate, key: prepared.urlOrigin.origin)
             delegate.admissionOrigin = origin
@@ -542,7 +541,6 @@ final class DriverLoop {
     /// One exchange ended: gather the facts, let `TransferEnd.decide` choose, carry it out.
     private func transferDidEnd(_ delegate: TaskDelegate, code: CURLcode) {
         delegate.collectMetrics()
-        let configuration = engine.configuration
         let hooks = engine.hooks
         var facts = TransferEnd.Facts()
         facts.error = delegate.error(for: code)
@@ -553,7 +551,7 @@ final class DriverLoop {
         facts.hasChallengeForHandler = challenge != nil
         facts.head = delegate.headDisposition
         facts.redirectCount = delegate.redirectCount
-        facts.maximumRedirects = configuration.maximumRedirects
+        facts.maximumRedirects = engine.configuration.maximumRedirects
         facts.canReplayBody = delegate.canReplayBody
         facts.hasRedirectHook = hooks.redirect != nil
         facts.awaitsResponseDecision = delegate.awaitsResponseDecision

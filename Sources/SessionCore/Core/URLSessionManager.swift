@@ -264,8 +264,8 @@ extension SessionTask {
     /// Replaces the prepared body before the task starts (file uploads).
     func replaceBody(with body: RequestBody) {
         protected.withLock { state in
-            guard state.prepared != nil else { return }
-            state.prepared?.body = body
+            guard let prepared = state.prepared else { return }
+            state.prepared = prepared.with(body: body)
             if case .file(let url) = body,
                 let size = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? Int64
             {
