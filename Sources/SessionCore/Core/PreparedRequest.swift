@@ -96,7 +96,7 @@ final class PreparedRequest: Sendable {
         merged.sort { $0.lower < $1.lower }  // deterministic order on the wire
 
         var lines: [String] = []
-        lines.reserveCapacity(merged.count + 1)
+        lines.reserveCapacity(merged.count + 2)
         var acceptEncoding = ""
         var hasExpect = false
         var hasCookie = false

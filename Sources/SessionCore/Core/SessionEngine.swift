@@ -246,7 +246,10 @@ final class SessionEngine: Sendable {
 
     /// Completes a task exactly once: state first, then (on the completion queue) the
     /// serializer, the handler, the hooks and the notification.
-    func complete(_ task: SessionTask, outcome: TransferOutcome) {
+    ///
+    /// `batch`: the driver loop's, to send the completion to its queue at the end of the loop's
+    /// pass with the others of that pass (nil: at once).
+    func complete(_ task: SessionTask, outcome: TransferOutcome, batch: CompletionBatch? = nil) {
         guard task.markCompleted(outcome) else {
             // Another outcome won (a cancel that raced): a file this one kept is nobody's.
             if let file = outcome.fileURL { unlink(file.path) }
@@ -265,10 +268,10 @@ final class SessionEngine: Sendable {
             }
             invalidateCache(cache, after: task, head: outcome.head)
         }
-        continueCompleting(task, outcome: outcome)
+        continueCompleting(task, outcome: outcome, batch: batch)
     }
 
-    private func continueCompleting(_ task: SessionTask, outcome: TransferOutcome) {
+    private func continueCompleting(_ task: SessionTask, outcome: TransferOutcome, batch: CompletionBatch? = nil) {
         let (queue, hooks, serializer) = state.withLock { ($0.completionQueue, $0.hooks, $0.responseSerializer) }
         if let download = task as? DownloadTask {
             // The file is moved on the operation queue (where AFNetworking's delegate moved it),
@@ -302,6 +305,8 @@ final class SessionEngine: Sendable {
         }
         if viaOperationQueue {
             operationQueue.async { task.finishProgress(); target.async(execute: work) }
+        } else if let batch {
+            batch.add(work, on: target)
         } else {
             target.async(execute: work)
         }

@@ -147,6 +147,8 @@ final class DriverLoop {
     private let engine: SessionEngine
     private var delegates: [ObjectIdentifier: TaskDelegate] = [:]
     /// Per-origin slots for non-multiplexed transfers, so priority orders the waiting ones.
+    /// The completions of the current pass of the loop (`run`), sent at its end.
+    private let completions = CompletionBatch()
     private lazy var admission = HostAdmission(limit: engine.configuration.httpMaximumConnectionsPerHost)
     /// Retries waiting for their time, and the earliest of them (`.max`: none).
     private var scheduledRetries: [(deadline: UInt64, delegate: TaskDelegate)] = []
@@ -220,6 +222,7 @@ final class DriverLoop {
         while true {
             for command in driver.drain() { handle(command) }
             if !shutdownRequests.isEmpty && delegates.isEmpty {
+                completions.flush()  // before the shutdown is answered
                 teardown()
                 return
             }
@@ -227,6 +230,7 @@ final class DriverLoop {
             readCompletions()
             enforceTimeouts()
             startDueRetries()
+            completions.flush()
             if driver.hasPendingCommands { continue }
             // Blocks until a socket is ready, curl's next timeout, our next deadline, or a
             // wakeup. With no transfers there is no deadline: this sleeps until the next command.
@@ -695,7 +699,7 @@ final class DriverLoop {
             delegate.unmanagedSelf = nil
             Unmanaged<TaskDelegate>.fromOpaque(pointer).release()
         }
-        engine.complete(delegate.task, outcome: outcome)
+        engine.complete(delegate.task, outcome: outcome, batch: completions)
     }
 
     private func recycle(_ easy: EasyHandle) {

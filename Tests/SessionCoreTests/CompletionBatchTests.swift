@@ -1,0 +1,44 @@
+import Dispatch
+import Synchronization
+import XCTest
+@testable import SessionCore
+
+/// `CompletionBatch`: the driver's completions of one pass go to their queue together, in
+/// the order they were added.
+final class CompletionBatchTests: XCTestCase {
+    func testItemsRunInOrderAfterTheFlushOnly() {
+        let queue = DispatchQueue(label: "batch-test")
+        let ran = Mutex<[Int]>([])
+        let batch = CompletionBatch()
+        let done = expectation(description: "all ran")
+        done.expectedFulfillmentCount = 50
+        for number in 0..<50 {
+            batch.add({ ran.withLock { $0.append(number) }; done.fulfill() }, on: queue)
+        }
+        queue.sync {}  // anything already sent would have run by now
+        XCTAssertEqual(ran.withLock { $0 }, [], "nothing is sent before the flush")
+        batch.flush()
+        wait(for: [done], timeout: 30)
+        XCTAssertEqual(ran.withLock { $0 }, Array(0..<50))
+        batch.flush()  // an empty batch sends nothing
+        queue.sync {}
+        XCTAssertEqual(ran.withLock { $0 }.count, 50)
+    }
+
+    func testAnotherQueueSendsWhatCameBeforeFirst() {
+        let first = DispatchQueue(label: "batch-test-1")
+        let second = DispatchQueue(label: "batch-test-2")
+        let ran = Mutex<[String]>([])
+        let batch = CompletionBatch()
+        batch.add({ ran.withLock { $0.append("a") } }, on: first)
+        batch.add({ ran.withLock { $0.append("b") } }, on: first)
+        batch.add({ ran.withLock { $0.append("c") } }, on: second)
+        first.sync {}
+        XCTAssertEqual(ran.withLock { $0 }, ["a", "b"], "the change of queue sent the first queue's items")
+        second.sync {}
+        XCTAssertEqual(ran.withLock { $0 }, ["a", "b"], "the second queue's item waits for the flush")
+        batch.flush()
+        second.sync {}
+        XCTAssertEqual(ran.withLock { $0 }, ["a", "b", "c"])
+    }
+}
