@@ -103,8 +103,10 @@ public struct SessionConfiguration: Sendable {
     public var decompressionLimit: Int = 100
     /// Decoded bytes always accepted before `decompressionLimit` applies. Default: 1 MiB.
     public var decompressionAllowance: Int = 1 << 20
-    /// Receive buffer per transfer (`CURLOPT_BUFFERSIZE`). `nil`: 16 KiB for data tasks and
-    /// 512 KiB for downloads, the sizes measured best on Linux (see Docs/Architecture.md).
+    /// Receive buffer per transfer (`CURLOPT_BUFFERSIZE`). `nil`: 64 KiB for data tasks
+    /// (16 KiB on HTTP/2, which libcurl reads through a connection buffer of its own),
+    /// 16 KiB for uploads (whose answers are small) and 512 KiB for downloads, the sizes
+    /// measured best on Linux (see Docs/Performance.md).
     public var receiveBufferSize: Int?
     /// The HTTP response cache GET data tasks consult and fill (see `ResponseCache`). Share
     /// one between managers if you like. `nil` (the default): no caching.

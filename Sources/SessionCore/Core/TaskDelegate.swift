@@ -191,7 +191,9 @@ final class TaskDelegate {
         // averages over a window and fired seconds after the last byte moved.
         if let error = configureTLS() { return error }
 
-        let bufferSize = engine.configuration.receiveBufferSize ?? task.options.defaultReceiveBufferSize
+        let multiplexes = PreparedRequest.canMultiplex(prepared.urlOrigin, version: engine.configuration.httpVersion)
+        let bufferSize = engine.configuration.receiveBufferSize
+            ?? (multiplexes ? task.options.multiplexedReceiveBufferSize : nil) ?? task.options.defaultReceiveBufferSize
         easy.set(CURLOPT_BUFFERSIZE, max(1024, min(bufferSize, 10 << 20)))
         switch engine.configuration.proxy {
         case .environment:

@@ -108,6 +108,7 @@ extension URLSessionManager {
         options.callbacks.destination = destination
         options.download = DownloadOptions(fileURL: fileURL, resume: resume)
         options.defaultReceiveBufferSize = 512 * 1024
+        options.multiplexedReceiveBufferSize = nil
         return engine.makeTask(DownloadTask.self, request: request, options: options)
     }
 
