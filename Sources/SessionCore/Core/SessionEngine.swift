@@ -368,16 +368,16 @@ final class SessionEngine: Sendable {
         hooks.metrics?(task, outcome.metrics)
         hooks.taskDidComplete?(task, result.failureValue)
         unregister(task)
-        let keys = NotificationKeys.shared
-        var userInfo: [AnyHashable: Any] = Dictionary(minimumCapacity: 6)
-        if let body = outcome.body { userInfo[keys.responseData] = body }
-        if case .success(let value) = result { userInfo[keys.serializedResponse] = value }
+        // Room for twice the keys: fewer collisions, each an AnyHashable comparison.
+        var userInfo: [AnyHashable: Any] = Dictionary(minimumCapacity: 12)
+        if let body = outcome.body { userInfo[NotificationKeys.responseData] = body }
+        if case .success(let value) = result { userInfo[NotificationKeys.serializedResponse] = value }
         if !task.options.skipsSerializer && task.options.collectsBody {
-            userInfo[keys.responseSerializer] = serializer
+            userInfo[NotificationKeys.responseSerializer] = serializer
         }
-        if case .failure(let error) = result { userInfo[keys.error] = error }
-        if let metrics = outcome.metrics { userInfo[keys.metrics] = metrics }
-        if let fileURL = outcome.fileURL { userInfo[keys.assetPath] = fileURL }
+        if case .failure(let error) = result { userInfo[NotificationKeys.error] = error }
+        if let metrics = outcome.metrics { userInfo[NotificationKeys.metrics] = metrics }
+        if let fileURL = outcome.fileURL { userInfo[NotificationKeys.assetPath] = fileURL }
         NotificationCenter.default.post(name: .taskDidComplete, object: task, userInfo: userInfo)
         if let temporary = outcome.fileURL, task.options.download?.fileURL == temporary || !(task is DownloadTask) {
             // No destination took the file: like URLSession's, it is gone once the

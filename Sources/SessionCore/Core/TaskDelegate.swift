@@ -83,6 +83,9 @@ final class TaskDelegate {
     var isSuspendedByCaller = false
     /// Set once a redirect crossed origins: credentials from the configuration stay behind.
     var hasCrossedOrigin = false
+    /// How the current exchange uses the cookie jar, decided when it was configured
+    /// (`joinShare`); `.none` without a jar.
+    var exchangeCookieUse: CookieUse = .none
     /// TLS enforcement and challenge state (Features/Security: `TransferSecurityState`,
     /// `TaskDelegate+Security.swift`).
     var securityState = TransferSecurityState()

@@ -32,17 +32,15 @@ public enum SessionNotificationKey {
     public static let metrics = "Curlew.metrics"
 }
 
-/// The `userInfo` keys, boxed once: a task's completion notification then costs no
-/// key allocations.
-struct NotificationKeys: @unchecked Sendable {
-    // @unchecked: AnyHashable is not marked Sendable, but each key only wraps an immutable
-    // String and is never mutated after `shared` is initialised (no lock is needed to read).
-    let responseData = AnyHashable(SessionNotificationKey.responseData)
-    let serializedResponse = AnyHashable(SessionNotificationKey.serializedResponse)
-    let responseSerializer = AnyHashable(SessionNotificationKey.responseSerializer)
-    let error = AnyHashable(SessionNotificationKey.error)
-    let metrics = AnyHashable(SessionNotificationKey.metrics)
-    let assetPath = AnyHashable(SessionNotificationKey.assetPath)
-
-    static let shared = NotificationKeys()
+/// The `userInfo` keys, boxed once: a task's completion notification then costs no key
+/// allocations and no copy of a key set.
+enum NotificationKeys {
+    // `nonisolated(unsafe)`: AnyHashable is not marked Sendable, but each key only wraps an
+    // immutable String and is never mutated after its lazy initialisation.
+    nonisolated(unsafe) static let responseData = AnyHashable(SessionNotificationKey.responseData)
+    nonisolated(unsafe) static let serializedResponse = AnyHashable(SessionNotificationKey.serializedResponse)
+    nonisolated(unsafe) static let responseSerializer = AnyHashable(SessionNotificationKey.responseSerializer)
+    nonisolated(unsafe) static let error = AnyHashable(SessionNotificationKey.error)
+    nonisolated(unsafe) static let metrics = AnyHashable(SessionNotificationKey.metrics)
+    nonisolated(unsafe) static let assetPath = AnyHashable(SessionNotificationKey.assetPath)
 }

@@ -42,11 +42,14 @@ extension TaskDelegate {
     /// matters: `CURLOPT_SHARE` re-attaches the store, so it comes first.
     func joinShare(_ driverShare: UnsafeMutableRawPointer) {
         guard let cookieShare = engine.cookieShare else {
+            exchangeCookieUse = .none
             easy.set(CURLOPT_SHARE, pointer: driverShare)
             return
         }
         cookieShare.join(easy)
-        easy.set(CURLOPT_COOKIEFILE, cookieUse == .engine ? "" : nil)
+        let use = cookieUse
+        exchangeCookieUse = use
+        easy.set(CURLOPT_COOKIEFILE, use == .engine ? "" : nil)
     }
 
     /// Stores the `Set-Cookie` headers of a response whose request carried the caller's own
@@ -54,7 +57,7 @@ extension TaskDelegate {
     /// cookies (a public suffix, a foreign domain, `Secure` over http) are dropped, as
     /// libcurl drops them.
     func storeCookies(from head: HTTPResponseHead) {
-        guard cookieUse == .storeOnly, let jar = engine.configuration.cookieJar else { return }
+        guard exchangeCookieUse == .storeOnly, let jar = engine.configuration.cookieJar else { return }
         for header in head.values(forHTTPHeaderField: "Set-Cookie") {
             _ = try? jar.add(setCookie: header, for: prepared.url)
         }

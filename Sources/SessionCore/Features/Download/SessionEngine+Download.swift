@@ -37,7 +37,7 @@ extension SessionEngine {
             task.recordSerializationError(failure)
             NotificationCenter.default.post(
                 name: .downloadTaskDidFailToMoveFile, object: task,
-                userInfo: [NotificationKeys.shared.error: failure])
+                userInfo: [NotificationKeys.error: failure])
         }
         return outcome
     }
