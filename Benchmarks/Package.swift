@@ -39,5 +39,14 @@ let package = Package(
             ],
             swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
         ),
+        // The curlew client's small-GET loop alone, for valgrind (see Docs/Performance.md).
+        .executableTarget(
+            name: "curlew-profile",
+            dependencies: [
+                .product(name: "SessionCore", package: curlewPackage),
+                .product(name: "Serialization", package: curlewPackage),
+            ],
+            swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
+        ),
     ]
 )

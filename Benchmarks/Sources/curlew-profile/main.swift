@@ -1,0 +1,72 @@
+import Dispatch
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import SessionCore
+import Serialization
+import Synchronization
+
+// The `curlew` client's small-GET loop (one manager, completion handlers, raw bytes) with
+// nothing else linked: valgrind 3.19 cannot load `curlew-bench`, which links AsyncHTTPClient,
+// so instruction-level profiles come from this program. See Docs/Performance.md, "Profile".
+//
+//   curlew-profile URL [REQUESTS] [CONCURRENCY]
+//   valgrind --tool=callgrind --separate-threads=yes \
+//       Benchmarks/.build/release/curlew-profile http://127.0.0.1:27180/small.txt 5000 64
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 2, let url = URL(string: arguments[1]) else {
+    print("usage: curlew-profile URL [REQUESTS] [CONCURRENCY]")
+    exit(2)
+}
+let total = arguments.count > 2 ? max(1, Int(arguments[2]) ?? 5_000) : 5_000
+let concurrency = arguments.count > 3 ? max(1, Int(arguments[3]) ?? 64) : 64
+
+var configuration = SessionConfiguration.default
+configuration.httpMaximumConnectionsPerHost = concurrency
+let manager = URLSessionManager(configuration: configuration)
+manager.responseSerializer = HTTPResponseSerializer()
+
+/// Started and finished counts, and the failures.
+struct Counts { var started = 0, finished = 0, failed = 0 }
+let counts = Mutex(Counts())
+let done = DispatchSemaphore(value: 0)
+let request = URLRequest(url: url)
+
+/// Starts the next request, if any is left; each completion starts the next one.
+@Sendable func launch() {
+    let go = counts.withLock { counts -> Bool in
+        guard counts.started < total else { return false }
+        counts.started += 1
+        return true
+    }
+    guard go else { return }
+    manager.dataTask(with: request) { response in
+        let finished = counts.withLock { counts -> Int in
+            if response.error != nil { counts.failed += 1 }
+            counts.finished += 1
+            return counts.finished
+        }
+        if finished == total { done.signal() } else { launch() }
+    }.resume()
+}
+
+func cpuSeconds() -> Double {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    let user = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+    return user + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+}
+
+let cpuBefore = cpuSeconds()
+let started = DispatchTime.now().uptimeNanoseconds
+for _ in 0..<min(concurrency, total) { launch() }
+done.wait()
+let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
+let cpu = cpuSeconds() - cpuBefore
+let failed = counts.withLock { $0.failed }
+print(String(
+    format: "%d requests in %.2f s: %.0f req/s, %.1f µs CPU per request, %d failed",
+    total, seconds, Double(total) / seconds, cpu / Double(total) * 1e6, failed))
+exit(failed == 0 ? 0 : 1)
