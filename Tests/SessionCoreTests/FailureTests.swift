@@ -88,6 +88,8 @@ final class FailureTests: XCTestCase {
             ("ftp scheme", request("ftp://127.0.0.1:\(listener.port)/f"), "unsupportedScheme"),
             ("file scheme", URLRequest(url: URL(fileURLWithPath: "/etc/passwd")), "unsupportedScheme"),
             ("no host", request("http:///path"), "badURL"),
+            ("port without a host", request("http://:80/path"), "badURL"),
+            ("host that does not decode", request("http://%FF/path"), "badURL"),
             ("no URL", request(base) { $0.url = nil }, "badURL"),
             ("method with space", request(base + "/d") { $0.httpMethod = "GE T" }, "badURL"),
         ]

@@ -22,6 +22,13 @@ final class URLOriginTests: XCTestCase {
         XCTAssertEqual(URLOrigin("http://[::1]:8080/x").origin, "http://[::1]:8080")
     }
 
+    func testAPercentEncodedHostIsFlagged() {
+        XCTAssertTrue(URLOrigin("http://%41bc/").hostIsPercentEncoded)
+        XCTAssertTrue(URLOrigin("http://user@%FF:80/").hostIsPercentEncoded)
+        XCTAssertFalse(URLOrigin("http://us%40er@host/").hostIsPercentEncoded, "userinfo is not the host")
+        XCTAssertFalse(URLOrigin("http://host/%41").hostIsPercentEncoded, "the path is not the host")
+    }
+
     func testStringsWithoutAHost() {
         XCTAssertFalse(URLOrigin("http:///path").hasHost)
         XCTAssertFalse(URLOrigin("http://:80/").hasHost)

@@ -6,13 +6,16 @@
 /// parser, on the driver thread).
 final class ByteBuffer {
     private var base: UnsafeMutableRawPointer
-    private var capacity: Int
+    private(set) var capacity: Int
     /// The bytes written so far.
     private(set) var count = 0
 
+    private let initialCapacity: Int
+
     init(capacity: Int = 512) {
-        self.capacity = max(16, capacity)
-        base = .allocate(byteCount: self.capacity, alignment: 1)
+        initialCapacity = max(16, capacity)
+        self.capacity = initialCapacity
+        base = .allocate(byteCount: initialCapacity, alignment: 1)
     }
 
     deinit { base.deallocate() }
@@ -45,8 +48,15 @@ final class ByteBuffer {
         }
     }
 
-    /// Empties the buffer, keeping its memory.
-    func removeAll() { count = 0 }
+    /// Empties the buffer, keeping its memory up to `keepingCapacity` bytes (a larger buffer
+    /// goes back to its first size: one huge head must not stay with a pooled handle).
+    func removeAll(keepingCapacity limit: Int = 16 << 10) {
+        count = 0
+        guard capacity > limit else { return }
+        base.deallocate()
+        capacity = initialCapacity
+        base = .allocate(byteCount: capacity, alignment: 1)
+    }
 
     private func reserve(_ needed: Int) {
         guard needed > capacity else { return }

@@ -6,7 +6,8 @@ import Dispatch
 /// With many transfers in flight a pass often finishes several at once; one `async` per
 /// completion cost the driver thread a dispatch call, a block copy and often a thread wakeup
 /// each. Order is kept: items run in the order they were added, and a change of queue sends
-/// what came before first. Confinement: the driver thread (owned by `DriverLoop`).
+/// what came before first. For serial queues only: on a concurrent queue the items of one
+/// block would run one after another. Confinement: the driver thread (owned by `DriverLoop`).
 final class CompletionBatch {
     private var queue: DispatchQueue?
     private var items: [@Sendable () -> Void] = []

@@ -68,7 +68,11 @@ final class PreparedRequest: Sendable {
         let origin = URLOrigin(absolute)
         guard !origin.scheme.isEmpty else { throw .badURL("'\(absolute)' has no scheme") }
         guard origin.scheme == "http" || origin.scheme == "https" else { throw .unsupportedScheme(origin.scheme) }
-        guard origin.hasHost else { throw .badURL("'\(absolute)' has no host") }
+        // A percent-encoded host is a name only if it decodes (Foundation's check, on this
+        // rare path only: `http://%FF/` has no host).
+        guard origin.hasHost, !origin.hostIsPercentEncoded || !(url.host ?? "").isEmpty else {
+            throw .badURL("'\(absolute)' has no host")
+        }
         // Spaces and control characters would be rejected or, worse, interpreted by the server.
         if !HTTPHeaderValidation.isValidURLString(absolute) {
             throw .badURL("'\(absolute.debugDescription)' contains spaces or control characters")

@@ -173,7 +173,8 @@ final class ResponseHeadParser {
 
     private func clearFields() {
         storage.removeAll()
-        ranges.removeAll(keepingCapacity: true)
+        // As the storage: a head of thousands of fields does not stay with a pooled handle.
+        if ranges.capacity > 256 { ranges = [] } else { ranges.removeAll(keepingCapacity: true) }
     }
 
     private func parseStatusLine(_ line: UnsafeRawBufferPointer) -> Event {

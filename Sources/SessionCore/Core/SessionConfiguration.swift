@@ -106,7 +106,8 @@ public struct SessionConfiguration: Sendable {
     /// Receive buffer per transfer (`CURLOPT_BUFFERSIZE`). `nil`: 64 KiB for data tasks
     /// (16 KiB on HTTP/2, which libcurl reads through a connection buffer of its own),
     /// 16 KiB for uploads (whose answers are small) and 512 KiB for downloads, the sizes
-    /// measured best on Linux (see Docs/Performance.md).
+    /// measured best on Linux (see Docs/Performance.md). Sizes are kept between 16 KiB
+    /// (libcurl's default: libcurl 7.88 cannot always shrink a handle's buffer safely) and 10 MiB.
     public var receiveBufferSize: Int?
     /// The HTTP response cache GET data tasks consult and fill (see `ResponseCache`). Share
     /// one between managers if you like. `nil` (the default): no caching.

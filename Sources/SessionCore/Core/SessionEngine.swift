@@ -68,6 +68,11 @@ final class SessionEngine: Sendable {
     enum Invalidation: Equatable { case active, invalidating, invalidated }
 
     let configuration: SessionConfiguration
+    /// The serial completion queue the manager starts with. Completions are batched only
+    /// for it and the main queue (`CompletionBatch`): a queue the caller sets may be
+    /// concurrent, where one block per pass would serialise handlers that run in parallel
+    /// (and deadlock one that waits for another).
+    private let ownCompletionQueue: DispatchQueue
     /// Where hooks, streamed body chunks and progress run: user code never runs on the driver.
     let operationQueue: DispatchQueue
     private let state: Mutex<State>
@@ -93,7 +98,8 @@ final class SessionEngine: Sendable {
         let bypass = configuration.proxyBypassList.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         proxyBypass = bypass.isEmpty ? nil : bypass.joined(separator: ",")
         operationQueue = DispatchQueue(label: "Curlew.operationQueue.\(number)")
-        state = Mutex(State(completionQueue: DispatchQueue(label: "Curlew.completionQueue.\(number)")))
+        ownCompletionQueue = DispatchQueue(label: "Curlew.completionQueue.\(number)")
+        state = Mutex(State(completionQueue: ownCompletionQueue))
         do {
             let driver = try TransferDriver(configuration: configuration, engine: self, identifier: number)
             driverBox.withLock { $0 = driver }
@@ -305,7 +311,7 @@ final class SessionEngine: Sendable {
         }
         if viaOperationQueue {
             operationQueue.async { task.finishProgress(); target.async(execute: work) }
-        } else if let batch {
+        } else if let batch, target === ownCompletionQueue || target === DispatchQueue.main {
             batch.add(work, on: target)
         } else {
             target.async(execute: work)

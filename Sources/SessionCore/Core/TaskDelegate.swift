@@ -51,6 +51,8 @@ final class TaskDelegate {
     private(set) var headDisposition: TransferEnd.HeadDisposition?
     /// The idle and total timeouts, enforced by the driver loop.
     var clock: TransferClock
+    /// The driver loop's time for this pass: curl's callbacks mark activity with it.
+    let passClock: PassClock
     /// The retained reference handed to curl; released by the driver after removal.
     var unmanagedSelf: UnsafeMutableRawPointer?
     /// Whether the easy handle is currently in the multi handle.
@@ -90,10 +92,14 @@ final class TaskDelegate {
     /// `TaskDelegate+Security.swift`).
     var securityState = TransferSecurityState()
 
-    init(task: SessionTask, easy: EasyHandle, engine: SessionEngine, prepared: PreparedRequest) throws(SessionError) {
+    init(
+        task: SessionTask, easy: EasyHandle, engine: SessionEngine, prepared: PreparedRequest,
+        passClock: PassClock
+    ) throws(SessionError) {
         self.task = task
         self.easy = easy
         self.engine = engine
+        self.passClock = passClock
         self.request = task.currentRequest ?? URLRequest(url: prepared.url)
         self.prepared = prepared
         self.head = easy.headParser
@@ -109,8 +115,9 @@ final class TaskDelegate {
         }
         // One read of the hooks per transfer (a copy of the struct under the engine's lock).
         let hooks = engine.hooks
-        self.deliversBody = task.streamsBody || (task is DataTask && hooks.dataReceived != nil)
-        self.asksResponseHook = task is DataTask && hooks.dataTaskDidReceiveResponse != nil
+        let isDataTask = task is DataTask
+        self.deliversBody = task.streamsBody || (isDataTask && hooks.dataReceived != nil)
+        self.asksResponseHook = isDataTask && hooks.dataTaskDidReceiveResponse != nil
         self.clock = TransferClock(
             timeouts: TransferTimeouts(request: task.originalRequest, configuration: engine.configuration),
             now: startUptime)
@@ -127,6 +134,15 @@ final class TaskDelegate {
 
     /// Now, on the clock the timeouts use.
     static var uptime: UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+    /// The driver loop's reading of `uptime`, taken once per pass of the loop (after
+    /// `curl_multi_poll` returns): curl's callbacks mark activity with it instead of reading
+    /// the system clock for every header line and body chunk. An activity mark is then early
+    /// by at most the time one pass takes, against idle timeouts of seconds.
+    /// Confinement: the driver thread.
+    final class PassClock {
+        var now: UInt64 = TaskDelegate.uptime
+    }
 
     // MARK: - Configuring the easy handle
 
@@ -197,7 +213,11 @@ final class TaskDelegate {
         let multiplexes = PreparedRequest.canMultiplex(prepared.urlOrigin, version: engine.configuration.httpVersion)
         let bufferSize = engine.configuration.receiveBufferSize
             ?? (multiplexes ? task.options.multiplexedReceiveBufferSize : nil) ?? task.options.defaultReceiveBufferSize
-        easy.set(CURLOPT_BUFFERSIZE, max(1024, min(bufferSize, 10 << 20)))
+        // Never below libcurl's default 16 KiB: libcurl 7.88 keeps a transfer's buffer when the
+        // transfer ends on an HTTP/2 connection still in use, `curl_easy_reset` sets the size
+        // back to 16 KiB, and a new size is refused while the old buffer exists. A smaller
+        // buffer kept that way would then be read into as if it held 16 KiB.
+        easy.set(CURLOPT_BUFFERSIZE, max(16 << 10, min(bufferSize, 10 << 20)))
         switch engine.configuration.proxy {
         case .environment:
             if let bypass = engine.proxyBypass { easy.set(CURLOPT_NOPROXY, bypass) }
@@ -333,7 +353,7 @@ final class TaskDelegate {
     // MARK: - Callbacks (driver thread, inside curl_multi_perform)
 
     func didReceiveHeaderLine(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        clock.noteActivity(at: Self.uptime)
+        clock.noteActivity(at: passClock.now)
         switch head.consume(bytes) {
         case .needMore:
             return true
@@ -398,7 +418,7 @@ final class TaskDelegate {
             clock.setIdleClockStopped(true, at: Self.uptime)
             return .pause
         }
-        clock.noteActivity(at: Self.uptime)
+        clock.noteActivity(at: passClock.now)
         decodedBodyBytes += Int64(bytes.count)
         if isContentEncoded {
             // Compression-bomb guard, over every body (held back or not): curl counts the
@@ -502,7 +522,7 @@ final class TaskDelegate {
         guard let reader = bodyReader else { return .bytes(0) }
         let outcome = reader.read(into: buffer)
         switch outcome {
-        case .bytes(let count) where count > 0: clock.noteActivity(at: Self.uptime)
+        case .bytes(let count) where count > 0: clock.noteActivity(at: passClock.now)
         case .failed(let error): failure = error
         default: break
         }
@@ -516,7 +536,7 @@ final class TaskDelegate {
         if uploaded != lastUploadedCount || downloaded != lastDownloadedCount {
             lastUploadedCount = uploaded
             lastDownloadedCount = downloaded
-            clock.noteActivity(at: Self.uptime)
+            clock.noteActivity(at: passClock.now)
         }
         task.didSend(bytes: uploaded, expected: bodyReader?.length ?? uploadTotal)
     }
@@ -528,6 +548,14 @@ final class TaskDelegate {
 
     /// Records this exchange's metrics from curl; call once per request, before reset.
     func collectMetrics() {
+        let newConnections = easy.info(long: CURLINFO_NUM_CONNECTS) ?? 1
+        if newConnections > 0 {
+            // libcurl counts its own retries on a connection that died under a request in
+            // the handle (`state.retrycount`, up to 5), and only `curl_easy_reset` clears the
+            // count: a handle reused without one would fail the 6th such retry of its life. A
+            // retry always opens a connection, so a transfer that opened one resets the handle.
+            easy.noteTransferSpecificOption()
+        }
         let versionCode = easy.info(long: CURLINFO_HTTP_VERSION) ?? 0
         let version: String?
         switch versionCode {
@@ -546,7 +574,7 @@ final class TaskDelegate {
                 secureConnectionDuration: easy.seconds(CURLINFO_APPCONNECT_TIME_T),
                 timeToFirstByte: easy.seconds(CURLINFO_STARTTRANSFER_TIME_T),
                 totalDuration: easy.seconds(CURLINFO_TOTAL_TIME_T),
-                isReusedConnection: (easy.info(long: CURLINFO_NUM_CONNECTS) ?? 1) == 0,
+                isReusedConnection: newConnections == 0,
                 httpVersion: version,
                 remoteAddress: easy.info(string: CURLINFO_PRIMARY_IP).flatMap { $0.isEmpty ? nil : $0 },
                 remotePort: easy.info(long: CURLINFO_PRIMARY_PORT).flatMap { $0 == 0 ? nil : $0 },

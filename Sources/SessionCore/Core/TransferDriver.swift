@@ -149,6 +149,8 @@ final class DriverLoop {
     /// Per-origin slots for non-multiplexed transfers, so priority orders the waiting ones.
     /// The completions of the current pass of the loop (`run`), sent at its end.
     private let completions = CompletionBatch()
+    /// The time of the current pass, for the transfers' activity marks.
+    private let passClock = TaskDelegate.PassClock()
     private lazy var admission = HostAdmission(limit: engine.configuration.httpMaximumConnectionsPerHost)
     /// Retries waiting for their time, and the earliest of them (`.max`: none).
     private var scheduledRetries: [(deadline: UInt64, delegate: TaskDelegate)] = []
@@ -220,6 +222,7 @@ final class DriverLoop {
     func run() {
         var running: Int32 = 0
         while true {
+            passClock.now = TaskDelegate.uptime
             for command in driver.drain() { handle(command) }
             if !shutdownRequests.isEmpty && delegates.isEmpty {
                 completions.flush()  // before the shutdown is answered
@@ -285,7 +288,7 @@ final class DriverLoop {
         case .cancel(let task, let error):
             guard let delegate = delegates[ObjectIdentifier(task)] else {
                 // Not (or no longer) running here: complete it if nobody else will.
-                engine.complete(task, outcome: TransferOutcome(error: error, request: task.currentRequest))
+                engine.complete(task, outcome: TransferOutcome(error: error, request: task.currentRequest), batch: completions)
                 return
             }
             finish(delegate, outcome: outcome(of: delegate, error: error))
@@ -467,15 +470,17 @@ final class DriverLoop {
         // A pooled handle was recycled (reset, or kept as it was when its last transfer set
         // only the options every transfer sets again); a new one has nothing to reset.
         guard let easy = idleHandles.popLast() ?? EasyHandle() else {
-            engine.complete(task, outcome: TransferOutcome(error: .curl(code: 27, message: "curl_easy_init failed"), request: task.currentRequest))
+            engine.complete(
+                task, outcome: TransferOutcome(error: .curl(code: 27, message: "curl_easy_init failed"), request: task.currentRequest),
+                batch: completions)
             return
         }
         let delegate: TaskDelegate
         do {
-            delegate = try TaskDelegate(task: task, easy: easy, engine: engine, prepared: prepared)
+            delegate = try TaskDelegate(task: task, easy: easy, engine: engine, prepared: prepared, passClock: passClock)
         } catch {
             recycle(easy)
-            engine.complete(task, outcome: TransferOutcome(error: error, request: task.currentRequest))
+            engine.complete(task, outcome: TransferOutcome(error: error, request: task.currentRequest), batch: completions)
             return
         }
         delegates[ObjectIdentifier(task)] = delegate

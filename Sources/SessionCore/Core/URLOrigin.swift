@@ -12,26 +12,28 @@ struct URLOrigin: Sendable, Equatable {
     let origin: String
     /// Whether the authority names a host (not empty once userinfo and port are removed).
     let hasHost: Bool
+    /// Whether the host is percent-encoded (then only decoding tells whether it is a name).
+    let hostIsPercentEncoded: Bool
 
     init(_ absolute: String) {
         var copy = absolute
-        (scheme, origin, hasHost) = copy.withUTF8 { Self.scan($0) }
+        (scheme, origin, hasHost, hostIsPercentEncoded) = copy.withUTF8 { Self.scan($0) }
     }
 
     var isHTTPS: Bool { scheme == "https" }
 
-    private static func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> (String, String, Bool) {
+    private static func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> (String, String, Bool, Bool) {
         // scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":" (RFC 3986 §3.1)
         var index = 0
         while index < bytes.count, isSchemeByte(bytes[index], first: index == 0) { index += 1 }
-        guard index > 0, index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return ("", "", false) }
+        guard index > 0, index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return ("", "", false, false) }
         let scheme = String(unsafeUninitializedCapacity: index) { buffer in
             for offset in 0..<index { buffer[offset] = lowercased(bytes[offset]) }
             return index
         }
         let slashes = index + 1
         guard slashes + 1 < bytes.count, bytes[slashes] == UInt8(ascii: "/"), bytes[slashes + 1] == UInt8(ascii: "/")
-        else { return (scheme, "", false) }
+        else { return (scheme, "", false, false) }
         let authorityStart = slashes + 2
         var authorityEnd = authorityStart
         var hostStart = authorityStart
@@ -42,7 +44,8 @@ struct URLOrigin: Sendable, Equatable {
             authorityEnd += 1
         }
         let origin = String(decoding: UnsafeBufferPointer(rebasing: bytes[..<authorityEnd]), as: UTF8.self)
-        return (scheme, origin, hostLength(bytes, from: hostStart, to: authorityEnd) > 0)
+        let percent = bytes[hostStart..<authorityEnd].contains(UInt8(ascii: "%"))
+        return (scheme, origin, hostLength(bytes, from: hostStart, to: authorityEnd) > 0, percent)
     }
 
     /// The length of the host in `bytes[start..<end]` (host [":" port], host possibly an
