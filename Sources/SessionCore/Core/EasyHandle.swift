@@ -7,10 +7,11 @@ import Foundation
 /// caches): a fresh handle per request costs ~15% throughput and loses TLS resumption.
 ///
 /// Between transfers a handle is `curl_easy_reset` only when the last transfer set an option
-/// that the next one might not set again (`needsReset`): `TaskDelegate.configure` sets a fixed
-/// group of options for every transfer, so a handle whose last transfer set nothing else (a
-/// plain `http://` GET, the common case) is reused as it is, as libcurl's own examples reuse
-/// handles. That saves the reset and the options every transfer shares (~5,000 instructions
+/// that the next one might not set again, or opened a connection (`needsReset`; libcurl's
+/// count of retries on dead connections lives in the handle until a reset):
+/// `TaskDelegate.configure` sets a fixed group of options for every transfer, so a handle
+/// whose last transfer set nothing else (a plain `http://` GET on a pooled connection, the
+/// common case) is reused as it is, as libcurl's own examples reuse handles. That saves the reset and the options every transfer shares (~5,000 instructions
 /// on the driver thread per request).
 final class EasyHandle {
     let raw: UnsafeMutableRawPointer
@@ -21,8 +22,8 @@ final class EasyHandle {
     /// made from, for the next transfer that sends the same lines.
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private var headerListLines: [String] = []
-    /// An option outside `rewrittenForEveryTransfer` was set since the last reset: the next
-    /// transfer needs a `curl_easy_reset` first.
+    /// An option outside `isRewrittenForEveryTransfer` was set since the last reset, or the
+    /// last transfer opened a connection: the next transfer needs a `curl_easy_reset` first.
     private(set) var needsReset = false
     /// The options every transfer shares (callbacks, protocols, signals) are set; a reset
     /// clears them.

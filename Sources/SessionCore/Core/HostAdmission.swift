@@ -20,8 +20,8 @@ struct HostAdmission {
 
     init(limit: Int) { self.limit = limit }
 
-    /// Takes a slot at `key`'s origin for `delegate` (`.admitted`: start it now) or puts it in
-    /// line (`.waiting`). Either way the origin comes back, for `release` and `withdraw`.
+    /// Takes a slot at `key`'s origin for `delegate` (`admitted`: start it now) or puts it in
+    /// line (`admitted` false). Either way the origin comes back, for `release` and `withdraw`.
     mutating func admit(_ delegate: TaskDelegate, key: String) -> (origin: Origin, admitted: Bool) {
         let origin: Origin
         if let known = origins[key] {

@@ -113,7 +113,7 @@ final class TaskDelegate {
         } else {
             download = nil
         }
-        // One read of the hooks per transfer (a copy of the struct under the engine's lock).
+        // One read of the hooks per transfer (a snapshot taken under the engine's lock).
         let hooks = engine.hooks
         let isDataTask = task is DataTask
         self.deliversBody = task.streamsBody || (isDataTask && hooks.dataReceived != nil)
@@ -146,7 +146,8 @@ final class TaskDelegate {
 
     // MARK: - Configuring the easy handle
 
-    /// Sets every option of the next request on the (freshly reset) easy handle.
+    /// Sets every option of the next request on the easy handle: freshly reset, or reused as
+    /// it was when its last transfer set only options this sets again (`EasyHandle.needsReset`).
     func configure(share: UnsafeMutableRawPointer) -> SessionError? {
         let url = prepared.url
         var ok = easy.set(CURLOPT_URL, prepared.urlString)

@@ -146,11 +146,11 @@ final class DriverLoop {
     private let driver: TransferDriver
     private let engine: SessionEngine
     private var delegates: [ObjectIdentifier: TaskDelegate] = [:]
-    /// Per-origin slots for non-multiplexed transfers, so priority orders the waiting ones.
     /// The completions of the current pass of the loop (`run`), sent at its end.
     private let completions = CompletionBatch()
     /// The time of the current pass, for the transfers' activity marks.
     private let passClock = TaskDelegate.PassClock()
+    /// Per-origin slots for non-multiplexed transfers, so priority orders the waiting ones.
     private lazy var admission = HostAdmission(limit: engine.configuration.httpMaximumConnectionsPerHost)
     /// Retries waiting for their time, and the earliest of them (`.max`: none).
     private var scheduledRetries: [(deadline: UInt64, delegate: TaskDelegate)] = []
