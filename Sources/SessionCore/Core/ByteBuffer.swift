@@ -39,6 +39,26 @@ final class ByteBuffer {
         count += 1
     }
 
+    /// Appends `value` in the machine's byte order (bookkeeping, such as offsets: not bytes for
+    /// the wire).
+    func append(int32 value: Int32) {
+        reserve(count + 4)
+        base.storeBytes(of: value, toByteOffset: count, as: Int32.self)
+        count += 4
+    }
+
+    /// The `Int32` that `append(int32:)` wrote at `offset`.
+    func int32(at offset: Int) -> Int32 {
+        precondition(offset >= 0 && offset + 4 <= count, "offset outside the buffer")
+        return base.loadUnaligned(fromByteOffset: offset, as: Int32.self)
+    }
+
+    /// Overwrites the `Int32` at `offset`.
+    func setInt32(_ value: Int32, at offset: Int) {
+        precondition(offset >= 0 && offset + 4 <= count, "offset outside the buffer")
+        base.storeBytes(of: value, toByteOffset: offset, as: Int32.self)
+    }
+
     /// Rewrites the last `length` bytes in place through `transform`.
     func replaceLast(_ length: Int, _ transform: (UInt8) -> UInt8) {
         let start = count - min(length, count)

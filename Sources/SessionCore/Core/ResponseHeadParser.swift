@@ -32,9 +32,13 @@ final class ResponseHeadParser {
 
     private(set) var statusCode = 0
     private(set) var httpVersion = "HTTP/1.1"
-    /// Field names and values, back to back; `ranges` says where each one is.
+    /// Field names and values, back to back; `fieldOffsets` says where each one is.
     private let storage = ByteBuffer()
-    private var ranges: [HTTPResponseHead.FieldRange] = []
+    /// Per field, three `Int32` offsets into `storage`: where the name starts, where it ends
+    /// and the value starts, where the value ends. A buffer of the parser's own, not an array
+    /// property: appending to an array stored in a class costs a dynamic exclusivity check.
+    private let fieldOffsets = ByteBuffer(capacity: 32 * 12)
+    private static let fieldStride = 12
     private(set) var isComplete = false
     private(set) var headBytes = 0
     private var sawStatusLine = false
@@ -57,7 +61,7 @@ final class ResponseHeadParser {
     }
 
     /// The number of fields parsed so far.
-    var fieldCount: Int { ranges.count }
+    var fieldCount: Int { fieldOffsets.count / Self.fieldStride }
 
     /// Feeds one raw header line (with its CRLF) to the parser. Bytes only: no Foundation
     /// string work on the driver thread.
@@ -96,10 +100,10 @@ final class ResponseHeadParser {
         if line[0] == 0x20 || line[0] == 0x09 {
             // obs-fold continuation (RFC 9112 §5.2): joins the previous field's value. The
             // previous value is the last thing in `storage`, so it simply grows.
-            guard !ranges.isEmpty else { return .invalid("continuation line without a field") }
+            guard fieldCount > 0 else { return .invalid("continuation line without a field") }
             storage.append(0x20)
             appendValue(Self.trimmed(line, from: 0, to: line.count))
-            ranges[ranges.count - 1].valueEnd = Int32(clamping: storage.count)
+            fieldOffsets.setInt32(Int32(clamping: storage.count), at: fieldOffsets.count - 4)
             return .needMore
         }
         // The name: token bytes up to the colon, checked in one pass.
@@ -116,8 +120,9 @@ final class ResponseHeadParser {
         storage.append(UnsafeRawBufferPointer(rebasing: line[0..<colon]))
         let valueStart = Int32(clamping: storage.count)
         appendValue(Self.trimmed(line, from: colon + 1, to: line.count))
-        ranges.append(HTTPResponseHead.FieldRange(
-            nameStart: nameStart, nameEnd: valueStart, valueStart: valueStart, valueEnd: Int32(clamping: storage.count)))
+        fieldOffsets.append(int32: nameStart)
+        fieldOffsets.append(int32: valueStart)
+        fieldOffsets.append(int32: Int32(clamping: storage.count))
         return .needMore
     }
 
@@ -173,8 +178,7 @@ final class ResponseHeadParser {
 
     private func clearFields() {
         storage.removeAll()
-        // As the storage: a head of thousands of fields does not stay with a pooled handle.
-        if ranges.capacity > 256 { ranges = [] } else { ranges.removeAll(keepingCapacity: true) }
+        fieldOffsets.removeAll()
     }
 
     private func parseStatusLine(_ line: UnsafeRawBufferPointer) -> Event {
@@ -217,6 +221,14 @@ final class ResponseHeadParser {
     /// The complete head for `url`. The bytes are copied into the head (the parser keeps its
     /// buffers for the next response).
     func makeHead(url: URL) -> HTTPResponseHead {
-        HTTPResponseHead(url: url, statusCode: statusCode, httpVersion: httpVersion, storage: storage.array, ranges: ranges)
+        var ranges: [HTTPResponseHead.FieldRange] = []
+        ranges.reserveCapacity(fieldCount)
+        for offset in stride(from: 0, to: fieldOffsets.count, by: Self.fieldStride) {
+            let valueStart = fieldOffsets.int32(at: offset + 4)
+            ranges.append(HTTPResponseHead.FieldRange(
+                nameStart: fieldOffsets.int32(at: offset), nameEnd: valueStart,
+                valueStart: valueStart, valueEnd: fieldOffsets.int32(at: offset + 8)))
+        }
+        return HTTPResponseHead(url: url, statusCode: statusCode, httpVersion: httpVersion, storage: storage.array, ranges: ranges)
     }
 }
