@@ -191,6 +191,27 @@ final class EasyHandle {
         return value
     }
 
+    /// `CURLINFO_PRIMARY_IP` or `CURLINFO_LOCAL_IP` (nil when empty). A kept-alive connection
+    /// gives the same addresses transfer after transfer: the last string is reused when the
+    /// bytes match, instead of decoding them again.
+    func address(_ info: CURLINFO) -> String? {
+        var value: UnsafeMutablePointer<CChar>?
+        guard curlew_easy_getinfo_string(raw, info, &value) == CURLE_OK, let value, value.pointee != 0 else { return nil }
+        let isLocal = info == CURLINFO_LOCAL_IP
+        if let known = isLocal ? lastLocalAddress : lastPrimaryAddress,
+            known.withCString({ strcmp($0, value) == 0 })
+        {
+            return known
+        }
+        let decoded = String(cString: value)
+        if isLocal { lastLocalAddress = decoded } else { lastPrimaryAddress = decoded }
+        return decoded
+    }
+
+    /// The last addresses `address(_:)` decoded.
+    private var lastPrimaryAddress: String?
+    private var lastLocalAddress: String?
+
     /// Seconds from a `*_TIME_T` (microseconds) info value.
     func seconds(_ info: CURLINFO) -> TimeInterval {
         Double(self.info(offset: info) ?? 0) / 1_000_000

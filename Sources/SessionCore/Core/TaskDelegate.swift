@@ -119,7 +119,10 @@ final class TaskDelegate {
         self.deliversBody = task.streamsBody || (isDataTask && hooks.dataReceived != nil)
         self.asksResponseHook = isDataTask && hooks.dataTaskDidReceiveResponse != nil
         self.clock = TransferClock(
-            timeouts: TransferTimeouts(request: task.originalRequest, configuration: engine.configuration),
+            timeouts: TransferTimeouts(
+                request: task.originalRequest,
+                timeoutIntervalForRequest: engine.configuration.timeoutIntervalForRequest,
+                timeoutIntervalForResource: engine.configuration.timeoutIntervalForResource),
             now: startUptime)
     }
 
@@ -566,8 +569,7 @@ final class TaskDelegate {
         case Int(CURL_HTTP_VERSION_3): version = "HTTP/3"
         default: version = nil
         }
-        transactions.append(
-            TransactionMetrics(
+        let transaction = TransactionMetrics(
                 url: prepared.url,
                 statusCode: easy.info(long: CURLINFO_RESPONSE_CODE) ?? 0,
                 domainLookupDuration: easy.seconds(CURLINFO_NAMELOOKUP_TIME_T),
@@ -577,14 +579,16 @@ final class TaskDelegate {
                 totalDuration: easy.seconds(CURLINFO_TOTAL_TIME_T),
                 isReusedConnection: newConnections == 0,
                 httpVersion: version,
-                remoteAddress: easy.info(string: CURLINFO_PRIMARY_IP).flatMap { $0.isEmpty ? nil : $0 },
+                remoteAddress: easy.address(CURLINFO_PRIMARY_IP),
                 remotePort: easy.info(long: CURLINFO_PRIMARY_PORT).flatMap { $0 == 0 ? nil : $0 },
-                localAddress: easy.info(string: CURLINFO_LOCAL_IP).flatMap { $0.isEmpty ? nil : $0 },
+                localAddress: easy.address(CURLINFO_LOCAL_IP),
                 localPort: easy.info(long: CURLINFO_LOCAL_PORT).flatMap { $0 == 0 ? nil : $0 },
                 requestBytesSent: Int64(easy.info(long: CURLINFO_REQUEST_SIZE) ?? 0)
                     + (easy.info(offset: CURLINFO_SIZE_UPLOAD_T) ?? 0),
                 responseBodyBytesReceived: easy.info(offset: CURLINFO_SIZE_DOWNLOAD_T) ?? 0,
-                responseHeaderBytesReceived: Int64(easy.info(long: CURLINFO_HEADER_SIZE) ?? 0)))
+                responseHeaderBytesReceived: Int64(easy.info(long: CURLINFO_HEADER_SIZE) ?? 0))
+        // The usual single exchange as a literal: growing an empty array costs more.
+        if transactions.isEmpty { transactions = [transaction] } else { transactions.append(transaction) }
     }
 
     var metrics: TaskMetrics {

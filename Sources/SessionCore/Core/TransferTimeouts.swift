@@ -30,11 +30,16 @@ struct TransferTimeouts: Sendable, Equatable {
     /// The timeouts of `request` under `configuration`: the request's own `timeoutInterval`
     /// wins when the caller changed it from `URLRequest`'s 60-second default.
     init(request: URLRequest?, configuration: SessionConfiguration) {
-        let requested = request?.timeoutInterval ?? 60
-        let idleSeconds = requested != 60 && !(requested <= 0) ? requested : configuration.timeoutIntervalForRequest
         self.init(
-            idle: Self.nanoseconds(idleSeconds),
-            total: Self.nanoseconds(configuration.timeoutIntervalForResource))
+            request: request, timeoutIntervalForRequest: configuration.timeoutIntervalForRequest,
+            timeoutIntervalForResource: configuration.timeoutIntervalForResource)
+    }
+
+    /// The same from the two settings alone (the driver's path: no copy of the configuration).
+    init(request: URLRequest?, timeoutIntervalForRequest: TimeInterval, timeoutIntervalForResource: TimeInterval) {
+        let requested = request?.timeoutInterval ?? 60
+        let idleSeconds = requested != 60 && !(requested <= 0) ? requested : timeoutIntervalForRequest
+        self.init(idle: Self.nanoseconds(idleSeconds), total: Self.nanoseconds(timeoutIntervalForResource))
     }
 
     /// `seconds` in nanoseconds, or nil when it means "no limit".
