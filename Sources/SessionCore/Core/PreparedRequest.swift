@@ -67,7 +67,7 @@ final class PreparedRequest: Sendable {
         let absolute = url.absoluteString
         let origin = URLOrigin(absolute)
         guard !origin.scheme.isEmpty else { throw .badURL("'\(absolute)' has no scheme") }
-        guard origin.scheme == "http" || origin.scheme == "https" else { throw .unsupportedScheme(origin.scheme) }
+        guard supportedSchemes.contains(origin.scheme) else { throw .unsupportedScheme(origin.scheme) }
         // A percent-encoded host is a name only if it decodes (Foundation's check, on this
         // rare path only: `http://%FF/` has no host).
         guard origin.hasHost, !origin.hostIsPercentEncoded || !(url.host ?? "").isEmpty else {
