@@ -47,6 +47,8 @@ final class DataTaskTests: XCTestCase {
         // httpbin echoes binary bodies as a base64 data URL.
         let base64 = try XCTUnwrap(echoed.split(separator: ",", maxSplits: 1).last)
         XCTAssertEqual(Data(base64Encoded: String(base64)), payload)
+        let headers = try XCTUnwrap(body["headers"] as? [String: String])
+        XCTAssertNil(headers["Expect"], "no 100-continue wait for a body over 1 MiB")
     }
 
     func testClientAndServerErrorsAreResponsesNotErrors() async throws {

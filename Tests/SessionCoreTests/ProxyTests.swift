@@ -76,6 +76,34 @@ final class ProxyTests: XCTestCase {
         XCTAssertGreaterThan(proxy.requests.count, 0)
     }
 
+    /// `.environment` reads the proxy variables when the manager is made: a manager made
+    /// while none is set goes direct for its whole life; one made after `http_proxy` is set
+    /// uses that proxy (libcurl reads the variables for it, per request).
+    func testTheEnvironmentIsReadWhenTheManagerIsMade() async throws {
+        let names = SessionEngine.environmentProxyVariables + ["no_proxy", "NO_PROXY"]
+        let saved = names.map { name in getenv(name).map { String(cString: $0) } }
+        defer { for (name, value) in zip(names, saved) { if let value { setenv(name, value, 1) } else { unsetenv(name) } } }
+        for name in names { unsetenv(name) }
+        let origin = try TestServer()
+        defer { origin.shutdown() }
+        origin.route("/direct", response: .text("direct"))
+
+        let before = URLSessionManager.raw(.default)
+        defer { before.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let host = try XCTUnwrap(proxy.baseURL.host)
+        let port = try XCTUnwrap(proxy.baseURL.port)
+        setenv("http_proxy", "http://proxy:secret@\(host):\(port)", 1)
+        let after = URLSessionManager.raw(.default)
+        defer { after.invalidateSessionCancelingTasks(true, resetSession: false) }
+
+        let direct = await before.response(for: URLRequest(url: try XCTUnwrap(URL(string: origin.baseURLString + "/direct"))))
+        XCTAssertEqual(direct.data, Data("direct".utf8))
+        XCTAssertEqual(proxy.requests.count, 0, "made before http_proxy was set: no proxy")
+        let proxied = await after.response(for: URLRequest(url: try XCTUnwrap(URL(string: "http://origin.invalid/env"))))
+        XCTAssertEqual(proxied.response?.statusCode, 200)
+        XCTAssertEqual(proxied.data.map { String(decoding: $0, as: UTF8.self) }, "proxied http://origin.invalid/env")
+    }
+
     func testNoneNeverUsesAProxy() async throws {
         let origin = try TestServer()
         defer { origin.shutdown() }

@@ -59,6 +59,34 @@ final class RedirectBodyTests: XCTestCase {
         }
     }
 
+    /// Over 1 MiB curl would add `Expect: 100-continue` and wait for the server's answer;
+    /// Curlew suppresses it for a file's body, after the redirect too (where the next
+    /// `URLRequest` carries no body of its own). The in-process server reads each body whole
+    /// before it answers (httpbin answers a redirect early and closes, which breaks the send).
+    func testALargeFileUploadSendsNoExpectBeforeOrAfterA307() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/moved", response: .redirect(to: "/target", status: 307))
+        server.route("/target") { request in
+            let expect = request.headers.first { $0.name.lowercased() == "expect" }?.value ?? "none"
+            return .text("expect=\(expect) bytes=\(request.body.count)")
+        }
+        let large = Data((0..<1_500_000).map { UInt8(ascii: "a") + UInt8($0 % 26) })
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-expect-\(UUID().uuidString)")
+        try large.write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        var request = URLRequest(url: try server.url("/moved"))
+        request.httpMethod = "PUT"
+        let response: DataResponse = await withCheckedContinuation { continuation in
+            manager.uploadTask(with: request, fromFile: file) { continuation.resume(returning: $0) }.resume()
+        }
+        XCTAssertNil(response.error)
+        XCTAssertEqual(response.metrics?.redirectCount, 1)
+        XCTAssertEqual(response.data.map { String(decoding: $0, as: UTF8.self) }, "expect=none bytes=1500000")
+        let sawExpect = server.requests.contains { request in request.headers.contains { $0.name.lowercased() == "expect" } }
+        XCTAssertFalse(sawExpect, "neither request asked for 100-continue")
+    }
+
     func testADataUploadKeepsItsBodyAcross307() async throws {
         let request = try redirectingPut(status: 307)
         let response: DataResponse = await withCheckedContinuation { continuation in

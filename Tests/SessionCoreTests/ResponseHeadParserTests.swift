@@ -29,6 +29,36 @@ final class ResponseHeadParserTests: XCTestCase {
         XCTAssertTrue(head.httpURLResponse === response, "built once, then kept")
     }
 
+    /// The framing facts noted while parsing answer as the head's own lookups do, and defer
+    /// to them (nil) when a field is repeated.
+    func testContentLengthAndCodingAreNotedAsTheHeadReadsThem() throws {
+        let cases: [(lines: [String], length: Int64?, coded: Bool?)] = [
+            (["Content-Length: 100"], 100, false),
+            (["content-LENGTH:  42 ", "Content-Encoding: gzip"], 42, true),
+            (["Content-Encoding: IDENTITY"], -1, false),
+            (["Content-Encoding: "], -1, true),
+            (["Content-Length: 12a"], -1, false),
+            (["Content-Length: 1234567890123456789"], -1, false),
+            (["Content-Length: 1", " 0"], -1, false),  // folded: "1 0" is not a number
+            (["Content-Length: 5", "Content-Length: 5"], nil, false),
+            (["Content-Encoding: identity", "Content-Encoding: identity"], -1, nil),
+            (["Content-Lengths: 5", "X-Content-Encoding: br"], -1, false),
+        ]
+        for (lines, length, coded) in cases {
+            var parser = ResponseHeadParser(maximumBytes: 1024)
+            let events = feed(&parser, ["HTTP/1.1 200 OK\r\n"] + lines.map { $0 + "\r\n" } + ["\r\n"])
+            XCTAssertEqual(events.last, .headComplete, "\(lines)")
+            XCTAssertEqual(parser.expectedContentLength, length, "\(lines)")
+            XCTAssertEqual(parser.hasContentCoding, coded, "\(lines)")
+            let head = parser.makeHead(url: url)
+            if let length { XCTAssertEqual(head.expectedContentLength, length, "\(lines)") }
+            if let coded {
+                let lookup = head.value(forHTTPHeaderField: "Content-Encoding").map { $0.lowercased() != "identity" } ?? false
+                XCTAssertEqual(lookup, coded, "\(lines)")
+            }
+        }
+    }
+
     func testInterimResponsesAreSkipped() {
         var parser = ResponseHeadParser(maximumBytes: 1024)
         let events = feed(&parser, [

@@ -44,7 +44,10 @@ let request = URLRequest(url: url)
     guard go else { return }
     manager.dataTask(with: request) { response in
         let finished = counts.withLock { counts -> Int in
-            if response.error != nil { counts.failed += 1 }
+            if let error = response.error {
+                if counts.failed == 0 { print("first failure: \(error)") }
+                counts.failed += 1
+            }
             counts.finished += 1
             return counts.finished
         }

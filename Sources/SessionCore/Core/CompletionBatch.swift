@@ -11,6 +11,9 @@ import Dispatch
 final class CompletionBatch {
     private var queue: DispatchQueue?
     private var items: [@Sendable () -> Void] = []
+    /// References carried to the queue with the items, so that what they keep alive is freed
+    /// there (`retire`).
+    private var retired: [any Sendable & AnyObject] = []
 
     /// Queues `work` for `queue`, after every item added before it.
     func add(_ work: @escaping @Sendable () -> Void, on queue: DispatchQueue) {
@@ -19,16 +22,35 @@ final class CompletionBatch {
         items.append(work)
     }
 
+    /// Keeps a reference to `object` until the pass's items have run on their queue. When the
+    /// driver thread then drops its own references, the object (a finished request's prepared
+    /// form: its URL, strings, header lines and libcurl URL handle) is freed on that queue, off
+    /// the thread every transfer shares. Only for objects that may be freed on any thread:
+    /// never one that owns a curl easy or multi handle. Without items, the references are
+    /// dropped at the end of the pass, on the driver thread.
+    func retire(_ object: any Sendable & AnyObject) {
+        retired.append(object)
+    }
+
     /// Sends the gathered items to their queue (the end of the pass).
     func flush() {
-        guard let queue, !items.isEmpty else { return }
+        guard let queue, !items.isEmpty else {
+            retired.removeAll()
+            return
+        }
         let work = items
+        let objects = retired
         items = []
+        retired = []
         self.queue = nil
-        if work.count == 1 {
+        if work.count == 1 && objects.isEmpty {
             queue.async(execute: work[0])
         } else {
-            queue.async { for item in work { item() } }
+            // The block, and with it `objects`, is released on the queue once it has run.
+            queue.async {
+                for item in work { item() }
+                withExtendedLifetime(objects) {}
+            }
         }
     }
 }

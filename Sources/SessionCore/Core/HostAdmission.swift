@@ -17,6 +17,9 @@ struct HostAdmission {
 
     let limit: Int
     private var origins: [String: Origin] = [:]
+    /// The origin of the last admission, while it is in the table: most transfers go where
+    /// the one before went, and comparing the key is cheaper than hashing it.
+    private var lastOrigin: Origin?
 
     init(limit: Int) { self.limit = limit }
 
@@ -24,12 +27,15 @@ struct HostAdmission {
     /// line (`admitted` false). Either way the origin comes back, for `release` and `withdraw`.
     mutating func admit(_ delegate: TaskDelegate, key: String) -> (origin: Origin, admitted: Bool) {
         let origin: Origin
-        if let known = origins[key] {
+        if let last = lastOrigin, last.key == key {
+            origin = last
+        } else if let known = origins[key] {
             origin = known
         } else {
             origin = Origin(key: key)
             origins[key] = origin
         }
+        lastOrigin = origin
         guard origin.active >= limit else {
             origin.active += 1
             return (origin, true)
@@ -50,13 +56,19 @@ struct HostAdmission {
             return origin.waiting.remove(at: best)  // the slot passes to it: the count stays
         }
         origin.active = max(0, origin.active - 1)
-        if origin.active == 0 { origins[origin.key] = nil }
+        if origin.active == 0 { forget(origin) }
         return nil
+    }
+
+    /// Takes `origin` out of the table (nothing runs or waits there).
+    private mutating func forget(_ origin: Origin) {
+        origins[origin.key] = nil
+        if lastOrigin === origin { lastOrigin = nil }
     }
 
     /// Takes a waiting transfer out of line (cancelled, timed out).
     mutating func withdraw(_ delegate: TaskDelegate, from origin: Origin) {
         origin.waiting.removeAll { $0 === delegate }
-        if origin.active == 0 && origin.waiting.isEmpty { origins[origin.key] = nil }
+        if origin.active == 0 && origin.waiting.isEmpty { forget(origin) }
     }
 }

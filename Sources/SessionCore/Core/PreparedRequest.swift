@@ -19,6 +19,9 @@ final class PreparedRequest: Sendable {
     let urlString: String
     /// The scheme and origin of `urlString`, found once as bytes.
     let urlOrigin: URLOrigin
+    /// `urlString` as parsed by libcurl, for `CURLOPT_CURLU`; nil only for a request that is
+    /// never sent (`placeholder(for:)`), which would fall back to `CURLOPT_URL`.
+    let curlURL: CurlURL?
     let method: String
     /// "Name: value" lines for `CURLOPT_HTTPHEADER`, already validated.
     let headerLines: [String]
@@ -26,33 +29,41 @@ final class PreparedRequest: Sendable {
     let acceptEncoding: String
     let body: RequestBody
     let hasCookieHeader: Bool
+    /// The caller set an `Expect` header (otherwise `TaskDelegate.configure` suppresses
+    /// curl's own for a request with a body).
+    let hasExpectHeader: Bool
 
     init(
         url: URL, urlString: String, method: String, headerLines: [String], acceptEncoding: String,
-        body: RequestBody, hasCookieHeader: Bool, urlOrigin: URLOrigin? = nil
+        body: RequestBody, hasCookieHeader: Bool, hasExpectHeader: Bool = false, urlOrigin: URLOrigin? = nil,
+        curlURL: CurlURL? = nil
     ) {
         self.url = url
         self.urlString = urlString
         self.urlOrigin = urlOrigin ?? URLOrigin(urlString)
+        self.curlURL = curlURL
         self.method = method
         self.headerLines = headerLines
         self.acceptEncoding = acceptEncoding
         self.body = body
         self.hasCookieHeader = hasCookieHeader
+        self.hasExpectHeader = hasExpectHeader
     }
 
     /// The same request with another body.
     func with(body: RequestBody) -> PreparedRequest {
         PreparedRequest(
             url: url, urlString: urlString, method: method, headerLines: headerLines, acceptEncoding: acceptEncoding,
-            body: body, hasCookieHeader: hasCookieHeader, urlOrigin: urlOrigin)
+            body: body, hasCookieHeader: hasCookieHeader, hasExpectHeader: hasExpectHeader, urlOrigin: urlOrigin,
+            curlURL: curlURL)
     }
 
     /// The same request with `lines` added to its header lines.
     func adding(headerLines lines: [String]) -> PreparedRequest {
         PreparedRequest(
             url: url, urlString: urlString, method: method, headerLines: headerLines + lines,
-            acceptEncoding: acceptEncoding, body: body, hasCookieHeader: hasCookieHeader, urlOrigin: urlOrigin)
+            acceptEncoding: acceptEncoding, body: body, hasCookieHeader: hasCookieHeader,
+            hasExpectHeader: hasExpectHeader, urlOrigin: urlOrigin, curlURL: curlURL)
     }
 
     static let supportedSchemes: Set<String> = ["http", "https"]
@@ -77,6 +88,8 @@ final class PreparedRequest: Sendable {
         if !HTTPHeaderValidation.isValidURLString(absolute) {
             throw .badURL("'\(absolute.debugDescription)' contains spaces or control characters")
         }
+        // Parsed by libcurl here, once: the driver thread then only copies the result.
+        guard let curlURL = CurlURL(absolute) else { throw .badURL("libcurl rejected '\(absolute)'") }
 
         let method = request.httpMethod ?? "GET"
         guard HTTPHeaderValidation.isToken(method) else {
@@ -125,11 +138,6 @@ final class PreparedRequest: Sendable {
         // The line libcurl would format for `CURLOPT_ACCEPT_ENCODING` (set in `configure`,
         // so it decodes the answer), written here once instead of by curl's printf per request.
         lines.append(acceptEncoding.isEmpty ? CurlRuntime.defaultAcceptEncodingLine : "Accept-Encoding: " + acceptEncoding)
-        // curl adds "Expect: 100-continue" to bodies over 1 MiB and then waits up to a second
-        // for an answer many servers never send. URLSession never sends it; neither does Curlew
-        // unless the caller asks.
-        if !hasExpect { lines.append("Expect:") }
-
         let body: RequestBody
         if let data = request.httpBody {
             body = .data(data)
@@ -139,9 +147,11 @@ final class PreparedRequest: Sendable {
         } else {
             body = .none
         }
+
         return PreparedRequest(
             url: url, urlString: absolute, method: method, headerLines: lines,
-            acceptEncoding: acceptEncoding, body: body, hasCookieHeader: hasCookie, urlOrigin: origin)
+            acceptEncoding: acceptEncoding, body: body, hasCookieHeader: hasCookie, hasExpectHeader: hasExpect,
+            urlOrigin: origin, curlURL: curlURL)
     }
 
     /// Whether a transfer to `origin` may share a connection with others (HTTP/2): over TLS

@@ -43,6 +43,11 @@ final class ResponseHeadParser {
     private(set) var headBytes = 0
     private var sawStatusLine = false
     private(set) var maximumBytes: Int
+    /// The index of the one `Content-Length` field, and of the one `Content-Encoding` field,
+    /// noted while the names were checked: -1 none, -2 more than one (the head's own lookups
+    /// decide then). The transfer needs both for every response; this spares it a search.
+    private var contentLengthField = -1
+    private var contentEncodingField = -1
 
     init(maximumBytes: Int) {
         self.maximumBytes = maximumBytes
@@ -116,6 +121,7 @@ final class ResponseHeadParser {
         }
         guard colon < line.count else { return .invalid("header line without a colon") }
         guard colon > 0 else { return .invalid("invalid header field name") }
+        if colon == 14 || colon == 16 { noteFramingField(UnsafeRawBufferPointer(rebasing: line[0..<colon])) }
         let nameStart = Int32(clamping: storage.count)
         storage.append(UnsafeRawBufferPointer(rebasing: line[0..<colon]))
         let valueStart = Int32(clamping: storage.count)
@@ -179,6 +185,58 @@ final class ResponseHeadParser {
     private func clearFields() {
         storage.removeAll()
         fieldOffsets.removeAll()
+        contentLengthField = -1
+        contentEncodingField = -1
+    }
+
+    /// Notes the field about to be added if `name` is `Content-Length` or `Content-Encoding`.
+    private func noteFramingField(_ name: UnsafeRawBufferPointer) {
+        if name.count == 14, Self.equalsIgnoringCase(name, "content-length") {
+            contentLengthField = contentLengthField == -1 ? fieldCount : -2
+        } else if name.count == 16, Self.equalsIgnoringCase(name, "content-encoding") {
+            contentEncodingField = contentEncodingField == -1 ? fieldCount : -2
+        }
+    }
+
+    /// `Content-Length` as `HTTPResponseHead.expectedContentLength` reads it (-1 when absent
+    /// or not a number), or nil when the field came more than once.
+    var expectedContentLength: Int64? {
+        guard contentLengthField >= 0 else { return contentLengthField == -1 ? -1 : nil }
+        let value = fieldValue(contentLengthField)
+        guard !value.isEmpty, value.count <= 18 else { return -1 }
+        var number: Int64 = 0
+        for byte in value {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") else { return -1 }
+            number = number * 10 + Int64(byte - UInt8(ascii: "0"))
+        }
+        return number
+    }
+
+    /// Whether the body has a content coding other than `identity` (a `Content-Encoding`
+    /// field whose value is anything else), or nil when the field came more than once.
+    var hasContentCoding: Bool? {
+        guard contentEncodingField >= 0 else { return contentEncodingField == -1 ? false : nil }
+        let value = fieldValue(contentEncodingField)
+        return !(value.count == 8 && Self.equalsIgnoringCase(value, "identity"))
+    }
+
+    /// The value bytes of field `index` (valid until the parser changes).
+    private func fieldValue(_ index: Int) -> UnsafeRawBufferPointer {
+        let start = Int(fieldOffsets.int32(at: index * Self.fieldStride + 4))
+        let end = Int(fieldOffsets.int32(at: index * Self.fieldStride + 8))
+        return UnsafeRawBufferPointer(rebasing: storage.bytes[start..<end])
+    }
+
+    /// Whether `bytes` spell `lowercase` (ASCII letters in either case); same length assumed.
+    private static func equalsIgnoringCase(_ bytes: UnsafeRawBufferPointer, _ lowercase: StaticString) -> Bool {
+        lowercase.withUTF8Buffer { wanted in
+            for index in 0..<wanted.count {
+                let byte = bytes[index]
+                let folded = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+                if folded != wanted[index] { return false }
+            }
+            return true
+        }
     }
 
     private func parseStatusLine(_ line: UnsafeRawBufferPointer) -> Event {

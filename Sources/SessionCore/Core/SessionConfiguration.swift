@@ -22,7 +22,10 @@ public struct SessionConfiguration: Sendable {
 
     /// Which proxy transfers go through.
     public enum Proxy: Sendable, Hashable {
-        /// The process environment decides (`http_proxy`, `https_proxy`, `no_proxy`), as curl does.
+        /// The process environment decides (`http_proxy`, `https_proxy`, `all_proxy`,
+        /// `no_proxy`), as curl does. A manager made while none of the proxy variables is set
+        /// uses no proxy for its whole life, like a `URLSession` that read its proxy settings
+        /// when it was created.
         case environment
         /// Never use a proxy, whatever the environment says.
         case none

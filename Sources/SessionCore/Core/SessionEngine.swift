@@ -84,10 +84,18 @@ final class SessionEngine: Sendable {
     /// `SessionConfiguration.proxyBypassList` as libcurl's `NOPROXY` string, made once (nil
     /// when the list is empty).
     let proxyBypass: String?
+    /// Under `Proxy.environment`: whether any proxy variable libcurl reads for http and https
+    /// was set (non-empty) when the manager was made. When none was, transfers tell libcurl
+    /// "no proxy" instead of letting it read five variables from the environment per request.
+    let environmentNamesProxy: Bool
     /// HTTP credentials given for the session (`URLCredential.Persistence.forSession`).
     let credentialStore = SessionCredentialStore()
 
     private static let managerCounter = Mutex(0)
+
+    /// The variables libcurl 7.88 consults for an http or https proxy (`detect_proxy` in
+    /// lib/url.c; it never reads `HTTP_PROXY`, which a CGI request could set).
+    static let environmentProxyVariables = ["http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
 
     init(configuration: SessionConfiguration) {
         let number = SessionEngine.managerCounter.withLock { counter -> Int in
@@ -97,6 +105,10 @@ final class SessionEngine: Sendable {
         self.configuration = configuration
         let bypass = configuration.proxyBypassList.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         proxyBypass = bypass.isEmpty ? nil : bypass.joined(separator: ",")
+        environmentNamesProxy = Self.environmentProxyVariables.contains { name in
+            guard let value = getenv(name) else { return false }
+            return value.pointee != 0
+        }
         operationQueue = DispatchQueue(label: "Curlew.operationQueue.\(number)")
         ownCompletionQueue = DispatchQueue(label: "Curlew.completionQueue.\(number)")
         state = Mutex(State(completionQueue: ownCompletionQueue))

@@ -79,8 +79,9 @@ final class TaskDelegate {
     /// Whether body chunks go to user code (a data handler, or the data-received hook as it
     /// was when the transfer started): asked once, not under the engine's lock per chunk.
     private let deliversBody: Bool
-    /// Streaming: bytes handed to user code and not yet consumed (backpressure).
-    let streamCredit = StreamCredit()
+    /// Streaming: bytes handed to user code and not yet consumed (backpressure); nil when
+    /// no chunk goes to user code.
+    private let streamCredit: StreamCredit?
     /// Paused by the caller's `suspend()`, as opposed to by backpressure.
     var isSuspendedByCaller = false
     /// Set once a redirect crossed origins: credentials from the configuration stay behind.
@@ -117,6 +118,7 @@ final class TaskDelegate {
         let hooks = engine.hooks
         let isDataTask = task is DataTask
         self.deliversBody = task.streamsBody || (isDataTask && hooks.dataReceived != nil)
+        self.streamCredit = deliversBody ? StreamCredit() : nil
         self.asksResponseHook = isDataTask && hooks.dataTaskDidReceiveResponse != nil
         self.clock = TransferClock(
             timeouts: TransferTimeouts(
@@ -153,7 +155,17 @@ final class TaskDelegate {
     /// it was when its last transfer set only options this sets again (`EasyHandle.needsReset`).
     func configure(share: UnsafeMutableRawPointer) -> SessionError? {
         let url = prepared.url
-        var ok = easy.set(CURLOPT_URL, prepared.urlString)
+        var ok: Bool
+        if let curlURL = prepared.curlURL {
+            // Parsed on the caller's thread. With `CURLOPT_URL` cleared, libcurl takes the
+            // transfer's URL string from the parsed handle when the transfer starts; a URL
+            // left from the handle's last transfer would stay as its effective URL.
+            easy.set(CURLOPT_URL, nil as String?)
+            ok = easy.set(CURLOPT_CURLU, pointer: UnsafeMutableRawPointer(curlURL.handle))
+        } else {
+            easy.set(CURLOPT_CURLU, pointer: nil)
+            ok = easy.set(CURLOPT_URL, prepared.urlString)
+        }
         if !easy.hasBaseOptions {
             // The same for every transfer: kept by a handle reused without a reset.
             ok = ok && easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
@@ -206,7 +218,12 @@ final class TaskDelegate {
             easy.setAcceptEncoding(prepared.acceptEncoding)
         }
 
-        let headerLines = download?.headerLines(adding: prepared.headerLines) ?? prepared.headerLines
+        var headerLines = download?.headerLines(adding: prepared.headerLines) ?? prepared.headerLines
+        // curl adds "Expect: 100-continue" to bodies over 1 MiB and then waits up to a second
+        // for an answer many servers never send. URLSession never sends it; neither does Curlew
+        // unless the caller asks. Only a body makes curl add it: without one the list stays
+        // shorter (curl walks it for every header it might write).
+        if bodyReader != nil && !prepared.hasExpectHeader { headerLines.append("Expect:") }
         guard easy.setHeaders(headerLines) else { return .curl(code: Int(CURLE_OUT_OF_MEMORY.rawValue), message: "out of memory") }
 
         configureMethodAndBody()
@@ -223,6 +240,11 @@ final class TaskDelegate {
         // buffer kept that way would then be read into as if it held 16 KiB.
         easy.set(CURLOPT_BUFFERSIZE, max(16 << 10, min(bufferSize, 10 << 20)))
         switch engine.configuration.proxy {
+        case .environment where !engine.environmentNamesProxy:
+            // No proxy variable was set when the manager was made: "no proxy" said outright,
+            // and an explicit `NOPROXY`, spare libcurl its five `getenv` scans per request.
+            easy.set(CURLOPT_PROXY, "")
+            easy.set(CURLOPT_NOPROXY, "")
         case .environment:
             if let bypass = engine.proxyBypass { easy.set(CURLOPT_NOPROXY, bypass) }
             configureProxyCredential()
@@ -387,14 +409,13 @@ final class TaskDelegate {
             let response = head.makeHead(url: prepared.url)
             responseHead = response
             storeCookies(from: response)
-            if let encoding = response.value(forHTTPHeaderField: "Content-Encoding") {
-                isContentEncoded = encoding.lowercased() != "identity"
-            }
+            isContentEncoded = head.hasContentCoding
+                ?? (response.value(forHTTPHeaderField: "Content-Encoding").map { $0.lowercased() != "identity" } ?? false)
             let hop = RedirectPolicy.nextHop(from: request, response: response)
             let disposition = TransferEnd.disposition(
                 hop: hop, challengeable: hop == nil && withholdsForChallenge(response))
             headDisposition = disposition
-            let expected = response.expectedContentLength
+            let expected = head.expectedContentLength ?? response.expectedContentLength
             if disposition == .deliver {
                 if let download {
                     planDownload(download, for: response)
@@ -403,10 +424,10 @@ final class TaskDelegate {
                 task.didReceive(head: response, offset: download?.plannedOffset ?? 0)
                 if asksResponseHook { askResponseHook(response) }
                 if task.options.collectsBody, expected > 0 {
-                    // Untrusted: reserve at most 16 MiB up front, grow past it as bytes arrive.
+                    // Untrusted: reserve at most 16 MiB (with the first chunk), grow past it
+                    // as bytes arrive.
                     bodyReserved = Int(min(expected, 16 << 20))
                     bodyAnnounced = expected
-                    body.reserveCapacity(bodyReserved)
                 }
             }
             return true
@@ -441,7 +462,7 @@ final class TaskDelegate {
             if body.count < 1 << 20 { Self.append(bytes, to: &body) }
             return .accepted
         }
-        if deliversBody {
+        if let streamCredit {
             if streamCredit.shouldPause() {
                 // The consumer fell behind: not the server's silence, so not idle time.
                 clock.setIdleClockStopped(true, at: Self.uptime)
@@ -462,8 +483,15 @@ final class TaskDelegate {
             return .accepted
         }
         if task.options.collectsBody {
-            growBodyIfAnnounced(adding: bytes.count)
-            Self.append(bytes, to: &body)
+            if body.isEmpty, let base = bytes.baseAddress, Int64(bytes.count) == bodyAnnounced {
+                // The whole announced body in one chunk (a small response): one allocation and
+                // one copy, where reserving and appending cost several times that.
+                body = Data(bytes: base, count: bytes.count)
+            } else {
+                if body.isEmpty && bodyReserved > 0 { body.reserveCapacity(bodyReserved) }
+                growBodyIfAnnounced(adding: bytes.count)
+                Self.append(bytes, to: &body)
+            }
         }
         bodyBytesDelivered += Int64(bytes.count)
         task.didReceiveBodyBytes(bodyBytesDelivered)
@@ -560,18 +588,13 @@ final class TaskDelegate {
             // retry always opens a connection, so a transfer that opened one resets the handle.
             easy.noteTransferSpecificOption()
         }
-        let versionCode = easy.info(long: CURLINFO_HTTP_VERSION) ?? 0
-        let version: String?
-        switch versionCode {
-        case Int(CURL_HTTP_VERSION_1_0): version = "HTTP/1.0"
-        case Int(CURL_HTTP_VERSION_1_1): version = "HTTP/1.1"
-        case Int(CURL_HTTP_VERSION_2_0): version = "HTTP/2"
-        case Int(CURL_HTTP_VERSION_3): version = "HTTP/3"
-        default: version = nil
-        }
+        // The status and protocol of the exchange's last response, as its status line said
+        // (libcurl writes "HTTP/2 200" for HTTP/2 too): what `CURLINFO_RESPONSE_CODE` and
+        // `CURLINFO_HTTP_VERSION` would answer, without asking.
+        let version: String? = head.statusCode == 0 ? nil : head.httpVersion
         let transaction = TransactionMetrics(
                 url: prepared.url,
-                statusCode: easy.info(long: CURLINFO_RESPONSE_CODE) ?? 0,
+                statusCode: head.statusCode,
                 domainLookupDuration: easy.seconds(CURLINFO_NAMELOOKUP_TIME_T),
                 connectDuration: easy.seconds(CURLINFO_CONNECT_TIME_T),
                 secureConnectionDuration: easy.seconds(CURLINFO_APPCONNECT_TIME_T),

@@ -705,6 +705,10 @@ final class DriverLoop {
             Unmanaged<TaskDelegate>.fromOpaque(pointer).release()
         }
         engine.complete(delegate.task, outcome: outcome, batch: completions)
+        // The delegate (freed on this thread: it owns the easy handle) holds the only
+        // reference to the prepared request; its URL, strings and parsed libcurl URL are
+        // freed with the completions instead.
+        completions.retire(delegate.prepared)
     }
 
     private func recycle(_ easy: EasyHandle) {
