@@ -94,6 +94,17 @@ final class DataTaskTests: XCTestCase {
         let second = await manager.response(for: request)
         XCTAssertEqual(second.metrics?.isReusedConnection, true)
         XCTAssertEqual(second.metrics?.httpVersion, "HTTP/1.1")
+        // Phases that did not happen on a reused connection are 0 (TaskMetrics' contract).
+        XCTAssertEqual(second.metrics?.domainLookupDuration, 0)
+        XCTAssertEqual(second.metrics?.connectDuration, 0)
+        XCTAssertEqual(second.metrics?.secureConnectionDuration, 0)
+        let transaction = try XCTUnwrap(second.metrics?.finalTransaction)
+        XCTAssertEqual(transaction.statusCode, 200)
+        XCTAssertGreaterThan(transaction.requestBytesSent, 0)
+        XCTAssertGreaterThan(transaction.responseBodyBytesReceived, 0)
+        XCTAssertGreaterThan(transaction.responseHeaderBytesReceived, 0)
+        XCTAssertNotNil(transaction.remoteAddress)
+        XCTAssertNotNil(transaction.localPort)
     }
 }
 

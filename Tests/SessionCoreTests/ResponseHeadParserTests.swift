@@ -131,6 +131,32 @@ final class ResponseHeadParserTests: XCTestCase {
         XCTAssertNil(head.value(forHTTPHeaderField: "X-D"))
     }
 
+    /// Values are checked eight bytes at a time: a control byte or DEL at every position of
+    /// values around the word size is still found, and tabs and bytes over 0x7F are kept.
+    func testEveryControlByteIsFoundWhateverItsPosition() {
+        for length in [1, 7, 8, 9, 15, 16, 17, 24] {
+            for position in 0..<length {
+                // (A CR just before the CRLF belongs to the line ending.)
+                for bad: UInt8 in [0x00, 0x01, 0x0D, 0x1F, 0x7F] where !(bad == 0x0D && position == length - 1) {
+                    var value = [UInt8](repeating: UInt8(ascii: "v"), count: length)
+                    value[position] = bad
+                    let parser = ResponseHeadParser(maximumBytes: 1024)
+                    for line in [Array("HTTP/1.1 200 OK\r\n".utf8), Array("X-V: ".utf8) + value + [0x0D, 0x0A], [0x0D, 0x0A]] {
+                        _ = line.withUnsafeBytes { parser.consume($0) }
+                    }
+                    let head = parser.makeHead(url: url)
+                    let expected = String(decoding: value.map { $0 == bad ? UInt8(0x20) : $0 }, as: UTF8.self)
+                    XCTAssertEqual(head.value(forHTTPHeaderField: "X-V"), expected, "length \(length), byte \(bad) at \(position)")
+                }
+            }
+        }
+        var parser = ResponseHeadParser(maximumBytes: 1024)
+        _ = feed(&parser, ["HTTP/1.1 200 OK\r\n", "X-T: a\tb\tc\td\te\tf\tg\th\ti\r\n", "X-U: caf\u{E9} na\u{EF}ve \u{1F426}\r\n", "\r\n"])
+        let head = parser.makeHead(url: url)
+        XCTAssertEqual(head.value(forHTTPHeaderField: "X-T"), "a\tb\tc\td\te\tf\tg\th\ti", "tabs stay")
+        XCTAssertEqual(head.value(forHTTPHeaderField: "X-U"), "caf\u{E9} na\u{EF}ve \u{1F426}", "bytes over 0x7F stay")
+    }
+
     func testStatusLineForms() {
         for (line, code, version) in [
             ("HTTP/1.1 204 No Content\r\n", 204, "HTTP/1.1"), ("HTTP/2 200\r\n", 200, "HTTP/2"),

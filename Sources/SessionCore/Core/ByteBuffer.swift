@@ -47,6 +47,15 @@ final class ByteBuffer {
         count += 4
     }
 
+    /// Appends three `Int32` values with one capacity check (a header field's offsets).
+    func append(int32 first: Int32, _ second: Int32, _ third: Int32) {
+        reserve(count + 12)
+        base.storeBytes(of: first, toByteOffset: count, as: Int32.self)
+        base.storeBytes(of: second, toByteOffset: count + 4, as: Int32.self)
+        base.storeBytes(of: third, toByteOffset: count + 8, as: Int32.self)
+        count += 12
+    }
+
     /// The `Int32` that `append(int32:)` wrote at `offset`.
     func int32(at offset: Int) -> Int32 {
         precondition(offset >= 0 && offset + 4 <= count, "offset outside the buffer")
@@ -78,8 +87,15 @@ final class ByteBuffer {
         base = .allocate(byteCount: capacity, alignment: 1)
     }
 
+    /// Makes room for `needed` bytes in all; the check is inlined into every append, the
+    /// growth is not.
+    @inline(__always)
     private func reserve(_ needed: Int) {
-        guard needed > capacity else { return }
+        if needed > capacity { grow(to: needed) }
+    }
+
+    @inline(never)
+    private func grow(to needed: Int) {
         var grown = capacity
         while grown < needed { grown = grown > Int.max / 2 ? needed : grown * 2 }
         let bigger = UnsafeMutableRawPointer.allocate(byteCount: grown, alignment: 1)

@@ -3,14 +3,17 @@ import Foundation
 
 /// The C entry points libcurl calls during `curl_multi_perform`, on the driver thread.
 ///
-/// Each receives the transfer's `TaskDelegate` as an opaque pointer that the driver retained
-/// (`Unmanaged.passRetained`) when it added the handle and releases only after
+/// Each receives the easy handle's `EasyHandle.transferSlot`, which holds the transfer's
+/// `TaskDelegate` as an opaque pointer that the driver retained (`Unmanaged.passRetained`)
+/// when it added the handle and releases (emptying the slot) only after
 /// `curl_multi_remove_handle`: a callback can never outlive its object. No user code runs
 /// here; the delegate only records and, where needed, hops to the manager's queues.
 enum CurlCallbacks {
+    /// The delegate in the slot `pointer` points at; nil for no slot or an empty one.
     static func delegate(_ pointer: UnsafeMutableRawPointer?) -> TaskDelegate? {
-        guard let pointer else { return nil }
-        return Unmanaged<TaskDelegate>.fromOpaque(pointer).takeUnretainedValue()
+        guard let slot = pointer, let delegate = slot.assumingMemoryBound(to: UnsafeMutableRawPointer?.self).pointee
+        else { return nil }
+        return Unmanaged<TaskDelegate>.fromOpaque(delegate).takeUnretainedValue()
     }
 
     static let header: curl_write_callback = { buffer, size, count, userdata in

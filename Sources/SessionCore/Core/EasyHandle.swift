@@ -38,11 +38,19 @@ final class EasyHandle {
     /// transfer, so its buffers are allocated once per handle, not once per request.
     let headParser = ResponseHeadParser(maximumBytes: SessionConfiguration.default.maximumResponseHeaderBytes)
 
+    /// The `TaskDelegate` of the transfer running on this handle, as the opaque pointer the
+    /// driver retained for it; nil between transfers. curl's callbacks receive this slot as
+    /// their user data (`CURLOPT_PRIVATE`, `HEADERDATA`, `WRITEDATA`, ... set once, with the
+    /// base options), so a transfer stores one pointer instead of setting five options.
+    let transferSlot: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+
     init?() {
         guard let handle = curl_easy_init() else { return nil }
         raw = handle
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        transferSlot = .allocate(capacity: 1)
+        transferSlot.initialize(to: nil)
     }
 
     deinit {
@@ -50,6 +58,7 @@ final class EasyHandle {
         curl_easy_cleanup(raw)
         if let list = headerList { curl_slist_free_all(list) }
         errorBuffer.deallocate()
+        transferSlot.deallocate()
     }
 
     /// Forgets every option of the previous transfer, keeping connection-independent caches.

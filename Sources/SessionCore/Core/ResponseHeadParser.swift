@@ -83,6 +83,7 @@ final class ResponseHeadParser {
         if headBytes > maximumBytes { return .tooLarge }
 
         var end = bytes.count
+        if end >= 2 && bytes[end - 1] == 0x0A && bytes[end - 2] == 0x0D { end -= 2 }  // the usual CRLF
         while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
         let line = UnsafeRawBufferPointer(rebasing: bytes[0..<end])
 
@@ -111,24 +112,18 @@ final class ResponseHeadParser {
             fieldOffsets.setInt32(Int32(clamping: storage.count), at: fieldOffsets.count - 4)
             return .needMore
         }
-        // The name: token bytes up to the colon, checked in one pass.
+        // The name: token bytes, then the colon (which is not a token byte), in one pass.
         var colon = 0
-        while colon < line.count, line[colon] != UInt8(ascii: ":") {
-            guard Self.isTokenByte(line[colon]) else {
-                return Self.nameOrColonError(line, from: colon)
-            }
-            colon += 1
-        }
+        while colon < line.count && Self.isTokenByte(line[colon]) { colon += 1 }
         guard colon < line.count else { return .invalid("header line without a colon") }
+        guard line[colon] == UInt8(ascii: ":") else { return Self.nameOrColonError(line, from: colon) }
         guard colon > 0 else { return .invalid("invalid header field name") }
         if colon == 14 || colon == 16 { noteFramingField(UnsafeRawBufferPointer(rebasing: line[0..<colon])) }
         let nameStart = Int32(clamping: storage.count)
         storage.append(UnsafeRawBufferPointer(rebasing: line[0..<colon]))
         let valueStart = Int32(clamping: storage.count)
         appendValue(Self.trimmed(line, from: colon + 1, to: line.count))
-        fieldOffsets.append(int32: nameStart)
-        fieldOffsets.append(int32: valueStart)
-        fieldOffsets.append(int32: Int32(clamping: storage.count))
+        fieldOffsets.append(int32: nameStart, valueStart, Int32(clamping: storage.count))
         return .needMore
     }
 
@@ -143,8 +138,30 @@ final class ResponseHeadParser {
     private func appendValue(_ value: Slice<UnsafeRawBufferPointer>) {
         let bytes = UnsafeRawBufferPointer(rebasing: value)
         storage.append(bytes)
-        guard !bytes.allSatisfy(Self.isValueByte) else { return }
+        guard !Self.allValueBytes(bytes) else { return }
         storage.replaceLast(bytes.count) { Self.isValueByte($0) ? $0 : 0x20 }
+    }
+
+    /// Whether every byte is a value byte, eight at a time: a word with no byte below 0x20
+    /// and no 0x7F passes at once; only a word that might hold one (a tab, or a control
+    /// byte) is looked at byte by byte.
+    private static func allValueBytes(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let base = bytes.baseAddress else { return true }
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        var offset = 0
+        while offset + 8 <= bytes.count {
+            let word = base.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
+            let below20 = (word &- ones &* 0x20) & ~word & highs
+            let flipped = word ^ (ones &* 0x7F)
+            let is7F = (flipped &- ones) & ~flipped & highs
+            if below20 | is7F != 0 {
+                for index in offset..<(offset + 8) where !isValueByte(bytes[index]) { return false }
+            }
+            offset += 8
+        }
+        for index in offset..<bytes.count where !isValueByte(bytes[index]) { return false }
+        return true
     }
 
     /// RFC 9110 `tchar`, as a 128-bit table in two constants (no lazy global, no
@@ -153,11 +170,8 @@ final class ResponseHeadParser {
     private static func isTokenByte(_ byte: UInt8) -> Bool {
         let low: UInt64 = 0x03FF_6CFA_0000_0000  // bytes 0-63: ! # $ % & ' * + - . 0-9
         let high: UInt64 = 0x57FF_FFFF_C7FF_FFFE  // bytes 64-127: A-Z ^ _ ` a-z | ~
-        switch byte {
-        case 0..<64: return (low >> UInt64(byte)) & 1 == 1
-        case 64..<128: return (high >> UInt64(byte - 64)) & 1 == 1
-        default: return false
-        }
+        guard byte < 128 else { return false }
+        return ((byte < 64 ? low : high) >> UInt64(byte & 63)) & 1 == 1
     }
 
     /// `HTTPHeaderValidation.isValueByte`, inlined here: a cross-module call per byte cost

@@ -177,20 +177,23 @@ final class TaskDelegate {
             _ = curlew_easy_setopt_seek_function(easy.raw, CurlCallbacks.seek)
             easy.set(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
             easy.set(CURLOPT_TCP_KEEPALIVE, 1)
+            // The callbacks' user data: the handle's slot, which names the running transfer.
+            let slot = UnsafeMutableRawPointer(easy.transferSlot)
+            easy.set(CURLOPT_PRIVATE, pointer: slot)
+            easy.set(CURLOPT_HEADERDATA, pointer: slot)
+            easy.set(CURLOPT_WRITEDATA, pointer: slot)
+            easy.set(CURLOPT_READDATA, pointer: slot)
+            easy.set(CURLOPT_SEEKDATA, pointer: slot)
             easy.hasBaseOptions = ok
         }
-        easy.set(CURLOPT_PRIVATE, pointer: unmanagedSelf)
-        easy.set(CURLOPT_HEADERDATA, pointer: unmanagedSelf)
-        easy.set(CURLOPT_WRITEDATA, pointer: unmanagedSelf)
-        easy.set(CURLOPT_READDATA, pointer: unmanagedSelf)
-        easy.set(CURLOPT_SEEKDATA, pointer: unmanagedSelf)
+        easy.transferSlot.pointee = unmanagedSelf
         if bodyReader != nil {
             // Upload counters (and the idle clock of a body the server stops reading) come
             // from curl's progress callback; a request without a body needs none: curl would
             // call it on every pass of the loop for nothing.
             easy.noteTransferSpecificOption()
             _ = curlew_easy_setopt_xferinfo_function(easy.raw, CurlCallbacks.progress)
-            easy.set(CURLOPT_XFERINFODATA, pointer: unmanagedSelf)
+            easy.set(CURLOPT_XFERINFODATA, pointer: UnsafeMutableRawPointer(easy.transferSlot))
             easy.set(CURLOPT_NOPROGRESS, 0)
         }
         joinShare(share)  // and libcurl's cookie engine on or off (Features/Cookies)
@@ -595,9 +598,11 @@ final class TaskDelegate {
         let transaction = TransactionMetrics(
                 url: prepared.url,
                 statusCode: head.statusCode,
-                domainLookupDuration: easy.seconds(CURLINFO_NAMELOOKUP_TIME_T),
-                connectDuration: easy.seconds(CURLINFO_CONNECT_TIME_T),
-                secureConnectionDuration: easy.seconds(CURLINFO_APPCONNECT_TIME_T),
+                // No lookup, connect or handshake on a reused connection: 0, as documented,
+                // without asking curl.
+                domainLookupDuration: newConnections == 0 ? 0 : easy.seconds(CURLINFO_NAMELOOKUP_TIME_T),
+                connectDuration: newConnections == 0 ? 0 : easy.seconds(CURLINFO_CONNECT_TIME_T),
+                secureConnectionDuration: newConnections == 0 ? 0 : easy.seconds(CURLINFO_APPCONNECT_TIME_T),
                 timeToFirstByte: easy.seconds(CURLINFO_STARTTRANSFER_TIME_T),
                 totalDuration: easy.seconds(CURLINFO_TOTAL_TIME_T),
                 isReusedConnection: newConnections == 0,
@@ -607,7 +612,7 @@ final class TaskDelegate {
                 localAddress: easy.address(CURLINFO_LOCAL_IP),
                 localPort: easy.info(long: CURLINFO_LOCAL_PORT).flatMap { $0 == 0 ? nil : $0 },
                 requestBytesSent: Int64(easy.info(long: CURLINFO_REQUEST_SIZE) ?? 0)
-                    + (easy.info(offset: CURLINFO_SIZE_UPLOAD_T) ?? 0),
+                    + (bodyReader == nil ? 0 : easy.info(offset: CURLINFO_SIZE_UPLOAD_T) ?? 0),
                 responseBodyBytesReceived: easy.info(offset: CURLINFO_SIZE_DOWNLOAD_T) ?? 0,
                 responseHeaderBytesReceived: Int64(easy.info(long: CURLINFO_HEADER_SIZE) ?? 0))
         // The usual single exchange as a literal: growing an empty array costs more.

@@ -702,6 +702,7 @@ final class DriverLoop {
         delegate.releaseSecurityContext()
         if let pointer = delegate.unmanagedSelf {
             delegate.unmanagedSelf = nil
+            if delegate.easy.transferSlot.pointee == pointer { delegate.easy.transferSlot.pointee = nil }
             Unmanaged<TaskDelegate>.fromOpaque(pointer).release()
         }
         engine.complete(delegate.task, outcome: outcome, batch: completions)
