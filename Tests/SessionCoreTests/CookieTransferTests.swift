@@ -206,6 +206,23 @@ final class CookieTransferTests: XCTestCase {
 
     // MARK: - TLS sessions in the jar's share
 
+    /// A pooled handle stays joined to the jar's share between transfers. A policy change
+    /// replaces the share while that handle is idle: the old share lives on until the handle
+    /// moves to the new one at its next transfer, and the cookies come along.
+    func testReplacingTheShareUnderAnIdlePooledHandleKeepsItsCookies() async throws {
+        let manager = URLSessionManager.raw()
+        _ = await manager.get(try Peer.url("/cookies/set?a=1"))
+        manager.securityPolicy = try TLSFixture.trustingTestRoot()
+        let response = await manager.get(try Peer.url("/cookies"))
+        XCTAssertEqual(try httpbinCookies(response), ["a": "1"])
+        let statistics = manager.engine.security.statistics.withLock { $0 }
+        XCTAssertEqual(statistics.sessionCacheReplacements, 1, "\(statistics)")
+        // And again on the new share, from the handle that moved.
+        let again = await manager.get(try Peer.url("/cookies"))
+        XCTAssertEqual(try httpbinCookies(again), ["a": "1"])
+        await manager.waitUntilInvalidatedAfterUse()
+    }
+
     /// A policy change replaces the TLS session cache of the jar's share (no stale session is
     /// offered to the new policy) and carries the cookies over.
     func testPolicyChangeReplacesSessionCacheAndKeepsCookies() async throws {

@@ -40,8 +40,11 @@ final class CompletionBatch {
         }
         let work = items
         let objects = retired
+        // The next pass likely finishes as many: one allocation instead of a growth series.
         items = []
+        items.reserveCapacity(work.count)
         retired = []
+        retired.reserveCapacity(objects.count)
         self.queue = nil
         if work.count == 1 && objects.isEmpty {
             queue.async(execute: work[0])

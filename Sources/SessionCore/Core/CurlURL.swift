@@ -3,10 +3,11 @@ internal import CCurl
 /// A request URL parsed by libcurl's URL API (`CURLU`) on the caller's thread, handed to the
 /// easy handle with `CURLOPT_CURLU`.
 ///
-/// Given `CURLOPT_URL`, libcurl parses the string again at the start of every transfer, on
-/// the driver thread (`curl_url_set`: ~5,600 instructions for a short URL). Given a parsed
-/// handle, it copies it instead (`curl_url_dup`), so the parse happens once, where the
-/// request is prepared, and off the thread every transfer shares.
+/// Given `CURLOPT_URL` alone, libcurl parses the string again at the start of every
+/// transfer, on the driver thread (`curl_url_set`: ~5,600 instructions for a short URL), and
+/// prints it back (`curl_url_get`: ~6,900 more). Given a parsed handle as well, it copies
+/// the handle (`curl_url_dup`) and keeps the string as the effective URL, so the parse
+/// happens once, where the request is prepared, and off the thread every transfer shares.
 ///
 /// `@unchecked Sendable`: immutable once `init` returns. libcurl only reads a `CURLOPT_CURLU`
 /// handle (`curl_url_dup` when a transfer connects, `curl_url_get` when it starts) and never

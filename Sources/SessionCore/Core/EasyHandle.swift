@@ -34,6 +34,15 @@ final class EasyHandle {
     /// The cookie jar's share this handle joined (Features/Cookies/CookieShare.swift); the
     /// strong reference keeps the share alive while the handle uses it.
     var cookieShare: CookieShare?
+    /// The `CURLSH` set with `CURLOPT_SHARE` (the jar's current one or one it replaced since,
+    /// or the driver's own share), nil when none. Kept between transfers, as curl keeps it
+    /// across `curl_easy_reset`; a transfer sets `CURLOPT_SHARE` only when it differs.
+    var joinedShare: UnsafeMutableRawPointer?
+    /// A transfer on this handle counts as running in `cookieShare`.
+    var isRunningInCookieShare = false
+    /// libcurl's cookie engine as last set: on (`CURLOPT_COOKIEFILE` "", the store attached),
+    /// off (NULL, the store detached), nil when not known (a new or reset handle).
+    var cookieEngineIsOn: Bool?
     /// The response head parser of the handle's transfers, one at a time: reset by each
     /// transfer, so its buffers are allocated once per handle, not once per request.
     let headParser = ResponseHeadParser(maximumBytes: SessionConfiguration.default.maximumResponseHeaderBytes)
@@ -74,18 +83,20 @@ final class EasyHandle {
 
     /// Makes the handle ready for another transfer: a full `reset()` when the last transfer
     /// set an option the next one might not set again, otherwise only what every transfer
-    /// leaves behind (the cookie engine and share, curl's last error message).
+    /// leaves behind (curl's last error message). The handle stays joined to its cookie share
+    /// with the engine as it was: the next transfer of the pool usually wants the same, and
+    /// changes only what differs (`TaskDelegate.joinShare`).
     func recycle() {
         guard !needsReset else { return reset() }
-        leaveCookieEngine()
+        cookieShare?.endTransfer(self)
         errorBuffer[0] = 0
     }
 
     /// libcurl 7.88 leaks the CURLOPT_COOKIEFILE list on curl_easy_reset (fixed in 8.0.0,
-    /// curl #10709), and a reused handle would grow it: it is freed between transfers. An
-    /// idle handle belongs to no cookie share.
+    /// curl #10709): it is freed before a reset, and the handle leaves its cookie share.
     private func leaveCookieEngine() {
         _ = curlew_easy_setopt_string(raw, CURLOPT_COOKIEFILE, nil)
+        cookieEngineIsOn = nil
         cookieShare?.leave(self)
     }
 

@@ -210,7 +210,10 @@ final class DriverLoop {
         retiredShares.append(share)
         share = fresh
         engine.security.count { $0.sessionCacheReplacements += 1 }
-        for easy in idleHandles { easy.set(CURLOPT_SHARE, pointer: nil) }
+        for easy in idleHandles {
+            easy.set(CURLOPT_SHARE, pointer: nil)
+            easy.joinedShare = nil
+        }
         cleanUpRetiredShares()
     }
 

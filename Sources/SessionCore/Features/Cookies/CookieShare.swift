@@ -28,9 +28,14 @@ final class CookieShare: Sendable {
 
     private struct State {
         var current: Handle
-        /// Driver easy handles joined to `current` (the jar's own handles are not counted:
-        /// they live only inside one locked call).
-        var joinedHandles = 0
+        /// Shares replaced while driver easy handles still pointed at them (idle handles in a
+        /// pool stay joined between transfers): each is freed once the last of those handles
+        /// has moved to `current` or left.
+        var retired: [Handle] = []
+        /// Driver easy handles running a transfer with the share, between `join` and
+        /// `endTransfer` (or `leave`). The jar's own handles are not counted: they live only
+        /// inside one locked call.
+        var activeTransfers = 0
     }
 
     private let state: Mutex<State>
@@ -46,7 +51,10 @@ final class CookieShare: Sendable {
         // Every easy handle that joined holds a strong reference to this object, so none is
         // joined any more: cleanup succeeds. Were it refused, both share and locks leak
         // rather than let curl call freed locks.
-        state.withLock { _ = CookieShare.free($0.current) }
+        state.withLock { state in
+            _ = CookieShare.free(state.current)
+            for handle in state.retired { _ = CookieShare.free(handle) }
+        }
     }
 
     private static func makeHandle() -> Handle? {
@@ -76,26 +84,59 @@ final class CookieShare: Sendable {
 
     // MARK: - Driver threads
 
-    /// Joins `easy` to the share (`CURLOPT_SHARE`). Joining again after `curl_easy_reset` (a
-    /// redirect or retry) re-points the handle at the shared cookie store without counting it
-    /// twice. Call on the handle's driver thread, while it is not in a multi handle.
-    func join(_ easy: EasyHandle) {
-        let isNew = easy.cookieShare !== self
-        state.withLock { state in
-            easy.set(CURLOPT_SHARE, pointer: state.current.raw)
-            if isNew { state.joinedHandles += 1 }
+    /// Joins `easy` to the share for a transfer and counts the transfer as running until
+    /// `endTransfer` (or `leave`). A handle still joined to the current share from its last
+    /// transfer is not joined again (`CURLOPT_SHARE` locks the share and re-points every
+    /// cache); `reattach` joins it again anyway, which re-attaches the cookie store that
+    /// `CURLOPT_COOKIEFILE` NULL detached. Returns whether `CURLOPT_SHARE` was set. Call on
+    /// the handle's driver thread, while it is not in a multi handle.
+    @discardableResult
+    func join(_ easy: EasyHandle, reattach: Bool) -> Bool {
+        let didSet = state.withLock { state -> Bool in
+            if !easy.isRunningInCookieShare {
+                state.activeTransfers += 1
+                easy.isRunningInCookieShare = true
+            }
+            let current = state.current.raw
+            guard reattach || easy.joinedShare != current else { return false }
+            let movesFromRetired = easy.joinedShare != nil && easy.joinedShare != current
+            easy.set(CURLOPT_SHARE, pointer: current)
+            easy.joinedShare = current
+            if movesFromRetired { CookieShare.freeRetired(&state) }
+            return true
         }
         easy.cookieShare = self
+        return didSet
+    }
+
+    /// The transfer on `easy` ended; the handle stays joined for its next one.
+    func endTransfer(_ easy: EasyHandle) {
+        guard easy.isRunningInCookieShare else { return }
+        state.withLock { $0.activeTransfers -= 1 }
+        easy.isRunningInCookieShare = false
     }
 
     /// Takes `easy` out of the share (before `curl_easy_reset` or `curl_easy_cleanup`).
     func leave(_ easy: EasyHandle) {
         guard easy.cookieShare === self else { return }
         state.withLock { state in
-            easy.set(CURLOPT_SHARE, pointer: nil)
-            state.joinedHandles -= 1
+            if easy.joinedShare != nil {
+                easy.set(CURLOPT_SHARE, pointer: nil)
+                easy.joinedShare = nil
+            }
+            if easy.isRunningInCookieShare {
+                state.activeTransfers -= 1
+                easy.isRunningInCookieShare = false
+            }
+            CookieShare.freeRetired(&state)
         }
         easy.cookieShare = nil
+    }
+
+    /// Frees the replaced shares no easy handle points at any more (curl refuses the others).
+    private static func freeRetired(_ state: inout State) {
+        guard !state.retired.isEmpty else { return }
+        state.retired.removeAll { CookieShare.free($0) }
     }
 
     /// Replaces the TLS session and DNS caches with empty ones, carrying the cookies over to
@@ -103,22 +144,25 @@ final class CookieShare: Sendable {
     ///
     /// libcurl cannot empty one cache of a share in place: `curl_share_setopt` is refused
     /// while a handle uses the share, and `CURLSHOPT_UNSHARE` of TLS sessions in 7.88 frees the
-    /// cache array without freeing its sessions. With no transfer joined (the lock keeps new
+    /// cache array without freeing its sessions. With no transfer running (the lock keeps new
     /// ones out), nothing can change the cookies while they are copied, so none is lost.
     /// Copied cookies keep every field; only libcurl's creation order (its last tie-break when
-    /// ordering the `Cookie` header) is renewed.
+    /// ordering the `Cookie` header) is renewed. Idle pooled handles may still point at the
+    /// old share: it is kept (`retired`) until each has moved on at its next `join`, or left.
     func replaceSessionCachesIfIdle() -> Bool {
         state.withLock { state in
-            guard state.joinedHandles == 0, let fresh = CookieShare.makeHandle() else { return false }
+            guard state.activeTransfers == 0, let fresh = CookieShare.makeHandle() else { return false }
             var copied = false
             if let lines = CookieShare.withEasyHandle(on: state.current, { CookieShare.cookieLines($0) }) ?? nil {
                 copied = CookieShare.withEasyHandle(on: fresh) { CookieShare.addLines(lines, $0) } ?? false
             }
-            guard copied, CookieShare.free(state.current) else {
+            guard copied else {
                 _ = CookieShare.free(fresh)
                 return false
             }
+            state.retired.append(state.current)
             state.current = fresh
+            CookieShare.freeRetired(&state)
             return true
         }
     }

@@ -36,20 +36,33 @@ extension TaskDelegate {
     /// Read in libcurl 7.88's source: joining a share that holds cookies points the handle at
     /// the shared store (lib/setopt.c, CURLOPT_SHARE) but does not turn the engine on; only
     /// `CURLOPT_COOKIEFILE` (here "", no file) sets the handle's `cookie_engine` flag, when the
-    /// transfer starts (lib/cookie.c, Curl_cookie_init). That flag survives `curl_easy_reset`
-    /// and so does the share, so a pooled handle is told every time: "" for on, NULL for off
-    /// (which detaches the handle from the store, lib/setopt.c, CURLOPT_COOKIEFILE). The order
-    /// matters: `CURLOPT_SHARE` re-attaches the store, so it comes first.
+    /// transfer starts (lib/cookie.c, Curl_cookie_init, run for every entry of the list at
+    /// every start). That flag survives `curl_easy_reset` and so does the share, so the engine
+    /// is switched by the store: "" with the store attached for on, NULL for off (which
+    /// detaches the handle from the store, lib/setopt.c, CURLOPT_COOKIEFILE). `CURLOPT_SHARE`
+    /// re-attaches the store, so it comes first. A pooled handle keeps its share and engine
+    /// between transfers (`EasyHandle.recycle`): only what differs from its last transfer is set.
     func joinShare(_ driverShare: UnsafeMutableRawPointer) {
         guard let cookieShare = engine.cookieShare else {
             exchangeCookieUse = .none
-            easy.set(CURLOPT_SHARE, pointer: driverShare)
+            if easy.joinedShare != driverShare {
+                easy.set(CURLOPT_SHARE, pointer: driverShare)
+                easy.joinedShare = driverShare
+            }
             return
         }
-        cookieShare.join(easy)
         let use = cookieUse
         exchangeCookieUse = use
-        easy.set(CURLOPT_COOKIEFILE, use == .engine ? "" : nil)
+        let wantsEngine = use == .engine
+        let attached = cookieShare.join(easy, reattach: wantsEngine && easy.cookieEngineIsOn != true)
+        if wantsEngine {
+            // Once: each "" adds an entry to the list curl walks at every start.
+            if easy.cookieEngineIsOn != true { easy.set(CURLOPT_COOKIEFILE, "") }
+            easy.cookieEngineIsOn = true
+        } else if attached || easy.cookieEngineIsOn != false {
+            easy.set(CURLOPT_COOKIEFILE, nil as String?)
+            easy.cookieEngineIsOn = false
+        }
     }
 
     /// Stores the `Set-Cookie` headers of a response whose request carried the caller's own
