@@ -25,6 +25,9 @@ let concurrency = arguments.count > 3 ? max(1, Int(arguments[3]) ?? 64) : 64
 
 var configuration = SessionConfiguration.default
 configuration.httpMaximumConnectionsPerHost = concurrency
+if let size = ProcessInfo.processInfo.environment["CURLEW_PROFILE_BUFFER"].flatMap({ Int($0) }) {
+    configuration.receiveBufferSize = size  // experiments: the receive buffer's effect
+}
 let manager = URLSessionManager(configuration: configuration)
 manager.responseSerializer = HTTPResponseSerializer()
 

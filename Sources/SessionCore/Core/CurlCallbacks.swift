@@ -16,19 +16,35 @@ enum CurlCallbacks {
         return Unmanaged<TaskDelegate>.fromOpaque(delegate).takeUnretainedValue()
     }
 
+    /// Calls `body` with the slot's delegate without retaining it for the call: the driver's
+    /// retained reference (released only after `curl_multi_remove_handle`) keeps it alive,
+    /// and the header and write callbacks run several times per response.
+    @inline(__always)
+    private static func withDelegate<Result>(
+        _ pointer: UnsafeMutableRawPointer?, otherwise: Result, _ body: (TaskDelegate) -> Result
+    ) -> Result {
+        guard let slot = pointer, let delegate = slot.assumingMemoryBound(to: UnsafeMutableRawPointer?.self).pointee
+        else { return otherwise }
+        return Unmanaged<TaskDelegate>.fromOpaque(delegate)._withUnsafeGuaranteedRef(body)
+    }
+
     static let header: curl_write_callback = { buffer, size, count, userdata in
         let length = size * count
-        guard let buffer, let delegate = CurlCallbacks.delegate(userdata) else { return 0 }
-        return delegate.didReceiveHeaderLine(UnsafeRawBufferPointer(start: buffer, count: length)) ? length : 0
+        guard let buffer else { return 0 }
+        return withDelegate(userdata, otherwise: 0) { delegate in
+            delegate.didReceiveHeaderLine(UnsafeRawBufferPointer(start: buffer, count: length)) ? length : 0
+        }
     }
 
     static let write: curl_write_callback = { buffer, size, count, userdata in
         let length = size * count
-        guard let buffer, let delegate = CurlCallbacks.delegate(userdata) else { return 0 }
-        switch delegate.didReceiveBody(UnsafeRawBufferPointer(start: buffer, count: length)) {
-        case .accepted: return length
-        case .pause: return Int(CURL_WRITEFUNC_PAUSE)
-        case .abort: return 0
+        guard let buffer else { return 0 }
+        return withDelegate(userdata, otherwise: 0) { delegate in
+            switch delegate.didReceiveBody(UnsafeRawBufferPointer(start: buffer, count: length)) {
+            case .accepted: return length
+            case .pause: return Int(CURL_WRITEFUNC_PAUSE)
+            case .abort: return 0
+            }
         }
     }
 

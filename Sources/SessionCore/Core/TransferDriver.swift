@@ -687,7 +687,9 @@ final class DriverLoop {
     private func finish(_ delegate: TaskDelegate, outcome: TransferOutcome) {
         var outcome = outcome
         if delegate.download != nil {
-            (outcome.fileURL, outcome.resumePoint, outcome.error) = delegate.finishDownload(error: outcome.error)
+            var parts = outcome.parts
+            (parts.fileURL, parts.resumePoint, parts.error) = delegate.finishDownload(error: parts.error)
+            outcome = TransferOutcome(parts)
         }
         detach(delegate)
         delegates[ObjectIdentifier(delegate.task)] = nil

@@ -9,7 +9,6 @@ extension SessionEngine {
     /// then moves a complete file to its destination (the manager's finished-downloading hook
     /// first, then the task's destination closure) and posts the move notification.
     func settle(_ task: DownloadTask, outcome: TransferOutcome, hooks: Hooks) -> TransferOutcome {
-        var outcome = outcome
         var resume = outcome.resumePoint?.resumeData(for: task)
         if resume == nil, outcome.metrics == nil, outcome.error == .cancelled, task.wantsResumeData,
             let original = task.options.download?.resume,
@@ -24,21 +23,22 @@ extension SessionEngine {
             hooks.downloadDidFinish.flatMap { $0(task, temporary) }
             ?? task.callbacks.destination.map { $0(temporary, outcome.head?.httpURLResponse) }
         guard let destination, destination != temporary else { return outcome }
+        var moved = outcome.parts
         do {
             try FileManager.default.moveItem(at: temporary, to: destination)
-            outcome.fileURL = destination
+            moved.fileURL = destination
             NotificationCenter.default.post(name: .downloadTaskDidMoveFileSuccessfully, object: task)
         } catch {
             let failure = SessionError.fileWriteFailed(
                 "cannot move the download to '\(destination.path)': \(error.localizedDescription)")
             try? FileManager.default.removeItem(at: temporary)
-            outcome.error = failure
-            outcome.fileURL = nil
+            moved.error = failure
+            moved.fileURL = nil
             task.recordSerializationError(failure)
             NotificationCenter.default.post(
                 name: .downloadTaskDidFailToMoveFile, object: task,
                 userInfo: [NotificationKeys.error: failure])
         }
-        return outcome
+        return TransferOutcome(moved)
     }
 }
