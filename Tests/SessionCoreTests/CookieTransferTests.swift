@@ -178,6 +178,23 @@ final class CookieTransferTests: XCTestCase {
         await manager.waitUntilInvalidatedAfterUse()
     }
 
+    /// A pooled handle keeps its share and cookie engine between transfers: switching the
+    /// engine off for one request and on for the next, on the same handle, must hold.
+    func testTheCookieEngineGoesOffAndOnAgainOnAPooledHandle() async throws {
+        let manager = URLSessionManager.raw()
+        let jar = try XCTUnwrap(manager.cookieJar)
+        try jar.add(Cookie(name: "pre", value: "1", domain: "127.0.0.1"))
+        let on = await manager.get(try Peer.url("/cookies"))
+        XCTAssertEqual(try httpbinCookies(on), ["pre": "1"])
+        var request = URLRequest(url: try Peer.url("/cookies"))
+        request.httpShouldHandleCookies = false
+        let off = await manager.response(for: request)
+        XCTAssertEqual(try httpbinCookies(off), [:], "the engine is off for this request")
+        let again = await manager.get(try Peer.url("/cookies"))
+        XCTAssertEqual(try httpbinCookies(again), ["pre": "1"], "and on again for the next")
+        await manager.waitUntilInvalidatedAfterUse()
+    }
+
     func testCallersCookieHeaderIsSentAloneAndResponseCookiesAreStored() async throws {
         let server = try server { _, path in path == "/set" ? ["srv=1"] : [] }
         defer { server.shutdown() }
@@ -212,11 +229,17 @@ final class CookieTransferTests: XCTestCase {
     func testReplacingTheShareUnderAnIdlePooledHandleKeepsItsCookies() async throws {
         let manager = URLSessionManager.raw()
         _ = await manager.get(try Peer.url("/cookies/set?a=1"))
+        // Two transfers at once leave two handles in the pool; the next request takes one.
+        let url = try Peer.url("/get")
+        async let first = manager.get(url)
+        async let second = manager.get(url)
+        _ = await (first, second)
         manager.securityPolicy = try TLSFixture.trustingTestRoot()
         let response = await manager.get(try Peer.url("/cookies"))
         XCTAssertEqual(try httpbinCookies(response), ["a": "1"])
         let statistics = manager.engine.security.statistics.withLock { $0 }
         XCTAssertEqual(statistics.sessionCacheReplacements, 1, "\(statistics)")
+        XCTAssertEqual(manager.engine.cookieShare?.retiredCount, 0, "the pooled handles let go of the replaced share")
         // And again on the new share, from the handle that moved.
         let again = await manager.get(try Peer.url("/cookies"))
         XCTAssertEqual(try httpbinCookies(again), ["a": "1"])

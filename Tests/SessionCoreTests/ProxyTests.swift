@@ -80,6 +80,9 @@ final class ProxyTests: XCTestCase {
     /// while none is set goes direct for its whole life; one made after `http_proxy` is set
     /// uses that proxy (libcurl reads the variables for it, per request).
     func testTheEnvironmentIsReadWhenTheManagerIsMade() async throws {
+        // setenv races a getenv on another thread (glibc): the variables change only while no
+        // transfer of this process runs (the managers of earlier tests are invalidated, and
+        // this test's own are idle or not made yet).
         let names = SessionEngine.environmentProxyVariables + ["no_proxy", "NO_PROXY"]
         let saved = names.map { name in getenv(name).map { String(cString: $0) } }
         defer { for (name, value) in zip(names, saved) { if let value { setenv(name, value, 1) } else { unsetenv(name) } } }

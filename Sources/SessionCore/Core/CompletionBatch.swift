@@ -26,8 +26,8 @@ final class CompletionBatch {
     /// driver thread then drops its own references, the object (a finished request's prepared
     /// form: its URL, strings, header lines and libcurl URL handle) is freed on that queue, off
     /// the thread every transfer shares. Only for objects that may be freed on any thread:
-    /// never one that owns a curl easy or multi handle. Without items, the references are
-    /// dropped at the end of the pass, on the driver thread.
+    /// never one that owns a curl easy or multi handle. Without items, or when they go to the
+    /// main queue, the references are dropped at the end of the pass, on the driver thread.
     func retire(_ object: any Sendable & AnyObject) {
         retired.append(object)
     }
@@ -39,7 +39,9 @@ final class CompletionBatch {
             return
         }
         let work = items
-        let objects = retired
+        // Not on the main queue: an app's main thread has better things to do; those are
+        // freed here, on the driver thread, as before.
+        let objects = queue === DispatchQueue.main ? [] : retired
         // The next pass likely finishes as many: one allocation instead of a growth series.
         items = []
         items.reserveCapacity(work.count)

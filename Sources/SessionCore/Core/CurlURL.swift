@@ -9,6 +9,9 @@ internal import CCurl
 /// the handle (`curl_url_dup`) and keeps the string as the effective URL, so the parse
 /// happens once, where the request is prepared, and off the thread every transfer shares.
 ///
+/// The easy handle that uses it keeps a reference (`EasyHandle.setURL`) until the transfer
+/// ends, when it clears the option: libcurl keeps the pointer, never a copy.
+///
 /// `@unchecked Sendable`: immutable once `init` returns. libcurl only reads a `CURLOPT_CURLU`
 /// handle (`curl_url_dup` when a transfer connects, `curl_url_get` when it starts) and never
 /// changes it, so the driver thread may read it after the caller's thread made it.
@@ -16,15 +19,15 @@ final class CurlURL: @unchecked Sendable {
     /// The `CURLU *`, owned: freed by `deinit`.
     let handle: OpaquePointer
 
-    /// Parses `string` as libcurl parses `CURLOPT_URL` (the same flags), or nil when libcurl
-    /// rejects it or is out of memory.
-    init?(_ string: String) {
-        guard let handle = curl_url() else { return nil }
+    /// Parses `string` as libcurl parses `CURLOPT_URL` (the same flags); `badURL` with
+    /// libcurl's reason when it rejects the URL.
+    init(parsing string: String) throws(SessionError) {
+        guard let handle = curl_url() else { throw .curl(code: Int(CURLE_OUT_OF_MEMORY.rawValue), message: "out of memory") }
         let flags = UInt32(CURLU_GUESS_SCHEME) | UInt32(CURLU_NON_SUPPORT_SCHEME)
         let code = string.withCString { curl_url_set(handle, CURLUPART_URL, $0, flags) }
         guard code == CURLUE_OK else {
             curl_url_cleanup(handle)
-            return nil
+            throw .badURL("libcurl rejected '\(string)': \(String(cString: curl_url_strerror(code)))")
         }
         self.handle = handle
     }

@@ -40,6 +40,9 @@ final class EasyHandle {
     var joinedShare: UnsafeMutableRawPointer?
     /// A transfer on this handle counts as running in `cookieShare`.
     var isRunningInCookieShare = false
+    /// The parsed URL set with `CURLOPT_CURLU`: libcurl keeps only the pointer, so the handle
+    /// keeps the object until it clears the option (`recycle`, `reset`).
+    private var curlURL: CurlURL?
     /// libcurl's cookie engine as last set: on (`CURLOPT_COOKIEFILE` "", the store attached),
     /// off (NULL, the store detached), nil when not known (a new or reset handle).
     var cookieEngineIsOn: Bool?
@@ -73,7 +76,8 @@ final class EasyHandle {
     /// Forgets every option of the previous transfer, keeping connection-independent caches.
     func reset() {
         leaveCookieEngine()
-        curl_easy_reset(raw)
+        curl_easy_reset(raw)  // zeroes CURLOPT_CURLU with every other option
+        curlURL = nil
         needsReset = false
         hasBaseOptions = false
         acceptEncoding = nil
@@ -89,7 +93,32 @@ final class EasyHandle {
     func recycle() {
         guard !needsReset else { return reset() }
         cookieShare?.endTransfer(self)
+        clearURL()
         errorBuffer[0] = 0
+    }
+
+    /// Sets the transfer's URL: the string as `CURLOPT_URL` and, when there is one, the handle
+    /// libcurl parsed on the caller's thread as `CURLOPT_CURLU` (which decides where the
+    /// transfer goes). Without the string, libcurl would print one from the parsed handle at
+    /// every start for its effective URL (`curl_url_get` through its printf: ~6,900
+    /// instructions).
+    func setURL(_ string: String, parsed: CurlURL?) -> Bool {
+        var ok = set(CURLOPT_URL, string)
+        if let parsed {
+            ok = set(CURLOPT_CURLU, pointer: UnsafeMutableRawPointer(parsed.handle)) && ok
+        } else if curlURL != nil {
+            ok = set(CURLOPT_CURLU, pointer: nil) && ok
+        }
+        curlURL = parsed
+        return ok
+    }
+
+    /// Clears `CURLOPT_CURLU` so that no idle handle points at a parsed URL; the parsed URL is
+    /// freed with its request (`CompletionBatch.retire`), not here.
+    private func clearURL() {
+        guard curlURL != nil else { return }
+        _ = curlew_easy_setopt_pointer(raw, CURLOPT_CURLU, nil)
+        curlURL = nil
     }
 
     /// libcurl 7.88 leaks the CURLOPT_COOKIEFILE list on curl_easy_reset (fixed in 8.0.0,

@@ -89,7 +89,7 @@ final class PreparedRequest: Sendable {
             throw .badURL("'\(absolute.debugDescription)' contains spaces or control characters")
         }
         // Parsed by libcurl here, once: the driver thread then only copies the result.
-        guard let curlURL = CurlURL(absolute) else { throw .badURL("libcurl rejected '\(absolute)'") }
+        let curlURL = try CurlURL(parsing: absolute)
 
         let method = request.httpMethod ?? "GET"
         guard HTTPHeaderValidation.isToken(method) else {

@@ -155,19 +155,9 @@ final class TaskDelegate {
     /// it was when its last transfer set only options this sets again (`EasyHandle.needsReset`).
     func configure(share: UnsafeMutableRawPointer) -> SessionError? {
         let url = prepared.url
-        var ok: Bool
-        if let curlURL = prepared.curlURL {
-            // Parsed on the caller's thread: curl connects to and asks for what the parsed
-            // handle says (`CURLOPT_CURLU` takes precedence over `CURLOPT_URL`). The same URL
-            // as a string is still set: only with none would curl print one from the handle
-            // (`curl_url_get` through its printf: ~6,900 instructions) at every start, for
-            // its effective URL.
-            ok = easy.set(CURLOPT_URL, prepared.urlString)
-            ok = ok && easy.set(CURLOPT_CURLU, pointer: UnsafeMutableRawPointer(curlURL.handle))
-        } else {
-            easy.set(CURLOPT_CURLU, pointer: nil)
-            ok = easy.set(CURLOPT_URL, prepared.urlString)
-        }
+        // Parsed on the caller's thread (`CurlURL`): curl copies the parsed handle instead of
+        // parsing the string again; the handle keeps it while curl may read it.
+        var ok = easy.setURL(prepared.urlString, parsed: prepared.curlURL)
         if !easy.hasBaseOptions {
             // The same for every transfer: kept by a handle reused without a reset.
             ok = ok && easy.set(CURLOPT_PROTOCOLS_STR, "http,https")

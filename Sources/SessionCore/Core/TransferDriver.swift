@@ -201,6 +201,10 @@ final class DriverLoop {
             // replaced, cookies carried over, once no transfer uses it; until then this is
             // retried at each start, and the admission check refuses stale sessions.
             guard cookieShare.replaceSessionCachesIfIdle() else { return }
+            // This driver's pooled handles still point at the replaced share; they leave it
+            // now, so it is freed at once instead of when the last of them is used again.
+            // (Another manager's pooled handles let go of it at their next transfer.)
+            for easy in idleHandles { cookieShare.leave(easy) }
             shareSecurityTag = tag
             engine.security.count { $0.sessionCacheReplacements += 1 }
             return

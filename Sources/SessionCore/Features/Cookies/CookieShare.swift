@@ -133,6 +133,9 @@ final class CookieShare: Sendable {
         easy.cookieShare = nil
     }
 
+    /// Replaced shares not freed yet (some easy handle still points at one).
+    var retiredCount: Int { state.withLock { $0.retired.count } }
+
     /// Frees the replaced shares no easy handle points at any more (curl refuses the others).
     private static func freeRetired(_ state: inout State) {
         guard !state.retired.isEmpty else { return }

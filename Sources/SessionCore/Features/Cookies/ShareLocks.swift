@@ -38,17 +38,21 @@ final class ShareLocks: @unchecked Sendable {
         return index >= 0 && index < ShareLocks.count ? mutexes + index : nil
     }
 
-    /// `CURLSHOPT_LOCKFUNC`: shared and exclusive access both take the one mutex.
+    /// `CURLSHOPT_LOCKFUNC`: shared and exclusive access both take the one mutex. The object
+    /// is borrowed, not retained, for the call: the share's own reference keeps it alive, and
+    /// curl locks several times per transfer.
     static let lock: curl_lock_function = { _, data, _, context in
         guard let context else { return }
-        let locks = Unmanaged<ShareLocks>.fromOpaque(context).takeUnretainedValue()
-        if let mutex = locks.mutex(for: data) { pthread_mutex_lock(mutex) }
+        Unmanaged<ShareLocks>.fromOpaque(context)._withUnsafeGuaranteedRef { locks in
+            if let mutex = locks.mutex(for: data) { pthread_mutex_lock(mutex) }
+        }
     }
 
     /// `CURLSHOPT_UNLOCKFUNC`.
     static let unlock: curl_unlock_function = { _, data, context in
         guard let context else { return }
-        let locks = Unmanaged<ShareLocks>.fromOpaque(context).takeUnretainedValue()
-        if let mutex = locks.mutex(for: data) { pthread_mutex_unlock(mutex) }
+        Unmanaged<ShareLocks>.fromOpaque(context)._withUnsafeGuaranteedRef { locks in
+            if let mutex = locks.mutex(for: data) { pthread_mutex_unlock(mutex) }
+        }
     }
 }
