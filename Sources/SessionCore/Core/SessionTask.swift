@@ -293,8 +293,10 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
 
     /// `offset`: body bytes the task already had (a resumed download's partial file), counted
     /// in what is received and expected.
-    func didReceive(head: HTTPResponseHead, offset: Int64 = 0) {
-        let announced = head.expectedContentLength
+    /// The response head arrived; `announced` is its `Content-Length` when the caller
+    /// already read it (the driver's parser noted it), else it is read from the head.
+    func didReceive(head: HTTPResponseHead, announced knownLength: Int64? = nil, offset: Int64 = 0) {
+        let announced = knownLength ?? head.expectedContentLength
         let expected = announced >= 0 ? announced + offset : -1
         protected.withLock {
             $0.head = head

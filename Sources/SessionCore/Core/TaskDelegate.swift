@@ -416,7 +416,7 @@ final class TaskDelegate {
                     planDownload(download, for: response)
                     if download.needsFullRestart { return true }  // this answer is not the task's
                 }
-                task.didReceive(head: response, offset: download?.plannedOffset ?? 0)
+                task.didReceive(head: response, announced: expected, offset: download?.plannedOffset ?? 0)
                 if asksResponseHook { askResponseHook(response) }
                 if task.options.collectsBody, expected > 0 {
                     // Untrusted: reserve at most 16 MiB (with the first chunk), grow past it
