@@ -431,7 +431,7 @@ public final class UploadTask: DataTask, @unchecked Sendable {}  // adds no stat
 /// Immutable, and a class: it goes from the driver into the task's state and into the
 /// completion closure. As a struct of Foundation's resilient types (`URLRequest`, `URL`,
 /// `Data`), each of those copies went through runtime metadata (~550 instructions and a
-/// retain per field). A changed outcome is a new one, made from its `parts`.
+/// retain per field). A changed outcome is a new one (`with`).
 final class TransferOutcome: Sendable {
     let error: SessionError?
     let request: URLRequest?
@@ -453,25 +453,18 @@ final class TransferOutcome: Sendable {
         self.resumePoint = resumePoint
     }
 
-    /// The fields as a value, to change some and make a new outcome with `init(_:)`.
-    struct Parts: Sendable {
-        var error: SessionError?
-        var request: URLRequest?
-        var head: HTTPResponseHead?
-        var body: Data?
-        var fileURL: URL?
-        var metrics: TaskMetrics?
-        var resumePoint: ResumePoint?
+    /// The same outcome with a download's file, resume point and error.
+    func with(fileURL: URL?, resumePoint: ResumePoint?, error: SessionError?) -> TransferOutcome {
+        TransferOutcome(
+            error: error, request: request, head: head, body: body, fileURL: fileURL, metrics: metrics,
+            resumePoint: resumePoint)
     }
 
-    var parts: Parts {
-        Parts(error: error, request: request, head: head, body: body, fileURL: fileURL, metrics: metrics, resumePoint: resumePoint)
-    }
-
-    convenience init(_ parts: Parts) {
-        self.init(
-            error: parts.error, request: parts.request, head: parts.head, body: parts.body, fileURL: parts.fileURL,
-            metrics: parts.metrics, resumePoint: parts.resumePoint)
+    /// The same outcome with another head and body (a 304 answered from the cache).
+    func with(head: HTTPResponseHead?, body: Data?) -> TransferOutcome {
+        TransferOutcome(
+            error: error, request: request, head: head, body: body, fileURL: fileURL, metrics: metrics,
+            resumePoint: resumePoint)
     }
 }
 

@@ -691,9 +691,8 @@ final class DriverLoop {
     private func finish(_ delegate: TaskDelegate, outcome: TransferOutcome) {
         var outcome = outcome
         if delegate.download != nil {
-            var parts = outcome.parts
-            (parts.fileURL, parts.resumePoint, parts.error) = delegate.finishDownload(error: parts.error)
-            outcome = TransferOutcome(parts)
+            let (fileURL, resumePoint, error) = delegate.finishDownload(error: outcome.error)
+            outcome = outcome.with(fileURL: fileURL, resumePoint: resumePoint, error: error)
         }
         detach(delegate)
         delegates[ObjectIdentifier(delegate.task)] = nil

@@ -96,10 +96,7 @@ extension SessionEngine {
         if head.statusCode == 304, context.revalidates, let entry = context.entry {
             let refreshed = CacheFreshness.refreshed(entry, with: head, requestDate: context.requestDate, now: now)
             cache.storeCachedResponse(refreshed, for: request)
-            var answered = outcome.parts
-            answered.head = refreshed.head
-            answered.body = refreshed.body
-            return TransferOutcome(answered)
+            return outcome.with(head: refreshed.head, body: refreshed.body)
         }
         if head.statusCode == 304 {
             // The caller's own validation: its 304 is its answer; the entry is freshened.

@@ -23,22 +23,19 @@ extension SessionEngine {
             hooks.downloadDidFinish.flatMap { $0(task, temporary) }
             ?? task.callbacks.destination.map { $0(temporary, outcome.head?.httpURLResponse) }
         guard let destination, destination != temporary else { return outcome }
-        var moved = outcome.parts
         do {
             try FileManager.default.moveItem(at: temporary, to: destination)
-            moved.fileURL = destination
             NotificationCenter.default.post(name: .downloadTaskDidMoveFileSuccessfully, object: task)
+            return outcome.with(fileURL: destination, resumePoint: outcome.resumePoint, error: outcome.error)
         } catch {
             let failure = SessionError.fileWriteFailed(
                 "cannot move the download to '\(destination.path)': \(error.localizedDescription)")
             try? FileManager.default.removeItem(at: temporary)
-            moved.error = failure
-            moved.fileURL = nil
             task.recordSerializationError(failure)
             NotificationCenter.default.post(
                 name: .downloadTaskDidFailToMoveFile, object: task,
                 userInfo: [NotificationKeys.error: failure])
+            return outcome.with(fileURL: nil, resumePoint: outcome.resumePoint, error: failure)
         }
-        return TransferOutcome(moved)
     }
 }
