@@ -10,10 +10,12 @@ import Dispatch
 /// block would run one after another. Confinement: the driver thread (owned by `DriverLoop`).
 final class CompletionBatch {
     private var queue: DispatchQueue?
-    private var items: [@Sendable () -> Void] = []
+    // The driver thread only, one access at a time: no dynamic exclusivity check (see
+    // DriverLoop.delegates).
+    @exclusivity(unchecked) private var items: [@Sendable () -> Void] = []
     /// References carried to the queue with the items, so that what they keep alive is freed
     /// there (`retire`).
-    private var retired: [any Sendable & AnyObject] = []
+    @exclusivity(unchecked) private var retired: [any Sendable & AnyObject] = []
 
     /// Queues `work` for `queue`, after every item added before it.
     func add(_ work: @escaping @Sendable () -> Void, on queue: DispatchQueue) {

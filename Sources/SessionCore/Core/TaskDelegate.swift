@@ -30,14 +30,14 @@ final class TaskDelegate {
     /// is built from it only when someone asks, off this thread).
     private(set) var responseHead: HTTPResponseHead?
     /// The body collected for the completion handler (only when one wants it).
-    private(set) var body = Data()
+    @exclusivity(unchecked) private(set) var body = Data()  // driver thread only, see DriverLoop.delegates
     /// The capacity reserved for `body` so far, and the length the response announced.
     private var bodyReserved = 0
     private var bodyAnnounced: Int64 = -1
     /// Set by a callback that aborted the transfer for a reason of Curlew's own; it wins over
     /// the `CURLcode` that follows the abort.
     private(set) var failure: SessionError?
-    private(set) var transactions: [TransactionMetrics] = []
+    @exclusivity(unchecked) private(set) var transactions: [TransactionMetrics] = []
     private(set) var redirectCount = 0
     let startDate = Date()
     let startUptime = DispatchTime.now().uptimeNanoseconds
@@ -91,7 +91,7 @@ final class TaskDelegate {
     var exchangeCookieUse: CookieUse = .none
     /// TLS enforcement and challenge state (Features/Security: `TransferSecurityState`,
     /// `TaskDelegate+Security.swift`).
-    var securityState = TransferSecurityState()
+    @exclusivity(unchecked) var securityState = TransferSecurityState()
 
     init(
         task: SessionTask, easy: EasyHandle, engine: SessionEngine, prepared: PreparedRequest,
