@@ -11,9 +11,13 @@ import Foundation
 enum CurlCallbacks {
     /// The delegate in the slot `pointer` points at; nil for no slot or an empty one.
     static func delegate(_ pointer: UnsafeMutableRawPointer?) -> TaskDelegate? {
-        guard let slot = pointer, let delegate = slot.assumingMemoryBound(to: UnsafeMutableRawPointer?.self).pointee
-        else { return nil }
-        return Unmanaged<TaskDelegate>.fromOpaque(delegate).takeUnretainedValue()
+        occupant(of: pointer).map { Unmanaged<TaskDelegate>.fromOpaque($0).takeUnretainedValue() }
+    }
+
+    /// The opaque delegate pointer in the slot `pointer` points at.
+    @inline(__always)
+    private static func occupant(of pointer: UnsafeMutableRawPointer?) -> UnsafeMutableRawPointer? {
+        pointer?.assumingMemoryBound(to: UnsafeMutableRawPointer?.self).pointee
     }
 
     /// Calls `body` with the slot's delegate without retaining it for the call: the driver's
@@ -23,8 +27,7 @@ enum CurlCallbacks {
     private static func withDelegate<Result>(
         _ pointer: UnsafeMutableRawPointer?, otherwise: Result, _ body: (TaskDelegate) -> Result
     ) -> Result {
-        guard let slot = pointer, let delegate = slot.assumingMemoryBound(to: UnsafeMutableRawPointer?.self).pointee
-        else { return otherwise }
+        guard let delegate = occupant(of: pointer) else { return otherwise }
         return Unmanaged<TaskDelegate>.fromOpaque(delegate)._withUnsafeGuaranteedRef(body)
     }
 
