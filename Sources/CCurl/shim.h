@@ -5,6 +5,8 @@
 #define CURLEW_CCURL_SHIM_H
 
 #include <curl/curl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 // MARK: curl_easy_setopt
 
@@ -78,5 +80,15 @@ static inline CURLSHcode curlew_share_setopt_unlock_function(CURLSH *_Nonnull ha
 // MARK: macros that alias enum values (Swift does not import them)
 
 static inline CURLversion curlew_version_now(void) { return CURLVERSION_NOW; }
+
+// MARK: mremap (variadic, and declared by glibc only under _GNU_SOURCE)
+
+// Grows a large response body's anonymous mapping (ResponseBody): the kernel moves page
+// tables, not bytes. The system call itself, with MREMAP_MAYMOVE (1 in <linux/mman.h>);
+// NULL when it fails.
+static inline void *_Nullable curlew_mremap_maymove(void *_Nonnull address, size_t oldSize, size_t newSize) {
+    long moved = syscall(SYS_mremap, address, oldSize, newSize, 1L /* MREMAP_MAYMOVE */);
+    return moved == -1 ? (void *)0 : (void *)moved;
+}
 
 #endif

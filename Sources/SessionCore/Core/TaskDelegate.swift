@@ -30,10 +30,7 @@ final class TaskDelegate {
     /// is built from it only when someone asks, off this thread).
     private(set) var responseHead: HTTPResponseHead?
     /// The body collected for the completion handler (only when one wants it).
-    @exclusivity(unchecked) private(set) var body = Data()  // driver thread only, see DriverLoop.delegates
-    /// The capacity reserved for `body` so far, and the length the response announced.
-    private var bodyReserved = 0
-    private var bodyAnnounced: Int64 = -1
+    @exclusivity(unchecked) private(set) var body = ResponseBody()  // driver thread only, see DriverLoop.delegates
     /// Set by a callback that aborted the transfer for a reason of Curlew's own; it wins over
     /// the `CURLcode` that follows the abort.
     private(set) var failure: SessionError?
@@ -346,9 +343,7 @@ final class TaskDelegate {
         responseHead = nil
         awaitsResponseDecision = false
         pendingEndFacts = nil
-        body = Data()
-        bodyReserved = 0
-        bodyAnnounced = -1
+        body.reset()
         bodyBytesDelivered = 0
         decodedBodyBytes = 0
         lastUploadedCount = 0
@@ -394,7 +389,7 @@ final class TaskDelegate {
             responseHead = nil
             headDisposition = nil
             securityState.isWithheldForChallenge = false
-            body = Data()
+            body.reset()
             isContentEncoded = false
             decodedBodyBytes = 0
             bodyBytesDelivered = 0
@@ -418,12 +413,7 @@ final class TaskDelegate {
                 }
                 task.didReceive(head: response, announced: expected, offset: download?.plannedOffset ?? 0)
                 if asksResponseHook { askResponseHook(response) }
-                if task.options.collectsBody, expected > 0 {
-                    // Untrusted: reserve at most 16 MiB (with the first chunk), grow past it
-                    // as bytes arrive.
-                    bodyReserved = Int(min(expected, 16 << 20))
-                    bodyAnnounced = expected
-                }
+                if task.options.collectsBody { body.expect(expected) }
             }
             return true
         }
@@ -454,7 +444,7 @@ final class TaskDelegate {
         }
         if headDisposition != .deliver {
             // A redirect's body is kept (small, capped) only in case the hook refuses it.
-            if body.count < 1 << 20 { Self.append(bytes, to: &body) }
+            if body.count < 1 << 20 { body.append(bytes) }
             return .accepted
         }
         if let streamCredit {
@@ -477,38 +467,10 @@ final class TaskDelegate {
             task.didReceiveBodyBytes(download.position)
             return .accepted
         }
-        if task.options.collectsBody {
-            if body.isEmpty, let base = bytes.baseAddress, Int64(bytes.count) == bodyAnnounced {
-                // The whole announced body in one chunk (a small response): one allocation and
-                // one copy, where reserving and appending cost several times that.
-                body = Data(bytes: base, count: bytes.count)
-            } else {
-                if body.isEmpty && bodyReserved > 0 { body.reserveCapacity(bodyReserved) }
-                growBodyIfAnnounced(adding: bytes.count)
-                Self.append(bytes, to: &body)
-            }
-        }
+        if task.options.collectsBody { body.append(bytes) }
         bodyBytesDelivered += Int64(bytes.count)
         task.didReceiveBodyBytes(bodyBytesDelivered)
         return .accepted
-    }
-
-    /// Once a body outgrows its first 16 MiB and the server announced more, reserves the
-    /// announced length in one step, capped at a quarter of the machine's memory. Doubling a
-    /// 1 GiB body's buffer from 16 MiB zeroes and copies about twice its size in fresh pages.
-    /// A length that was a lie costs address space only: pages are touched as bytes arrive.
-    private func growBodyIfAnnounced(adding count: Int) {
-        guard bodyReserved > 0, body.count + count > bodyReserved, Int64(bodyReserved) < bodyAnnounced else { return }
-        let cap = Int64(clamping: ProcessInfo.processInfo.physicalMemory / 4)
-        bodyReserved = Int(max(Int64(body.count + count), min(bodyAnnounced, cap)))
-        body.reserveCapacity(bodyReserved)
-    }
-
-    /// One `memcpy` into `data` (`append(contentsOf:)` with a raw buffer took the generic
-    /// element-by-element path: about 8 µs per 16 KiB chunk).
-    private static func append(_ bytes: UnsafeRawBufferPointer, to data: inout Data) {
-        guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
-        data.append(base.assumingMemoryBound(to: UInt8.self), count: bytes.count)
     }
 
     /// Plans where `response`'s body goes in the download's file (nothing is cut yet).
@@ -631,8 +593,7 @@ final class TaskDelegate {
     /// Takes the collected body out (no copy).
     func takeBody() -> Data? {
         guard task.options.collectsBody, download == nil else { return nil }
-        defer { body = Data() }
-        return body
+        return body.take()
     }
 }
 

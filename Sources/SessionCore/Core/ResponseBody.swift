@@ -1,0 +1,193 @@
+internal import CCurl
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The body a data task collects for its completion handler.
+///
+/// A small body is a `Data`. A large one, announced or grown past `mappingThreshold`, lives in
+/// an anonymous mapping of its own (`BodyMapping`), advised for transparent huge pages, and is
+/// handed over as `Data` without a copy:
+/// - filling a 1 GiB body through 4 KiB page faults cost the kernel more than receiving it,
+///   and a 2 MiB page takes one fault where small pages take 512 (Docs/Performance.md);
+/// - the mapping grows with `mremap`, which moves page tables, not bytes;
+/// - an announced length that was a lie costs address space only: pages are touched as bytes
+///   arrive.
+///
+/// Not `Sendable`: confined to the driver thread, inside its `TaskDelegate`.
+struct ResponseBody {
+    /// Bodies from this size on go to a mapping. Below it, malloc serves as well (glibc maps
+    /// large blocks itself, with small pages).
+    static let mappingThreshold = 4 << 20
+    /// The most reserved up front for an announced length: a quarter of the machine's memory.
+    static let reservationCap: Int = {
+        let pages = sysconf(Int32(_SC_PHYS_PAGES)), pageSize = sysconf(Int32(_SC_PAGESIZE))
+        guard pages > 0, pageSize > 0 else { return 1 << 30 }
+        let (bytes, overflow) = pages.multipliedReportingOverflow(by: pageSize)
+        return overflow ? Int.max / 4 : bytes / 4
+    }()
+
+    private var data = Data()
+    private var mapping: BodyMapping?
+    /// The length the response announced (`Content-Length`), or -1.
+    private var announced: Int64 = -1
+
+    /// The bytes collected so far.
+    var count: Int { mapping?.count ?? data.count }
+    var isEmpty: Bool { count == 0 }
+    /// Whether the bytes are in a mapping of their own.
+    var isMapped: Bool { mapping != nil }
+
+    /// Notes the length the response announced. Untrusted: it sizes reservations only.
+    mutating func expect(_ length: Int64) { announced = length }
+
+    /// Forgets the bytes and the announced length (another response follows).
+    mutating func reset() {
+        data = Data()
+        mapping = nil
+        announced = -1
+    }
+
+    /// Appends one chunk with one copy.
+    mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
+        if let mapping {
+            if mapping.append(bytes) { return }
+            // The kernel refused more address space: carry on in a malloc'd buffer.
+            data = mapping.copiedData()
+            self.mapping = nil
+        } else if data.isEmpty {
+            if Int64(bytes.count) == announced {
+                // The whole announced body in one chunk (a small response): one allocation
+                // and one copy, where reserving and appending cost several times that.
+                data = Data(bytes: base, count: bytes.count)
+                return
+            }
+            if announced >= Int64(Self.mappingThreshold), startMapping(needing: bytes.count, with: bytes) { return }
+            if announced > 0 { data.reserveCapacity(Int(min(announced, Int64(Self.mappingThreshold)))) }
+        } else if data.count + bytes.count > Self.mappingThreshold, startMapping(needing: data.count + bytes.count, with: bytes) {
+            return
+        }
+        data.append(base.assumingMemoryBound(to: UInt8.self), count: bytes.count)
+    }
+
+    /// Moves the body into a new mapping sized for `needed` bytes, or for the announced length
+    /// when that is larger (capped); false when the kernel refuses, and nothing changed.
+    private mutating func startMapping(needing needed: Int, with bytes: UnsafeRawBufferPointer) -> Bool {
+        let planned = announced > Int64(needed)
+            ? Int(min(announced, Int64(max(Self.reservationCap, needed))))
+            : needed.multipliedReportingOverflow(by: 2).overflow ? needed : needed * 2
+        guard let mapped = BodyMapping(capacity: planned) else { return false }
+        let carried = data.withUnsafeBytes { mapped.append($0) } && mapped.append(bytes)
+        guard carried else { return false }
+        data = Data()
+        mapping = mapped
+        return true
+    }
+
+    /// Reads the bytes collected so far.
+    func withUnsafeBytes<Result>(_ read: (UnsafeRawBufferPointer) -> Result) -> Result {
+        if let mapping { return mapping.withUnsafeBytes(read) }
+        return data.withUnsafeBytes(read)
+    }
+
+    /// Hands the body over (no copy) and leaves this one empty.
+    mutating func take() -> Data {
+        defer { reset() }
+        return mapping?.takeData() ?? data
+    }
+}
+
+/// A large body's anonymous mapping: 2 MiB-aligned, advised for transparent huge pages, grown
+/// with `mremap`. Unmapped when dropped, unless handed over as `Data`.
+///
+/// Not `Sendable`: owned by one `ResponseBody` on the driver thread.
+final class BodyMapping {
+    /// A transparent huge page on x86-64 and arm64 with 4 KiB pages.
+    static let hugePage = 2 << 20
+    static let pageSize = max(4096, Int(sysconf(Int32(_SC_PAGESIZE))))
+
+    private var base: UnsafeMutableRawPointer
+    /// The mapped length, a multiple of `hugePage`.
+    private var capacity: Int
+    private(set) var count = 0
+    private var isHandedOver = false
+
+    /// Maps at least `wanted` bytes; nil when the kernel refuses.
+    init?(capacity wanted: Int) {
+        guard wanted > 0, let length = Self.roundUp(wanted, to: Self.hugePage), let base = Self.map(length) else {
+            return nil
+        }
+        self.base = base
+        capacity = length
+    }
+
+    deinit {
+        if !isHandedOver { munmap(base, capacity) }
+    }
+
+    /// Copies `bytes` in, growing the mapping when needed; false when it cannot grow.
+    func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let source = bytes.baseAddress, !bytes.isEmpty else { return true }
+        let (needed, overflow) = count.addingReportingOverflow(bytes.count)
+        guard !overflow else { return false }
+        if needed > capacity, !grow(to: needed) { return false }
+        (base + count).copyMemory(from: source, byteCount: bytes.count)
+        count = needed
+        return true
+    }
+
+    /// Reads the bytes written so far.
+    func withUnsafeBytes<Result>(_ read: (UnsafeRawBufferPointer) -> Result) -> Result {
+        read(UnsafeRawBufferPointer(start: base, count: count))
+    }
+
+    /// The bytes in a malloc'd `Data` (the fallback when the mapping cannot grow).
+    func copiedData() -> Data { Data(bytes: base, count: count) }
+
+    /// The bytes as `Data` that owns the mapping (unmapped when the last copy goes); the unused
+    /// tail is unmapped now.
+    func takeData() -> Data {
+        let used = Self.roundUp(count, to: Self.pageSize) ?? capacity
+        if used < capacity { munmap(base + used, capacity - used) }
+        isHandedOver = true
+        guard count > 0 else { return Data() }
+        return Data(bytesNoCopy: base, count: count, deallocator: .custom { pointer, _ in munmap(pointer, used) })
+    }
+
+    private func grow(to needed: Int) -> Bool {
+        let doubled = capacity.multipliedReportingOverflow(by: 2)
+        guard let length = Self.roundUp(max(needed, doubled.overflow ? needed : doubled.partialValue), to: Self.hugePage),
+            let moved = curlew_mremap_maymove(base, capacity, length)
+        else { return false }
+        base = moved
+        capacity = length
+        _ = madvise(base, capacity, MADV_HUGEPAGE)
+        return true
+    }
+
+    /// A 2 MiB-aligned anonymous mapping of `length` bytes: one huge page more is mapped and the
+    /// slack trimmed, because kernels before 6.7 do not align large anonymous mappings and a
+    /// huge page needs an aligned start. The advice fails harmlessly where THP is off.
+    private static func map(_ length: Int) -> UnsafeMutableRawPointer? {
+        let (padded, overflow) = length.addingReportingOverflow(hugePage)
+        guard !overflow, let raw = mmap(nil, padded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+            UInt(bitPattern: raw) != UInt.max  // MAP_FAILED
+        else { return nil }
+        let start = UInt(bitPattern: raw)
+        let aligned = (start + UInt(hugePage) - 1) & ~UInt(hugePage - 1)
+        let head = Int(aligned - start)
+        if head > 0 { munmap(raw, head) }
+        if padded - head > length { munmap(raw + head + length, padded - head - length) }
+        let base = raw + head
+        _ = madvise(base, length, MADV_HUGEPAGE)
+        return base
+    }
+
+    /// `value` rounded up to a multiple of `unit` (a power of two), or nil on overflow.
+    private static func roundUp(_ value: Int, to unit: Int) -> Int? {
+        let (sum, overflow) = value.addingReportingOverflow(unit - 1)
+        return overflow ? nil : sum & ~(unit - 1)
+    }
+}

@@ -1,0 +1,156 @@
+import Foundation
+import XCTest
+#if canImport(Glibc)
+import Glibc
+#endif
+@testable import SessionCore
+
+/// `ResponseBody`, where a data task collects its body: a `Data` for small bodies, a mapping of
+/// its own (huge pages, grown with `mremap`) for large ones.
+final class ResponseBodyTests: XCTestCase {
+    /// A pattern per position, led by the chunk's index, so a misplaced or repeated chunk shows.
+    private func chunk(_ index: Int, size: Int) -> [UInt8] {
+        var bytes = pattern.count >= size ? Array(pattern[..<size]) : (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+        withUnsafeBytes(of: UInt64(index).littleEndian) { index in
+            for offset in 0..<min(8, size) { bytes[offset] = index[offset] }
+        }
+        return bytes
+    }
+
+    private let pattern = (0..<(128 << 10)).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+
+    /// Appends `count` chunks of `size` bytes to `body` and returns the expected bytes.
+    private func fill(_ body: inout ResponseBody, chunks count: Int, size: Int) -> Data {
+        var expected = Data(capacity: count * size)
+        for index in 0..<count {
+            let bytes = chunk(index, size: size)
+            bytes.withUnsafeBytes { body.append($0) }
+            expected.append(contentsOf: bytes)
+        }
+        return expected
+    }
+
+    func testASmallAnnouncedBodyInOneChunkStaysData() {
+        var body = ResponseBody()
+        body.expect(100)
+        let expected = fill(&body, chunks: 1, size: 100)
+        XCTAssertFalse(body.isMapped)
+        XCTAssertEqual(body.take(), expected)
+        XCTAssertTrue(body.isEmpty, "take leaves the body empty")
+    }
+
+    func testALargeAnnouncedBodyGoesToAMappingAndArrivesWhole() {
+        var body = ResponseBody()
+        body.expect(Int64(12 << 20))
+        let expected = fill(&body, chunks: 192, size: 64 << 10)
+        XCTAssertTrue(body.isMapped)
+        XCTAssertEqual(body.count, 12 << 20)
+        XCTAssertTrue(body.take() == expected, "the bytes differ")
+        XCTAssertFalse(body.isMapped)
+    }
+
+    /// A body larger than announced (a decoded body, or a wrong length) grows the mapping.
+    func testAMappingGrowsPastAnUnderstatedLength() {
+        var body = ResponseBody()
+        body.expect(Int64(5 << 20))
+        let expected = fill(&body, chunks: 300, size: 64 << 10 + 3)  // ~19 MiB, odd chunk size
+        XCTAssertTrue(body.isMapped)
+        XCTAssertTrue(body.take() == expected, "the bytes differ")
+    }
+
+    /// No announced length (chunked): `Data` first, then a mapping once past the threshold.
+    func testAnUnannouncedBodyMovesToAMappingPastTheThreshold() {
+        var body = ResponseBody()
+        var expected = fill(&body, chunks: 10, size: 100 << 10)
+        XCTAssertFalse(body.isMapped, "1 MB stays in Data")
+        var index = 10
+        while body.count <= ResponseBody.mappingThreshold {
+            let bytes = chunk(index, size: 100 << 10)
+            bytes.withUnsafeBytes { body.append($0) }
+            expected.append(contentsOf: bytes)
+            index += 1
+        }
+        XCTAssertTrue(body.isMapped)
+        for _ in 0..<100 {
+            let bytes = chunk(index, size: 100 << 10)
+            bytes.withUnsafeBytes { body.append($0) }
+            expected.append(contentsOf: bytes)
+            index += 1
+        }
+        XCTAssertTrue(body.take() == expected, "the bytes differ")
+    }
+
+    /// A large announcement with nothing after it: an empty body, the mapping gone.
+    func testEmptyAndResetBodies() {
+        var body = ResponseBody()
+        body.expect(Int64(1) << 40)
+        XCTAssertEqual(body.take(), Data())
+        body.expect(Int64(64 << 20))
+        _ = fill(&body, chunks: 1, size: 1)
+        XCTAssertTrue(body.isMapped)
+        body.reset()
+        XCTAssertFalse(body.isMapped)
+        XCTAssertEqual(body.count, 0)
+        let empty = UnsafeRawBufferPointer(start: nil, count: 0)
+        body.append(empty)
+        XCTAssertEqual(body.take(), Data())
+    }
+
+    /// The delivered `Data` owns the mapping: its unused tail is unmapped at once, the rest when
+    /// the last copy of the `Data` goes.
+    func testTheDeliveredDataOwnsAndReleasesItsMapping() throws {
+        var body = ResponseBody()
+        body.expect(Int64(256 << 20))  // announced 256 MiB, 5 MiB arrive
+        _ = fill(&body, chunks: 80, size: 64 << 10)
+        var data: Data? = body.take()
+        let base = try XCTUnwrap(data?.withUnsafeBytes { UInt(bitPattern: $0.baseAddress) })
+        let page = Int(sysconf(Int32(_SC_PAGESIZE)))
+        XCTAssertTrue(isMapped(base), "the body's first page")
+        XCTAssertTrue(isMapped(base + UInt(5 << 20) - UInt(page)), "the body's last page")
+        XCTAssertFalse(isMapped(base + UInt(5 << 20)), "the unused tail is unmapped on delivery")
+        data = nil
+        XCTAssertFalse(isMapped(base), "the mapping goes with the last Data")
+    }
+
+    /// The mapping asks for transparent huge pages (where the kernel offers them on request).
+    func testAMappingIsEligibleForHugePages() throws {
+        let mode = try? String(contentsOfFile: "/sys/kernel/mm/transparent_hugepage/enabled", encoding: .utf8)
+        guard let mode, !mode.contains("[never]") else { throw XCTSkip("transparent huge pages are off here") }
+        var body = ResponseBody()
+        body.expect(Int64(32 << 20))
+        _ = fill(&body, chunks: 1, size: 4096)
+        let base = body.withUnsafeBytes { UInt(bitPattern: $0.baseAddress) }
+        XCTAssertEqual(base % UInt(BodyMapping.hugePage), 0, "a huge page needs an aligned start")
+        // /proc files report a size of 0: read to the end.
+        let handle = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/self/smaps"))
+        defer { try? handle.close() }
+        let smaps = String(decoding: try handle.readToEnd() ?? Data(), as: UTF8.self)
+        let entry = try XCTUnwrap(smapsEntry(containing: base, in: smaps), "the mapping is not in smaps")
+        let eligible = entry.split(separator: "\n").first { $0.hasPrefix("THPeligible:") }
+        XCTAssertEqual(eligible?.split(separator: " ").last, "1", entry.replacingOccurrences(of: "\n", with: "; "))
+    }
+
+    /// Whether the page at `address` is mapped (`msync` fails with ENOMEM where nothing is).
+    private func isMapped(_ address: UInt) -> Bool {
+        let page = UInt(sysconf(Int32(_SC_PAGESIZE)))
+        guard let pointer = UnsafeMutableRawPointer(bitPattern: address & ~(page - 1)) else { return false }
+        return msync(pointer, Int(page), MS_ASYNC) == 0
+    }
+
+    /// The smaps entry of the mapping that holds `address`.
+    private func smapsEntry(containing address: UInt, in smaps: String) -> String? {
+        var current: (range: ClosedRange<UInt>, lines: [Substring])?
+        var found: [Substring]?
+        for line in smaps.split(separator: "\n") {
+            let bounds = line.split(separator: " ").first?.split(separator: "-")
+            if let bounds, bounds.count == 2, let low = UInt(bounds[0], radix: 16), let high = UInt(bounds[1], radix: 16) {
+                if let current, current.range.contains(address) { found = current.lines }
+                current = (low...(high - 1), [line])
+            } else {
+                current?.lines.append(line)
+            }
+        }
+        if found == nil, let current, current.range.contains(address) { found = current.lines }
+        return found?.joined(separator: "\n")
+    }
+}
