@@ -90,6 +90,8 @@ final class SessionEngine: Sendable {
     let environmentNamesProxy: Bool
     /// HTTP credentials given for the session (`URLCredential.Persistence.forSession`).
     let credentialStore = SessionCredentialStore()
+    /// URLs this manager prepared recently, parsed (`PreparedRequest.prepare`).
+    let parsedURLs = ParsedURLCache()
 
     private static let managerCounter = Mutex(0)
 
@@ -199,7 +201,7 @@ final class SessionEngine: Sendable {
         let prepared: PreparedRequest
         var failure: SessionError?
         do {
-            prepared = try PreparedRequest.prepare(request, configuration: configuration)
+            prepared = try PreparedRequest.prepare(request, configuration: configuration, urls: parsedURLs)
         } catch {
             failure = error
             prepared = PreparedRequest.placeholder(for: request)
@@ -386,17 +388,14 @@ final class SessionEngine: Sendable {
         hooks.metrics?(task, outcome.metrics)
         hooks.taskDidComplete?(task, result.failureValue)
         unregister(task)
-        // Room for twice the keys: fewer collisions, each an AnyHashable comparison.
-        var userInfo: [AnyHashable: Any] = Dictionary(minimumCapacity: 12)
-        if let body = outcome.body { userInfo[NotificationKeys.responseData] = body }
-        if case .success(let value) = result { userInfo[NotificationKeys.serializedResponse] = value }
-        if !task.options.skipsSerializer && task.options.collectsBody {
-            userInfo[NotificationKeys.responseSerializer] = serializer
-        }
-        if case .failure(let error) = result { userInfo[NotificationKeys.error] = error }
-        if let metrics = outcome.metrics { userInfo[NotificationKeys.metrics] = metrics }
-        if let fileURL = outcome.fileURL { userInfo[NotificationKeys.assetPath] = fileURL }
-        NotificationCenter.default.post(name: .taskDidComplete, object: task, userInfo: userInfo)
+        var userInfo = CompletionUserInfo()
+        userInfo.responseData = outcome.body
+        if case .success(let value) = result { userInfo.serializedResponse = value }
+        if !task.options.skipsSerializer && task.options.collectsBody { userInfo.responseSerializer = serializer }
+        if case .failure(let error) = result { userInfo.error = error }
+        userInfo.metrics = outcome.metrics
+        userInfo.assetPath = outcome.fileURL
+        NotificationCenter.default.post(name: .taskDidComplete, object: task, userInfo: userInfo.dictionary)
         if let temporary = outcome.fileURL, task.options.download?.fileURL == temporary || !(task is DownloadTask) {
             // No destination took the file: like URLSession's, it is gone once the
             // completion handler (which may move it) and the observers have run.
