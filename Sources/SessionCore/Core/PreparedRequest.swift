@@ -71,25 +71,20 @@ final class PreparedRequest: Sendable {
     /// Validates `request` and merges the configuration's additional headers under it.
     /// With `omittingCredentials`, the configuration's `Authorization`, `Cookie` and
     /// `Proxy-Authorization` headers are not added (a redirect crossed to another origin).
+    /// `urls`: the manager's recently prepared URLs, consulted and filled.
     static func prepare(
-        _ request: URLRequest, configuration: SessionConfiguration, omittingCredentials: Bool = false
+        _ request: URLRequest, configuration: SessionConfiguration, omittingCredentials: Bool = false,
+        urls: ParsedURLCache? = nil
     ) throws(SessionError) -> PreparedRequest {
         guard let url = request.url else { throw .badURL("the request has no URL") }
         let absolute = url.absoluteString
-        let origin = URLOrigin(absolute)
-        guard !origin.scheme.isEmpty else { throw .badURL("'\(absolute)' has no scheme") }
-        guard supportedSchemes.contains(origin.scheme) else { throw .unsupportedScheme(origin.scheme) }
-        // A percent-encoded host is a name only if it decodes (Foundation's check, on this
-        // rare path only: `http://%FF/` has no host).
-        guard origin.hasHost, !origin.hostIsPercentEncoded || !(url.host ?? "").isEmpty else {
-            throw .badURL("'\(absolute)' has no host")
+        let parsed: ParsedURLCache.Entry
+        if let kept = urls?.entry(for: absolute) {
+            parsed = kept
+        } else {
+            parsed = try parse(absolute, url: url)
+            urls?.keep(parsed)
         }
-        // Spaces and control characters would be rejected or, worse, interpreted by the server.
-        if !HTTPHeaderValidation.isValidURLString(absolute) {
-            throw .badURL("'\(absolute.debugDescription)' contains spaces or control characters")
-        }
-        // Parsed by libcurl here, once: the driver thread then only copies the result.
-        let curlURL = try CurlURL(parsing: absolute)
 
         let method = request.httpMethod ?? "GET"
         guard HTTPHeaderValidation.isToken(method) else {
@@ -151,7 +146,25 @@ final class PreparedRequest: Sendable {
         return PreparedRequest(
             url: url, urlString: absolute, method: method, headerLines: lines,
             acceptEncoding: acceptEncoding, body: body, hasCookieHeader: hasCookie, hasExpectHeader: hasExpect,
-            urlOrigin: origin, curlURL: curlURL)
+            urlOrigin: parsed.origin, curlURL: parsed.curlURL)
+    }
+
+    /// Validates an absolute URL string and has libcurl parse it.
+    private static func parse(_ absolute: String, url: URL) throws(SessionError) -> ParsedURLCache.Entry {
+        let origin = URLOrigin(absolute)
+        guard !origin.scheme.isEmpty else { throw .badURL("'\(absolute)' has no scheme") }
+        guard supportedSchemes.contains(origin.scheme) else { throw .unsupportedScheme(origin.scheme) }
+        // A percent-encoded host is a name only if it decodes (Foundation's check, on this
+        // rare path only: `http://%FF/` has no host).
+        guard origin.hasHost, !origin.hostIsPercentEncoded || !(url.host ?? "").isEmpty else {
+            throw .badURL("'\(absolute)' has no host")
+        }
+        // Spaces and control characters would be rejected or, worse, interpreted by the server.
+        if !HTTPHeaderValidation.isValidURLString(absolute) {
+            throw .badURL("'\(absolute.debugDescription)' contains spaces or control characters")
+        }
+        // Parsed by libcurl here, once: the driver thread then only copies the result.
+        return ParsedURLCache.Entry(string: absolute, origin: origin, curlURL: try CurlURL(parsing: absolute))
     }
 
     /// Whether a transfer to `origin` may share a connection with others (HTTP/2): over TLS

@@ -429,7 +429,7 @@ final class DriverLoop {
                 let request = adapter.adapt(current, attempt: attempt + 1)
                 adapted = Result { () throws(SessionError) -> AdaptedRequest in
                     AdaptedRequest(
-                        request: request, prepared: try PreparedRequest.prepare(request, configuration: engine.configuration))
+                        request: request, prepared: try PreparedRequest.prepare(request, configuration: engine.configuration, urls: engine.parsedURLs))
                 }
             }
             driver.submit(.retryDecision(task, decision, adapted))
@@ -662,7 +662,8 @@ final class DriverLoop {
         let body: TaskDelegate.NextBody = proposed.keepsBody && !hookSetBody ? .same : .fromRequest
         do {
             let prepared = try PreparedRequest.prepare(
-                request, configuration: engine.configuration, omittingCredentials: delegate.hasCrossedOrigin)
+                request, configuration: engine.configuration, omittingCredentials: delegate.hasCrossedOrigin,
+                urls: engine.parsedURLs)
             try delegate.restart(with: request, prepared: prepared, body: body)
         } catch {
             finish(delegate, outcome: outcome(of: delegate, error: error))
