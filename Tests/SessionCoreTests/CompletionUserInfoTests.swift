@@ -1,4 +1,5 @@
 import Foundation
+import Serialization
 import XCTest
 @testable import SessionCore
 
@@ -10,45 +11,38 @@ final class CompletionUserInfoTests: XCTestCase {
     func testEverySetOfEntriesMatchesAKeyByKeyBuild() throws {
         let metrics = TaskMetrics(transactionMetrics: [], taskStart: Date(timeIntervalSince1970: 7), taskDuration: 0.5, redirectCount: 2)
         let file = URL(fileURLWithPath: "/tmp/curlew-asset")
-        for mask in 0..<64 {
-            var info = CompletionUserInfo()
+        var serializer = HTTPResponseSerializer()
+        serializer.acceptableStatusCodes = IndexSet(integer: 299)
+        for variant in 0..<32 {
+            let body = variant & 1 != 0 ? Data([UInt8(variant)]) : nil
+            let succeeded = variant & 2 != 0
+            let result: Result<any Sendable, any Error> = succeeded ? .success("value \(variant)") : .failure(Failure(code: variant))
+            let serializerRan = variant & 4 != 0
+            let taskMetrics = variant & 8 != 0 ? metrics : nil
+            let fileURL = variant & 16 != 0 ? file : nil
             var expected: [AnyHashable: Any] = [:]
-            if mask & 1 != 0 {
-                info.responseData = Data([UInt8(mask)])
-                expected[SessionNotificationKey.responseData] = Data([UInt8(mask)])
-            }
-            if mask & 2 != 0 {
-                info.serializedResponse = "value \(mask)"
-                expected[SessionNotificationKey.serializedResponse] = "value \(mask)"
-            }
-            if mask & 4 != 0 {
-                info.responseSerializer = mask
-                expected[SessionNotificationKey.responseSerializer] = mask
-            }
-            if mask & 8 != 0 {
-                info.error = Failure(code: mask)
-                expected[SessionNotificationKey.error] = Failure(code: mask)
-            }
-            if mask & 16 != 0 {
-                info.metrics = metrics
-                expected[SessionNotificationKey.metrics] = metrics
-            }
-            if mask & 32 != 0 {
-                info.assetPath = file
-                expected[SessionNotificationKey.assetPath] = file
-            }
+            if let body { expected[SessionNotificationKey.responseData] = body }
+            if succeeded { expected[SessionNotificationKey.serializedResponse] = "value \(variant)" }
+            if !succeeded { expected[SessionNotificationKey.error] = Failure(code: variant) }
+            if serializerRan { expected[SessionNotificationKey.responseSerializer] = serializer }
+            if let taskMetrics { expected[SessionNotificationKey.metrics] = taskMetrics }
+            if let fileURL { expected[SessionNotificationKey.assetPath] = fileURL }
             // Twice: the first copy must leave the template as it was.
             for round in 0..<2 {
-                let made = info.dictionary
-                XCTAssertEqual(Set(made.keys), Set(expected.keys), "mask \(mask), round \(round)")
-                XCTAssertEqual(made[SessionNotificationKey.responseData] as? Data, expected[SessionNotificationKey.responseData] as? Data)
-                XCTAssertEqual(made[SessionNotificationKey.serializedResponse] as? String, expected[SessionNotificationKey.serializedResponse] as? String)
-                XCTAssertEqual(made[SessionNotificationKey.responseSerializer] as? Int, expected[SessionNotificationKey.responseSerializer] as? Int)
-                XCTAssertEqual(made[SessionNotificationKey.error] as? Failure, expected[SessionNotificationKey.error] as? Failure)
-                XCTAssertEqual(made[SessionNotificationKey.metrics] as? TaskMetrics, expected[SessionNotificationKey.metrics] as? TaskMetrics)
-                XCTAssertEqual(made[SessionNotificationKey.assetPath] as? URL, expected[SessionNotificationKey.assetPath] as? URL)
+                let made = CompletionUserInfo.make(
+                    body: body, result: result, serializer: serializer, serializerRan: serializerRan,
+                    metrics: taskMetrics, fileURL: fileURL)
+                XCTAssertEqual(Set(made.keys), Set(expected.keys), "variant \(variant), round \(round)")
+                XCTAssertEqual(made[SessionNotificationKey.responseData] as? Data, body)
+                XCTAssertEqual(made[SessionNotificationKey.serializedResponse] as? String, succeeded ? "value \(variant)" : nil)
+                XCTAssertEqual(made[SessionNotificationKey.error] as? Failure, succeeded ? nil : Failure(code: variant))
+                XCTAssertEqual(
+                    (made[SessionNotificationKey.responseSerializer] as? HTTPResponseSerializer)?.acceptableStatusCodes,
+                    serializerRan ? IndexSet(integer: 299) : nil)
+                XCTAssertEqual(made[SessionNotificationKey.metrics] as? TaskMetrics, taskMetrics)
+                XCTAssertEqual(made[SessionNotificationKey.assetPath] as? URL, fileURL)
                 for (key, value) in made {
-                    XCTAssertFalse(value is Void, "mask \(mask): \(key) kept its placeholder")
+                    XCTAssertFalse(value is Void, "variant \(variant): \(key) kept its placeholder")
                 }
             }
         }

@@ -388,14 +388,11 @@ final class SessionEngine: Sendable {
         hooks.metrics?(task, outcome.metrics)
         hooks.taskDidComplete?(task, result.failureValue)
         unregister(task)
-        var userInfo = CompletionUserInfo()
-        userInfo.responseData = outcome.body
-        if case .success(let value) = result { userInfo.serializedResponse = value }
-        if !task.options.skipsSerializer && task.options.collectsBody { userInfo.responseSerializer = serializer }
-        if case .failure(let error) = result { userInfo.error = error }
-        userInfo.metrics = outcome.metrics
-        userInfo.assetPath = outcome.fileURL
-        NotificationCenter.default.post(name: .taskDidComplete, object: task, userInfo: userInfo.dictionary)
+        let userInfo = CompletionUserInfo.make(
+            body: outcome.body, result: result,
+            serializer: serializer, serializerRan: !task.options.skipsSerializer && task.options.collectsBody,
+            metrics: outcome.metrics, fileURL: outcome.fileURL)
+        NotificationCenter.default.post(name: .taskDidComplete, object: task, userInfo: userInfo)
         if let temporary = outcome.fileURL, task.options.download?.fileURL == temporary || !(task is DownloadTask) {
             // No destination took the file: like URLSession's, it is gone once the
             // completion handler (which may move it) and the observers have run.

@@ -1,4 +1,5 @@
 import Foundation
+import Serialization
 
 /// The `userInfo` of `.taskDidComplete`: the `SessionNotificationKey` entries that apply to
 /// one task.
@@ -9,38 +10,32 @@ import Foundation
 /// `String` hash and a probe per key. Instead, one template per set of keys holds the keys with
 /// placeholder values. A copy of a template has the template's seed and layout, so each value
 /// is written through the template's own index, with no hashing.
-struct CompletionUserInfo {
-    /// The raw body.
-    var responseData: Data?
-    /// The serializer's value.
-    var serializedResponse: (any Sendable)?
-    /// The serializer that made it.
-    var responseSerializer: (any Sendable)?
-    /// The error the task failed with.
-    var error: (any Error)?
-    /// The task's metrics.
-    var metrics: TaskMetrics?
-    /// A download's file.
-    var assetPath: URL?
-
-    /// The dictionary to post.
-    var dictionary: [AnyHashable: Any] {
-        let template = Self.templates[keyMask]
+enum CompletionUserInfo {
+    /// The dictionary for a task that ended with `result`: the raw body, the serializer's value
+    /// or the error, the serializer (when `serializerRan`), the metrics and a download's file,
+    /// where present.
+    static func make(
+        body: Data?, result: Result<any Sendable, any Error>, serializer: any ResponseSerialization,
+        serializerRan: Bool, metrics: TaskMetrics?, fileURL: URL?
+    ) -> [AnyHashable: Any] {
+        // The mask from presence alone: testing an existential for nil through a copy cost more
+        // than the rest of this function.
+        let succeeded: Bool
+        if case .success = result { succeeded = true } else { succeeded = false }
+        let keyMask = (body != nil ? 1 : 0) | (succeeded ? 2 : 8) | (serializerRan ? 4 : 0)
+            | (metrics != nil ? 16 : 0) | (fileURL != nil ? 32 : 0)
+        let template = templates[keyMask]
         var info = template.dictionary
         // Each index is the template's, valid in its copy: same storage layout, no hashing.
-        if let responseData, let index = template.indices[0] { info.values[index] = responseData }
-        if let serializedResponse, let index = template.indices[1] { info.values[index] = serializedResponse }
-        if let responseSerializer, let index = template.indices[2] { info.values[index] = responseSerializer }
-        if let error, let index = template.indices[3] { info.values[index] = error }
+        if let body, let index = template.indices[0] { info.values[index] = body }
+        switch result {
+        case .success(let value): if let index = template.indices[1] { info.values[index] = value }
+        case .failure(let error): if let index = template.indices[3] { info.values[index] = error }
+        }
+        if serializerRan, let index = template.indices[2] { info.values[index] = serializer }
         if let metrics, let index = template.indices[4] { info.values[index] = metrics }
-        if let assetPath, let index = template.indices[5] { info.values[index] = assetPath }
+        if let fileURL, let index = template.indices[5] { info.values[index] = fileURL }
         return info
-    }
-
-    /// One bit per entry present, in `Template.keys` order.
-    private var keyMask: Int {
-        (responseData != nil ? 1 : 0) | (serializedResponse != nil ? 2 : 0) | (responseSerializer != nil ? 4 : 0)
-            | (error != nil ? 8 : 0) | (metrics != nil ? 16 : 0) | (assetPath != nil ? 32 : 0)
     }
 
     /// Every set of keys, made once (64 small dictionaries).
