@@ -7,10 +7,12 @@ import Glibc
 /// The body a data task collects for its completion handler.
 ///
 /// A small body is a `Data`. A large one, announced or grown past `mappingThreshold`, lives in
-/// an anonymous mapping of its own (`BodyMapping`), advised for transparent huge pages, and is
-/// handed over as `Data` without a copy:
-/// - filling a 1 GiB body through 4 KiB page faults cost the kernel more than receiving it,
-///   and a 2 MiB page takes one fault where small pages take 512 (Docs/Performance.md);
+/// an anonymous mapping of its own (`BodyMapping`) and is handed over as `Data` without a copy:
+/// - once 4 MiB have actually arrived, the mapping asks for transparent huge pages: filling a
+///   1 GiB body through 4 KiB page faults cost the kernel more than receiving it, and a 2 MiB
+///   page takes one fault where small pages take 512 (Docs/Performance.md). Not before: a huge
+///   page commits 2 MiB at its first byte, and 10,000 slow transfers announcing 4 MiB each took
+///   20 GB that way;
 /// - the mapping grows with `mremap`, which moves page tables, not bytes;
 /// - an announced length that was a lie costs address space only: pages are touched as bytes
 ///   arrive.
@@ -99,20 +101,26 @@ struct ResponseBody {
     }
 }
 
-/// A large body's anonymous mapping: 2 MiB-aligned, advised for transparent huge pages, grown
-/// with `mremap`. Unmapped when dropped, unless handed over as `Data`.
+/// A large body's anonymous mapping: 2 MiB-aligned, advised for transparent huge pages once it
+/// holds `hugePageThreshold` bytes, grown with `mremap`. Unmapped when dropped, unless handed
+/// over as `Data`.
 ///
 /// Not `Sendable`: owned by one `ResponseBody` on the driver thread.
 final class BodyMapping {
     /// A transparent huge page on x86-64 and arm64 with 4 KiB pages.
     static let hugePage = 2 << 20
     static let pageSize = max(4096, Int(sysconf(Int32(_SC_PAGESIZE))))
+    /// Bytes that must have arrived before huge pages are asked for: the partial huge page
+    /// past the data then costs at most half again what the body already holds.
+    static let hugePageThreshold = 4 << 20
 
     private var base: UnsafeMutableRawPointer
     /// The mapped length, a multiple of `hugePage`.
     private var capacity: Int
     private(set) var count = 0
     private var isHandedOver = false
+    /// Whether `madvise(MADV_HUGEPAGE)` was asked (once `hugePageThreshold` bytes arrived).
+    private(set) var isAdvisedForHugePages = false
 
     /// Maps at least `wanted` bytes; nil when the kernel refuses.
     init?(capacity wanted: Int) {
@@ -133,6 +141,11 @@ final class BodyMapping {
         let (needed, overflow) = count.addingReportingOverflow(bytes.count)
         guard !overflow else { return false }
         if needed > capacity, !grow(to: needed) { return false }
+        if !isAdvisedForHugePages && needed >= Self.hugePageThreshold {
+            // Fails harmlessly where THP is off. Pages already touched stay small.
+            _ = madvise(base, capacity, MADV_HUGEPAGE)
+            isAdvisedForHugePages = true
+        }
         (base + count).copyMemory(from: source, byteCount: bytes.count)
         count = needed
         return true
@@ -163,13 +176,13 @@ final class BodyMapping {
         else { return false }
         base = moved
         capacity = length
-        _ = madvise(base, capacity, MADV_HUGEPAGE)
+        if isAdvisedForHugePages { _ = madvise(base, capacity, MADV_HUGEPAGE) }
         return true
     }
 
     /// A 2 MiB-aligned anonymous mapping of `length` bytes: one huge page more is mapped and the
     /// slack trimmed, because kernels before 6.7 do not align large anonymous mappings and a
-    /// huge page needs an aligned start. The advice fails harmlessly where THP is off.
+    /// huge page needs an aligned start.
     private static func map(_ length: Int) -> UnsafeMutableRawPointer? {
         let (padded, overflow) = length.addingReportingOverflow(hugePage)
         guard !overflow, let raw = mmap(nil, padded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
@@ -180,9 +193,7 @@ final class BodyMapping {
         let head = Int(aligned - start)
         if head > 0 { munmap(raw, head) }
         if padded - head > length { munmap(raw + head + length, padded - head - length) }
-        let base = raw + head
-        _ = madvise(base, length, MADV_HUGEPAGE)
-        return base
+        return raw + head
     }
 
     /// `value` rounded up to a multiple of `unit` (a power of two), or nil on overflow.
