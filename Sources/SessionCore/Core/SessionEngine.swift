@@ -247,7 +247,8 @@ final class SessionEngine: Sendable {
         }
     }
 
-    func wantsBodyDelivery(for task: SessionTask) -> Bool {
+    /// Whether `task`'s body chunks go to user code (`hooks`: the engine's, read once by the caller).
+    func wantsBodyDelivery(for task: SessionTask, hooks: Hooks) -> Bool {
         task.streamsBody || (task is DataTask && hooks.dataReceived != nil)
     }
 
@@ -306,7 +307,7 @@ final class SessionEngine: Sendable {
         // A streamed body's chunks and progress updates wait on the operation queue:
         // completion goes through it too, so the handler never runs before the last chunk was
         // delivered, and the task's Progress objects are finished after their last update.
-        let viaOperationQueue = wantsBodyDelivery(for: task) || task.observesProgress
+        let viaOperationQueue = wantsBodyDelivery(for: task, hooks: hooks) || task.observesProgress
             || observesSentBodyData.load(ordering: .acquiring)
         let work: @Sendable () -> Void
         let target: DispatchQueue
