@@ -60,8 +60,8 @@ struct TransferSecurityState {
 
     /// The security reason a failed transfer failed, if it has one: the policy's refusal
     /// (not curl's generic 35/60), libcurl's own host check, or a connection verified under
-    /// another policy. `curlMessage` is libcurl's error text for the transfer.
-    func error(for code: CURLcode, curlMessage: String) -> SessionError? {
+    /// another policy. `curlMessage`: libcurl's error text for the transfer, read only when used.
+    func error(for code: CURLcode, curlMessage: @autoclosure () -> String) -> SessionError? {
         guard code != CURLE_OK, let context = handshake else { return nil }
         if let failure = context.failure { return .serverTrustEvaluationFailed(reason: failure) }
         if context.refusedStaleConnection {
@@ -75,7 +75,7 @@ struct TransferSecurityState {
         if code == CURLE_PEER_FAILED_VERIFICATION, libcurlChecksHost {
             return .serverTrustEvaluationFailed(
                 reason: TrustEvaluationError(
-                    reason: .hostMismatch, detail: "libcurl's host name check refused the certificate: \(curlMessage)"))
+                    reason: .hostMismatch, detail: "libcurl's host name check refused the certificate: \(curlMessage())"))
         }
         return nil
     }
