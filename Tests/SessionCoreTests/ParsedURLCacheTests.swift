@@ -46,6 +46,16 @@ final class ParsedURLCacheTests: XCTestCase {
         XCTAssertNil(urls.entry(for: long))
         XCTAssertThrowsError(try prepare("ftp://example.test/file", urls))
         XCTAssertNil(urls.entry(for: "ftp://example.test/file"))
+        // Bytes beyond ASCII are never kept, and lookups compare bytes: the Kelvin sign
+        // (U+212A) is canonically equal to "K" for `String ==`, not for a URL.
+        let kelvin = ParsedURLCache.Entry(
+            string: "http://example.test/\u{212A}", origin: URLOrigin("http://example.test/\u{212A}"),
+            curlURL: try CurlURL(parsing: "http://example.test/K"))
+        urls.keep(kelvin)
+        XCTAssertNil(urls.entry(for: "http://example.test/\u{212A}"))
+        _ = try prepare("http://example.test/K", urls)
+        XCTAssertNotNil(urls.entry(for: "http://example.test/K"))
+        XCTAssertNil(urls.entry(for: "http://example.test/\u{212A}"), "a canonically equal string shared the parse")
         // Rejected again, not served from anywhere.
         XCTAssertThrowsError(try prepare("ftp://example.test/file", urls))
     }

@@ -4,9 +4,11 @@ import Synchronization
 /// request to a URL seen recently skips both: about 8k instructions, most of the cost of
 /// preparing a small GET.
 ///
-/// Keyed by the exact absolute string, since both results depend on nothing else, and filled
-/// only with URLs that passed validation. A URL with userinfo (`user:password@host`) is never
-/// kept, so no credential outlives its request here, and neither is a very long one. FIFO and
+/// Keyed by the exact bytes of the absolute string, since both results depend on nothing else
+/// (not by `String` equality, under which canonically equivalent Unicode strings are equal), and
+/// filled only with URLs that passed validation. A URL with userinfo (`user:password@host`) is
+/// never kept, so no credential outlives its request here, and neither is a very long one or
+/// one with bytes beyond ASCII. FIFO and
 /// small: clients return to a handful of endpoints (an API, polling, paging), while a stream
 /// of unique URLs pays only one lock and a few length comparisons per request.
 final class ParsedURLCache: Sendable {
@@ -31,14 +33,20 @@ final class ParsedURLCache: Sendable {
 
     /// The entry for `string`, if it is kept.
     func entry(for string: String) -> Entry? {
-        state.withLock { state in state.entries.first { $0.string == string } }
+        let count = string.utf8.count
+        return state.withLock { state in
+            state.entries.first { $0.string.utf8.count == count && $0.string.utf8.elementsEqual(string.utf8) }
+        }
     }
 
-    /// Keeps `entry`, replacing the oldest when full (nothing for userinfo or long URLs).
+    /// Keeps `entry`, replacing the oldest when full (nothing for userinfo, long or non-ASCII
+    /// URLs).
     func keep(_ entry: Entry) {
-        guard entry.string.utf8.count <= Self.longestKept, !entry.string.utf8.contains(UInt8(ascii: "@")) else { return }
+        guard entry.string.utf8.count <= Self.longestKept,
+            !entry.string.utf8.contains(where: { $0 == UInt8(ascii: "@") || $0 >= 0x80 })
+        else { return }
         state.withLock { state in
-            guard !state.entries.contains(where: { $0.string == entry.string }) else { return }
+            guard !state.entries.contains(where: { $0.string.utf8.elementsEqual(entry.string.utf8) }) else { return }
             if state.entries.count < Self.capacity {
                 state.entries.append(entry)
             } else {

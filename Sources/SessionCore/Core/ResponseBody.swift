@@ -14,15 +14,19 @@ import Glibc
 ///   page commits 2 MiB at its first byte, and 10,000 slow transfers announcing 4 MiB each took
 ///   20 GB that way;
 /// - the mapping grows with `mremap`, which moves page tables, not bytes;
-/// - an announced length that was a lie costs address space only: pages are touched as bytes
-///   arrive.
+/// - an announced length is untrusted: 16 MiB are reserved at first, the rest of it once that
+///   much has arrived, and a length that was a lie costs address space only, since pages are
+///   touched as bytes arrive.
 ///
-/// Not `Sendable`: confined to the driver thread, inside its `TaskDelegate`.
-struct ResponseBody {
+/// Noncopyable, so that no copy can share a mapping another one handed over. Not `Sendable`:
+/// confined to the driver thread, inside its `TaskDelegate`.
+struct ResponseBody: ~Copyable {
     /// Bodies from this size on go to a mapping. Below it, malloc serves as well (glibc maps
     /// large blocks itself, with small pages).
     static let mappingThreshold = 4 << 20
-    /// The most reserved up front for an announced length: a quarter of the machine's memory.
+    /// What an announced length reserves before any of it arrived.
+    static let firstReservation = 16 << 20
+    /// The most reserved at once for an announced length: a quarter of the machine's memory.
     static let reservationCap: Int = {
         let pages = sysconf(Int32(_SC_PHYS_PAGES)), pageSize = sysconf(Int32(_SC_PAGESIZE))
         guard pages > 0, pageSize > 0 else { return 1 << 30 }
@@ -34,12 +38,16 @@ struct ResponseBody {
     private var mapping: BodyMapping?
     /// The length the response announced (`Content-Length`), or -1.
     private var announced: Int64 = -1
+    /// The kernel refused a mapping once: the rest of this body stays in `data`.
+    private var mappingRefused = false
 
     /// The bytes collected so far.
     var count: Int { mapping?.count ?? data.count }
     var isEmpty: Bool { count == 0 }
     /// Whether the bytes are in a mapping of their own.
     var isMapped: Bool { mapping != nil }
+    /// The mapping's length, if the bytes are in one.
+    var mappedCapacity: Int? { mapping?.capacity }
 
     /// Notes the length the response announced. Untrusted: it sizes reservations only.
     mutating func expect(_ length: Int64) { announced = length }
@@ -49,40 +57,47 @@ struct ResponseBody {
         data = Data()
         mapping = nil
         announced = -1
+        mappingRefused = false
     }
 
-    /// Appends one chunk with one copy.
-    mutating func append(_ bytes: UnsafeRawBufferPointer) {
-        guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
-        if let mapping {
-            if mapping.append(bytes) { return }
-            // The kernel refused more address space: carry on in a malloc'd buffer.
-            data = mapping.copiedData()
-            self.mapping = nil
-        } else if data.isEmpty {
+    /// Appends one chunk with one copy. False when the body's mapping cannot grow (the kernel
+    /// refused more address space): the transfer must fail, since the body cannot be kept.
+    mutating func append(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return true }
+        if let mapping { return mapping.append(bytes) }
+        if data.isEmpty {
             if Int64(bytes.count) == announced {
                 // The whole announced body in one chunk (a small response): one allocation
                 // and one copy, where reserving and appending cost several times that.
                 data = Data(bytes: base, count: bytes.count)
-                return
+                return true
             }
-            if announced >= Int64(Self.mappingThreshold), startMapping(needing: bytes.count, with: bytes) { return }
+            if announced >= Int64(Self.mappingThreshold), startMapping(needing: bytes.count, with: bytes) { return true }
             if announced > 0 { data.reserveCapacity(Int(min(announced, Int64(Self.mappingThreshold)))) }
         } else if data.count + bytes.count > Self.mappingThreshold, startMapping(needing: data.count + bytes.count, with: bytes) {
-            return
+            return true
         }
         data.append(base.assumingMemoryBound(to: UInt8.self), count: bytes.count)
+        return true
     }
 
-    /// Moves the body into a new mapping sized for `needed` bytes, or for the announced length
-    /// when that is larger (capped); false when the kernel refuses, and nothing changed.
+    /// Moves the body into a new mapping for at least `needed` bytes; false when the kernel
+    /// refuses (then the body stays in `data` for good), and nothing changed.
     private mutating func startMapping(needing needed: Int, with bytes: UnsafeRawBufferPointer) -> Bool {
+        guard !mappingRefused else { return false }
         let planned = announced > Int64(needed)
-            ? Int(min(announced, Int64(max(Self.reservationCap, needed))))
+            ? max(needed, Int(min(announced, Int64(Self.firstReservation))))
             : needed.multipliedReportingOverflow(by: 2).overflow ? needed : needed * 2
-        guard let mapped = BodyMapping(capacity: planned) else { return false }
+        let cappedAnnouncement = Int(min(max(announced, 0), Int64(Self.reservationCap)))
+        guard let mapped = BodyMapping(capacity: planned, announced: cappedAnnouncement) else {
+            mappingRefused = true
+            return false
+        }
         let carried = data.withUnsafeBytes { mapped.append($0) } && mapped.append(bytes)
-        guard carried else { return false }
+        guard carried else {
+            mappingRefused = true
+            return false
+        }
         data = Data()
         mapping = mapped
         return true
@@ -102,8 +117,9 @@ struct ResponseBody {
 }
 
 /// A large body's anonymous mapping: 2 MiB-aligned, advised for transparent huge pages once it
-/// holds `hugePageThreshold` bytes, grown with `mremap`. Unmapped when dropped, unless handed
-/// over as `Data`.
+/// holds `hugePageThreshold` bytes (and against them before, which matters where the system
+/// setting is "always"), grown with `mremap` to another aligned place when it cannot grow where
+/// it is. Unmapped when dropped, unless handed over as `Data`.
 ///
 /// Not `Sendable`: owned by one `ResponseBody` on the driver thread.
 final class BodyMapping {
@@ -113,22 +129,28 @@ final class BodyMapping {
     /// Bytes that must have arrived before huge pages are asked for: the partial huge page
     /// past the data then costs at most half again what the body already holds.
     static let hugePageThreshold = 4 << 20
+    /// `mremap` flags (<linux/mman.h>).
+    private static let mayMove: Int32 = 1, fixed: Int32 = 2
 
     private var base: UnsafeMutableRawPointer
     /// The mapped length, a multiple of `hugePage`.
-    private var capacity: Int
+    private(set) var capacity: Int
     private(set) var count = 0
+    /// The length the response announced (capped), or 0: what growth aims for.
+    private let announced: Int
     private var isHandedOver = false
     /// Whether `madvise(MADV_HUGEPAGE)` was asked (once `hugePageThreshold` bytes arrived).
     private(set) var isAdvisedForHugePages = false
 
-    /// Maps at least `wanted` bytes; nil when the kernel refuses.
-    init?(capacity wanted: Int) {
+    /// Maps at least `wanted` bytes; nil when the kernel refuses. `announced`: the body's
+    /// announced length (capped), or 0.
+    init?(capacity wanted: Int, announced: Int = 0) {
         guard wanted > 0, let length = Self.roundUp(wanted, to: Self.hugePage), let base = Self.map(length) else {
             return nil
         }
         self.base = base
         capacity = length
+        self.announced = announced
     }
 
     deinit {
@@ -156,9 +178,6 @@ final class BodyMapping {
         read(UnsafeRawBufferPointer(start: base, count: count))
     }
 
-    /// The bytes in a malloc'd `Data` (the fallback when the mapping cannot grow).
-    func copiedData() -> Data { Data(bytes: base, count: count) }
-
     /// The bytes as `Data` that owns the mapping (unmapped when the last copy goes); the unused
     /// tail is unmapped now.
     func takeData() -> Data {
@@ -169,20 +188,34 @@ final class BodyMapping {
         return Data(bytesNoCopy: base, count: count, deallocator: .custom { pointer, _ in munmap(pointer, used) })
     }
 
+    /// Grows to the announced length once the body outgrew its reservation (bytes arrived, so
+    /// the announcement is worth its address space), by doubling past it.
     private func grow(to needed: Int) -> Bool {
         let doubled = capacity.multipliedReportingOverflow(by: 2)
-        guard let length = Self.roundUp(max(needed, doubled.overflow ? needed : doubled.partialValue), to: Self.hugePage),
-            let moved = curlew_mremap_maymove(base, capacity, length)
-        else { return false }
-        base = moved
+        let target = announced > needed ? announced : (doubled.overflow ? needed : max(needed, doubled.partialValue))
+        guard let length = Self.roundUp(target, to: Self.hugePage) else { return false }
+        // In place when the address space after the mapping is free: nothing moves.
+        if let grown = curlew_mremap(base, capacity, length, 0, nil) {
+            base = grown
+        } else {
+            // Elsewhere, onto a new aligned reservation: a move to an unaligned address would
+            // split the huge pages already made and leave the start unaligned.
+            guard let target = Self.map(length) else { return false }
+            guard let moved = curlew_mremap(base, capacity, length, Self.mayMove | Self.fixed, target) else {
+                munmap(target, length)
+                return false
+            }
+            base = moved
+        }
         capacity = length
         if isAdvisedForHugePages { _ = madvise(base, capacity, MADV_HUGEPAGE) }
         return true
     }
 
-    /// A 2 MiB-aligned anonymous mapping of `length` bytes: one huge page more is mapped and the
-    /// slack trimmed, because kernels before 6.7 do not align large anonymous mappings and a
-    /// huge page needs an aligned start.
+    /// A 2 MiB-aligned anonymous mapping of `length` bytes, advised against huge pages until
+    /// the body earns them: one huge page more is mapped and the slack trimmed, because
+    /// kernels before 6.7 do not align large anonymous mappings and a huge page needs an
+    /// aligned start.
     private static func map(_ length: Int) -> UnsafeMutableRawPointer? {
         let (padded, overflow) = length.addingReportingOverflow(hugePage)
         guard !overflow, let raw = mmap(nil, padded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
@@ -193,6 +226,8 @@ final class BodyMapping {
         let head = Int(aligned - start)
         if head > 0 { munmap(raw, head) }
         if padded - head > length { munmap(raw + head + length, padded - head - length) }
+        // Under the "always" setting every anonymous mapping is eligible without advice.
+        _ = madvise(raw + head, length, MADV_NOHUGEPAGE)
         return raw + head
     }
 

@@ -444,7 +444,7 @@ final class TaskDelegate {
         }
         if headDisposition != .deliver {
             // A redirect's body is kept (small, capped) only in case the hook refuses it.
-            if body.count < 1 << 20 { body.append(bytes) }
+            if body.count < 1 << 20 { _ = body.append(bytes) }  // capped: stays a small Data
             return .accepted
         }
         if let streamCredit {
@@ -467,7 +467,12 @@ final class TaskDelegate {
             task.didReceiveBodyBytes(download.position)
             return .accepted
         }
-        if task.options.collectsBody { body.append(bytes) }
+        if task.options.collectsBody, !body.append(bytes) {
+            failure = .curl(
+                code: Int(CURLE_OUT_OF_MEMORY.rawValue),
+                message: "the response body outgrew the memory the system would map for it (\(body.count) bytes kept)")
+            return .abort
+        }
         bodyBytesDelivered += Int64(bytes.count)
         task.didReceiveBodyBytes(bodyBytesDelivered)
         return .accepted
