@@ -32,11 +32,16 @@ final class PreparedRequest: Sendable {
     /// The caller set an `Expect` header (otherwise `TaskDelegate.configure` suppresses
     /// curl's own for a request with a body).
     let hasExpectHeader: Bool
+    /// The request's `timeoutInterval` and `httpShouldHandleCookies`, read here on the caller's
+    /// thread: each `URLRequest` getter goes through its Foundation object (~100-150
+    /// instructions), which the driver thread every transfer shares need not pay.
+    let timeoutInterval: TimeInterval
+    let handlesCookies: Bool
 
     init(
         url: URL, urlString: String, method: String, headerLines: [String], acceptEncoding: String,
         body: RequestBody, hasCookieHeader: Bool, hasExpectHeader: Bool = false, urlOrigin: URLOrigin? = nil,
-        curlURL: CurlURL? = nil
+        curlURL: CurlURL? = nil, timeoutInterval: TimeInterval = 60, handlesCookies: Bool = true
     ) {
         self.url = url
         self.urlString = urlString
@@ -48,6 +53,8 @@ final class PreparedRequest: Sendable {
         self.body = body
         self.hasCookieHeader = hasCookieHeader
         self.hasExpectHeader = hasExpectHeader
+        self.timeoutInterval = timeoutInterval
+        self.handlesCookies = handlesCookies
     }
 
     /// The same request with another body.
@@ -55,7 +62,7 @@ final class PreparedRequest: Sendable {
         PreparedRequest(
             url: url, urlString: urlString, method: method, headerLines: headerLines, acceptEncoding: acceptEncoding,
             body: body, hasCookieHeader: hasCookieHeader, hasExpectHeader: hasExpectHeader, urlOrigin: urlOrigin,
-            curlURL: curlURL)
+            curlURL: curlURL, timeoutInterval: timeoutInterval, handlesCookies: handlesCookies)
     }
 
     /// The same request with `lines` added to its header lines.
@@ -63,7 +70,8 @@ final class PreparedRequest: Sendable {
         PreparedRequest(
             url: url, urlString: urlString, method: method, headerLines: headerLines + lines,
             acceptEncoding: acceptEncoding, body: body, hasCookieHeader: hasCookieHeader,
-            hasExpectHeader: hasExpectHeader, urlOrigin: urlOrigin, curlURL: curlURL)
+            hasExpectHeader: hasExpectHeader, urlOrigin: urlOrigin, curlURL: curlURL,
+            timeoutInterval: timeoutInterval, handlesCookies: handlesCookies)
     }
 
     static let supportedSchemes: Set<String> = ["http", "https"]
@@ -146,7 +154,8 @@ final class PreparedRequest: Sendable {
         return PreparedRequest(
             url: url, urlString: absolute, method: method, headerLines: lines,
             acceptEncoding: acceptEncoding, body: body, hasCookieHeader: hasCookie, hasExpectHeader: hasExpect,
-            urlOrigin: parsed.origin, curlURL: parsed.curlURL)
+            urlOrigin: parsed.origin, curlURL: parsed.curlURL, timeoutInterval: request.timeoutInterval,
+            handlesCookies: request.httpShouldHandleCookies)
     }
 
     /// Validates an absolute URL string and has libcurl parse it.

@@ -118,8 +118,9 @@ final class TaskDelegate {
         self.streamCredit = deliversBody ? StreamCredit() : nil
         self.asksResponseHook = isDataTask && hooks.dataTaskDidReceiveResponse != nil
         self.clock = TransferClock(
+            // The task's first prepared request is its original request's (`makeTask`).
             timeouts: TransferTimeouts(
-                request: task.originalRequest,
+                requested: prepared.timeoutInterval,
                 timeoutIntervalForRequest: engine.configuration.timeoutIntervalForRequest,
                 timeoutIntervalForResource: engine.configuration.timeoutIntervalForResource),
             now: startUptime)

@@ -35,9 +35,16 @@ struct TransferTimeouts: Sendable, Equatable {
             timeoutIntervalForResource: configuration.timeoutIntervalForResource)
     }
 
-    /// The same from the two settings alone (the driver's path: no copy of the configuration).
+    /// The same from the two settings alone.
     init(request: URLRequest?, timeoutIntervalForRequest: TimeInterval, timeoutIntervalForResource: TimeInterval) {
-        let requested = request?.timeoutInterval ?? 60
+        self.init(
+            requested: request?.timeoutInterval ?? 60, timeoutIntervalForRequest: timeoutIntervalForRequest,
+            timeoutIntervalForResource: timeoutIntervalForResource)
+    }
+
+    /// The same from the request's `timeoutInterval` (`requested`, read when it was prepared)
+    /// and the two settings: the driver's path, with no copy of the configuration.
+    init(requested: TimeInterval, timeoutIntervalForRequest: TimeInterval, timeoutIntervalForResource: TimeInterval) {
         let idleSeconds = requested != 60 && !(requested <= 0) ? requested : timeoutIntervalForRequest
         self.init(idle: Self.nanoseconds(idleSeconds), total: Self.nanoseconds(timeoutIntervalForResource))
     }

@@ -26,7 +26,7 @@ extension TaskDelegate {
     }
 
     var cookieUse: CookieUse {
-        guard engine.cookieShare != nil, request.httpShouldHandleCookies else { return .none }
+        guard engine.cookieShare != nil, prepared.handlesCookies else { return .none }
         return prepared.hasCookieHeader ? .storeOnly : .engine
     }
 
