@@ -16,20 +16,19 @@ import FoundationNetworking
 /// Lookups ignore ASCII case, and repeated fields read as one value joined with ", "
 /// (RFC 9110 §5.3), as `HTTPURLResponse.value(forHTTPHeaderField:)` does.
 public final class HTTPResponseHead: Sendable, CustomStringConvertible {
-    /// Where one field's name and value sit in `storage`.
-    package struct FieldRange: Sendable {
-        package var nameStart: Int32
-        package var nameEnd: Int32
-        package var valueStart: Int32
-        package var valueEnd: Int32
-
-        package init(nameStart: Int32, nameEnd: Int32, valueStart: Int32, valueEnd: Int32) {
-            self.nameStart = nameStart
-            self.nameEnd = nameEnd
-            self.valueStart = valueStart
-            self.valueEnd = valueEnd
-        }
+    /// Where one field's name and value sit in `storage`: the name runs up to where the value
+    /// starts.
+    private struct FieldRange {
+        var nameStart: Int32
+        var valueStart: Int32
+        var valueEnd: Int32
+        var nameEnd: Int32 { valueStart }
     }
+
+    /// Bytes per field in the offsets that follow the field bytes in `storage`: three `Int32`
+    /// (name start, value start, value end) in the machine's byte order, as the engine's
+    /// parser records them.
+    package static let offsetStride = 12
 
     /// The URL the response came from.
     public let url: URL
@@ -37,34 +36,64 @@ public final class HTTPResponseHead: Sendable, CustomStringConvertible {
     public let statusCode: Int
     /// The protocol from the status line: "HTTP/1.1", "HTTP/2".
     public let httpVersion: String
+    /// The field bytes (names and values, back to back), then each field's offsets into them:
+    /// one allocation for the whole head.
     private let storage: [UInt8]
-    private let ranges: [FieldRange]
+    /// Where the offsets start in `storage`.
+    private let offsetsStart: Int
+    /// The number of header fields (repeated fields counted each time).
+    public let fieldCount: Int
     private let built = Mutex<HTTPURLResponse?>(nil)
 
-    /// A head over field bytes the engine's parser collected (names and values, validated).
-    package init(url: URL, statusCode: Int, httpVersion: String, storage: [UInt8], ranges: [FieldRange]) {
+    /// A head over field bytes the engine's parser collected (names and values, validated) and
+    /// their offsets, `offsetStride` bytes per field; both are copied.
+    package convenience init(
+        url: URL, statusCode: Int, httpVersion: String, fieldBytes: UnsafeRawBufferPointer,
+        offsets: UnsafeRawBufferPointer
+    ) {
+        self.init(
+            url: url, statusCode: statusCode, httpVersion: httpVersion,
+            storage: Self.pack(fieldBytes, offsets), offsetsStart: fieldBytes.count,
+            fieldCount: offsets.count / Self.offsetStride)
+    }
+
+    private init(url: URL, statusCode: Int, httpVersion: String, storage: [UInt8], offsetsStart: Int, fieldCount: Int) {
         self.url = url
         self.statusCode = statusCode
         self.httpVersion = httpVersion
         self.storage = storage
-        self.ranges = ranges
+        self.offsetsStart = offsetsStart
+        self.fieldCount = fieldCount
+    }
+
+    /// `fieldBytes` then `offsets`, in one array.
+    private static func pack(_ fieldBytes: UnsafeRawBufferPointer, _ offsets: UnsafeRawBufferPointer) -> [UInt8] {
+        let total = fieldBytes.count + offsets.count
+        return [UInt8](unsafeUninitializedCapacity: total) { buffer, initialized in
+            if let target = UnsafeMutableRawPointer(buffer.baseAddress) {
+                if let source = fieldBytes.baseAddress { target.copyMemory(from: source, byteCount: fieldBytes.count) }
+                if let source = offsets.baseAddress { (target + fieldBytes.count).copyMemory(from: source, byteCount: offsets.count) }
+            }
+            initialized = total
+        }
     }
 
     /// A head with these fields, in order (names as spelled, values without surrounding
     /// whitespace).
     public convenience init(url: URL, statusCode: Int, httpVersion: String = "HTTP/1.1", fields: [(name: String, value: String)]) {
-        var storage: [UInt8] = []
-        var ranges: [FieldRange] = []
+        var bytes: [UInt8] = []
+        var offsets: [Int32] = []
         for (name, value) in fields {
-            let nameStart = Int32(clamping: storage.count)
-            storage.append(contentsOf: name.utf8)
-            let valueStart = Int32(clamping: storage.count)
-            storage.append(contentsOf: value.utf8)
-            ranges.append(FieldRange(
-                nameStart: nameStart, nameEnd: valueStart, valueStart: valueStart,
-                valueEnd: Int32(clamping: storage.count)))
+            offsets.append(Int32(clamping: bytes.count))
+            bytes.append(contentsOf: name.utf8)
+            offsets.append(Int32(clamping: bytes.count))
+            bytes.append(contentsOf: value.utf8)
+            offsets.append(Int32(clamping: bytes.count))
         }
-        self.init(url: url, statusCode: statusCode, httpVersion: httpVersion, storage: storage, ranges: ranges)
+        let storage = bytes.withUnsafeBytes { bytes in offsets.withUnsafeBytes { Self.pack(bytes, $0) } }
+        self.init(
+            url: url, statusCode: statusCode, httpVersion: httpVersion, storage: storage, offsetsStart: bytes.count,
+            fieldCount: fields.count)
     }
 
     /// The head of an existing `HTTPURLResponse`, which ``httpURLResponse`` then returns as is.
@@ -81,12 +110,12 @@ public final class HTTPResponseHead: Sendable, CustomStringConvertible {
 
     // MARK: Fields
 
-    /// The number of header fields (repeated fields counted each time).
-    public var fieldCount: Int { ranges.count }
-
     /// Every field in arrival order, names as the server spelled them.
     public var fields: [(name: String, value: String)] {
-        ranges.map { (string(from: $0.nameStart, to: $0.nameEnd), string(from: $0.valueStart, to: $0.valueEnd)) }
+        (0..<fieldCount).map { index in
+            let range = self.range(at: index)
+            return (string(from: range.nameStart, to: range.nameEnd), string(from: range.valueStart, to: range.valueEnd))
+        }
     }
 
     /// The value of the field `name` (ASCII case ignored); repeated fields joined with ", ".
@@ -196,9 +225,20 @@ public final class HTTPResponseHead: Sendable, CustomStringConvertible {
     }
 
     /// "HTTP/1.1 200, 8 fields".
-    public var description: String { "\(httpVersion) \(statusCode), \(ranges.count) fields" }
+    public var description: String { "\(httpVersion) \(statusCode), \(fieldCount) fields" }
 
     // MARK: Bytes
+
+    /// The offsets of field `index`.
+    private func range(at index: Int) -> FieldRange {
+        storage.withUnsafeBytes { bytes in
+            let at = offsetsStart + index * Self.offsetStride
+            return FieldRange(
+                nameStart: bytes.loadUnaligned(fromByteOffset: at, as: Int32.self),
+                valueStart: bytes.loadUnaligned(fromByteOffset: at + 4, as: Int32.self),
+                valueEnd: bytes.loadUnaligned(fromByteOffset: at + 8, as: Int32.self))
+        }
+    }
 
     private func string(from start: Int32, to end: Int32) -> String {
         storage.withUnsafeBufferPointer { buffer in
@@ -213,7 +253,14 @@ public final class HTTPResponseHead: Sendable, CustomStringConvertible {
         var name = name
         name.withUTF8 { wanted in
             storage.withUnsafeBufferPointer { buffer in
-                for range in ranges where Int(range.nameEnd - range.nameStart) == wanted.count {
+                let raw = UnsafeRawBufferPointer(buffer)
+                for index in 0..<fieldCount {
+                    let at = offsetsStart + index * Self.offsetStride
+                    let range = FieldRange(
+                        nameStart: raw.loadUnaligned(fromByteOffset: at, as: Int32.self),
+                        valueStart: raw.loadUnaligned(fromByteOffset: at + 4, as: Int32.self),
+                        valueEnd: raw.loadUnaligned(fromByteOffset: at + 8, as: Int32.self))
+                    guard Int(range.nameEnd - range.nameStart) == wanted.count else { continue }
                     let start = Int(range.nameStart)
                     var index = 0
                     while index < wanted.count, Self.lowercase(buffer[start + index]) == Self.lowercase(wanted[index]) {

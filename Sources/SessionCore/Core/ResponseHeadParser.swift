@@ -38,7 +38,8 @@ final class ResponseHeadParser {
     /// and the value starts, where the value ends. A buffer of the parser's own, not an array
     /// property: appending to an array stored in a class costs a dynamic exclusivity check.
     private let fieldOffsets = ByteBuffer(capacity: 32 * 12)
-    private static let fieldStride = 12
+    /// The head's own layout, so that `makeHead` copies the offsets as they are.
+    private static let fieldStride = HTTPResponseHead.offsetStride
     private(set) var isComplete = false
     private(set) var headBytes = 0
     private var sawStatusLine = false
@@ -293,14 +294,9 @@ final class ResponseHeadParser {
     /// The complete head for `url`. The bytes are copied into the head (the parser keeps its
     /// buffers for the next response).
     func makeHead(url: URL) -> HTTPResponseHead {
-        var ranges: [HTTPResponseHead.FieldRange] = []
-        ranges.reserveCapacity(fieldCount)
-        for offset in stride(from: 0, to: fieldOffsets.count, by: Self.fieldStride) {
-            let valueStart = fieldOffsets.int32(at: offset + 4)
-            ranges.append(HTTPResponseHead.FieldRange(
-                nameStart: fieldOffsets.int32(at: offset), nameEnd: valueStart,
-                valueStart: valueStart, valueEnd: fieldOffsets.int32(at: offset + 8)))
-        }
-        return HTTPResponseHead(url: url, statusCode: statusCode, httpVersion: httpVersion, storage: storage.array, ranges: ranges)
+        // The field bytes and the offsets exactly as recorded: one copy into one allocation.
+        HTTPResponseHead(
+            url: url, statusCode: statusCode, httpVersion: httpVersion, fieldBytes: storage.bytes,
+            offsets: fieldOffsets.bytes)
     }
 }
