@@ -44,6 +44,24 @@ final class ProxyTests: XCTestCase {
         XCTAssertEqual(proxy.requests.count, 1, "Basic with the first request: no 407 round trip")
     }
 
+    /// The proxy options are set once per pooled handle (until it is reset): a handle reused
+    /// without a reset still goes through the proxy, with its credential.
+    func testAReusedHandleStillGoesThroughTheProxy() async throws {
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .url(proxy.baseURLString)
+        configuration.proxyCredential = URLCredential(user: "proxy", password: "secret", persistence: .none)
+        configuration.httpMaximumConnectionsPerHost = 1
+        let manager = URLSessionManager.raw(configuration)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        for index in 0..<4 {
+            let response = await manager.response(for: URLRequest(url: try XCTUnwrap(URL(string: "http://origin.invalid/\(index)"))))
+            XCTAssertEqual(response.response?.statusCode, 200, "request \(index)")
+            XCTAssertEqual(response.data.map { String(decoding: $0, as: UTF8.self) }, "proxied http://origin.invalid/\(index)")
+            if index > 0 { XCTAssertTrue(response.metrics?.isReusedConnection ?? false, "request \(index) opened a connection") }
+        }
+        XCTAssertEqual(proxy.requests.count, 4)
+    }
+
     func testCredentialsInTheProxyURLWork() async throws {
         var configuration = SessionConfiguration.default
         configuration.proxy = .url("http://proxy:secret@\(try XCTUnwrap(proxy.baseURL.host)):\(try XCTUnwrap(proxy.baseURL.port))")

@@ -133,10 +133,10 @@ final class EasyHandle {
     /// (a callback setter of the shim).
     func noteTransferSpecificOption() { needsReset = true }
 
-    /// The options `TaskDelegate.configure` sets for every transfer of this handle's manager
-    /// (from the request, or from the manager's configuration, which never changes for the
-    /// handle's life): setting them leaves a handle reusable without a reset. Any other option
-    /// marks it for a reset.
+    /// The options `TaskDelegate.configure` sets for every transfer of this handle's manager,
+    /// or once until the handle's next reset (`hasBaseOptions`: those from the manager's
+    /// configuration, which never changes for the handle's life): setting them leaves a handle
+    /// reusable without a reset. Any other option marks it for a reset.
     private static func isRewrittenForEveryTransfer(_ option: CURLoption) -> Bool {
         switch option {
         case CURLOPT_URL, CURLOPT_CURLU, CURLOPT_PROTOCOLS_STR, CURLOPT_NOSIGNAL, CURLOPT_PRIVATE,

@@ -174,6 +174,35 @@ final class TaskDelegate {
             easy.set(CURLOPT_WRITEDATA, pointer: slot)
             easy.set(CURLOPT_READDATA, pointer: slot)
             easy.set(CURLOPT_SEEKDATA, pointer: slot)
+            // The manager's HTTP version, proxy and socket: the same for every transfer of its
+            // handles (two string options fewer per request on a reused handle).
+            switch engine.configuration.httpVersion {
+            case .http1_1: easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
+            case .http2: easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+            case .http2PriorKnowledge: easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE))
+            }
+            switch engine.configuration.proxy {
+            case .environment where !engine.environmentNamesProxy:
+                // No proxy variable was set when the manager was made: "no proxy" said outright,
+                // and an explicit `NOPROXY`, spare libcurl its five `getenv` scans per request.
+                easy.set(CURLOPT_PROXY, "")
+                easy.set(CURLOPT_NOPROXY, "")
+            case .environment:
+                if let bypass = engine.proxyBypass { easy.set(CURLOPT_NOPROXY, bypass) }
+                configureProxyCredential()
+            case .none: easy.set(CURLOPT_PROXY, "")
+            case .url(let proxy):
+                easy.set(CURLOPT_PROXY, proxy)
+                if proxy.lowercased().hasPrefix("https:") {
+                    // The proxy's own certificate: the system's authorities and the configured file.
+                    easy.set(CURLOPT_PROXY_CAINFO, engine.configuration.certificateAuthorityFile ?? CurlRuntime.systemCABundle)
+                }
+                // Only the configured bypass list: an empty one overrides a `no_proxy` in the
+                // environment, which libcurl would otherwise apply to an explicit proxy too.
+                easy.set(CURLOPT_NOPROXY, engine.proxyBypass ?? "")
+                configureProxyCredential()
+            }
+            if let path = engine.configuration.unixSocketPath { easy.set(CURLOPT_UNIX_SOCKET_PATH, path) }
             easy.hasBaseOptions = ok
         }
         easy.transferSlot.pointee = unmanagedSelf
@@ -188,11 +217,6 @@ final class TaskDelegate {
         }
         joinShare(share)  // and libcurl's cookie engine on or off (Features/Cookies)
 
-        switch engine.configuration.httpVersion {
-        case .http1_1: easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
-        case .http2: easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
-        case .http2PriorKnowledge: easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE))
-        }
         // PIPEWAIT makes a transfer wait for a connection whose multiplexing is not known
         // yet rather than open another. Only where multiplexing can happen: on a cleartext
         // http:// URL under `.http2` (HTTP/1.1 only), it made parallel requests to one host
@@ -232,28 +256,6 @@ final class TaskDelegate {
         // back to 16 KiB, and a new size is refused while the old buffer exists. A smaller
         // buffer kept that way would then be read into as if it held 16 KiB.
         easy.set(CURLOPT_BUFFERSIZE, max(16 << 10, min(bufferSize, 10 << 20)))
-        switch engine.configuration.proxy {
-        case .environment where !engine.environmentNamesProxy:
-            // No proxy variable was set when the manager was made: "no proxy" said outright,
-            // and an explicit `NOPROXY`, spare libcurl its five `getenv` scans per request.
-            easy.set(CURLOPT_PROXY, "")
-            easy.set(CURLOPT_NOPROXY, "")
-        case .environment:
-            if let bypass = engine.proxyBypass { easy.set(CURLOPT_NOPROXY, bypass) }
-            configureProxyCredential()
-        case .none: easy.set(CURLOPT_PROXY, "")
-        case .url(let proxy):
-            easy.set(CURLOPT_PROXY, proxy)
-            if proxy.lowercased().hasPrefix("https:") {
-                // The proxy's own certificate: the system's authorities and the configured file.
-                easy.set(CURLOPT_PROXY_CAINFO, engine.configuration.certificateAuthorityFile ?? CurlRuntime.systemCABundle)
-            }
-            // Only the configured bypass list: an empty one overrides a `no_proxy` in the
-            // environment, which libcurl would otherwise apply to an explicit proxy too.
-            easy.set(CURLOPT_NOPROXY, engine.proxyBypass ?? "")
-            configureProxyCredential()
-        }
-        if let path = engine.configuration.unixSocketPath { easy.set(CURLOPT_UNIX_SOCKET_PATH, path) }
         return ok ? nil : .badURL("libcurl rejected '\(url.absoluteString)'")
     }
 
