@@ -84,8 +84,8 @@ static inline CURLversion curlew_version_now(void) { return CURLVERSION_NOW; }
 // MARK: mremap (variadic, and declared by glibc only under _GNU_SOURCE)
 
 // Grows a large response body's anonymous mapping (ResponseBody): the kernel moves page
-// tables, not bytes. The system call itself; `flags` are MREMAP_MAYMOVE (1) and MREMAP_FIXED
-// (2) from <linux/mman.h>, `newAddress` is read with MREMAP_FIXED only. NULL when it fails.
+// tables, not bytes. The system call itself; `flags` as in <linux/mman.h> (MREMAP_MAYMOVE 1),
+// `newAddress` is read with MREMAP_FIXED only. NULL when it fails.
 static inline void *_Nullable curlew_mremap(
     void *_Nonnull address, size_t oldSize, size_t newSize, int flags, void *_Nullable newAddress) {
     long moved = syscall(SYS_mremap, address, oldSize, newSize, (long)flags, newAddress);

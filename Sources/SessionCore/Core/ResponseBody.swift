@@ -8,15 +8,15 @@ import Glibc
 ///
 /// A small body is a `Data`. A large one, announced or grown past `mappingThreshold`, lives in
 /// an anonymous mapping of its own (`BodyMapping`) and is handed over as `Data` without a copy:
-/// - once 4 MiB have actually arrived, the mapping asks for transparent huge pages: filling a
-///   1 GiB body through 4 KiB page faults cost the kernel more than receiving it, and a 2 MiB
-///   page takes one fault where small pages take 512 (Docs/Performance.md). Not before: a huge
-///   page commits 2 MiB at its first byte, and 10,000 slow transfers announcing 4 MiB each took
-///   20 GB that way;
+/// - once 4 MiB have actually arrived, pages are faulted in 2 MiB ahead of the data with one
+///   `madvise(MADV_POPULATE_WRITE)` each: filling a 1 GiB body through 262,144 page faults
+///   cost the kernel more than receiving it (Docs/Performance.md). Not before, so a slow
+///   transfer that announces a large body commits only what arrived;
+/// - no transparent huge pages: on a VM whose host backs guest memory lazily they made a
+///   1 GiB fill twice as slow half the time, and each commits 2 MiB at its first byte;
 /// - the mapping grows with `mremap`, which moves page tables, not bytes;
 /// - an announced length is untrusted: 16 MiB are reserved at first, the rest of it once that
-///   much has arrived, and a length that was a lie costs address space only, since pages are
-///   touched as bytes arrive.
+///   much has arrived, and a length that was a lie costs address space only.
 ///
 /// Noncopyable, so that no copy can share a mapping another one handed over. Not `Sendable`:
 /// confined to the driver thread, inside its `TaskDelegate`.
@@ -48,6 +48,10 @@ struct ResponseBody: ~Copyable {
     var isMapped: Bool { mapping != nil }
     /// The mapping's length, if the bytes are in one.
     var mappedCapacity: Int? { mapping?.capacity }
+    /// Where the mapping's pages populated ahead of the data end, if the bytes are in one.
+    var mappedPopulatedEnd: Int? { mapping?.populatedEnd }
+    /// Whether the mapping still populates ahead (false where the kernel refused).
+    var mappedPopulates: Bool { mapping?.populates ?? false }
 
     /// Notes the length the response announced. Untrusted: it sizes reservations only.
     mutating func expect(_ length: Int64) { announced = length }
@@ -116,38 +120,45 @@ struct ResponseBody: ~Copyable {
     }
 }
 
-/// A large body's anonymous mapping: 2 MiB-aligned, advised for transparent huge pages once it
-/// holds `hugePageThreshold` bytes (and against them before, which matters where the system
-/// setting is "always"), grown with `mremap` to another aligned place when it cannot grow where
-/// it is. Unmapped when dropped, unless handed over as `Data`.
+/// A large body's anonymous mapping: advised against transparent huge pages (the system
+/// setting may be "always"), populated ahead of the data once `populateThreshold` bytes
+/// arrived, grown with `mremap`. Unmapped when dropped, unless handed over as `Data`.
 ///
 /// Not `Sendable`: owned by one `ResponseBody` on the driver thread.
 final class BodyMapping {
-    /// A transparent huge page on x86-64 and arm64 with 4 KiB pages.
-    static let hugePage = 2 << 20
     static let pageSize = max(4096, Int(sysconf(Int32(_SC_PAGESIZE))))
-    /// Bytes that must have arrived before huge pages are asked for: the partial huge page
-    /// past the data then costs at most half again what the body already holds.
-    static let hugePageThreshold = 4 << 20
-    /// `mremap` flags (<linux/mman.h>).
-    private static let mayMove: Int32 = 1, fixed: Int32 = 2
+    /// Bytes that must have arrived before pages are populated ahead of the data.
+    static let populateThreshold = 4 << 20
+    /// How far ahead one `madvise(MADV_POPULATE_WRITE)` faults pages in: at most this much
+    /// memory is committed beyond the bytes received.
+    static let populateWindow = 2 << 20
+    /// `MADV_POPULATE_WRITE` (Linux 5.14; Glibc's Swift module does not name it). Older
+    /// kernels refuse it with EINVAL, and the pages are then faulted one by one as before.
+    private static let populateWrite: Int32 = 23
+    /// `MREMAP_MAYMOVE` (<linux/mman.h>).
+    private static let mayMove: Int32 = 1
 
     private var base: UnsafeMutableRawPointer
-    /// The mapped length, a multiple of `hugePage`.
+    /// The mapped length, a multiple of the page size.
     private(set) var capacity: Int
     private(set) var count = 0
     /// The length the response announced (capped), or 0: what growth aims for.
     private let announced: Int
     private var isHandedOver = false
-    /// Whether `madvise(MADV_HUGEPAGE)` was asked (once `hugePageThreshold` bytes arrived).
-    private(set) var isAdvisedForHugePages = false
+    /// Where the pages populated ahead of the data end (an offset).
+    private(set) var populatedEnd = 0
+    /// False once the kernel refused to populate (too old, or out of memory).
+    private(set) var populates = true
 
     /// Maps at least `wanted` bytes; nil when the kernel refuses. `announced`: the body's
     /// announced length (capped), or 0.
     init?(capacity wanted: Int, announced: Int = 0) {
-        guard wanted > 0, let length = Self.roundUp(wanted, to: Self.hugePage), let base = Self.map(length) else {
-            return nil
-        }
+        guard wanted > 0, let length = Self.roundUp(wanted, to: Self.pageSize),
+            let base = mmap(nil, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+            UInt(bitPattern: base) != UInt.max  // MAP_FAILED
+        else { return nil }
+        // Under the "always" setting every large anonymous mapping would get huge pages.
+        _ = madvise(base, length, MADV_NOHUGEPAGE)
         self.base = base
         capacity = length
         self.announced = announced
@@ -163,14 +174,23 @@ final class BodyMapping {
         let (needed, overflow) = count.addingReportingOverflow(bytes.count)
         guard !overflow else { return false }
         if needed > capacity, !grow(to: needed) { return false }
-        if !isAdvisedForHugePages && needed >= Self.hugePageThreshold {
-            // Fails harmlessly where THP is off. Pages already touched stay small.
-            _ = madvise(base, capacity, MADV_HUGEPAGE)
-            isAdvisedForHugePages = true
-        }
+        if populates && needed >= Self.populateThreshold && needed > populatedEnd { populate(through: needed) }
         (base + count).copyMemory(from: source, byteCount: bytes.count)
         count = needed
         return true
+    }
+
+    /// Faults in the pages from the last populated one through `needed` and up to a window
+    /// past it, in one system call instead of one fault per page.
+    private func populate(through needed: Int) {
+        let start = max(populatedEnd, count & ~(Self.pageSize - 1))
+        let end = min(capacity, (needed + Self.populateWindow - 1) & ~(Self.populateWindow - 1))
+        guard end > start else { return }
+        guard madvise(base + start, end - start, Self.populateWrite) == 0 else {
+            populates = false
+            return
+        }
+        populatedEnd = end
     }
 
     /// Reads the bytes written so far.
@@ -193,42 +213,13 @@ final class BodyMapping {
     private func grow(to needed: Int) -> Bool {
         let doubled = capacity.multipliedReportingOverflow(by: 2)
         let target = announced > needed ? announced : (doubled.overflow ? needed : max(needed, doubled.partialValue))
-        guard let length = Self.roundUp(target, to: Self.hugePage) else { return false }
-        // In place when the address space after the mapping is free: nothing moves.
-        if let grown = curlew_mremap(base, capacity, length, 0, nil) {
-            base = grown
-        } else {
-            // Elsewhere, onto a new aligned reservation: a move to an unaligned address would
-            // split the huge pages already made and leave the start unaligned.
-            guard let target = Self.map(length) else { return false }
-            guard let moved = curlew_mremap(base, capacity, length, Self.mayMove | Self.fixed, target) else {
-                munmap(target, length)
-                return false
-            }
-            base = moved
-        }
+        guard let length = Self.roundUp(target, to: Self.pageSize),
+            let moved = curlew_mremap(base, capacity, length, Self.mayMove, nil)
+        else { return false }
+        // The pages keep their contents and the mapping its advice wherever it went.
+        base = moved
         capacity = length
-        if isAdvisedForHugePages { _ = madvise(base, capacity, MADV_HUGEPAGE) }
         return true
-    }
-
-    /// A 2 MiB-aligned anonymous mapping of `length` bytes, advised against huge pages until
-    /// the body earns them: one huge page more is mapped and the slack trimmed, because
-    /// kernels before 6.7 do not align large anonymous mappings and a huge page needs an
-    /// aligned start.
-    private static func map(_ length: Int) -> UnsafeMutableRawPointer? {
-        let (padded, overflow) = length.addingReportingOverflow(hugePage)
-        guard !overflow, let raw = mmap(nil, padded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
-            UInt(bitPattern: raw) != UInt.max  // MAP_FAILED
-        else { return nil }
-        let start = UInt(bitPattern: raw)
-        let aligned = (start + UInt(hugePage) - 1) & ~UInt(hugePage - 1)
-        let head = Int(aligned - start)
-        if head > 0 { munmap(raw, head) }
-        if padded - head > length { munmap(raw + head + length, padded - head - length) }
-        // Under the "always" setting every anonymous mapping is eligible without advice.
-        _ = madvise(raw + head, length, MADV_NOHUGEPAGE)
-        return raw + head
     }
 
     /// `value` rounded up to a multiple of `unit` (a power of two), or nil on overflow.
