@@ -231,13 +231,16 @@ public final class HTTPResponseHead: Sendable, CustomStringConvertible {
 
     /// The offsets of field `index`.
     private func range(at index: Int) -> FieldRange {
-        storage.withUnsafeBytes { bytes in
-            let at = offsetsStart + index * Self.offsetStride
-            return FieldRange(
-                nameStart: bytes.loadUnaligned(fromByteOffset: at, as: Int32.self),
-                valueStart: bytes.loadUnaligned(fromByteOffset: at + 4, as: Int32.self),
-                valueEnd: bytes.loadUnaligned(fromByteOffset: at + 8, as: Int32.self))
-        }
+        storage.withUnsafeBytes { Self.range(at: index, in: $0, offsetsStart: offsetsStart) }
+    }
+
+    /// The offsets of field `index` in a head's `storage` opened as `bytes`.
+    private static func range(at index: Int, in bytes: UnsafeRawBufferPointer, offsetsStart: Int) -> FieldRange {
+        let at = offsetsStart + index * offsetStride
+        return FieldRange(
+            nameStart: bytes.loadUnaligned(fromByteOffset: at, as: Int32.self),
+            valueStart: bytes.loadUnaligned(fromByteOffset: at + 4, as: Int32.self),
+            valueEnd: bytes.loadUnaligned(fromByteOffset: at + 8, as: Int32.self))
     }
 
     private func string(from start: Int32, to end: Int32) -> String {
@@ -255,11 +258,7 @@ public final class HTTPResponseHead: Sendable, CustomStringConvertible {
             storage.withUnsafeBufferPointer { buffer in
                 let raw = UnsafeRawBufferPointer(buffer)
                 for index in 0..<fieldCount {
-                    let at = offsetsStart + index * Self.offsetStride
-                    let range = FieldRange(
-                        nameStart: raw.loadUnaligned(fromByteOffset: at, as: Int32.self),
-                        valueStart: raw.loadUnaligned(fromByteOffset: at + 4, as: Int32.self),
-                        valueEnd: raw.loadUnaligned(fromByteOffset: at + 8, as: Int32.self))
+                    let range = Self.range(at: index, in: raw, offsetsStart: offsetsStart)
                     guard Int(range.nameEnd - range.nameStart) == wanted.count else { continue }
                     let start = Int(range.nameStart)
                     var index = 0

@@ -9,9 +9,9 @@ import Synchronization
 /// (not by `String` equality, under which canonically equivalent Unicode strings are equal), and
 /// filled only with URLs that passed validation. A URL with userinfo (`user:password@host`) is
 /// never kept, so no credential outlives its request here, and neither is a very long one or
-/// one with bytes beyond ASCII. FIFO and
-/// small: clients return to a handful of endpoints (an API, polling, paging), while a stream
-/// of unique URLs pays only one lock and a few length comparisons per request.
+/// one with bytes beyond ASCII. FIFO and small: clients return to a handful of endpoints (an
+/// API, polling, paging), while a stream of unique URLs pays two locks and a few comparisons
+/// per request.
 final class ParsedURLCache: Sendable {
     /// One prepared URL.
     struct Entry: Sendable {
@@ -55,14 +55,16 @@ final class ParsedURLCache: Sendable {
         guard entry.string.utf8.count <= Self.longestKept,
             !entry.string.utf8.contains(where: { $0 == UInt8(ascii: "@") || $0 >= 0x80 })
         else { return }
-        state.withLock { state in
-            guard !state.entries.contains(where: { $0.string.utf8.elementsEqual(entry.string.utf8) }) else { return }  // rare
+        var key = entry.string
+        key.withUTF8 { key in state.withLock { state in
+            // Two callers may have parsed the same URL at once: keep one entry.
+            guard !state.entries.contains(where: { Self.bytes(of: $0.string, equal: key) }) else { return }
             if state.entries.count < Self.capacity {
                 state.entries.append(entry)
             } else {
                 state.entries[state.next] = entry
                 state.next = (state.next + 1) % Self.capacity
             }
-        }
+        } }
     }
 }
