@@ -3,6 +3,7 @@ import XCTest
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import CCurl
 @testable import SessionCore
 
 /// Pooled easy handles are reused without `curl_easy_reset` after a transfer that set only the
@@ -71,6 +72,33 @@ final class HandleReuseTests: XCTestCase {
 
     /// A credential given for one request (libcurl's USERNAME and HTTPAUTH) is gone for the
     /// next one on the same handle.
+    /// A reused handle keeps the URL string it was given until the URL changes: the same URL
+    /// again and a different one both reach their own path, on the same connection.
+    func testTheSameURLAgainAndAnotherOneReachTheirPaths() async throws {
+        for (index, path) in ["/anything/a", "/anything/a", "/anything/b", "/anything/a", "/anything/b"].enumerated() {
+            let response = await manager.response(for: URLRequest(url: try Peer.url(path)))
+            XCTAssertEqual(response.response?.statusCode, 200, "request \(index)")
+            let echoed = try json(response.data)
+            XCTAssertEqual((echoed["url"] as? String).map { URL(string: $0)?.path }, path, "request \(index)")
+            if index > 0 { XCTAssertTrue(response.metrics?.isReusedConnection ?? false, "request \(index) opened a connection") }
+        }
+    }
+
+    /// The URL string libcurl keeps (its effective URL, and the URL of its own retries) follows
+    /// every change, also after a reset, though an unchanged URL is not set again.
+    func testTheHandleKeepsTheLastURLItWasGiven() throws {
+        let easy = try XCTUnwrap(EasyHandle())
+        XCTAssertTrue(easy.setURL("http://127.0.0.1:1/a", parsed: nil))
+        XCTAssertEqual(easy.address(CURLINFO_EFFECTIVE_URL), "http://127.0.0.1:1/a")
+        XCTAssertTrue(easy.setURL("http://127.0.0.1:1/a", parsed: nil))
+        XCTAssertEqual(easy.address(CURLINFO_EFFECTIVE_URL), "http://127.0.0.1:1/a")
+        XCTAssertTrue(easy.setURL("http://127.0.0.1:1/b", parsed: nil))
+        XCTAssertEqual(easy.address(CURLINFO_EFFECTIVE_URL), "http://127.0.0.1:1/b")
+        easy.reset()
+        XCTAssertTrue(easy.setURL("http://127.0.0.1:1/b", parsed: nil))
+        XCTAssertEqual(easy.address(CURLINFO_EFFECTIVE_URL), "http://127.0.0.1:1/b", "not set again after a reset")
+    }
+
     func testACredentialIsNotSentAgain() async throws {
         manager.setAuthenticationChallengeHandler { _, _ in
             .useCredential(URLCredential(user: "user", password: "passwd", persistence: .none))

@@ -31,6 +31,10 @@ final class EasyHandle {
     /// `CURLOPT_ACCEPT_ENCODING` as last set since the last reset (nil: not known). libcurl
     /// builds its list of codings on every set of "", so an unchanged value is not set again.
     private var acceptEncoding: String??
+    /// `CURLOPT_URL` as last set since the last reset. libcurl keeps the string between
+    /// transfers of a handle that is not reset (its effective URL points at it), so the same
+    /// URL again is not copied again: a client polling one endpoint sets it once per handle.
+    private var urlString: String?
     /// The cookie jar's share this handle joined (Features/Cookies/CookieShare.swift); the
     /// strong reference keeps the share alive while the handle uses it.
     var cookieShare: CookieShare?
@@ -81,6 +85,7 @@ final class EasyHandle {
         needsReset = false
         hasBaseOptions = false
         acceptEncoding = nil
+        urlString = nil
         errorBuffer[0] = 0
         _ = curlew_easy_setopt_pointer(raw, CURLOPT_ERRORBUFFER, errorBuffer)
     }
@@ -103,7 +108,11 @@ final class EasyHandle {
     /// every start for its effective URL (`curl_url_get` through its printf: ~6,900
     /// instructions).
     func setURL(_ string: String, parsed: CurlURL?) -> Bool {
-        var ok = set(CURLOPT_URL, string)
+        var ok = true
+        if urlString != string {
+            ok = set(CURLOPT_URL, string)
+            urlString = ok ? string : nil
+        }
         if let parsed {
             ok = set(CURLOPT_CURLU, pointer: UnsafeMutableRawPointer(parsed.handle)) && ok
         } else if curlURL != nil {
