@@ -83,12 +83,11 @@ static inline CURLversion curlew_version_now(void) { return CURLVERSION_NOW; }
 
 // MARK: mremap (variadic, and declared by glibc only under _GNU_SOURCE)
 
-// Grows a large response body's anonymous mapping (ResponseBody): the kernel moves page
-// tables, not bytes. The system call itself; `flags` as in <linux/mman.h> (MREMAP_MAYMOVE 1),
-// `newAddress` is read with MREMAP_FIXED only. NULL when it fails.
-static inline void *_Nullable curlew_mremap(
-    void *_Nonnull address, size_t oldSize, size_t newSize, int flags, void *_Nullable newAddress) {
-    long moved = syscall(SYS_mremap, address, oldSize, newSize, (long)flags, newAddress);
+// Grows a large response body's anonymous mapping (ResponseBody), moving it if it must: the
+// kernel moves page tables, not bytes. The system call itself, with MREMAP_MAYMOVE (1 in
+// <linux/mman.h>). NULL when it fails.
+static inline void *_Nullable curlew_mremap_maymove(void *_Nonnull address, size_t oldSize, size_t newSize) {
+    long moved = syscall(SYS_mremap, address, oldSize, newSize, 1L /* MREMAP_MAYMOVE */);
     return moved == -1 ? (void *)0 : (void *)moved;
 }
 

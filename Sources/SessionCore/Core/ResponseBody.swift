@@ -135,8 +135,6 @@ final class BodyMapping {
     /// `MADV_POPULATE_WRITE` (Linux 5.14; Glibc's Swift module does not name it). Older
     /// kernels refuse it with EINVAL, and the pages are then faulted one by one as before.
     private static let populateWrite: Int32 = 23
-    /// `MREMAP_MAYMOVE` (<linux/mman.h>).
-    private static let mayMove: Int32 = 1
 
     private var base: UnsafeMutableRawPointer
     /// The mapped length, a multiple of the page size.
@@ -214,7 +212,7 @@ final class BodyMapping {
         let doubled = capacity.multipliedReportingOverflow(by: 2)
         let target = announced > needed ? announced : (doubled.overflow ? needed : max(needed, doubled.partialValue))
         guard let length = Self.roundUp(target, to: Self.pageSize),
-            let moved = curlew_mremap(base, capacity, length, Self.mayMove, nil)
+            let moved = curlew_mremap_maymove(base, capacity, length)
         else { return false }
         // The pages keep their contents and the mapping its advice wherever it went.
         base = moved
