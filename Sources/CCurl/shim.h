@@ -43,6 +43,12 @@ static inline CURLcode curlew_easy_setopt_ssl_ctx_function(CURL *_Nonnull handle
 static inline CURLcode curlew_easy_setopt_prereq_function(CURL *_Nonnull handle, curl_prereq_callback _Nullable value) {
     return curl_easy_setopt(handle, CURLOPT_PREREQFUNCTION, value);
 }
+static inline CURLcode curlew_easy_setopt_sockopt_function(CURL *_Nonnull handle, curl_sockopt_callback _Nullable value) {
+    return curl_easy_setopt(handle, CURLOPT_SOCKOPTFUNCTION, value);
+}
+static inline CURLcode curlew_easy_setopt_resolver_start_function(CURL *_Nonnull handle, curl_resolver_start_callback _Nullable value) {
+    return curl_easy_setopt(handle, CURLOPT_RESOLVER_START_FUNCTION, value);
+}
 
 // MARK: curl_easy_getinfo
 

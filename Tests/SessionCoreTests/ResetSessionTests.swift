@@ -104,4 +104,63 @@ final class ResetSessionTests: XCTestCase {
             XCTAssertTrue(exited, "the driver thread outlived its manager")
         }
     }
+
+    /// AFNetworking's own reset test: a request made right after the call (before the
+    /// invalidation notification) runs on the reset manager instead of failing.
+    func testARequestRightAfterAResetRunsOnTheFreshSession() async throws {
+        let manager = URLSessionManager.raw()
+        let oldDriver = try XCTUnwrap(manager.engine.driver)
+        let running = manager.dataTask(with: URLRequest(url: try server.url("/slow"))) { _ in }
+        running.resume()
+
+        manager.invalidateSessionCancelingTasks(true, resetSession: true)
+        let after = await manager.response(for: URLRequest(url: try server.url("/ok")))
+
+        XCTAssertNil(after.error, "a request right after the reset failed: \(String(describing: after.error))")
+        XCTAssertEqual(after.data, Data("ok".utf8))
+        XCTAssertFalse(manager.engine.driver === oldDriver, "it ran on the fresh driver")
+        XCTAssertEqual(running.error as? SessionError, .cancelled)
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
+    /// A request made during a reset that lets the old tasks finish never carries the old
+    /// session's cookies: it starts once the jar is empty.
+    func testARequestDuringAResetSendsNoOldCookie() async throws {
+        let manager = URLSessionManager.raw()
+        let set = await manager.response(for: URLRequest(url: try Peer.url("/cookies/set?session=old-user")))
+        XCTAssertNil(set.error)
+        let slow = manager.dataTask(with: URLRequest(url: try Peer.url("/delay/1"))) { _ in }
+        slow.resume()
+
+        manager.invalidateSessionCancelingTasks(false, resetSession: true)
+        let echo = await manager.response(for: URLRequest(url: try Peer.url("/cookies")))
+
+        XCTAssertNil(echo.error)
+        let cookies = try XCTUnwrap(try json(echo.data)["cookies"] as? [String: Any])
+        XCTAssertNil(cookies["session"], "the fresh session sent the old session's cookie")
+        XCTAssertNil(slow.error, "the old task was allowed to finish")
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
+    /// A task resumed during a reset and cancelled before the fresh session starts completes
+    /// with `.cancelled`, once.
+    func testCancellingATaskParkedForAResetCompletesIt() async throws {
+        let manager = URLSessionManager.raw()
+        let running = manager.dataTask(with: URLRequest(url: try server.url("/slow"))) { _ in }
+        running.resume()
+        manager.invalidateSessionCancelingTasks(false, resetSession: true)  // waits for /slow
+        let completions = Mutex(0)
+        let parked = manager.dataTask(with: URLRequest(url: try server.url("/ok"))) { _ in completions.withLock { $0 += 1 } }
+        let done = expectation(forNotification: .taskDidComplete, object: parked)
+        parked.resume()
+        parked.cancel()
+        await fulfillment(of: [done], timeout: 30)
+        XCTAssertEqual(parked.error as? SessionError, .cancelled)
+        running.cancel()
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+        XCTAssertEqual(completions.withLock { $0 }, 1)
+    }
 }

@@ -75,4 +75,30 @@ enum CurlCallbacks {
             downloaded: Int64(downloaded), downloadTotal: Int64(downloadTotal))
         return 0
     }
+
+    // The connection callbacks: the transfer has left libcurl's queue for a connection (it
+    // resolves, connects, or was handed a connection), so its idle clock may run
+    // (`TransferClock.Hold.noConnection`). A transfer waiting under libcurl's connection
+    // limits gets none of them.
+
+    /// `CURLOPT_RESOLVER_START_FUNCTION`: a name lookup for a new connection begins (not
+    /// called when the DNS cache answers; the socket callback follows at once then).
+    static let resolverStarted: curl_resolver_start_callback = { _, _, userdata in
+        withDelegate(userdata, otherwise: ()) { $0.isConnecting() }
+        return 0
+    }
+
+    /// `CURLOPT_SOCKOPTFUNCTION`: a socket for a new connection was made, before connect(2).
+    static let socketOpened: curl_sockopt_callback = { userdata, _, _ in
+        withDelegate(userdata, otherwise: ()) { $0.isConnecting() }
+        return CURL_SOCKOPT_OK
+    }
+
+    /// `CURLOPT_PREREQFUNCTION`: the connection (new or reused) is ready and the request is
+    /// about to be sent; TLS admission decides here too (`TLSHandshakeContext.admitRequest`).
+    static let prerequest: curl_prereq_callback = { userdata, _, _, _, _ in
+        withDelegate(userdata, otherwise: CURL_PREREQFUNC_ABORT) { delegate in
+            delegate.connectionIsReady() ? CURL_PREREQFUNC_OK : CURL_PREREQFUNC_ABORT
+        }
+    }
 }

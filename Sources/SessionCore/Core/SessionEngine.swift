@@ -63,6 +63,12 @@ final class SessionEngine: Sendable {
         /// Start a fresh driver once this invalidation is done (AFNetworking's
         /// `resetSession:`); any invalidation without a reset (the manager's deinit) clears it.
         var resetsAfterInvalidation = false
+        /// The tasks the invalidation waits for: those registered when it began. Tasks made
+        /// during a reset belong to the fresh session and are not waited for.
+        var draining: Set<Int> = []
+        /// Tasks resumed while a reset is under way: started on the fresh driver once the old
+        /// one is gone and the jar and credentials are cleared (never on the old session).
+        var parkedStarts: [SessionTask] = []
     }
 
     enum Invalidation: Equatable { case active, invalidating, invalidated }
@@ -208,7 +214,9 @@ final class SessionEngine: Sendable {
         }
         let task = T(identifier: identifier, request: request, prepared: prepared, options: options, engine: self)
         let registered = state.withLock { state -> Bool in
-            guard state.invalidation == .active else { return false }
+            // During a reset, new tasks belong to the fresh session (AFNetworking's own reset
+            // test creates one at once): they are registered and wait for it to start.
+            guard state.invalidation == .active || state.resetsAfterInvalidation else { return false }
             state.tasks[identifier] = task
             return true
         }
@@ -239,8 +247,15 @@ final class SessionEngine: Sendable {
         }
     }
 
-    /// Hands a task to the driver (or completes it when there is none).
+    /// Hands a task to the driver (or completes it when there is none). During a reset the
+    /// start waits for the fresh driver.
     func submitStart(_ task: SessionTask) {
+        let parked = state.withLock { state -> Bool in
+            guard state.invalidation == .invalidating, state.resetsAfterInvalidation else { return false }
+            state.parkedStarts.append(task)
+            return true
+        }
+        if parked { return }
         if !submit(.start(task)) {
             let error = startupError.withLock { $0 } ?? .sessionInvalidated
             complete(task, outcome: TransferOutcome(error: error, request: task.currentRequest))
@@ -410,9 +425,23 @@ final class SessionEngine: Sendable {
     private func unregister(_ task: SessionTask) {
         let finishInvalidation = state.withLock { state -> Bool in
             state.tasks[task.taskIdentifier] = nil
-            return state.invalidation == .invalidating && state.tasks.isEmpty
+            guard state.draining.remove(task.taskIdentifier) != nil else { return false }
+            return state.invalidation == .invalidating && state.draining.isEmpty
         }
         if finishInvalidation { shutDownDriver() }
+    }
+
+    /// Cancels a started task's transfer. A start parked for a reset is taken back and the
+    /// task completed here; so is a task whose driver is gone (nobody else will complete it).
+    func cancelTransfer(of task: SessionTask, with error: SessionError) {
+        let wasParked = state.withLock { state -> Bool in
+            guard let index = state.parkedStarts.firstIndex(where: { $0 === task }) else { return false }
+            state.parkedStarts.remove(at: index)
+            return true
+        }
+        if wasParked || !submit(.cancel(task, error)) {
+            complete(task, outcome: TransferOutcome(error: error, request: task.currentRequest))
+        }
     }
 
     // MARK: - Invalidation
@@ -425,7 +454,7 @@ final class SessionEngine: Sendable {
     /// connection pool, DNS and TLS session caches) once the old one is gone; hooks and
     /// settings stay. Tasks created while it is invalidating fail with `.sessionInvalidated`.
     func invalidate(cancelingTasks: Bool, resetting: Bool = false, completion: (@Sendable () -> Void)? = nil) {
-        enum Step { case begin([SessionTask]), wait, alreadyDone(DispatchQueue) }
+        enum Step { case begin([SessionTask]), wait([SessionTask]), alreadyDone(DispatchQueue) }
         let step = state.withLock { state -> Step in
             switch state.invalidation {
             case .invalidated:
@@ -433,10 +462,14 @@ final class SessionEngine: Sendable {
             case .invalidating:
                 if let completion { state.invalidationWaiters.append(completion) }
                 if !resetting { state.resetsAfterInvalidation = false }
-                return .wait
+                // A second reset cancels what the first waits for, not the fresh session's
+                // tasks; an invalidation for good cancels those too.
+                let cancelled = state.tasks.values.filter { !resetting || state.draining.contains($0.taskIdentifier) }
+                return .wait(cancelled)
             case .active:
                 state.invalidation = .invalidating
                 state.resetsAfterInvalidation = resetting
+                state.draining = Set(state.tasks.keys)
                 if let completion { state.invalidationWaiters.append(completion) }
                 return .begin(Array(state.tasks.values))
             }
@@ -445,14 +478,14 @@ final class SessionEngine: Sendable {
         case .alreadyDone(let queue):
             if let completion { queue.async(execute: completion) }
             return
-        case .wait:
-            if cancelingTasks { for task in unfinishedTasks { task.cancel(with: .cancelled) } }
+        case .wait(let tasks):
+            if cancelingTasks { for task in tasks where task.state != .completed { task.cancel(with: .cancelled) } }
             return
         case .begin(let tasks):
             if cancelingTasks {
                 for task in tasks { task.cancel(with: .cancelled) }
             }
-            if state.withLock({ $0.tasks.isEmpty }) { shutDownDriver() }
+            if state.withLock({ $0.draining.isEmpty }) { shutDownDriver() }
         }
     }
 
@@ -477,11 +510,13 @@ final class SessionEngine: Sendable {
         // A reset session (AFNetworking builds a new NSURLSession) forgets session credentials.
         credentialStore.removeAll()
         let fresh = resetRequested ? makeFreshDriver() : nil
-        let (queue, hook, waiters) = state.withLock { state in
+        let (queue, hook, waiters, parked, resets) = state.withLock { state in
             // A reset cancelled meanwhile (the manager went away) leaves the new driver unused.
             let resets = fresh != nil && state.resetsAfterInvalidation
             state.invalidation = resets ? .active : .invalidated
             state.resetsAfterInvalidation = false
+            let parked = state.parkedStarts
+            state.parkedStarts = []
             defer {
                 state.invalidationWaiters.removeAll()
                 // An invalidated manager calls no hook again: release them, so a hook that
@@ -492,11 +527,19 @@ final class SessionEngine: Sendable {
                 driverBox.withLock { $0 = fresh }
                 driverShutdownSent.withLock { $0 = false }
             }
-            return (state.completionQueue, state.hooks.sessionDidBecomeInvalid, state.invalidationWaiters)
+            return (state.completionQueue, state.hooks.sessionDidBecomeInvalid, state.invalidationWaiters, parked, resets)
         }
         if let fresh, driver !== fresh {
             // Unused: shut it down at once (its thread exits when it sees the request).
             fresh.submit(.shutdown {})
+        }
+        // Tasks resumed during the reset start now, on the fresh session (or fail: no reset).
+        for task in parked {
+            if resets {
+                submitStart(task)
+            } else {
+                complete(task, outcome: TransferOutcome(error: .sessionInvalidated, request: task.currentRequest))
+            }
         }
         queue.async {
             hook?(nil)

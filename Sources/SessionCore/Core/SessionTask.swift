@@ -245,7 +245,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     func cancel(with error: SessionError) {
         let action = protected.withLock { $0.lifecycle.cancel() }
         switch action {
-        case .cancelTransfer: engine.submit(.cancel(self, error))
+        case .cancelTransfer: engine.cancelTransfer(of: self, with: error)
         case .completeWithoutTransfer: engine.complete(self, outcome: TransferOutcome(error: error, request: currentRequest))
         case .none: break
         }

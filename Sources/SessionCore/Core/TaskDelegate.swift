@@ -145,6 +145,15 @@ final class TaskDelegate {
     /// Confinement: the driver thread.
     final class PassClock {
         var now: UInt64 = TaskDelegate.uptime
+        /// The earliest deadline a callback started during this pass (an idle clock that began
+        /// to run when the transfer got its connection), for the loop's next timeout check;
+        /// `.max`: none.
+        var startedDeadline: UInt64 = .max
+
+        /// Makes sure the loop checks the timeouts by `deadline`.
+        func noteStarted(_ deadline: UInt64?) {
+            if let deadline, deadline < startedDeadline { startedDeadline = deadline }
+        }
     }
 
     // MARK: - Configuring the easy handle
@@ -174,6 +183,14 @@ final class TaskDelegate {
             easy.set(CURLOPT_WRITEDATA, pointer: slot)
             easy.set(CURLOPT_READDATA, pointer: slot)
             easy.set(CURLOPT_SEEKDATA, pointer: slot)
+            // When the transfer gets a connection: its idle clock starts then, and TLS
+            // admission runs in the prerequest callback.
+            _ = curlew_easy_setopt_resolver_start_function(easy.raw, CurlCallbacks.resolverStarted)
+            easy.set(CURLOPT_RESOLVER_START_DATA, pointer: slot)
+            _ = curlew_easy_setopt_sockopt_function(easy.raw, CurlCallbacks.socketOpened)
+            easy.set(CURLOPT_SOCKOPTDATA, pointer: slot)
+            _ = curlew_easy_setopt_prereq_function(easy.raw, CurlCallbacks.prerequest)
+            easy.set(CURLOPT_PREREQDATA, pointer: slot)
             // The manager's HTTP version, proxy and socket: the same for every transfer of its
             // handles (two string options fewer per request on a reused handle).
             switch engine.configuration.httpVersion {
@@ -371,6 +388,21 @@ final class TaskDelegate {
 
     // MARK: - Callbacks (driver thread, inside curl_multi_perform)
 
+    /// libcurl resolves or connects for this transfer: it has left the wait for a connection.
+    func isConnecting() {
+        guard clock.holds.contains(.noConnection) else { return }
+        clock.release(.noConnection, at: passClock.now)
+        passClock.noteStarted(clock.nextDeadline)
+    }
+
+    /// libcurl picked the connection (new or reused) and is about to send the request.
+    /// False refuses it (TLS admission: a connection not verified under the current policy).
+    func connectionIsReady() -> Bool {
+        isConnecting()
+        guard let context = securityState.tlsAdmission else { return true }
+        return context.admitRequest()
+    }
+
     func didReceiveHeaderLine(_ bytes: UnsafeRawBufferPointer) -> Bool {
         clock.noteActivity(at: passClock.now)
         switch head.consume(bytes) {
@@ -428,7 +460,7 @@ final class TaskDelegate {
         if isSuspendedByCaller { return .pause }
         if awaitsResponseDecision && headDisposition == .deliver {
             // The hook's time is not the server's silence.
-            clock.setIdleClockStopped(true, at: Self.uptime)
+            clock.hold(.decision)
             return .pause
         }
         clock.noteActivity(at: passClock.now)
@@ -453,7 +485,7 @@ final class TaskDelegate {
         if let streamCredit {
             if streamCredit.shouldPause() {
                 // The consumer fell behind: not the server's silence, so not idle time.
-                clock.setIdleClockStopped(true, at: Self.uptime)
+                clock.hold(.backpressure)
                 return .pause
             }
             let chunk = Data(bytes)

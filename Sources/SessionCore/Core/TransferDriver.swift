@@ -243,6 +243,11 @@ final class DriverLoop {
                 return
             }
             _ = curl_multi_perform(multi, &running)
+            if passClock.startedDeadline != .max {
+                // Idle clocks that began to run in this pass (a transfer got its connection).
+                nextTimeoutCheck = min(nextTimeoutCheck, passClock.startedDeadline)
+                passClock.startedDeadline = .max
+            }
             readCompletions()
             enforceTimeouts()
             startDueRetries()
@@ -278,17 +283,28 @@ final class DriverLoop {
         let now = TaskDelegate.uptime
         guard now >= nextTimeoutCheck else { return }
         var earliest = UInt64.max
-        var expired: [(TaskDelegate, SessionError)] = []
+        var expired: [(TaskDelegate, TransferClock.Expiry)] = []
         for delegate in delegates.values {
-            if let error = delegate.clock.expiry(at: now) {
-                expired.append((delegate, error))
+            if let expiry = delegate.clock.expiry(at: now) {
+                expired.append((delegate, expiry))
             } else if let deadline = delegate.clock.nextDeadline {
                 earliest = min(earliest, deadline)
             }
         }
         nextTimeoutCheck = earliest == .max ? .max : max(earliest, now + timeoutCheckInterval)
-        for (delegate, error) in expired {
-            finish(delegate, outcome: outcome(of: delegate, error: error))
+        for (delegate, expiry) in expired {
+            // Finished meanwhile by an earlier one of these (a slot passing on cannot finish
+            // another, but stay safe).
+            guard delegates[ObjectIdentifier(delegate.task)] === delegate else { continue }
+            switch expiry {
+            case .idle(let error):
+                // This attempt failed; the retrier may send another (its clock restarts), and
+                // the task's metrics list this attempt as they list every other.
+                if delegate.isAttached { delegate.collectMetrics() }
+                endAttempt(delegate, error: error)
+            case .total(let error):
+                finish(delegate, outcome: outcome(of: delegate, error: error))
+            }
         }
     }
 
@@ -309,19 +325,19 @@ final class DriverLoop {
             guard let delegate = delegates[ObjectIdentifier(task)] else { return }
             delegate.isSuspendedByCaller = true
             // A suspended task is not subject to the idle timeout (as URLSession's).
-            delegate.clock.setIdleClockStopped(true, at: TaskDelegate.uptime)
+            delegate.clock.hold(.suspended)
             if delegate.isAttached { _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_ALL) }
         case .unpause(let task):
             guard let delegate = delegates[ObjectIdentifier(task)] else { return }
             delegate.isSuspendedByCaller = false
-            delegate.clock.setIdleClockStopped(false, at: TaskDelegate.uptime)
+            delegate.clock.release(.suspended, at: TaskDelegate.uptime)
             scheduleTimeoutCheck(for: delegate)
             if delegate.isAttached { _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT) }
         case .resumeReading(let task):
             guard let delegate = delegates[ObjectIdentifier(task)], delegate.isAttached,
                 !delegate.isSuspendedByCaller
             else { return }
-            delegate.clock.setIdleClockStopped(false, at: TaskDelegate.uptime)
+            delegate.clock.release(.backpressure, at: TaskDelegate.uptime)
             scheduleTimeoutCheck(for: delegate)
             _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
         case .resumeSending(let task):
@@ -361,7 +377,7 @@ final class DriverLoop {
                     facts.awaitsResponseDecision = false
                     act(on: TransferEnd.decide(facts), delegate: delegate, facts: facts, challenge: nil, hooks: engine.hooks)
                 } else if delegate.isAttached, !delegate.isSuspendedByCaller {
-                    delegate.clock.setIdleClockStopped(false, at: TaskDelegate.uptime)
+                    delegate.clock.release(.decision, at: TaskDelegate.uptime)
                     scheduleTimeoutCheck(for: delegate)
                     _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
                 }
@@ -400,6 +416,17 @@ final class DriverLoop {
 
     // MARK: - Retries
 
+    /// An attempt ended (with `error`, or nil: with its response): the retrier decides
+    /// whether another follows, else the task completes. Every failed attempt goes through
+    /// here, an idle timeout included, so one rule decides them all.
+    private func endAttempt(_ delegate: TaskDelegate, error: SessionError?) {
+        if let retrier = engine.requestRetrier, asksRetrier(delegate, error: error) {
+            askRetrier(retrier, delegate: delegate, error: error)
+            return
+        }
+        finish(delegate, outcome: outcome(of: delegate, error: error))
+    }
+
     /// Whether the retrier is asked about an attempt that ended this way: an error other than
     /// a cancellation, or a status of 400 or more; never once body bytes went to user code or
     /// when the request body cannot be sent again.
@@ -415,7 +442,7 @@ final class DriverLoop {
         detach(delegate)
         delegate.awaitsRetryDecision = true
         delegate.pendingFinishError = error
-        delegate.clock.setIdleClockStopped(true, at: TaskDelegate.uptime)  // not the server's silence
+        delegate.clock.hold(.decision)  // not the server's silence
         let task = delegate.task
         let head = delegate.responseHead
         let attempt = delegate.retryCount
@@ -441,9 +468,8 @@ final class DriverLoop {
         delegate.retryCount += 1
         let error = delegate.pendingFinishError
         delegate.pendingFinishError = nil
-        // The wait is over: the new attempt's silence counts again (unless the caller
-        // suspended the task, which `attach` keeps).
-        if !delegate.isSuspendedByCaller { delegate.clock.setIdleClockStopped(false, at: TaskDelegate.uptime) }
+        // The wait is over: `attach` lifts the decision hold, so the new attempt's silence
+        // counts again once it has a connection (unless the caller suspended the task).
         retry(delegate, otherwise: error)
     }
 
@@ -498,22 +524,37 @@ final class DriverLoop {
         }
         delegates[ObjectIdentifier(task)] = delegate
         delegate.unmanagedSelf = Unmanaged.passRetained(delegate).toOpaque()
-        if engine.configuration.httpMaximumConnectionsPerHost > 0,
-            !PreparedRequest.canMultiplex(prepared.urlOrigin, version: engine.configuration.httpVersion)
-        {
-            let (origin, admitted) = admission.admit(delegate, key: prepared.urlOrigin.origin)
-            delegate.admissionOrigin = origin
-            guard admitted else {
-                // Waiting for a connection is not the server's silence.
-                delegate.isWaitingForSlot = true
-                delegate.clock.setIdleClockStopped(true, at: TaskDelegate.uptime)
-                return
-            }
-        }
         attach(delegate)
     }
 
+    /// Puts the transfer into curl: first its origin's connection slot when it counts against
+    /// `httpMaximumConnectionsPerHost` (in line, not attached, when none is free).
+    ///
+    /// The slot follows attachment: a transfer holds one exactly while it is in curl, so a
+    /// transfer that waits detached (a retry's back-off, the retrier, the challenge handler,
+    /// a redirect or response hook) leaves it to the next in line, and a redirect to another
+    /// origin counts against that origin. Until libcurl resolves, connects or hands it a
+    /// connection (`CurlCallbacks.connecting`), the transfer's idle clock is held: waiting
+    /// for a connection under Curlew's or libcurl's limits is not the server's silence.
     private func attach(_ delegate: TaskDelegate) {
+        let now = TaskDelegate.uptime
+        delegate.clock.hold(.noConnection)
+        delegate.clock.release(.decision, at: now)
+        if delegate.admissionOrigin == nil, engine.configuration.httpMaximumConnectionsPerHost > 0,
+            !PreparedRequest.canMultiplex(delegate.prepared.urlOrigin, version: engine.configuration.httpVersion)
+        {
+            let (origin, admitted) = admission.admit(delegate, key: delegate.prepared.urlOrigin.origin)
+            delegate.admissionOrigin = origin
+            guard admitted else {
+                delegate.isWaitingForSlot = true
+                return
+            }
+        }
+        connect(delegate)
+    }
+
+    /// Adds the transfer, which holds its slot if it needs one, to the multi handle.
+    private func connect(_ delegate: TaskDelegate) {
         refreshShareIfPolicyChanged()
         if let error = delegate.configure(share: share) {
             finish(delegate, outcome: outcome(of: delegate, error: error))
@@ -534,14 +575,29 @@ final class DriverLoop {
         // flag is what holds it: the read and write callbacks pause on it.
         if delegate.task.state == .suspended {
             delegate.isSuspendedByCaller = true
-            delegate.clock.setIdleClockStopped(true, at: TaskDelegate.uptime)
+            delegate.clock.hold(.suspended)
         }
     }
 
+    /// Takes the transfer out of curl and gives up its connection slot (or its place in line).
     private func detach(_ delegate: TaskDelegate) {
         if delegate.isAttached {
             _ = curl_multi_remove_handle(multi, delegate.easy.raw)
             delegate.isAttached = false
+        }
+        releaseSlot(of: delegate)
+    }
+
+    /// Frees `delegate`'s slot for the next transfer in line at its origin, which starts now.
+    private func releaseSlot(of delegate: TaskDelegate) {
+        guard let origin = delegate.admissionOrigin else { return }
+        delegate.admissionOrigin = nil
+        if delegate.isWaitingForSlot {
+            delegate.isWaitingForSlot = false
+            admission.withdraw(delegate, from: origin)
+        } else if let next = admission.release(origin) {
+            next.isWaitingForSlot = false
+            connect(next)  // the slot passed to it (`release` kept the count)
         }
     }
 
@@ -588,11 +644,7 @@ final class DriverLoop {
     ) {
         switch action {
         case .finish(let error):
-            if let retrier = engine.requestRetrier, asksRetrier(delegate, error: error) {
-                askRetrier(retrier, delegate: delegate, error: error)
-                return
-            }
-            finish(delegate, outcome: outcome(of: delegate, error: error))
+            endAttempt(delegate, error: error)
         case .retryOnFreshConnection:
             // Refused before sending because the connection or TLS session was verified under
             // another security policy: once more on a new connection, judged by the current one.
@@ -614,6 +666,7 @@ final class DriverLoop {
             // User code never runs on the driver: the handler answers on the operation
             // queue, and the transfer waits detached (nothing of it is on the wire).
             detach(delegate)
+            delegate.clock.hold(.decision)
             let task = delegate.task
             let driver = self.driver
             engine.operationQueue.async {
@@ -631,13 +684,14 @@ final class DriverLoop {
         case .waitForResponseDecision:
             detach(delegate)  // the connection goes back to the pool meanwhile
             delegate.pendingEndFacts = facts
-            delegate.clock.setIdleClockStopped(true, at: TaskDelegate.uptime)  // the hook's time
+            delegate.clock.hold(.decision)  // the hook's time
         case .askRedirectHook(let hop):
             guard let hook = hooks.redirect, let head = delegate.responseHead else {
                 follow(delegate, to: hop.request, proposed: hop)
                 return
             }
             detach(delegate)
+            delegate.clock.hold(.decision)
             let task = delegate.task
             let driver = self.driver
             engine.operationQueue.async {
@@ -701,18 +755,8 @@ final class DriverLoop {
             let (fileURL, resumePoint, error) = delegate.finishDownload(error: outcome.error)
             outcome = outcome.with(fileURL: fileURL, resumePoint: resumePoint, error: error)
         }
-        detach(delegate)
+        detach(delegate)  // and the next transfer in line at its origin starts
         delegates[ObjectIdentifier(delegate.task)] = nil
-        if let origin = delegate.admissionOrigin {
-            delegate.admissionOrigin = nil
-            if delegate.isWaitingForSlot {
-                admission.withdraw(delegate, from: origin)
-            } else if let next = admission.release(origin) {
-                next.isWaitingForSlot = false
-                next.clock.setIdleClockStopped(false, at: TaskDelegate.uptime)
-                attach(next)
-            }
-        }
         recycle(delegate.easy)
         delegate.releaseSecurityContext()
         if let pointer = delegate.unmanagedSelf {

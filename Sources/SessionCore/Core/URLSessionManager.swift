@@ -172,8 +172,11 @@ open class URLSessionManager: @unchecked Sendable {
     /// With `resetSession` (AFNetworking's reset, which builds a fresh session), the manager
     /// then works again on a fresh driver: new connections, DNS and TLS session caches, and an
     /// emptied ``cookieJar`` (a jar shared with other managers is emptied for them too). Its
-    /// hooks, queues, serializer and security policy stay. Tasks created before the reset
-    /// completes fail with `.sessionInvalidated`: create new ones after `.sessionDidInvalidate`.
+    /// hooks, queues, serializer and security policy stay. Tasks created after this call
+    /// returns belong to the fresh session: they are accepted at once, and their transfers
+    /// start as soon as the old session is gone (its tasks cancelled or, without
+    /// `cancelPendingTasks`, finished) and the jar and session credentials are cleared, so
+    /// they never run on the old session or send its cookies.
     ///
     /// - Parameters:
     ///   - cancelPendingTasks: Cancel unfinished tasks instead of letting them finish.

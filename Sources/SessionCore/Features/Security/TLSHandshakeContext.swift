@@ -274,12 +274,4 @@ enum TLSCallbacks {
         let context = Unmanaged<TLSHandshakeContext>.fromOpaque(argument).takeUnretainedValue()
         return context.verify(store) ? 1 : 0
     }
-
-    /// `CURLOPT_PREREQFUNCTION`: after the connection is ready (new or reused), before the
-    /// request is sent.
-    static let admit: curl_prereq_callback = { userptr, _, _, _, _ in
-        guard let userptr else { return CURL_PREREQFUNC_ABORT }
-        let context = Unmanaged<TLSHandshakeContext>.fromOpaque(userptr).takeUnretainedValue()
-        return context.admitRequest() ? CURL_PREREQFUNC_OK : CURL_PREREQFUNC_ABORT
-    }
 }

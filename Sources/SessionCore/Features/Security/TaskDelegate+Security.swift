@@ -29,6 +29,7 @@ extension TaskDelegate {
             securityState.expectsLibcurlAuthPass = credential.scheme == .digest
         }
         securityState.libcurlChecksHost = false
+        securityState.tlsAdmission = nil
         guard prepared.urlOrigin.isHTTPS else { return nil }
         guard case .success(let info) = CurlRuntime.state, info.isOpenSSL else {
             return .tlsHandshakeFailed(
@@ -64,11 +65,12 @@ extension TaskDelegate {
         ok = ok && easy.set(CURLOPT_SSL_VERIFYHOST, checksHost ? 2 : 0)
         ok = ok && curlew_easy_setopt_ssl_ctx_function(easy.raw, TLSCallbacks.configureContext) == CURLE_OK
         ok = ok && easy.set(CURLOPT_SSL_CTX_DATA, pointer: pointer)
-        ok = ok && curlew_easy_setopt_prereq_function(easy.raw, TLSCallbacks.admit) == CURLE_OK
-        ok = ok && easy.set(CURLOPT_PREREQDATA, pointer: pointer)
         guard ok else {
             return .tlsHandshakeFailed("libcurl refused the TLS verification callbacks: the security policy cannot be enforced")
         }
+        // The per-request admission check runs in the transfer's prerequest callback
+        // (`CurlCallbacks.prerequest`, a base option of every handle).
+        securityState.tlsAdmission = context
         securityState.libcurlChecksHost = checksHost
         if context.isInspection {
             // Certificate inspection needs a handshake of its own: a kept-alive connection or

@@ -29,6 +29,9 @@ struct TransferSecurityState {
     /// The TLS enforcement context handed to curl's and OpenSSL's callbacks: made by the
     /// first https request, then kept (and re-prepared) for every later one.
     var handshake: TLSHandshakeContext?
+    /// The context that admits this exchange's request in the prerequest callback: the
+    /// `handshake` for an https request, nil for plain http (set by `configureSecurity`).
+    var tlsAdmission: TLSHandshakeContext?
     /// Challenges put to the handler so far (bounded by `maximumChallengeAttempts`).
     private(set) var challengeAttempts = 0
     /// The challenge the handler is deciding.
