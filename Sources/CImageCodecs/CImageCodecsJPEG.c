@@ -5,15 +5,19 @@
 
 #include <jerror.h>
 #include <setjmp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct CImageJPEGDecoder {
     struct jpeg_decompress_struct info;
     struct jpeg_error_mgr error;
+    struct jpeg_progress_mgr progress;
     jmp_buf jump;
     int created;
     int hit_end_of_data;
+    int scan_limit;
+    int scan_limit_exceeded;
     char message[JMSG_LENGTH_MAX];
 };
 
@@ -36,6 +40,19 @@ static void cimage_jpeg_emit_message(j_common_ptr info, int level) {
 }
 
 static void cimage_jpeg_output_message(j_common_ptr info) { (void)info; }
+
+// libjpeg calls this before each chunk of input it consumes (once per iMCU row of a scan, and
+// once per marker run): every scan of a multi-scan file costs a pass over all its blocks, even
+// an empty one, so a file with thousands of scans is stopped as soon as it reaches one too many.
+// It runs inside the step that called libjpeg, so the step's setjmp is the one to return to.
+static void cimage_jpeg_progress(j_common_ptr info) {
+    CImageJPEGDecoder *decoder = (CImageJPEGDecoder *)info->client_data;
+    if (!info->is_decompressor || decoder->scan_limit <= 0) return;
+    if (((j_decompress_ptr)info)->input_scan_number <= decoder->scan_limit) return;
+    decoder->scan_limit_exceeded = 1;
+    snprintf(decoder->message, sizeof decoder->message, "the file has more than %d scans", decoder->scan_limit);
+    longjmp(decoder->jump, 1);
+}
 
 CImageJPEGDecoder *cimage_jpeg_create(void) {
     CImageJPEGDecoder *decoder = calloc(1, sizeof(CImageJPEGDecoder));
@@ -60,6 +77,12 @@ void cimage_jpeg_destroy(CImageJPEGDecoder *decoder) {
 }
 
 struct jpeg_decompress_struct *cimage_jpeg_info(CImageJPEGDecoder *decoder) { return &decoder->info; }
+
+void cimage_jpeg_set_scan_limit(CImageJPEGDecoder *decoder, int limit) {
+    decoder->scan_limit = limit;
+    decoder->progress.progress_monitor = cimage_jpeg_progress;
+    decoder->info.progress = &decoder->progress;
+}
 
 int cimage_jpeg_read_header(CImageJPEGDecoder *decoder, const unsigned char *data, unsigned long size) {
     if (setjmp(decoder->jump)) return 1;
@@ -96,3 +119,5 @@ int cimage_jpeg_finish(CImageJPEGDecoder *decoder) {
 const char *cimage_jpeg_message(const CImageJPEGDecoder *decoder) { return decoder->message; }
 
 int cimage_jpeg_hit_end_of_data(const CImageJPEGDecoder *decoder) { return decoder->hit_end_of_data; }
+
+int cimage_jpeg_scan_limit_exceeded(const CImageJPEGDecoder *decoder) { return decoder->scan_limit_exceeded; }

@@ -9,7 +9,7 @@ enum GIFDecoder {
     static let defaultFrameDelay: TimeInterval = 0.1
 
     /// The bytes giflib reads through its input callback.
-    private final class Source {
+    final class Source {
         let base: UnsafePointer<UInt8>
         let count: Int
         var position = 0
@@ -29,8 +29,8 @@ enum GIFDecoder {
         var transparentIndex = -1
     }
 
-    /// A frame's rectangle on the canvas.
-    private struct Rect {
+    /// A frame's rectangle on the canvas (giflib's fields are unsigned: never negative).
+    struct Rect {
         var left = 0, top = 0, width = 0, height = 0
     }
 
@@ -78,43 +78,66 @@ enum GIFDecoder {
         var pendingDisposal = 0
         var pendingRect = Rect()
         var savedCanvas: [UInt8]?
-        while true {
-            var record = UNDEFINED_RECORD_TYPE
-            guard DGifGetRecordType(gif, &record) == CImageGIFOK else {
-                // Data that ends cleanly after a whole frame (no trailer) is shown as far as it goes.
-                if source.ranOut, !frames.isEmpty { break }
-                throw failure(code: gif.pointee.Error, source: source)
+        // Pixels LZW-decoded so far, all frames together: within the pixel budget.
+        var decodedPixels = 0
+        records: while true {
+            do {
+                var record = UNDEFINED_RECORD_TYPE
+                guard DGifGetRecordType(gif, &record) == CImageGIFOK else {
+                    throw failure(code: gif.pointee.Error, source: source)
+                }
+                if record == TERMINATE_RECORD_TYPE { break records }
+                if record == EXTENSION_RECORD_TYPE {
+                    try readExtension(gif, source: source, into: &control)
+                    continue records
+                }
+                guard record == IMAGE_DESC_RECORD_TYPE else { continue records }
+                guard DGifGetImageDesc(gif) == CImageGIFOK else { throw failure(code: gif.pointee.Error, source: source) }
+                let descriptor = gif.pointee.Image
+                let frame = FrameLayout(
+                    rect: Rect(left: Int(descriptor.Left), top: Int(descriptor.Top),
+                               width: Int(descriptor.Width), height: Int(descriptor.Height)),
+                    interlaced: descriptor.Interlace, canvasWidth: width, canvasHeight: height)
+                // Checked before each frame: all frames within the budget, and at most
+                // DecodingOptions.maximumFrameCount of them (a 1 × 1 canvas fits any budget).
+                try options.checkAnimationBudget(width: width, height: height, frameCount: frames.count + 1)
+                // The work a frame costs is what it decompresses, not what it claims: a huge
+                // frame over a small canvas costs only its rows that reach the canvas.
+                let (cost, overflow) = frame.rowsToRead.multipliedReportingOverflow(by: frame.rect.width)
+                let (total, totalOverflow) = decodedPixels.addingReportingOverflow(cost)
+                guard !overflow, !totalOverflow, total <= options.pixelBudget else {
+                    if frames.isEmpty { throw ImageError.tooLarge(width: frame.rect.width, height: frame.rect.height) }
+                    throw ImageError.animationTooLarge(width: width, height: height, frameCount: frames.count + 1)
+                }
+                decodedPixels = total
+                switch pendingDisposal {
+                case Int(DISPOSE_BACKGROUND): clear(pendingRect, in: &canvas, width: width, height: height)
+                case Int(DISPOSE_PREVIOUS): if let savedCanvas { canvas = savedCanvas }
+                default: break
+                }
+                savedCanvas = control.disposal == Int(DISPOSE_PREVIOUS) ? canvas : nil
+                // A frame without a colour table uses the global one, else a grey ramp (as Pillow).
+                let colorMap = descriptor.ColorMap ?? gif.pointee.SColorMap
+                if let colorMap, let colors = colorMap.pointee.Colors, colorMap.pointee.ColorCount > 0 {
+                    let palette = UnsafeBufferPointer(start: colors, count: Int(colorMap.pointee.ColorCount))
+                    try drawFrame(gif, source: source, frame: frame, palette: palette,
+                                  transparentIndex: control.transparentIndex, canvas: &canvas)
+                } else {
+                    try greyPalette.withUnsafeBufferPointer { palette in
+                        try drawFrame(gif, source: source, frame: frame, palette: palette,
+                                      transparentIndex: control.transparentIndex, canvas: &canvas)
+                    }
+                }
+                frames.append(ImageFrame(pixels: canvas, delay: control.delay))
+                pendingDisposal = control.disposal
+                pendingRect = frame.rect
+                control = FrameControl()
+            } catch let error as ImageError {
+                // Browsers and Pillow show the frames decoded before a structural error (an
+                // unknown record, a broken extension, a cut-off file); a budget error still throws.
+                guard error.isDamage, !frames.isEmpty else { throw error }
+                break records
             }
-            if record == TERMINATE_RECORD_TYPE { break }
-            if record == EXTENSION_RECORD_TYPE {
-                try readExtension(gif, source: source, into: &control)
-                continue
-            }
-            guard record == IMAGE_DESC_RECORD_TYPE else { continue }
-            guard DGifGetImageDesc(gif) == CImageGIFOK else { throw failure(code: gif.pointee.Error, source: source) }
-            let descriptor = gif.pointee.Image
-            let rect = Rect(left: Int(descriptor.Left), top: Int(descriptor.Top),
-                            width: Int(descriptor.Width), height: Int(descriptor.Height))
-            try options.checkBudget(width: rect.width, height: rect.height, format: .gif)
-            // Checked before each frame: all frames within the budget, and at most
-            // DecodingOptions.maximumFrameCount of them (a 1 × 1 canvas fits any budget).
-            try options.checkAnimationBudget(width: width, height: height, frameCount: frames.count + 1)
-            guard let colorMap = descriptor.ColorMap ?? gif.pointee.SColorMap else {
-                throw ImageError.corrupt(.gif, reason: "frame \(frames.count + 1) has no colour table.")
-            }
-            switch pendingDisposal {
-            case Int(DISPOSE_BACKGROUND): clear(pendingRect, in: &canvas, width: width, height: height)
-            case Int(DISPOSE_PREVIOUS): if let savedCanvas { canvas = savedCanvas }
-            default: break
-            }
-            savedCanvas = control.disposal == Int(DISPOSE_PREVIOUS) ? canvas : nil
-            try drawFrame(gif, source: source, rect: rect, interlaced: descriptor.Interlace,
-                          colorMap: colorMap, transparentIndex: control.transparentIndex,
-                          canvas: &canvas, width: width, height: height)
-            frames.append(ImageFrame(pixels: canvas, delay: control.delay))
-            pendingDisposal = control.disposal
-            pendingRect = rect
-            control = FrameControl()
         }
         guard !frames.isEmpty else { throw ImageError.corrupt(.gif, reason: "the file holds no image.") }
         return ImageDecoderOutput(width: width, height: height, frames: frames)
@@ -145,48 +168,6 @@ enum GIFDecoder {
         }
     }
 
-    /// Reads every row of the current frame and draws the opaque ones onto the canvas
-    /// (clipped to it: a frame may hang over the edge of a broken file's canvas).
-    private static func drawFrame(
-        _ gif: UnsafeMutablePointer<GifFileType>, source: Source, rect: Rect, interlaced: Bool,
-        colorMap: UnsafeMutablePointer<ColorMapObject>, transparentIndex: Int,
-        canvas: inout [UInt8], width: Int, height: Int
-    ) throws {
-        let colorCount = Int(colorMap.pointee.ColorCount)
-        guard let colors = colorMap.pointee.Colors, colorCount > 0 else {
-            throw ImageError.corrupt(.gif, reason: "a colour table is empty.")
-        }
-        var line = [GifPixelType](repeating: 0, count: rect.width)
-        // Interlaced rows arrive in four passes: every 8th from 0, every 8th from 4, every 4th
-        // from 2, every 2nd from 1.
-        let passes: [(start: Int, step: Int)] = interlaced ? [(0, 8), (4, 8), (2, 4), (1, 2)] : [(0, 1)]
-        try canvas.withUnsafeMutableBufferPointer { pixels in
-            for pass in passes {
-                for row in stride(from: pass.start, to: rect.height, by: pass.step) {
-                    let status = line.withUnsafeMutableBufferPointer { buffer in
-                        DGifGetLine(gif, buffer.baseAddress, Int32(rect.width))
-                    }
-                    guard status == CImageGIFOK else { throw failure(code: gif.pointee.Error, source: source) }
-                    let y = rect.top + row
-                    guard y >= 0, y < height else { continue }
-                    for column in 0..<rect.width {
-                        let x = rect.left + column
-                        guard x >= 0, x < width else { continue }
-                        let index = Int(line[column])
-                        // Transparent pixels, and indices past the table, leave the canvas as it is.
-                        guard index != transparentIndex, index < colorCount else { continue }
-                        let color = colors[index]
-                        let offset = (y * width + x) * 4
-                        pixels[offset] = color.Red
-                        pixels[offset + 1] = color.Green
-                        pixels[offset + 2] = color.Blue
-                        pixels[offset + 3] = 255
-                    }
-                }
-            }
-        }
-    }
-
     /// Disposal to background: browsers clear to transparent rather than the background colour.
     private static func clear(_ rect: Rect, in canvas: inout [UInt8], width: Int, height: Int) {
         let left = max(0, rect.left), right = min(width, rect.left + rect.width)
@@ -200,9 +181,19 @@ enum GIFDecoder {
     }
 
     /// The ImageError for giflib error `code`: truncated when the data ran out.
-    private static func failure(code: Int32, source: Source) -> ImageError {
+    static func failure(code: Int32, source: Source) -> ImageError {
         if source.ranOut { return .truncated(.gif) }
         let message = GifErrorString(code).map { String(cString: $0) } ?? "giflib error \(code)"
         return .corrupt(.gif, reason: message)
+    }
+}
+
+extension ImageError {
+    /// Whether the file is damaged (cut off or corrupt), as opposed to refused by a budget.
+    fileprivate var isDamage: Bool {
+        switch self {
+        case .truncated, .corrupt: return true
+        default: return false
+        }
     }
 }

@@ -12,9 +12,11 @@ extension Image {
     /// - Parameters:
     ///   - data: the encoded image.
     ///   - scale: pixels per point (2 for an `@2x` image).
-    /// - Throws: ``ImageError``: `.emptyData`, `.unsupportedFormat`, `.truncated`, `.corrupt`,
-    ///   `.tooLarge` (beyond ``DecodingOptions/defaultPixelBudget``), `.animationTooLarge`,
-    ///   `.invalidPixelBuffer` for a scale that is not a finite positive number.
+    /// - Throws: ``ImageError``: `.emptyData`, `.unsupportedFormat`, `.truncated`, `.corrupt`
+    ///   (also for a JPEG of more than 100 scans), `.tooLarge` (beyond
+    ///   ``DecodingOptions/defaultPixelBudget``), `.animationTooLarge`, `.invalidPixelBuffer` for
+    ///   a scale that is not a finite positive number. A GIF that breaks after a whole frame
+    ///   decodes as the frames before the break.
     public init(data: Data, scale: Double = 1) throws {
         try self.init(data: data, scale: scale, options: .default)
     }
@@ -38,7 +40,7 @@ extension Image {
         case .webp: output = try WebPDecoder.decode(data, options: options)
         }
         if let target = options.targetPixelSize {
-            output = Image.fit(output, maximumPixelSize: target)
+            Image.fit(&output, maximumPixelSize: target)
         }
         try self.init(width: output.width, height: output.height, pixels: output.pixels, scale: scale,
                       frames: output.frames)

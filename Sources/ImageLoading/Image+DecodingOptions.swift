@@ -22,6 +22,13 @@ extension Image {
         /// millions of frames would otherwise fit the budget and still exhaust memory in
         /// per-frame overhead). Beyond it decoding throws ``ImageError/tooLarge(width:height:)``
         /// or ``ImageError/animationTooLarge(width:height:frameCount:)``.
+        ///
+        /// The budget bounds decoding work as well as memory. A GIF frame is clipped to the
+        /// canvas: the rows below it are never decompressed, and a frame wholly outside it is
+        /// skipped; the pixels a GIF's frames do decompress (the rows reaching the canvas, at
+        /// the frame's full width) count against this budget across all frames together. A JPEG
+        /// may have at most 100 scans. Resampling to ``maximumPixelSize`` works on a band of
+        /// rows and columns at a time: beyond the resampled image itself it needs under 64 KiB.
         public var pixelBudget: Int
 
         /// Options that downsample to `maximumPixelSize` (nil: full size) within `pixelBudget`.
@@ -48,6 +55,12 @@ extension Image {
 
         /// The most frames an animation may have, whatever the budget.
         static let maximumFrameCount = 10_000
+
+        /// The most scans a JPEG may have. Each scan costs a pass over the blocks it covers even
+        /// when it holds no data; encoders write 1 (baseline) to about 10 (libjpeg's and
+        /// mozjpeg's progressive scripts), so 100 leaves room for any real file while a file of
+        /// thousands of empty scans stops at the 101st instead of spending seconds of CPU.
+        static let maximumJPEGScanCount = 100
 
         /// Throws ``ImageError/animationTooLarge(width:height:frameCount:)`` unless `frameCount`
         /// canvases of `width` × `height` fit the budget, and there are at most

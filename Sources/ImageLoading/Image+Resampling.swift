@@ -8,6 +8,8 @@ extension Image {
     /// coverage-weighted average of the source pixels under it, so thin lines and noise average
     /// out instead of aliasing, and transparent pixels lend no colour to their neighbours.
     /// Every frame of an animation is scaled; ``scale`` is unchanged. Sizes below 1 count as 1.
+    /// The work is done in bands of output columns and rows: beyond the copy it returns, it
+    /// needs under 64 KiB whatever the image's size.
     ///
     /// An image whose public properties were set to disagree (``pixels`` or a frame not
     /// `width × height × 4` bytes, a dimension not positive) is returned unchanged: there is
@@ -31,107 +33,163 @@ extension Image {
         return copy
     }
 
-    /// `output` with its longer side at most `maximumPixelSize` (unchanged when it fits).
-    static func fit(_ output: ImageDecoderOutput, maximumPixelSize: Int) -> ImageDecoderOutput {
+    /// Shrinks `output` so its longer side is at most `maximumPixelSize` (unchanged when it
+    /// fits). An animation's frames are replaced one at a time, each decoded frame released
+    /// once its resampled copy exists: the peak is the decoded frames plus one resampled frame.
+    static func fit(_ output: inout ImageDecoderOutput, maximumPixelSize: Int) {
         let longest = max(output.width, output.height)
-        guard longest > maximumPixelSize else { return output }
+        guard longest > maximumPixelSize else { return }
         let factor = Double(maximumPixelSize) / Double(longest)
         let newWidth = min(maximumPixelSize, max(1, Int((Double(output.width) * factor).rounded())))
         let newHeight = min(maximumPixelSize, max(1, Int((Double(output.height) * factor).rounded())))
+        let (width, height) = (output.width, output.height)
         let resample = { (pixels: [UInt8]) in
-            Image.areaResample(pixels, width: output.width, height: output.height, toWidth: newWidth, height: newHeight)
+            Image.areaResample(pixels, width: width, height: height, toWidth: newWidth, height: newHeight)
         }
         if output.frames.isEmpty {
-            return ImageDecoderOutput(width: newWidth, height: newHeight, pixels: resample(output.pixels))
+            output.pixels = resample(output.pixels)
+        } else {
+            // `pixels` shares the first frame's storage: let go of it so that frame can be freed.
+            output.pixels = []
+            for index in output.frames.indices {
+                let resampled = resample(output.frames[index].pixels)
+                output.frames[index].pixels = resampled
+            }
+            output.pixels = output.frames[0].pixels
         }
-        let frames = output.frames.map { ImageFrame(pixels: resample($0.pixels), delay: $0.delay) }
-        return ImageDecoderOutput(width: newWidth, height: newHeight, frames: frames)
+        output.width = newWidth
+        output.height = newHeight
     }
 
-    /// One output pixel's source span along an axis: the first source index and the weight
-    /// (coverage, summing to 1) of each source pixel from there.
+    /// Output columns resampled per band: bounds the working memory to two rows of this many
+    /// premultiplied float pixels (16 KiB) and this many spans, whatever the image's width.
+    static let resamplingBandWidth = 512
+
+    /// One output pixel's source span along an axis: `count` source pixels from `first`, the
+    /// first and last weighted by how much of them the output pixel covers, those between by
+    /// 1/ratio (the weights sum to 1). O(1) in size however many pixels it spans.
     private struct Span {
         var first: Int
-        var weights: [Float]
-    }
+        var count: Int
+        var firstWeight: Float
+        var interiorWeight: Float
+        var lastWeight: Float
 
-    /// The spans that map `source` pixels onto `target` (≤ `source`) pixels along one axis.
-    private static func spans(source: Int, target: Int) -> [Span] {
-        let ratio = Double(source) / Double(target)
-        return (0..<target).map { index in
+        /// The weight of the source pixel at `first + offset`.
+        func weight(_ offset: Int) -> Float {
+            offset == 0 ? firstWeight : (offset == count - 1 ? lastWeight : interiorWeight)
+        }
+
+        /// The span mapping output pixel `index` of `target` onto `source` (≥ `target`) pixels.
+        init(_ index: Int, source: Int, target: Int) {
+            let ratio = Double(source) / Double(target)
             let start = Double(index) * ratio
             let end = min(Double(source), Double(index + 1) * ratio)
             let first = Int(start.rounded(.down))
-            let last = min(source - 1, Int(end.rounded(.up)) - 1)
-            var weights: [Float] = []
-            for position in first...max(first, last) {
+            let last = max(first, min(source - 1, Int(end.rounded(.up)) - 1))
+            func weight(_ position: Int) -> Float {
                 let covered = min(end, Double(position + 1)) - max(start, Double(position))
-                weights.append(Float(max(0, covered) / ratio))
+                return Float(max(0, covered) / ratio)
             }
-            return Span(first: first, weights: weights)
+            self.first = first
+            self.count = last - first + 1
+            self.firstWeight = weight(first)
+            self.interiorWeight = Float(1 / ratio)
+            self.lastWeight = weight(last)
         }
     }
 
-    /// Area-averaged downscale of straight-alpha RGBA8, done on premultiplied colour in two
-    /// separable passes (rows, then columns).
+    /// Area-averaged downscale of straight-alpha RGBA8, on premultiplied colour, separably
+    /// (rows, then columns), in bands of ``resamplingBandWidth`` output columns: for each
+    /// output row, the source rows under it are shrunk to the band's width one at a time and
+    /// summed, so the working memory is two float rows of the band, never a float copy of the
+    /// image (which took 16 bytes per output column and source row).
     static func areaResample(_ pixels: [UInt8], width: Int, height: Int, toWidth newWidth: Int, height newHeight: Int)
         -> [UInt8]
     {
-        let columns = spans(source: width, target: newWidth)
-        let rows = spans(source: height, target: newHeight)
-        // Pass 1: each source row shrunk horizontally, premultiplied, as floats.
-        var horizontal = [Float](repeating: 0, count: newWidth * height * 4)
-        pixels.withUnsafeBufferPointer { source in
-            horizontal.withUnsafeMutableBufferPointer { target in
-                for y in 0..<height {
-                    let sourceRow = y * width * 4
-                    let targetRow = y * newWidth * 4
-                    for (x, span) in columns.enumerated() {
-                        var r: Float = 0, g: Float = 0, b: Float = 0, a: Float = 0
-                        for (offset, weight) in span.weights.enumerated() {
-                            let pixel = sourceRow + (span.first + offset) * 4
-                            let alpha = Float(source[pixel + 3]) * weight
-                            r += Float(source[pixel]) * alpha
-                            g += Float(source[pixel + 1]) * alpha
-                            b += Float(source[pixel + 2]) * alpha
-                            a += alpha
-                        }
-                        let out = targetRow + x * 4
-                        target[out] = r / 255
-                        target[out + 1] = g / 255
-                        target[out + 2] = b / 255
-                        target[out + 3] = a
-                    }
-                }
-            }
-        }
-        // Pass 2: columns shrunk vertically, then un-premultiplied back to bytes.
         var result = [UInt8](repeating: 0, count: newWidth * newHeight * 4)
-        horizontal.withUnsafeBufferPointer { source in
+        let band = min(newWidth, resamplingBandWidth)
+        var shrunk = [Float](repeating: 0, count: band * 4)
+        var summed = [Float](repeating: 0, count: band * 4)
+        var columns: [Span] = []
+        columns.reserveCapacity(band)
+        ResamplingProbe.current?.record(2 * band * 4 * MemoryLayout<Float>.stride + band * MemoryLayout<Span>.stride)
+        pixels.withUnsafeBufferPointer { source in
             result.withUnsafeMutableBufferPointer { target in
-                for (y, span) in rows.enumerated() {
-                    for x in 0..<newWidth {
-                        var r: Float = 0, g: Float = 0, b: Float = 0, a: Float = 0
-                        for (offset, weight) in span.weights.enumerated() {
-                            let pixel = ((span.first + offset) * newWidth + x) * 4
-                            r += source[pixel] * weight
-                            g += source[pixel + 1] * weight
-                            b += source[pixel + 2] * weight
-                            a += source[pixel + 3] * weight
+                shrunk.withUnsafeMutableBufferPointer { shrunk in
+                    summed.withUnsafeMutableBufferPointer { summed in
+                        for bandStart in stride(from: 0, to: newWidth, by: band) {
+                            let bandCount = min(band, newWidth - bandStart)
+                            columns.removeAll(keepingCapacity: true)
+                            for x in bandStart..<bandStart + bandCount {
+                                columns.append(Span(x, source: width, target: newWidth))
+                            }
+                            resampleBand(source, width: width, height: height, columns: columns, into: target,
+                                         at: bandStart, newWidth: newWidth, newHeight: newHeight,
+                                         shrunk: shrunk, summed: summed)
                         }
-                        let out = (y * newWidth + x) * 4
-                        let alpha = (a.rounded()).clamped(to: 0...255)
-                        target[out + 3] = UInt8(alpha)
-                        guard a > 0 else { continue }
-                        let unpremultiply = 255 / a
-                        target[out] = UInt8((r * unpremultiply).rounded().clamped(to: 0...255))
-                        target[out + 1] = UInt8((g * unpremultiply).rounded().clamped(to: 0...255))
-                        target[out + 2] = UInt8((b * unpremultiply).rounded().clamped(to: 0...255))
                     }
                 }
             }
         }
         return result
+    }
+
+    /// Output columns `bandStart ..< bandStart + columns.count`, every row.
+    private static func resampleBand(
+        _ source: UnsafeBufferPointer<UInt8>, width: Int, height: Int, columns: [Span],
+        into target: UnsafeMutableBufferPointer<UInt8>, at bandStart: Int, newWidth: Int, newHeight: Int,
+        shrunk: UnsafeMutableBufferPointer<Float>, summed: UnsafeMutableBufferPointer<Float>
+    ) {
+        let floats = columns.count * 4
+        // Consecutive output rows share the source row on their boundary: shrunk once.
+        var shrunkRow = -1
+        for y in 0..<newHeight {
+            let rows = Span(y, source: height, target: newHeight)
+            for index in 0..<floats { summed[index] = 0 }
+            for offset in 0..<rows.count {
+                let sourceY = rows.first + offset
+                if sourceY != shrunkRow {
+                    shrinkRow(source, row: sourceY * width * 4, columns: columns, into: shrunk)
+                    shrunkRow = sourceY
+                }
+                let weight = rows.weight(offset)
+                for index in 0..<floats { summed[index] += shrunk[index] * weight }
+            }
+            // Un-premultiplied back to bytes.
+            for x in 0..<columns.count {
+                let r = summed[x * 4], g = summed[x * 4 + 1], b = summed[x * 4 + 2], a = summed[x * 4 + 3]
+                let out = (y * newWidth + bandStart + x) * 4
+                let alpha = (a.rounded()).clamped(to: 0...255)
+                target[out + 3] = UInt8(alpha)
+                guard a > 0 else { continue }
+                let unpremultiply = 255 / a
+                target[out] = UInt8((r * unpremultiply).rounded().clamped(to: 0...255))
+                target[out + 1] = UInt8((g * unpremultiply).rounded().clamped(to: 0...255))
+                target[out + 2] = UInt8((b * unpremultiply).rounded().clamped(to: 0...255))
+            }
+        }
+    }
+
+    /// The source row starting at byte `row`, shrunk horizontally to `columns`, premultiplied.
+    private static func shrinkRow(
+        _ source: UnsafeBufferPointer<UInt8>, row: Int, columns: [Span], into shrunk: UnsafeMutableBufferPointer<Float>
+    ) {
+        for (x, span) in columns.enumerated() {
+            var r: Float = 0, g: Float = 0, b: Float = 0, a: Float = 0
+            for offset in 0..<span.count {
+                let pixel = row + (span.first + offset) * 4
+                let alpha = Float(source[pixel + 3]) * span.weight(offset)
+                r += Float(source[pixel]) * alpha
+                g += Float(source[pixel + 1]) * alpha
+                b += Float(source[pixel + 2]) * alpha
+                a += alpha
+            }
+            shrunk[x * 4] = r / 255
+            shrunk[x * 4 + 1] = g / 255
+            shrunk[x * 4 + 2] = b / 255
+            shrunk[x * 4 + 3] = a
+        }
     }
 }
 

@@ -24,7 +24,8 @@ public enum ImageError: Error, Sendable, Equatable, CustomStringConvertible {
     /// refused before any pixel memory was allocated.
     case tooLarge(width: Int, height: Int)
     /// An animation whose frames together exceed the pixel budget (every frame is a full canvas),
-    /// or that has more than 10,000 frames.
+    /// whose GIF frames together decompress more pixels than the budget, or that has more than
+    /// 10,000 frames.
     case animationTooLarge(width: Int, height: Int, frameCount: Int)
     /// Encoding the pixels failed; `reason` is the encoder's explanation.
     case encodingFailed(reason: String)

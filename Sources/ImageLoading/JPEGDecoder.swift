@@ -17,6 +17,9 @@ enum JPEGDecoder {
         let output = try data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws -> ImageDecoderOutput in
             guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { throw ImageError.emptyData }
             try step(decoder, cimage_jpeg_read_header(decoder, base, UInt(raw.count)))
+            // Every scan costs a pass over the blocks it covers, whatever it holds: a file of
+            // thousands of (even empty) scans would take seconds of CPU within the pixel budget.
+            cimage_jpeg_set_scan_limit(decoder, Int32(Image.DecodingOptions.maximumJPEGScanCount))
             let info = cimage_jpeg_info(decoder)
             let sourceWidth = Int(info.pointee.image_width)
             let sourceHeight = Int(info.pointee.image_height)
@@ -79,6 +82,11 @@ enum JPEGDecoder {
     /// Throws the ImageError for a failed shim step (non-zero `status`).
     private static func step(_ decoder: OpaquePointer, _ status: Int32) throws {
         guard status != 0 else { return }
+        if cimage_jpeg_scan_limit_exceeded(decoder) != 0 {
+            let limit = Image.DecodingOptions.maximumJPEGScanCount
+            throw ImageError.corrupt(.jpeg, reason: "it has more than \(limit) scans (an encoder writes about 10); "
+                + "decoding stops there to bound its CPU time.")
+        }
         if cimage_jpeg_hit_end_of_data(decoder) != 0 { throw ImageError.truncated(.jpeg) }
         let message = String(cString: cimage_jpeg_message(decoder))
         throw ImageError.corrupt(.jpeg, reason: message.isEmpty ? "libjpeg rejected the data." : message)

@@ -30,6 +30,9 @@ CImageJPEGDecoder *_Nullable cimage_jpeg_create(void);
 void cimage_jpeg_destroy(CImageJPEGDecoder *_Nonnull decoder);
 /// libjpeg's state, to read the header fields and set the output parameters between steps.
 struct jpeg_decompress_struct *_Nonnull cimage_jpeg_info(CImageJPEGDecoder *_Nonnull decoder);
+/// Installs a progress monitor that fails the step in progress (as a fatal error would) once the
+/// file reaches its `limit + 1`th scan; `limit` <= 0 means no limit.
+void cimage_jpeg_set_scan_limit(CImageJPEGDecoder *_Nonnull decoder, int limit);
 
 // Each step returns 0 on success, or 1 after libjpeg reported a fatal error; the decoder is
 // then only fit for cimage_jpeg_destroy. `data` must stay valid until the decoder is destroyed.
@@ -51,5 +54,7 @@ int cimage_jpeg_finish(CImageJPEGDecoder *_Nonnull decoder);
 const char *_Nonnull cimage_jpeg_message(const CImageJPEGDecoder *_Nonnull decoder);
 /// Non-zero once libjpeg ran out of data and padded the stream (JWRN_JPEG_EOF).
 int cimage_jpeg_hit_end_of_data(const CImageJPEGDecoder *_Nonnull decoder);
+/// Non-zero once a step failed because the file has more scans than cimage_jpeg_set_scan_limit allows.
+int cimage_jpeg_scan_limit_exceeded(const CImageJPEGDecoder *_Nonnull decoder);
 
 #endif
