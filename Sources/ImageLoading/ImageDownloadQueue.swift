@@ -7,6 +7,9 @@ import FoundationNetworking
 /// The handlers of one receipt (AFNetworking's `AFImageDownloaderResponseHandler`).
 struct ImageDownloadHandler: Sendable {
     let receiptID: UUID
+    /// The caller's request, as given (before any `RequestAdapter`): what its handlers are
+    /// called with when the receipt is cancelled.
+    let request: URLRequest
     let success: ImageDownloader.SuccessHandler?
     let failure: ImageDownloader.FailureHandler?
 }
@@ -16,6 +19,8 @@ struct MergedImageDownload: Sendable {
     /// Unique per downloader: tells a completion of this transfer from one of an earlier
     /// transfer for the same URL that was cancelled.
     let id: UInt64
+    /// The caller's URL (`absoluteString`), never the task's: a `RequestAdapter` may have
+    /// sent the transfer to another URL.
     let urlIdentifier: String
     let task: DataTask
     var handlers: [ImageDownloadHandler]
@@ -31,6 +36,10 @@ struct ImageDownloadQueue: Sendable {
 
     /// Downloads not yet finished, by URL identifier.
     private(set) var merged: [String: MergedImageDownload] = [:]
+    /// The URL identifier of each download in `merged`, by its task: a receipt is found by
+    /// its task, so cancelling never depends on the task's URL, which a `RequestAdapter` may
+    /// have changed. (`merged` holds each task, so no identifier is reused while listed.)
+    private var urlIdentifiersByTask: [ObjectIdentifier: String] = [:]
     /// URL identifiers of downloads waiting for a slot, oldest first.
     private(set) var waiting: [String] = []
     /// IDs of downloads that were started and whose completion has not arrived yet (a
@@ -61,6 +70,7 @@ struct ImageDownloadQueue: Sendable {
     /// active); otherwise it waits in line.
     mutating func add(_ download: MergedImageDownload) -> Bool {
         merged[download.urlIdentifier] = download
+        urlIdentifiersByTask[ObjectIdentifier(download.task)] = download.urlIdentifier
         if active.count < maximumActiveDownloads {
             active.insert(download.id)
             return true
@@ -74,22 +84,21 @@ struct ImageDownloadQueue: Sendable {
         merged[urlIdentifier]?.id == id
     }
 
-    /// Removes the handler of `receiptID` from the download for `urlIdentifier`. Returns the
+    /// Removes the handler of `receiptID` from the download whose task is `task`. Returns the
     /// removed handler, and the task to cancel when no handler is left (the download is then
     /// forgotten; if it was active it keeps its slot until its completion arrives).
-    mutating func cancel(_ receiptID: UUID, for urlIdentifier: String, task: SessionTask)
-        -> (handler: ImageDownloadHandler?, orphanedTask: DataTask?)
-    {
-        // The receipt's own task must match: an old receipt never touches a newer transfer.
-        guard var download = merged[urlIdentifier], download.task === task else { return (nil, nil) }
+    mutating func cancel(_ receiptID: UUID, task: SessionTask) -> (handler: ImageDownloadHandler?, orphanedTask: DataTask?) {
+        // Found by the receipt's own task: an old receipt never touches a newer transfer.
+        guard let urlIdentifier = urlIdentifiersByTask[ObjectIdentifier(task)],
+              var download = merged[urlIdentifier], download.task === task
+        else { return (nil, nil) }
         let index = download.handlers.firstIndex { $0.receiptID == receiptID }
         let handler = index.map { download.handlers.remove(at: $0) }
         guard download.handlers.isEmpty else {
             merged[urlIdentifier] = download
             return (handler, nil)
         }
-        merged[urlIdentifier] = nil
-        waiting.removeAll { $0 == urlIdentifier }
+        forget(urlIdentifier)
         return (handler, download.task)
     }
 
@@ -98,8 +107,7 @@ struct ImageDownloadQueue: Sendable {
     mutating func finish(_ id: UInt64, for urlIdentifier: String) -> (handlers: [ImageDownloadHandler], start: [DataTask]) {
         var handlers: [ImageDownloadHandler] = []
         if let download = merged[urlIdentifier], download.id == id {
-            merged[urlIdentifier] = nil
-            waiting.removeAll { $0 == urlIdentifier }
+            forget(urlIdentifier)
             handlers = download.handlers
         }
         active.remove(id)
@@ -109,6 +117,15 @@ struct ImageDownloadQueue: Sendable {
             start.append(next.task)
         }
         return (handlers, start)
+    }
+
+    /// Drops the download for `urlIdentifier` from every table (not from `active`: a started
+    /// transfer keeps its slot until its completion arrives).
+    private mutating func forget(_ urlIdentifier: String) {
+        if let download = merged.removeValue(forKey: urlIdentifier) {
+            urlIdentifiersByTask[ObjectIdentifier(download.task)] = nil
+        }
+        waiting.removeAll { $0 == urlIdentifier }
     }
 
     /// Takes the next waiting download: the highest task priority first (a prefetch waits
@@ -138,6 +155,7 @@ struct ImageDownloadQueue: Sendable {
     mutating func removeAll() -> [MergedImageDownload] {
         let downloads = Array(merged.values)
         merged = [:]
+        urlIdentifiersByTask = [:]
         waiting = []
         active = []
         return downloads

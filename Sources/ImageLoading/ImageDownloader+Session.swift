@@ -1,6 +1,5 @@
 import Foundation
 import SessionCore
-import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -26,33 +25,5 @@ extension ImageDownloader {
         let base = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
             ?? FileManager.default.temporaryDirectory
         return base.appendingPathComponent("curlew/ImageDownloader", isDirectory: true)
-    }
-
-    /// The credential answering HTTP Basic and Digest challenges (a 401 offering either) of
-    /// this downloader's transfers; nil (the default) lets such a 401 fail the download.
-    ///
-    /// Setting a credential the first time installs the downloader's challenge handler on
-    /// ``sessionManager`` (replacing any handler set there before; give the downloader a
-    /// manager of its own if you need a handler of yours). The credential is offered once per
-    /// transfer and only to the origin that asked, so a wrong one ends in the 401, not a loop.
-    /// Server trust challenges keep their default handling.
-    public var credential: URLCredential? {
-        get { state.withLock { $0.credential } }
-        set {
-            let install = state.withLock { state -> Bool in
-                state.credential = newValue
-                defer { state.installedChallengeHandler = state.installedChallengeHandler || newValue != nil }
-                return newValue != nil && !state.installedChallengeHandler
-            }
-            guard install else { return }
-            // Weak: the manager keeps its handler; the handler must not keep the downloader.
-            sessionManager.setAuthenticationChallengeHandler { [weak self] _, challenge in
-                let method = challenge.protectionSpace.authenticationMethod
-                guard method == NSURLAuthenticationMethodHTTPBasic || method == NSURLAuthenticationMethodHTTPDigest,
-                      challenge.previousFailureCount == 0, let credential = self?.credential
-                else { return .performDefaultHandling }
-                return .useCredential(credential)
-            }
-        }
     }
 }

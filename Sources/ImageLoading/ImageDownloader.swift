@@ -18,6 +18,9 @@ import FoundationNetworking
 ///   `SessionTask.priority` goes first: prefetches wait behind what is on screen).
 /// - The ``imageCache`` is consulted first unless the request's `cachePolicy` says to reload,
 ///   and every downloaded image is offered to it.
+/// - A download is known by the caller's URL from request to cancel: a `RequestAdapter` on
+///   the manager that rewrites URLs changes what is sent, not merging, cancelling or the
+///   cache key (images are cached under the caller's request).
 /// - Handlers run on `sessionManager.completionQueue`; no lock is held while they, the cache
 ///   or the session manager's hooks run.
 public final class ImageDownloader: Sendable {
@@ -30,7 +33,8 @@ public final class ImageDownloader: Sendable {
     struct State: Sendable {
         var queue: ImageDownloadQueue
         var imageCache: (any ImageRequestCache)?
-        var credential: URLCredential?
+        /// HTTP credentials and the origins they are for (see ImageDownloader+Credentials).
+        var credentials = ImageDownloadCredentials()
         var installedChallengeHandler = false
     }
 
@@ -79,9 +83,9 @@ public final class ImageDownloader: Sendable {
         for download in downloads { download.task.cancel() }
         let callbacks = sessionManager.completionQueue
         for download in downloads {
-            guard let request = download.task.originalRequest else { continue }
             for handler in download.handlers {
                 guard let failure = handler.failure else { continue }
+                let request = handler.request
                 callbacks.async { failure(request, nil, SessionError.cancelled) }
             }
         }
@@ -135,8 +139,11 @@ public final class ImageDownloader: Sendable {
             if let failure { callbacks.async { failure(request, nil, URLError(.badURL)) } }
             return nil
         }
+        // The one identity of this download from request to cancel: the caller's URL. The
+        // task's own request may differ (a `RequestAdapter` may change the URL), so nothing
+        // here is keyed by it; receipts are found again by their task.
         let key = url.absoluteString
-        let handler = ImageDownloadHandler(receiptID: receiptID, success: success, failure: failure)
+        let handler = ImageDownloadHandler(receiptID: receiptID, request: request, success: success, failure: failure)
 
         // 1. Join a transfer already under way for this URL.
         if let task = join(key, handler: handler, priority: priority) {
@@ -168,16 +175,17 @@ public final class ImageDownloader: Sendable {
     }
 
     /// Withdraws one receipt: its failure handler is called with `SessionError.cancelled` (on
-    /// the completion queue) and its success handler never. The transfer is cancelled only
-    /// when no other receipt shares it. Cancelling a receipt whose download already finished,
-    /// or twice, does nothing.
+    /// the completion queue, with the request the receipt was made for) and its success
+    /// handler never. The transfer is cancelled only when no other receipt shares it.
+    /// Cancelling a receipt whose download already finished, or twice, does nothing.
+    ///
+    /// The receipt is found by its `task`, whatever URL that task was sent to: a
+    /// `RequestAdapter` on ``sessionManager`` that rewrites URLs changes nothing here.
     public func cancelTask(for receipt: ImageDownloadReceipt) {
-        guard let key = receipt.task.originalRequest?.url?.absoluteString else { return }
-        let (handler, orphaned) = state.withLock {
-            $0.queue.cancel(receipt.receiptID, for: key, task: receipt.task)
-        }
+        let (handler, orphaned) = state.withLock { $0.queue.cancel(receipt.receiptID, task: receipt.task) }
         orphaned?.cancel()
-        if let failure = handler?.failure, let request = receipt.task.originalRequest {
+        if let handler, let failure = handler.failure {
+            let request = handler.request
             sessionManager.completionQueue.async { failure(request, nil, SessionError.cancelled) }
         }
     }

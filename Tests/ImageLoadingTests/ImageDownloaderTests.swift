@@ -233,6 +233,8 @@ final class ImageDownloaderTests: XCTestCase {
     }
 
     func testACredentialAnswersBasicChallenges() async throws {
+        // Bound to the server's origin: an unbound credential is never sent over http (issue
+        // 19, #10; see ImageDownloaderCredentialTests).
         let secured = try TestServer { [picture] request in
             let expected = "Basic " + Data("user:secret".utf8).base64EncodedString()
             if request.header("Authorization") == expected { return TestImages.response(picture!) }
@@ -245,11 +247,11 @@ final class ImageDownloaderTests: XCTestCase {
         downloader.downloadImage(for: URLRequest(url: url), success: { _, _, _ in outcomes.append(200) },
                                  failure: { _, response, _ in outcomes.append(response?.statusCode ?? -1) })
         try await eventually({ outcomes.count == 1 }, "without a credential")
-        downloader.credential = URLCredential(user: "user", password: "secret", persistence: .none)
+        try downloader.setCredential(URLCredential(user: "user", password: "secret", persistence: .none), for: url)
         downloader.downloadImage(for: URLRequest(url: url), success: { _, _, _ in outcomes.append(200) },
                                  failure: { _, response, _ in outcomes.append(response?.statusCode ?? -1) })
         try await eventually({ outcomes.count == 2 }, "with a credential")
-        downloader.credential = URLCredential(user: "user", password: "wrong", persistence: .none)
+        try downloader.setCredential(URLCredential(user: "user", password: "wrong", persistence: .none), for: url)
         downloader.downloadImage(for: URLRequest(url: url), success: { _, _, _ in outcomes.append(200) },
                                  failure: { _, response, _ in outcomes.append(response?.statusCode ?? -1) })
         try await eventually({ outcomes.count == 3 }, "with a wrong credential")

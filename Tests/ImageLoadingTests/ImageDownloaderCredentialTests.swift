@@ -1,0 +1,149 @@
+import CurlewTestSupport
+import Foundation
+import Security
+import SessionCore
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import ImageLoading
+
+/// The downloader's credentials are bound to the origins they are for (issue 19, #10): two
+/// loopback servers are two origins (same host, other port); the second one answers every
+/// request with `401 Basic` and records what it received.
+final class ImageDownloaderCredentialTests: XCTestCase {
+    private var picture: Image!
+    private var owner: TestServer!
+    private var stranger: TestServer!
+    private let credential = URLCredential(user: "user", password: "secret", persistence: .forSession)
+    private static let expected = "Basic " + Data("user:secret".utf8).base64EncodedString()
+
+    /// Answers `picture` to `user:secret`, else `401 Basic realm="images"`.
+    private static func protected(_ picture: Image) -> @Sendable (TestRequest) -> TestResponse {
+        { request in
+            if request.header("Authorization") == expected { return TestImages.response(picture) }
+            return TestResponse(status: 401, headers: [("WWW-Authenticate", "Basic realm=\"images\"")], body: Data())
+        }
+    }
+
+    override func setUp() async throws {
+        picture = try TestImages.image(width: 2, height: 2, value: 11)
+        owner = try TestServer(handler: Self.protected(picture))
+        stranger = try TestServer { _ in
+            TestResponse(status: 401, headers: [("WWW-Authenticate", "Basic realm=\"images\"")], body: Data())
+        }
+        owner.route("/hop") { [stranger] _ in .redirect(to: stranger!.baseURLString + "/elsewhere.png") }
+    }
+
+    override func tearDown() async throws {
+        owner.shutdown()
+        stranger.shutdown()
+    }
+
+    /// Downloads `url` and returns the status code it ended with (200 for an image).
+    private func status(_ downloader: ImageDownloader, _ url: URL) async -> Int {
+        await withCheckedContinuation { continuation in
+            downloader.downloadImage(
+                for: URLRequest(url: url), success: { _, _, _ in continuation.resume(returning: 200) },
+                failure: { _, response, _ in continuation.resume(returning: response?.statusCode ?? -1) })
+        }
+    }
+
+    private func authorizationHeaders(_ server: TestServer) -> [String] {
+        server.requests.flatMap { $0.headerValues("Authorization") }
+    }
+
+    func testABoundCredentialIsSentToItsOriginAndNoOther() async throws {
+        let downloader = TestImages.downloader(cache: nil)
+        try downloader.setCredential(credential, for: owner.baseURL)
+
+        let ownStatus = await status(downloader, try owner.url("/private.png"))
+        XCTAssertEqual(ownStatus, 200, "the bound origin gets the credential, over http too")
+        XCTAssertEqual(authorizationHeaders(owner), [Self.expected])
+
+        let strangerStatus = await status(downloader, try stranger.url("/other.png"))
+        XCTAssertEqual(strangerStatus, 401, "another origin's 401 is delivered")
+        let redirectedStatus = await status(downloader, try owner.url("/hop"))
+        XCTAssertEqual(redirectedStatus, 401, "nor is the credential sent to the origin a redirect leads to")
+        XCTAssertEqual(stranger.requests.count, 2)
+        XCTAssertEqual(authorizationHeaders(stranger), [], "the other origin never received the password")
+        await shutDown(downloader)
+    }
+
+    func testAnUnboundCredentialIsNeverSentOverHTTP() async throws {
+        let downloader = TestImages.downloader(cache: nil)
+        downloader.credential = credential
+        let ownStatus = await status(downloader, try owner.url("/private.png"))
+        let strangerStatus = await status(downloader, try stranger.url("/other.png"))
+        XCTAssertEqual([ownStatus, strangerStatus], [401, 401])
+        XCTAssertEqual(authorizationHeaders(owner) + authorizationHeaders(stranger), [], "no password in the clear")
+        await shutDown(downloader)
+    }
+
+    func testAnUnboundCredentialIsOfferedOverHTTPS() async throws {
+        let certificates = try TestCertificates.shared()
+        let secured = try TestServer(
+            tls: TestServerTLS(certificateChain: certificates.leaf.chainPEM, privateKey: certificates.leaf.privateKeyPEM),
+            handler: Self.protected(picture))
+        defer { secured.shutdown() }
+        let downloader = TestImages.downloader(cache: nil)
+        var policy = SecurityPolicy.default
+        policy.trustedRootCertificates = [try Certificate(contentsOf: certificates.root.certificatePEM)]
+        downloader.sessionManager.securityPolicy = policy
+        downloader.credential = credential
+
+        let securedStatus = await status(downloader, try secured.url("/private.png"))
+        XCTAssertEqual(securedStatus, 200, "over https the unbound credential still answers")
+        XCTAssertEqual(authorizationHeaders(secured), [Self.expected])
+        await shutDown(downloader)
+    }
+
+    func testAProtectionSpaceBindsTheRealmAndMethod() async throws {
+        let downloader = TestImages.downloader(cache: nil)
+        let url = try owner.url("/private.png")
+        func space(realm: String?, method: String = NSURLAuthenticationMethodHTTPBasic) -> URLProtectionSpace {
+            URLProtectionSpace(host: "127.0.0.1", port: owner.port, protocol: "http", realm: realm, authenticationMethod: method)
+        }
+        try downloader.setCredential(credential, for: space(realm: "another realm"))
+        try downloader.setCredential(credential, for: space(realm: "images", method: NSURLAuthenticationMethodHTTPDigest))
+        let wrongSpace = await status(downloader, url)
+        XCTAssertEqual(wrongSpace, 401, "another realm or method is another protection space")
+        XCTAssertEqual(authorizationHeaders(owner), [])
+
+        try downloader.setCredential(credential, for: space(realm: "images"))
+        XCTAssertTrue(downloader.credential(for: space(realm: "images")) === credential)
+        XCTAssertNil(downloader.credential(for: space(realm: "images", method: NSURLAuthenticationMethodNTLM)))
+        let rightSpace = await status(downloader, url)
+        XCTAssertEqual(rightSpace, 200)
+        XCTAssertEqual(authorizationHeaders(owner), [Self.expected])
+
+        // Removed: the next challenge gets nothing (the manager did not keep a copy).
+        try downloader.setCredential(nil, for: space(realm: "images"))
+        let removed = await status(downloader, url)
+        XCTAssertEqual(removed, 401)
+        XCTAssertEqual(authorizationHeaders(owner), [Self.expected], "no second Authorization")
+        await shutDown(downloader)
+    }
+
+    func testOriginsAreComparedBySchemeHostAndPort() throws {
+        let downloader = TestImages.downloader(cache: nil)
+        try downloader.setCredential(credential, for: XCTUnwrap(URL(string: "HTTP://Images.Example:80/any/path")), realm: "r")
+        func space(_ host: String, _ port: Int, _ scheme: String, realm: String? = "r") -> URLProtectionSpace {
+            URLProtectionSpace(host: host, port: port, protocol: scheme, realm: realm, authenticationMethod: NSURLAuthenticationMethodHTTPBasic)
+        }
+        XCTAssertNotNil(downloader.credential(for: space("images.example", 80, "http")))
+        XCTAssertNil(downloader.credential(for: space("images.example", 80, "http", realm: "other")))
+        XCTAssertNil(downloader.credential(for: space("images.example", 8080, "http")))
+        XCTAssertNil(downloader.credential(for: space("images.example", 443, "https")))
+        XCTAssertNil(downloader.credential(for: space("cdn.example", 80, "http")))
+
+        downloader.credential = URLCredential(user: "any", password: "where", persistence: .none)
+        XCTAssertEqual(downloader.credential(for: space("cdn.example", 443, "https"))?.user, "any", "unbound: https")
+        XCTAssertNil(downloader.credential(for: space("cdn.example", 80, "http")), "unbound: never http")
+        XCTAssertEqual(downloader.credential(for: space("images.example", 80, "http"))?.user, "user", "bound wins")
+
+        XCTAssertThrowsError(try downloader.setCredential(credential, for: XCTUnwrap(URL(string: "file:///tmp/x"))))
+        XCTAssertThrowsError(try downloader.setCredential(credential, for: XCTUnwrap(URL(string: "/relative"))))
+        XCTAssertThrowsError(try downloader.setCredential(credential, for: space("ftp.example", 21, "ftp")))
+    }
+}
