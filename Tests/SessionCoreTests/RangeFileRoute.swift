@@ -3,15 +3,17 @@ import Foundation
 import Synchronization
 
 /// A TestServer route that serves a body as a static file server does: an entity tag,
-/// `Accept-Ranges: bytes`, and `206 Partial Content` for `Range: bytes=N-` when `If-Range`
-/// (if sent) matches. Tests change the body or tag mid-test to play a changed file, or make
-/// the route refuse ranges.
+/// `Accept-Ranges: bytes`, and `206 Partial Content` for `Range: bytes=N-` or `bytes=N-M` when
+/// `If-Range` (if sent) matches. Tests change the body or tag mid-test to play a changed file,
+/// make the route refuse ranges, or answer with an error status.
 final class RangeFileRoute: Sendable {
     struct State {
         var body: Data
         var entityTag: String
         /// Answer every range with 416 (as for a range past the end).
         var refusesRanges = false
+        /// Answer every request with this status and a short text body (nil: serve the file).
+        var errorStatus: Int?
         /// The `Range` and `If-Range` values of each request, in order.
         var rangeRequests: [(range: String?, ifRange: String?)] = []
     }
@@ -29,24 +31,31 @@ final class RangeFileRoute: Sendable {
             }
             let range = header("Range")
             let ifRange = header("If-Range")
-            let (body, tag, refuses) = self.state.withLock { state in
+            let (body, tag, refuses, errorStatus) = self.state.withLock { state in
                 state.rangeRequests.append((range, ifRange))
-                return (state.body, state.entityTag, state.refusesRanges)
+                return (state.body, state.entityTag, state.refusesRanges, state.errorStatus)
+            }
+            if let errorStatus {
+                let challenge: [(name: String, value: String)] = errorStatus == 401 ? [("WWW-Authenticate", "Basic realm=\"r\"")] : []
+                return TestResponse(status: errorStatus, headers: challenge, body: Data("error \(errorStatus)".utf8))
             }
             var headers: [(name: String, value: String)] = [("ETag", tag), ("Accept-Ranges", "bytes")]
             var status = 200
             var start = 0
-            if let range, range.hasPrefix("bytes="), range.hasSuffix("-"),
-                let first = Int(range.dropFirst(6).dropLast()), ifRange == nil || ifRange == tag
-            {
-                if refuses || first >= body.count {
-                    return TestResponse(status: 416, headers: [("Content-Range", "bytes */\(body.count)")], body: Data())
+            var end = body.count
+            if let range, range.hasPrefix("bytes="), ifRange == nil || ifRange == tag {
+                let bounds = range.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+                if bounds.count == 2, let first = Int(bounds[0]), bounds[1].isEmpty || Int(bounds[1]) != nil {
+                    if refuses || first >= body.count || Int(bounds[1]).map({ $0 < first }) == true {
+                        return TestResponse(status: 416, headers: [("Content-Range", "bytes */\(body.count)")], body: Data())
+                    }
+                    status = 206
+                    start = first
+                    end = min(body.count, Int(bounds[1]).map { $0 + 1 } ?? body.count)
+                    headers.append(("Content-Range", "bytes \(first)-\(end - 1)/\(body.count)"))
                 }
-                status = 206
-                start = first
-                headers.append(("Content-Range", "bytes \(first)-\(body.count - 1)/\(body.count)"))
             }
-            let part = body.subdata(in: start..<body.count)
+            let part = body.subdata(in: start..<end)
             let chunks = stride(from: 0, to: part.count, by: chunkSize).map { offset in
                 TestResponse.Chunk(part.subdata(in: offset..<min(offset + chunkSize, part.count)), delay: delay)
             }

@@ -7,73 +7,91 @@ import Glibc
 /// resumed download.
 ///
 /// Confinement: made, used and closed on the driver thread only (by the task's
-/// `TaskDelegate`). Bytes go from curl's buffer to the file with `pwrite`, never through a
-/// `Data`: memory stays flat whatever the size.
+/// `TaskDelegate`); a finished file's descriptor goes to its task (`DownloadFileClaim`). Bytes
+/// go from curl's buffer to the file with `pwrite`, never through a `Data`: memory stays flat
+/// whatever the size.
+///
+/// The bytes an earlier task left (the partial file of resume data) are given up only for an
+/// answer that replaces them (a 200, or the range asked for from its start): an error status,
+/// a refused range or a failed write leave them on disk, to continue another time.
 final class DownloadFile {
     /// Where the file is.
     let url: URL
     /// `url.path`, made once (off the driver thread's hot path).
     private let path: String
     private var descriptor: Int32
-    /// The first byte asked for with `Range` (the partial file's length when resuming;
-    /// 0: the whole body is asked for, without `Range`).
-    private(set) var rangeStart: Int64
+    /// Made from resume data: the engine owns the request's range fields, and an error status
+    /// is a failure rather than the file's body.
+    let isFromResumeData: Bool
+    /// Bytes an earlier task left in the file (the resume data's partial bytes) that are still
+    /// there: 0 for a new download, and once the file was cut for a body from byte 0.
+    private(set) var earlierLength: Int64 = 0
+    /// The file position the bytes asked for with `If-Range` continue at: `earlierLength`
+    /// while the partial bytes are continued, 0 once the request asks without a validator.
+    private var rangeStart: Int64 = 0
+    /// The position, in the whole representation, of the file's first byte: not 0 for a
+    /// download of a byte range (the caller's `Range`).
+    private(set) var origin: Int64
+    /// The last position of the byte range the file is for, inclusive (nil: to the end).
+    private(set) var rangeLast: Int64?
+    /// False once the body is a 206 whose `Content-Range` cannot be read (a multipart answer):
+    /// which bytes the file holds is unknown, so it cannot be continued.
+    private(set) var isRangeKnown = true
     /// The `If-Range` value sent with the range.
     let validator: String?
     /// The entity tag sent in `If-Range` (a 206 carrying another one is for other bytes).
     private let sentEntityTag: String?
-    /// The full length the resume data announced, when known.
+    /// The length the file will have when complete, as the resume data announced it.
     private let expectedLength: Int64?
     /// Where the next body byte is written.
     private(set) var position: Int64 = 0
     /// The file's length on disk.
     private var fileLength: Int64 = 0
-    /// The delivered response was no answer to the range asked for (a 416, or a 206 for other
-    /// bytes): its body is dropped and the request is sent again without `Range`.
+    /// The delivered response was no answer to the range asked for (a 416, a 206 for other
+    /// bytes, the whole of a changed representation when a byte range was asked for): its body
+    /// is dropped and the request is sent again without `If-Range`.
     private(set) var needsFullRestart = false
+    /// The status of an answer to a download made from resume data that is neither its bytes
+    /// nor a new body (404, 503, an unanswered 401, ...): its body is dropped, the earlier
+    /// bytes stay and the task fails.
+    private(set) var rejectedStatus: Int?
     /// Where the current response's body starts in the file, decided at its head and applied
     /// (the file cut there) only when its first body byte arrives or the transfer ends: an
     /// interim response (curl's own authentication pass) never touches the file.
     private var plannedStart: Int64?
+    /// Where a planned body from byte 0 lies in the representation, applied with it.
+    private var plannedRange: (origin: Int64, last: Int64?, known: Bool)?
 
     /// Opens the file for a new download (created, must not exist), or the partial file of a
     /// resumed one (kept up to `offset`; when it is gone or shorter, a new file is created and
-    /// the whole body is asked for). The file is locked: two tasks never write one file.
+    /// the whole body, or the whole byte range, is asked for). The file is locked: two tasks
+    /// never write one file.
     init(url: URL, resumingAt offset: Int64 = 0, resume: DownloadResumeData? = nil) throws(SessionError) {
         self.url = url
         path = url.path
+        isFromResumeData = resume != nil
         validator = resume?.validator
         sentEntityTag = resume?.validator == resume?.entityTag ? resume?.entityTag : nil
         expectedLength = resume?.expectedLength
-        rangeStart = 0
+        origin = resume?.rangeFirst ?? 0
+        rangeLast = resume?.rangeLast
         descriptor = -1
-        if offset > 0, validator != nil {
-            // O_NOFOLLOW: resume data names a path; a symlink planted there is refused.
-            // O_NONBLOCK: a FIFO planted there must not block the driver (refused below).
-            let existing = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-            if existing >= 0 {
-                var status = stat()
-                if fstat(existing, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG {
-                    guard flock(existing, LOCK_EX | LOCK_NB) == 0 else {
-                        close(existing)
-                        throw .fileWriteFailed("the partial file '\(path)' is in use by another download task")
-                    }
-                    let size = Int64(status.st_size)
-                    if size >= offset, size == offset || ftruncate(existing, off_t(offset)) == 0 {
-                        descriptor = existing
-                        rangeStart = offset
-                        position = offset
-                        fileLength = offset
-                        return
-                    }
-                }
-                close(existing)
-            }
-            // The partial file is gone, or not what it claims to be: start from byte 0.
-            unlink(path)
+        if offset > 0, validator != nil, let claimed = try Self.claimPartialFile(at: path, keeping: offset) {
+            descriptor = claimed
+            earlierLength = offset
+            rangeStart = offset
+            position = offset
+            fileLength = offset
+            return
         }
         let created = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard created >= 0 else { throw Self.failure("cannot create", path: path) }
+        guard created >= 0 else {
+            if errno == EEXIST, isFromResumeData {
+                // Another task resumed from the same data made the new file first.
+                throw .fileWriteFailed("the partial file '\(path)' is in use by another download task")
+            }
+            throw Self.failure("cannot create", path: path)
+        }
         _ = flock(created, LOCK_EX | LOCK_NB)
         descriptor = created
     }
@@ -82,64 +100,162 @@ final class DownloadFile {
         if descriptor >= 0 { close(descriptor) }
     }
 
-    /// The request's header lines with the range fields added when resuming (any the caller
-    /// set are replaced: the engine owns them for a resumed download). A resumed part is asked
-    /// for as is, without `Accept-Encoding`: a range of a content-coded representation would be
-    /// a range of other bytes.
+    /// Opens and locks the partial file a resumed download continues, cut to `length` bytes;
+    /// nil when it is gone or is not what the resume data says (shorter, not a regular file):
+    /// the download then starts from byte 0 in a new file at the same path.
+    ///
+    /// The lock is the claim. A task resumed from the same data fails while another holds it,
+    /// and a finished task holds it until its file left this path (`DownloadFileClaim`). The
+    /// path is checked again once locked: a file moved away (finished) between this task's
+    /// `open` and its lock is never cut.
+    private static func claimPartialFile(at path: String, keeping length: Int64) throws(SessionError) -> Int32? {
+        // O_NOFOLLOW: resume data names a path; a symlink planted there is refused.
+        // O_NONBLOCK: a FIFO planted there must not block the driver (refused below).
+        let existing = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard existing >= 0 else {
+            if errno != ENOENT { unlink(path) }  // a symlink planted there (unlink never follows it)
+            return nil
+        }
+        var opened = stat()
+        guard fstat(existing, &opened) == 0, (opened.st_mode & S_IFMT) == S_IFREG else {
+            close(existing)
+            unlink(path)  // not a download's file: it goes, a new file takes its place
+            return nil
+        }
+        guard flock(existing, LOCK_EX | LOCK_NB) == 0 else {
+            close(existing)
+            throw .fileWriteFailed("the partial file '\(path)' is in use by another download task")
+        }
+        var current = stat()
+        guard lstat(path, &current) == 0, current.st_dev == opened.st_dev, current.st_ino == opened.st_ino else {
+            close(existing)
+            throw .fileWriteFailed("the partial file '\(path)' was taken by another download task")
+        }
+        let size = Int64(current.st_size)
+        if size >= length, size == length || ftruncate(existing, off_t(length)) == 0 { return existing }
+        // Too short to continue: this task owns it (locked, and still at the path), so it goes.
+        unlink(path)
+        close(existing)
+        return nil
+    }
+
+    /// Whether the engine sets the request's range fields: a download made from resume data
+    /// that continues its partial bytes, or that is for a byte range.
+    var asksForRange: Bool { isFromResumeData && (rangeStart > 0 || origin > 0 || rangeLast != nil) }
+
+    /// The request's header lines with the range fields added when the engine asks for a
+    /// range (any the caller set are replaced). A resumed part is asked for as is, without
+    /// `Accept-Encoding`: a range of a content-coded representation would be a range of other
+    /// bytes. The rest of the partial bytes' range goes with `If-Range`; a byte range asked for
+    /// again from its start (the earlier bytes could not be continued) goes without.
     func headerLines(adding lines: [String]) -> [String] {
-        guard rangeStart > 0, let validator else { return lines }
+        guard asksForRange else { return lines }
         var result = lines.filter { line in
             let lower = line.prefix(16).lowercased()
             return !lower.hasPrefix("range:") && !lower.hasPrefix("if-range:") && !lower.hasPrefix("accept-encoding:")
         }
-        result.append("Range: bytes=\(rangeStart)-")
-        result.append("If-Range: \(validator)")
+        let last = rangeLast.map { String($0) } ?? ""
+        if rangeStart > 0, let validator {
+            // No overflow: `DownloadResumeData` checks that its first position plus its length fit.
+            result.append("Range: bytes=\(origin + rangeStart)-\(last)")
+            result.append("If-Range: \(validator)")
+        } else {
+            result.append("Range: bytes=\(origin)-\(last)")
+        }
         return result
     }
 
     /// Decides, when a delivered response's head arrives, where its body goes: after the
     /// partial bytes (a 206 for exactly the rest asked for, RFC 9110 §14.4 and §15.3.7), from
-    /// byte 0 (any other answer: a 200 means the representation changed or the server ignores
-    /// ranges), or nowhere (a 416, or a 206 for other bytes: the request goes again without
-    /// `Range`). Nothing is written or cut until ``write(_:)`` or ``prepareForEnd()``.
+    /// byte 0 (a new body: a 200, or the byte range from its start), nowhere with the request
+    /// sent again without `If-Range` (a 416, a 206 for other bytes, or a changed
+    /// representation's whole body when a byte range was asked for), or nowhere with the task
+    /// failing (an error status answering a download made from resume data). A new download
+    /// takes any answer as its body. Nothing is written or cut until ``write(_:)`` or
+    /// ``prepareForEnd()``.
     func plan(statusCode: Int, contentRange: String?, entityTag: String?, isContentEncoded: Bool) {
         needsFullRestart = false
-        plannedStart = 0
-        guard rangeStart > 0, statusCode == 206 || statusCode == 416 else { return }
-        if statusCode == 206, !isContentEncoded, let range = Self.parse(contentRange: contentRange),
-            range.first == rangeStart, range.last + 1 == range.length, expectedLength.map({ $0 == range.length }) ?? true,
-            entityTag == nil || sentEntityTag == nil || entityTag == sentEntityTag
-        {
-            plannedStart = rangeStart
-            return
-        }
-        needsFullRestart = true
+        rejectedStatus = nil
         plannedStart = nil
+        plannedRange = nil
+        let range = Self.parse(contentRange: contentRange)
+        if isFromResumeData {
+            let isNewBody = statusCode == 200 || statusCode == 203
+            if rangeStart > 0 {
+                if statusCode == 206, !isContentEncoded, let range, continuesEarlierBytes(range),
+                    entityTag == nil || sentEntityTag == nil || entityTag == sentEntityTag
+                {
+                    plannedStart = rangeStart
+                    return
+                }
+                if statusCode == 206 || statusCode == 416 || (isNewBody && (origin > 0 || rangeLast != nil)) {
+                    needsFullRestart = true
+                    return
+                }
+            }
+            guard isNewBody || statusCode == 206 else {
+                rejectedStatus = statusCode
+                return
+            }
+        }
+        plannedStart = 0
+        plannedRange = Self.representationRange(statusCode: statusCode, contentRange: range)
+    }
+
+    /// Whether a 206's range is exactly the rest of the partial bytes' range.
+    private func continuesEarlierBytes(_ range: (first: Int64, last: Int64, length: Int64)) -> Bool {
+        guard range.first == origin + rangeStart else { return false }
+        let end = rangeLast ?? range.length - 1
+        guard range.last == end else { return false }
+        // No overflow: `end` is now a parsed position below the length, and `origin` >= 0.
+        return expectedLength.map { $0 == end - origin + 1 } ?? true
+    }
+
+    /// Where a body from byte 0 lies in the representation: a 206's `Content-Range` (the
+    /// whole representation when it covers all of it), the whole for any other status.
+    private static func representationRange(
+        statusCode: Int, contentRange range: (first: Int64, last: Int64, length: Int64)?
+    ) -> (origin: Int64, last: Int64?, known: Bool) {
+        guard statusCode == 206 else { return (0, nil, true) }
+        guard let range else { return (0, nil, false) }
+        if range.first == 0, range.last + 1 == range.length { return (0, nil, true) }
+        return (range.first, range.last, true)
     }
 
     /// The body offset the current response starts at (for progress), once planned.
     var plannedOffset: Int64 { plannedStart ?? position }
 
+    /// Whether the current response's body is dropped (a restart or a failure follows).
+    var dropsBody: Bool { needsFullRestart || rejectedStatus != nil }
+
+    /// Whether the file holds the earlier task's bytes and nothing of this task's yet.
+    var holdsOnlyEarlierBytes: Bool { earlierLength > 0 && position == earlierLength }
+
     /// Forgets the plan of a response that turned out to be interim (curl answered it itself).
     func forgetPlan() {
         plannedStart = nil
+        plannedRange = nil
         needsFullRestart = false
+        rejectedStatus = nil
     }
 
-    /// Asks for the whole body from now on (after a 416 or a mismatched 206).
-    func restartWithoutRange() -> SessionError? {
+    /// Asks without `If-Range` from now on, for the whole body or the whole byte range (after
+    /// a 416, a mismatched 206, or a changed representation). The earlier bytes stay until
+    /// that answer's body replaces them: an error status instead leaves them intact.
+    func restartWithoutRange() {
         rangeStart = 0
         needsFullRestart = false
-        plannedStart = 0
-        return apply()
+        plannedStart = nil
+        plannedRange = nil
     }
 
     /// Cuts the file where the planned body starts (a response whose body was empty).
     func prepareForEnd() -> SessionError? { apply() }
 
-    /// Writes body bytes at the current position (dropped while a full restart is pending).
+    /// Writes body bytes at the current position (dropped while a restart or a failure is
+    /// pending).
     func write(_ bytes: UnsafeRawBufferPointer) -> SessionError? {
-        guard !needsFullRestart, var base = bytes.baseAddress else { return nil }
+        guard !dropsBody, var base = bytes.baseAddress else { return nil }
         if let error = apply() { return error }
         var remaining = bytes.count
         while remaining > 0 {
@@ -158,12 +274,21 @@ final class DownloadFile {
     }
 
     /// Carries out the plan once: the file is cut where the body starts; a body from byte 0
-    /// means no range is asked for again.
+    /// gives the earlier bytes up and means no `If-Range` is sent again.
     private func apply() -> SessionError? {
         guard let start = plannedStart else { return nil }
         plannedStart = nil
         position = start
-        if start == 0 { rangeStart = 0 }
+        if start == 0 {
+            rangeStart = 0
+            earlierLength = 0
+            if let plannedRange {
+                origin = plannedRange.origin
+                rangeLast = plannedRange.last
+                isRangeKnown = plannedRange.known
+            }
+        }
+        plannedRange = nil
         // Only a file holding more than the kept bytes is cut. Truncating a fresh, empty file
         // is not free on ext4: "truncate to 0, then write" reads as replacing a file, and
         // close() then flushes the whole body to disk (1.5 s for 1 GiB, measured).
@@ -172,13 +297,21 @@ final class DownloadFile {
         return ftruncate(descriptor, off_t(start)) == 0 ? nil : Self.failure("cannot truncate", path: path)
     }
 
-    /// Closes the file; removes it unless `keep`.
+    /// Closes the file (which ends the lock); removes it unless `keep`.
     func finish(keep: Bool) {
         if descriptor >= 0 {
-            close(descriptor)  // also releases the lock
+            close(descriptor)
             descriptor = -1
         }
         if !keep { unlink(path) }
+    }
+
+    /// Hands the finished file's open descriptor, and with it the lock, to the task: the
+    /// claim ends once the file left this path (see `DownloadFileClaim`).
+    func handOverClaim() -> DownloadFileClaim {
+        let claim = DownloadFileClaim(descriptor: descriptor)
+        descriptor = -1
+        return claim
     }
 
     private static func failure(_ action: String, path: String) -> SessionError {

@@ -18,12 +18,16 @@ import FoundationNetworking
 /// under a name Curlew chose; it stays there until a resumed task uses it, so delete
 /// ``partialFileURL`` if you throw the resume data away.
 ///
-/// Format (version 1): a JSON object with the fields below. A future Curlew reads version 1;
-/// data of an unknown version, or that is not this JSON at all, is refused with
-/// `SessionError.invalidResumeData`.
+/// A download of a byte range (the request had its own `Range: bytes=first-last`) keeps that
+/// range in ``rangeFirst`` and ``rangeLast``: the resumed request asks for the rest of it only.
+///
+/// Format: a JSON object with the fields below. Version 1 is a download of the whole body;
+/// version 2 adds the byte range (written only when there is one, so a Curlew that reads only
+/// version 1 refuses a range it would ignore instead of misreading it). Data of an unknown
+/// version, or that is not this JSON at all, is refused with `SessionError.invalidResumeData`.
 public struct DownloadResumeData: Codable, Sendable, Equatable {
-    /// The format version this Curlew writes.
-    public static let currentVersion = 1
+    /// The newest format version this Curlew reads and writes (it reads every older one).
+    public static let currentVersion = 2
 
     /// The format version of this value.
     public var version: Int
@@ -41,15 +45,22 @@ public struct DownloadResumeData: Codable, Sendable, Equatable {
     public var entityTag: String?
     /// The response's `Last-Modified` date, as sent.
     public var lastModified: String?
-    /// The full body length, when the server announced it.
+    /// The full body length (for a range: the range's length), when the server announced it.
     public var expectedLength: Int64?
+    /// For a download of a byte range: the position, in the whole representation, of the
+    /// partial file's first byte (nil: the file starts at byte 0 of the whole body).
+    public var rangeFirst: Int64?
+    /// For a download of a byte range: the last position asked for, inclusive (nil: to the
+    /// end). Needs ``rangeFirst``.
+    public var rangeLast: Int64?
 
     /// Creates resume data; Curlew makes these for you (see `cancel(byProducingResumeData:)`).
     public init(
         url: URL, headers: [String: String], timeoutInterval: TimeInterval, partialFileURL: URL,
-        bytesReceived: Int64, entityTag: String?, lastModified: String?, expectedLength: Int64?
+        bytesReceived: Int64, entityTag: String?, lastModified: String?, expectedLength: Int64?,
+        rangeFirst: Int64? = nil, rangeLast: Int64? = nil
     ) {
-        version = Self.currentVersion
+        version = rangeFirst == nil && rangeLast == nil ? 1 : Self.currentVersion
         self.url = url
         self.headers = headers
         self.timeoutInterval = timeoutInterval
@@ -58,6 +69,8 @@ public struct DownloadResumeData: Codable, Sendable, Equatable {
         self.entityTag = entityTag
         self.lastModified = lastModified
         self.expectedLength = expectedLength
+        self.rangeFirst = rangeFirst
+        self.rangeLast = rangeLast
     }
 
     /// Decodes and checks resume data.
@@ -80,9 +93,12 @@ public struct DownloadResumeData: Codable, Sendable, Equatable {
     public func encoded() -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
+        // A byte range needs version 2: a reader of version 1 would ask for the wrong bytes.
+        var written = self
+        if rangeFirst != nil || rangeLast != nil { written.version = max(version, 2) }
         // Encoding plain strings, numbers and URLs cannot fail; an empty Data would be refused
         // by `init(encoded:)` rather than misread.
-        return (try? encoder.encode(self)) ?? Data()
+        return (try? encoder.encode(written)) ?? Data()
     }
 
     /// The value sent in `If-Range` (RFC 9110 §13.1.5): a strong entity tag; the date only
@@ -101,8 +117,8 @@ public struct DownloadResumeData: Codable, Sendable, Equatable {
     }
 
     private func validate() throws(SessionError) {
-        guard version == Self.currentVersion else {
-            throw .invalidResumeData("version \(version) is not one this Curlew reads (it reads \(Self.currentVersion))")
+        guard (1...Self.currentVersion).contains(version) else {
+            throw .invalidResumeData("version \(version) is not one this Curlew reads (it reads 1 to \(Self.currentVersion))")
         }
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             throw .invalidResumeData("the URL '\(url.absoluteString)' is not http or https")
@@ -110,6 +126,17 @@ public struct DownloadResumeData: Codable, Sendable, Equatable {
         guard partialFileURL.isFileURL else { throw .invalidResumeData("the partial file is not a file URL") }
         guard bytesReceived >= 0, expectedLength.map({ $0 >= 0 }) ?? true else {
             throw .invalidResumeData("negative byte counts")
+        }
+        if rangeFirst != nil || rangeLast != nil {
+            guard let first = rangeFirst, first >= 0, rangeLast.map({ $0 >= first }) ?? true,
+                !first.addingReportingOverflow(bytesReceived).overflow
+            else {
+                throw .invalidResumeData("the byte range \(rangeFirst.map(String.init) ?? "")-\(rangeLast.map(String.init) ?? "") is not a byte range")
+            }
+            // Both are checked non-negative: no subtraction here can overflow.
+            if let last = rangeLast, bytesReceived > 0, bytesReceived - 1 > last - first {
+                throw .invalidResumeData("\(bytesReceived) bytes received of the range \(first)-\(last)")
+            }
         }
         guard let validator, !validator.isEmpty else {
             throw .invalidResumeData("no entity tag or Last-Modified date to resume against")

@@ -20,14 +20,18 @@ public final class DownloadTask: SessionTask, @unchecked Sendable {
         /// The handlers were answered; later callers get nil at once.
         var isSettled = false
         var resumeData: DownloadResumeData?
+        /// The finished file's claim, held until the file left its temporary path.
+        var fileClaim: DownloadFileClaim?
     }
 
     private let downloadState = Mutex(DownloadState())
 
     /// Resume data, when the download stopped in a way it can continue from: cancelled by
     /// `cancel(byProducingResumeData:)`, or failed on a lost connection or a timeout after
-    /// bytes with a validator (entity tag or date) arrived. Set before the completion handler
-    /// runs; pass it to `downloadTask(withResumeData:...)`.
+    /// bytes with a validator (entity tag or date) arrived. A download made from resume data
+    /// also leaves it when it fails in any other way without giving its partial bytes up: an
+    /// error status (`SessionError.resumeFailed`, which carries the same data), a full disk.
+    /// Set before the completion handler runs; pass it to `downloadTask(withResumeData:...)`.
     public var resumeData: Data? { downloadState.withLock { $0.resumeData }?.encoded() }
 
     /// Cancels the download and hands `completionHandler` (on the manager's operation queue)
@@ -54,6 +58,20 @@ public final class DownloadTask: SessionTask, @unchecked Sendable {
 
     /// Whether the caller asked for resume data (read by the driver when the transfer ends).
     var wantsResumeData: Bool { downloadState.withLock { $0.wantsResumeData } }
+
+    /// Keeps the finished file claimed until it left its temporary path (driver thread).
+    func holdFileClaim(_ claim: DownloadFileClaim) {
+        downloadState.withLock { $0.fileClaim = claim }
+    }
+
+    /// Ends the claim on the finished file: it was moved to its destination, or removed.
+    func releaseFileClaim() {
+        let claim = downloadState.withLock { state -> DownloadFileClaim? in
+            defer { state.fileClaim = nil }
+            return state.fileClaim
+        }
+        claim?.release()
+    }
 
     /// Records how the download ended and answers `cancel(byProducingResumeData:)` callers
     /// (operation queue, before the completion handler).

@@ -414,6 +414,8 @@ final class SessionEngine: Sendable {
             // completion handler (which may move it) and the observers have run.
             try? FileManager.default.removeItem(at: temporary)
         }
+        // A download's file stays claimed until it left the path resume data may name.
+        (task as? DownloadTask)?.releaseFileClaim()
     }
 
     func post(_ name: Notification.Name, for task: SessionTask) {

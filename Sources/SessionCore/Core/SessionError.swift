@@ -36,6 +36,11 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
     case bodyStreamFailed(String)
     /// A download could not be written to or moved into place.
     case fileWriteFailed(String)
+    /// A download made from resume data was answered with a status that is neither its
+    /// bytes nor a new body (404, 429, 503, an unanswered 401, or a 416 for the byte range it
+    /// asked for). The partial file is kept: `resumeData` (also `DownloadTask.resumeData`)
+    /// continues it later; nil when there were no partial bytes to keep.
+    case resumeFailed(statusCode: Int, resumeData: Data?)
     /// Resume data handed to `downloadTask(withResumeData:...)` cannot be used: not Curlew's,
     /// of an unknown version, or with values that cannot be sent. The message says which.
     case invalidResumeData(String)
@@ -71,6 +76,9 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
             return "The decoded response body exceeds \(ratio)× its encoded size (possible compression bomb)."
         case .bodyStreamFailed(let detail): return "The request body could not be read: \(detail)"
         case .fileWriteFailed(let detail): return "The download could not be written: \(detail)"
+        case .resumeFailed(let status, let resumeData):
+            let kept = resumeData == nil ? "" : "; the partial file is kept, and the error's resume data continues it"
+            return "The download could not continue: the server answered with status \(status)\(kept)."
         case .invalidResumeData(let detail): return "The resume data cannot be used: \(detail)"
         case .resourceNotCached: return "The response is not in the cache, and the request may not use the network."
         case .sessionInvalidated: return "The session manager has been invalidated."

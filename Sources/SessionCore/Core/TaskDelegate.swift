@@ -244,7 +244,7 @@ final class TaskDelegate {
             // relative to the other streams of the connection: the default 0.5 gives 129).
             easy.set(CURLOPT_STREAM_WEIGHT, 1 + Int((Double(task.priority) * 255).rounded()))
         }
-        if let download, download.rangeStart > 0 {
+        if let download, download.asksForRange {
             // A range of a content-coded representation would be a range of other bytes:
             // the resumed part is asked for as is.
             easy.setAcceptEncoding(nil)
@@ -493,7 +493,7 @@ final class TaskDelegate {
             engine.deliver(chunk, for: task, credit: streamCredit)
         }
         if let download {
-            if download.needsFullRestart { return .accepted }  // dropped: sent again without Range
+            if download.dropsBody { return .accepted }  // dropped: sent again, or the task fails
             if let error = download.write(bytes) {
                 failure = error
                 return .abort

@@ -676,11 +676,8 @@ final class DriverLoop {
         case .follow(let hop):
             follow(delegate, to: hop.request, proposed: hop)
         case .restartDownloadFromZero:
-            if let error = delegate.download?.restartWithoutRange() {
-                finish(delegate, outcome: outcome(of: delegate, error: error))
-            } else {
-                retry(delegate, otherwise: nil)
-            }
+            delegate.download?.restartWithoutRange()  // nothing is cut before the new answer's body
+            retry(delegate, otherwise: nil)
         case .waitForResponseDecision:
             detach(delegate)  // the connection goes back to the pool meanwhile
             delegate.pendingEndFacts = facts

@@ -59,7 +59,8 @@ enum TransferEnd {
         /// Detach and keep the facts until the response hook answers (a response without a
         /// body can end before it does).
         case waitForResponseDecision
-        /// Send the download's request again without `Range`, into an emptied file.
+        /// Send the download's request again without `If-Range` (the partial bytes stay until
+        /// the new answer's body replaces them).
         case restartDownloadFromZero
     }
 

@@ -7,7 +7,9 @@ import FoundationNetworking
 extension SessionEngine {
     /// Settles a finished download on the operation queue: answers the resume data callers,
     /// then moves a complete file to its destination (the manager's finished-downloading hook
-    /// first, then the task's destination closure) and posts the move notification.
+    /// first, then the task's destination closure) and posts the move notification. The file
+    /// stays claimed (locked) until it left its temporary path: here once moved, or after the
+    /// completion handler when no destination took it.
     func settle(_ task: DownloadTask, outcome: TransferOutcome, hooks: Hooks) -> TransferOutcome {
         var resume = outcome.resumePoint?.resumeData(for: task)
         if resume == nil, outcome.metrics == nil, outcome.error == .cancelled, task.wantsResumeData,
@@ -18,11 +20,21 @@ extension SessionEngine {
             resume = original
         }
         task.settle(resumeData: resume)
-        guard outcome.error == nil, let temporary = outcome.fileURL else { return outcome }
+        if case .resumeFailed(let status, nil)? = outcome.error {
+            // The error carries the resume data too, as URLSession's error does in its userInfo.
+            let failure = SessionError.resumeFailed(statusCode: status, resumeData: resume?.encoded())
+            task.recordSerializationError(failure)
+            return outcome.with(fileURL: nil, resumePoint: outcome.resumePoint, error: failure)
+        }
+        guard outcome.error == nil, let temporary = outcome.fileURL else {
+            task.releaseFileClaim()
+            return outcome
+        }
         let destination =
             hooks.downloadDidFinish.flatMap { $0(task, temporary) }
             ?? task.callbacks.destination.map { $0(temporary, outcome.head?.httpURLResponse) }
         guard let destination, destination != temporary else { return outcome }
+        defer { task.releaseFileClaim() }  // the file left its path: moved, or removed below
         do {
             try FileManager.default.moveItem(at: temporary, to: destination)
             NotificationCenter.default.post(name: .downloadTaskDidMoveFileSuccessfully, object: task)

@@ -12,63 +12,83 @@ struct ResumePoint: Sendable {
     var entityTag: String?
     var lastModified: String?
     var expectedLength: Int64?
+    /// The byte range the file is for (nil, nil: the whole body).
+    var rangeFirst: Int64?
+    var rangeLast: Int64?
 
     /// The resume data for `task`'s request (operation queue).
     func resumeData(for task: SessionTask) -> DownloadResumeData? {
         guard let request = task.originalRequest, let url = request.url else { return nil }
         var headers = request.allHTTPHeaderFields ?? [:]
+        // The range goes in `rangeFirst`/`rangeLast`: resuming asks for the rest of it.
         for name in headers.keys where ["range", "if-range"].contains(name.lowercased()) { headers[name] = nil }
         return DownloadResumeData(
             url: url, headers: headers, timeoutInterval: request.timeoutInterval, partialFileURL: fileURL,
             bytesReceived: bytesReceived, entityTag: entityTag, lastModified: lastModified,
-            expectedLength: expectedLength)
+            expectedLength: expectedLength, rangeFirst: rangeFirst, rangeLast: rangeLast)
     }
 }
 
 extension TaskDelegate {
     /// Closes a download's file as its transfer ends: kept when the download succeeded (the
-    /// engine moves it to its destination) or can be resumed, removed otherwise. A response
-    /// that was held back (a 401 nobody answered) and is delivered after all is written to
-    /// the file first, so the file is that response's body, like any other.
+    /// engine moves it to its destination; the task holds its lock until then) or can be
+    /// resumed, removed otherwise. A response that was held back (a 401 nobody answered) and is
+    /// delivered after all is written to the file first, so the file is that response's body,
+    /// like any other — unless the download was made from resume data: then an error status
+    /// fails the task with `SessionError.resumeFailed` and the partial bytes stay.
     func finishDownload(error: SessionError?) -> (fileURL: URL?, resume: ResumePoint?, error: SessionError?) {
         guard let download else { return (nil, nil, error) }
-        guard let error else {
-            var failure: SessionError?
-            if headDisposition != .deliver, let head = responseHead {
-                planDownload(download, for: head)
-                failure = body.withUnsafeBytes { download.write($0) }
-            }
-            failure = failure ?? download.prepareForEnd()
-            download.finish(keep: failure == nil)
-            return failure == nil ? (download.url, nil, nil) : (nil, nil, failure)
+        if let error { return giveUp(download, after: error) }
+        var failure: SessionError?
+        if headDisposition != .deliver, let head = responseHead {
+            planDownload(download, for: head)
+            failure = body.withUnsafeBytes { download.write($0) }
         }
+        if failure == nil, let status = download.rejectedStatus {
+            let point = earlierResumePoint()
+            download.finish(keep: point != nil)
+            return (nil, point, .resumeFailed(statusCode: status, resumeData: nil))  // the data: `settle`
+        }
+        if let failure = failure ?? download.prepareForEnd() { return giveUp(download, after: failure) }
+        if let downloadTask = task as? DownloadTask {
+            // Locked until the file left the path resume data may name (moved or removed).
+            downloadTask.holdFileClaim(download.handOverClaim())
+        } else {
+            download.finish(keep: true)
+        }
+        return (download.url, nil, nil)
+    }
+
+    /// Ends a download that failed: its file is kept when it can be resumed, removed otherwise.
+    private func giveUp(_ download: DownloadFile, after error: SessionError) -> (fileURL: URL?, resume: ResumePoint?, error: SessionError?) {
         let point = resumePoint(after: error)
         download.finish(keep: point != nil)
         return (nil, point, error)
     }
 
-    /// The resume point when the download can continue: cancelled for resume data, or cut
-    /// off (lost connection, timeout), for a GET whose bytes on disk a validator vouches for.
+    /// The resume point when the download can continue: cancelled for resume data, cut off
+    /// (lost connection, timeout), or — for a download made from resume data — any failure
+    /// that did not give the partial bytes up (a full disk, a refused range answered with an
+    /// error), for a GET whose bytes on disk a validator vouches for.
     private func resumePoint(after error: SessionError) -> ResumePoint? {
         guard let download, let downloadTask = task as? DownloadTask else { return nil }
         switch error {
         case .cancelled: guard downloadTask.wantsResumeData else { return nil }
         case .networkLost, .timedOut, .cannotConnect, .dnsFailure: break
-        default: return nil
+        // A new download's file goes (a full disk gets its space back); bytes an earlier
+        // task left for this one to continue never do.
+        default: guard download.isFromResumeData else { return nil }
         }
-        guard (task.originalRequest?.httpMethod ?? "GET") == "GET", !download.needsFullRestart else { return nil }
-        let previous = task.options.download?.resume
-        guard headDisposition == .deliver, let head = responseHead else {
-            // Stopped before this attempt's answer (connecting, a redirect, a challenge): the
-            // partial file it started from is untouched, and its resume data still holds.
-            guard let previous, download.rangeStart > 0, download.position == download.rangeStart else { return nil }
-            return ResumePoint(
-                fileURL: download.url, bytesReceived: download.rangeStart, entityTag: previous.entityTag,
-                lastModified: previous.lastModified, expectedLength: previous.expectedLength)
-        }
-        guard download.position > 0, !isContentEncoded, head.statusCode == 200 || head.statusCode == 206 else { return nil }
-        // A 206 may omit the validators: the resumed download's own still hold.
-        let inherited = head.statusCode == 206 ? previous : nil
+        guard (task.originalRequest?.httpMethod ?? "GET") == "GET" else { return nil }
+        // Stopped before this attempt wrote a byte (connecting, a redirect, a challenge, an
+        // answer whose body was dropped): the partial file it started from is untouched.
+        if download.holdsOnlyEarlierBytes { return earlierResumePoint() }
+        guard headDisposition == .deliver, let head = responseHead, !download.dropsBody, download.isRangeKnown,
+            download.position > 0, !isContentEncoded, head.statusCode == 200 || head.statusCode == 206
+        else { return nil }
+        // Bytes appended to the earlier ones: a 206 may omit the validators, and the resumed
+        // download's own still hold. A body from byte 0 has only its own.
+        let inherited = download.earlierLength > 0 ? task.options.download?.resume : nil
         let entityTag = head.value(forHTTPHeaderField: "ETag") ?? inherited?.entityTag
         var lastModified = head.value(forHTTPHeaderField: "Last-Modified") ?? inherited?.lastModified
         if let entityTag {
@@ -81,10 +101,22 @@ extension TaskDelegate {
             lastModified = modified
         }
         let announced = head.expectedContentLength
-        let expected: Int64? = announced < 0 ? inherited?.expectedLength : announced + (head.statusCode == 206 ? download.rangeStart : 0)
+        let expected: Int64? = announced < 0 ? inherited?.expectedLength : announced + download.earlierLength
+        let isRange = download.origin > 0 || download.rangeLast != nil
         return ResumePoint(
             fileURL: download.url, bytesReceived: download.position, entityTag: entityTag,
-            lastModified: lastModified, expectedLength: expected)
+            lastModified: lastModified, expectedLength: expected,
+            rangeFirst: isRange ? download.origin : nil, rangeLast: download.rangeLast)
+    }
+
+    /// The resume point of the partial file this task started from, when the file still holds
+    /// exactly those bytes: the resume data it was made from still holds.
+    private func earlierResumePoint() -> ResumePoint? {
+        guard let download, download.holdsOnlyEarlierBytes, let previous = task.options.download?.resume else { return nil }
+        return ResumePoint(
+            fileURL: download.url, bytesReceived: download.earlierLength, entityTag: previous.entityTag,
+            lastModified: previous.lastModified, expectedLength: previous.expectedLength,
+            rangeFirst: previous.rangeFirst, rangeLast: previous.rangeLast)
     }
 
     /// Whether `lastModified` is a strong validator: one second or more before `Date`

@@ -36,8 +36,15 @@ extension URLSessionManager {
 
     /// Creates a suspended download task that continues a stopped download from its resume
     /// data (see `DownloadTask.cancel(byProducingResumeData:)`): it asks for the missing bytes
-    /// only, and starts again from byte 0 when the server's representation changed, it ignores
-    /// ranges, or the partial file is gone.
+    /// only (of the request's own byte range, when it had one), and starts again from byte 0
+    /// when the server's representation changed, it ignores ranges, or the partial file is
+    /// gone.
+    ///
+    /// Unlike a new download, an error status (404, 503, an unanswered 401, ...) is not taken
+    /// as the file: the task fails with `SessionError.resumeFailed`, whose resume data (also
+    /// the task's `resumeData`) continues the untouched partial file later. A task resumed
+    /// from data another task is still using (or whose finished file is not moved yet) fails
+    /// with `SessionError.fileWriteFailed` and leaves the file alone.
     ///
     /// Resume data that cannot be used (corrupt, another version, a partial file outside the
     /// download directory) gives a task that fails with `SessionError.invalidResumeData` when
