@@ -106,6 +106,9 @@ final class ResponseCacheDiskSecurityTests: XCTestCase {
         let second = ResponseCache(memoryCapacity: 0, diskCapacity: 200_000, directory: link.appendingPathComponent("."))
         XCTAssertEqual(first.diskCapacity, 100_000)
         XCTAssertEqual(second.diskCapacity, 100_000, "the smallest capacity asked for")
+        let memoryOnly = ResponseCache(diskCapacity: 0, directory: directory)
+        XCTAssertEqual(memoryOnly.diskCapacity, 0)
+        XCTAssertEqual(first.diskCapacity, 100_000, "a cache without disk capacity does not shrink the shared store")
         let one = manager(first), two = manager(second)
         for index in 0..<8 {
             _ = try await get(index.isMultiple(of: 2) ? one : two, "/item\(index)")

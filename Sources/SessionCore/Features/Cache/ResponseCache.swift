@@ -86,8 +86,9 @@ public final class ResponseCache: Sendable {
         let requestedDisk = directory == nil ? 0 : max(0, diskCapacity)
         maximumEntrySize = max(64 << 10, max(self.memoryCapacity, requestedDisk) / 20)
         memory = Mutex(MemoryStore(capacity: self.memoryCapacity))
-        switch directory.map({ SharedDiskStore.open(directory: $0, capacity: requestedDisk) }) {
-        case .success(let store) where requestedDisk > 0:
+        // No capacity, no store: opening one would also shrink a store other caches share.
+        switch requestedDisk > 0 ? directory.map({ SharedDiskStore.open(directory: $0, capacity: requestedDisk) }) : nil {
+        case .success(let store):
             disk = store
             diskStoreError = nil
         case .failure(let error):
