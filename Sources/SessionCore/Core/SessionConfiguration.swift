@@ -112,8 +112,9 @@ public struct SessionConfiguration: Sendable {
     /// measured best on Linux (see Docs/Performance.md). Sizes are kept between 16 KiB
     /// (libcurl's default: libcurl 7.88 cannot always shrink a handle's buffer safely) and 10 MiB.
     public var receiveBufferSize: Int?
-    /// The HTTP response cache GET data tasks consult and fill (see `ResponseCache`). Share
-    /// one between managers if you like. `nil` (the default): no caching.
+    /// The HTTP response cache GET data tasks consult and fill (see `ResponseCache`). One
+    /// shared between managers follows RFC 9111's shared-cache rules (no `private` responses);
+    /// one manager's own cache is its private cache. `nil` (the default): no caching.
     public var responseCache: ResponseCache?
     /// Where download tasks write their body while it arrives (and where resume data's
     /// partial files stay). `nil`: the system's temporary directory (`TMPDIR`, else /tmp).

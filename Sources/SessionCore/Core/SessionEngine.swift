@@ -96,6 +96,8 @@ final class SessionEngine: Sendable {
     let environmentNamesProxy: Bool
     /// HTTP credentials given for the session (`URLCredential.Persistence.forSession`).
     let credentialStore = SessionCredentialStore()
+    /// The token of this manager's personal response-cache entries; renewed by a reset.
+    let cachePartition = CachePartition()
     /// URLs this manager prepared recently, parsed (`PreparedRequest.prepare`).
     let parsedURLs = ParsedURLCache()
 
@@ -126,6 +128,7 @@ final class SessionEngine: Sendable {
         } catch {
             startupError.withLock { $0 = error }
         }
+        attachToResponseCache()
     }
 
     /// The driver; nil only when libcurl could not be set up.
@@ -511,6 +514,7 @@ final class SessionEngine: Sendable {
         }
         // A reset session (AFNetworking builds a new NSURLSession) forgets session credentials.
         credentialStore.removeAll()
+        if resetRequested { renewCachePartition() }  // and the previous user's private cache entries
         let fresh = resetRequested ? makeFreshDriver() : nil
         let (queue, hook, waiters, parked, resets) = state.withLock { state in
             // A reset cancelled meanwhile (the manager went away) leaves the new driver unused.

@@ -4,9 +4,10 @@ import Serialization
 import FoundationNetworking
 #endif
 
-/// RFC 9111's rules, as a private (single-user) cache applies them: what may be stored, how
-/// long it stays fresh, and what a request asks of the cache. Pure functions of headers and
-/// clocks, so every rule is tested on its own.
+/// RFC 9111's rules: what may be stored, how long it stays fresh (for a shared cache too:
+/// `s-maxage`), what a request asks of the cache, and which entry a 304 updates. Pure functions
+/// of headers and clocks, so every rule is tested on its own. Who may reuse an entry is
+/// `CacheScope`'s and `CacheIdentity`'s part.
 enum CacheFreshness {
     /// Heuristic freshness is capped at a day (RFC 9111 §4.2.2 leaves the bound to the cache).
     static let heuristicCap: TimeInterval = 24 * 3600
@@ -48,9 +49,11 @@ enum CacheFreshness {
         return heuristicallyCacheable.contains(statusCode) || hasExplicitFreshness
     }
 
-    /// How long the response stays fresh from when it was generated.
-    static func lifetime(of entry: CachedResponse) -> TimeInterval {
+    /// How long the response stays fresh from when it was generated; a shared cache takes
+    /// `s-maxage` first (RFC 9111 §5.2.2.10).
+    static func lifetime(of entry: CachedResponse, shared: Bool = false) -> TimeInterval {
         let response = directives(entry.value(forHTTPHeaderField: "Cache-Control"))
+        if shared, let sharedMaxAge = seconds(response["s-maxage"]) { return sharedMaxAge }
         if let maxAge = seconds(response["max-age"]) { return maxAge }
         let date = entry.value(forHTTPHeaderField: "Date").flatMap(HTTPDate.parse) ?? entry.responseDate
         if let expires = entry.value(forHTTPHeaderField: "Expires") {
@@ -95,7 +98,7 @@ enum CacheFreshness {
     /// `Cache-Control` (RFC 9111 §4, `URLRequest.CachePolicy`).
     static func decide(
         entry: CachedResponse, policy: URLRequest.CachePolicy, requestDirectives request: [String: String],
-        pragmaNoCache: Bool, now: Date
+        pragmaNoCache: Bool, now: Date, shared: Bool = false
     ) -> Decision {
         switch policy {
         case .returnCacheDataElseLoad, .returnCacheDataDontLoad:
@@ -111,9 +114,10 @@ enum CacheFreshness {
         let response = directives(entry.value(forHTTPHeaderField: "Cache-Control"))
         let mustValidate = request["no-cache"] != nil || pragmaNoCache || response["no-cache"] != nil
         let age = age(of: entry, now: now)
-        var fresh = !mustValidate && age < lifetime(of: entry)
+        let lifetime = lifetime(of: entry, shared: shared)
+        var fresh = !mustValidate && age < lifetime
         if fresh, let maxAge = seconds(request["max-age"]) { fresh = age <= maxAge }
-        if fresh, let minFresh = seconds(request["min-fresh"]) { fresh = lifetime(of: entry) - age >= minFresh }
+        if fresh, let minFresh = seconds(request["min-fresh"]) { fresh = lifetime - age >= minFresh }
         if fresh { return .useCached }
         return hasValidator(entry) ? .revalidate : .fetch
     }
@@ -128,6 +132,40 @@ enum CacheFreshness {
         if let tag = entry.value(forHTTPHeaderField: "ETag") { lines.append("If-None-Match: \(tag)") }
         if let date = entry.value(forHTTPHeaderField: "Last-Modified") { lines.append("If-Modified-Since: \(date)") }
         return lines
+    }
+
+    /// Whether a 304 answers for `entry` (RFC 9111 §4.3.4), so that its fields may update it.
+    ///
+    /// - The request must have carried the entry's validators: its `If-None-Match` lists the
+    ///   entry's `ETag` (weak comparison), or, without `If-None-Match`, its `If-Modified-Since`
+    ///   is the entry's `Last-Modified`. A caller's own `If-None-Match: "2"` answered 304 says
+    ///   nothing about a stored "1". `callerRequest` nil: Curlew sent the entry's validators.
+    /// - The 304's own validators, when it sends any, must be the entry's: a 304 naming
+    ///   another `ETag` or `Last-Modified` describes another representation.
+    static func notModified(_ head: HTTPResponseHead, describes entry: CachedResponse, callerRequest request: URLRequest?)
+        -> Bool
+    {
+        let storedTag = entry.value(forHTTPHeaderField: "ETag")
+        let storedDate = entry.value(forHTTPHeaderField: "Last-Modified").flatMap(HTTPDate.parse)
+        if let request, let condition = request.value(forHTTPHeaderField: "If-None-Match") {
+            guard let storedTag else { return false }
+            let listed = condition.split(separator: ",").map { opaqueTag(String($0)) }
+            guard listed.contains(opaqueTag(storedTag)) else { return false }
+        } else if let request, let condition = request.value(forHTTPHeaderField: "If-Modified-Since") {
+            guard let storedDate, HTTPDate.parse(condition) == storedDate else { return false }
+        } else if request != nil {
+            return false
+        }
+        if let tag = head.value(forHTTPHeaderField: "ETag"), opaqueTag(tag) != storedTag.map(opaqueTag) { return false }
+        if let date = head.value(forHTTPHeaderField: "Last-Modified"), HTTPDate.parse(date) != storedDate { return false }
+        return true
+    }
+
+    /// An entity tag without its weakness prefix and surrounding space (weak comparison,
+    /// RFC 9110 §8.8.3.2).
+    private static func opaqueTag(_ tag: String) -> String {
+        let trimmed = tag.trimmingCharacters(in: .whitespaces)
+        return trimmed.hasPrefix("W/") ? String(trimmed.dropFirst(2)) : trimmed
     }
 
     /// `entry` with a 304's fields applied (RFC 9111 §4.3.4): fields the 304 sends replace

@@ -21,6 +21,13 @@ public struct CachedResponse: Sendable, Codable, Equatable {
     public var responseDate: Date
     /// The request's values of the fields named by `Vary` (lower-cased names; nil: absent).
     public var varyingRequestFields: [String: String?]
+    /// Whose request it answered: a salted digest of the request's identity
+    /// (`CacheIdentity.tag()`), never the credentials themselves; nil for an anonymous one.
+    var identityTag: String?
+    /// The private-cache partition of the manager it belongs to (a `private` response, or one
+    /// to an authorized request, kept by a cache that one manager uses alone); nil when any
+    /// manager may reuse it. Such entries stay in memory.
+    var partition: UUID?
 
     /// One header field.
     public struct Field: Sendable, Codable, Equatable {

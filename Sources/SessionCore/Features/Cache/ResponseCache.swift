@@ -30,90 +30,180 @@ import FoundationNetworking
 /// written to a temporary name and renamed into place, with its body's length and checksum
 /// inside: a torn or foreign file is a miss (and removed), never a wrong body.
 ///
+/// Identity: an entry is reused only for a request with the same `Authorization`,
+/// `Proxy-Authorization` and `Cookie` values as the one it answered (the caller's `Cookie`
+/// header or the jar's cookies for the host) and the same URL user; the entry keeps a salted
+/// SHA-256 of them, never the values. While more than one manager uses the cache it is a
+/// shared cache (RFC 9111): a `private` response, or one to an authorized request that no
+/// `public`, `s-maxage` or `must-revalidate` allows, is not stored, and `s-maxage` sets
+/// freshness. A cache one manager uses alone is that manager's private cache: it keeps such
+/// responses too, in memory only, for that manager until its session is reset
+/// (`invalidateSessionCancelingTasks(_:resetSession: true)` drops them).
+///
+/// Disk: the directory is created 0700 and its files 0600; a directory that belongs to
+/// another user is refused (``diskStoreError`` says why, and the cache keeps to memory).
+/// Caches given the same directory share one store on disk and its size limit.
+///
 /// Thread safety: every member may be used from any thread (memory under one lock, disk I/O
 /// under another; the manager does lookups and stores on its own queue, never on its driver).
 public final class ResponseCache: Sendable {
     /// Bytes of responses kept in memory at most.
     public let memoryCapacity: Int
-    /// Bytes of responses kept on disk at most (0 without a directory).
-    public let diskCapacity: Int
+    /// Bytes of responses kept on disk at most, shared with every cache on the same directory
+    /// (the smallest capacity any of them asked for); 0 without a usable directory.
+    public var diskCapacity: Int { disk?.capacity ?? 0 }
     /// The largest response stored: 5% of the larger capacity, as URLCache does, at least 64 KiB.
     public let maximumEntrySize: Int
     /// Where entries are stored on disk (nil: memory only).
     public let directory: URL?
+    /// Why nothing is stored on disk although a directory was given (it belongs to another
+    /// user, or could not be created or made private); nil when the disk store works.
+    public let diskStoreError: ResponseCacheError?
 
     private let memory: Mutex<MemoryStore>
-    private let disk: Mutex<DiskStore?>
+    private let disk: SharedDiskStore?
+    /// The private-cache partitions of the managers using this cache, held weakly.
+    private let users = Mutex<[WeakPartition]>([])
     /// Lookups and stores the manager makes run here, off its driver thread.
     let queue = DispatchQueue(label: "Curlew.ResponseCache")
+
+    private struct WeakPartition {
+        weak var partition: CachePartition?
+    }
 
     /// Creates a cache.
     ///
     /// - Parameters:
     ///   - memoryCapacity: Bytes kept in memory. Default: 4 MiB.
     ///   - diskCapacity: Bytes kept in `directory`. Default: 20 MiB.
-    ///   - directory: Where entries are stored on disk (created if needed); nil keeps them in
-    ///     memory only. Give each cache its own directory.
+    ///   - directory: Where entries are stored on disk (created 0700 if needed; refused, see
+    ///     ``diskStoreError``, when another user owns it); nil keeps them in memory only. Use a
+    ///     per-user directory such as `$XDG_CACHE_HOME/<app>` (`~/.cache/<app>`), never a
+    ///     shared one such as /tmp. Caches given the same directory share its store.
     public init(memoryCapacity: Int = 4 << 20, diskCapacity: Int = 20 << 20, directory: URL? = nil) {
         self.memoryCapacity = max(0, memoryCapacity)
-        self.diskCapacity = directory == nil ? 0 : max(0, diskCapacity)
         self.directory = directory
-        maximumEntrySize = max(64 << 10, max(self.memoryCapacity, self.diskCapacity) / 20)
+        let requestedDisk = directory == nil ? 0 : max(0, diskCapacity)
+        maximumEntrySize = max(64 << 10, max(self.memoryCapacity, requestedDisk) / 20)
         memory = Mutex(MemoryStore(capacity: self.memoryCapacity))
-        disk = Mutex(directory.map { DiskStore(directory: $0, capacity: max(0, diskCapacity)) })
+        // No capacity, no store: opening one would also shrink a store other caches share.
+        switch requestedDisk > 0 ? directory.map({ SharedDiskStore.open(directory: $0, capacity: requestedDisk) }) : nil {
+        case .success(let store):
+            disk = store
+            diskStoreError = nil
+        case .failure(let error):
+            disk = nil
+            diskStoreError = error
+        default:
+            disk = nil
+            diskStoreError = nil
+        }
     }
 
     /// The bytes held in memory now.
     public var currentMemoryUsage: Int { memory.withLock { $0.usage } }
-    /// The bytes held on disk now.
-    public var currentDiskUsage: Int { disk.withLock { $0?.currentUsage() ?? 0 } }
+    /// The bytes held on disk now (by every cache on the same directory).
+    public var currentDiskUsage: Int { disk?.withStore { $0.currentUsage() } ?? 0 }
 
-    /// The stored response for `request`'s URL, if any and if it matches the request's
-    /// `Vary` fields. Fresh or not: freshness is the manager's decision.
+    /// The stored response for `request`'s URL, if any, if it matches the request's `Vary`
+    /// fields and was stored for a request with the same credentials and cookie header (see
+    /// the identity rules above); entries kept for one manager alone are not returned here.
+    /// Fresh or not: freshness is the manager's decision.
     public func cachedResponse(for request: URLRequest) -> CachedResponse? {
-        guard let key = Self.key(for: request) else { return nil }
-        let entry: CachedResponse?
-        if let hit = memory.withLock({ $0.entry(for: key) }) {
-            entry = hit
-        } else if let loaded = disk.withLock({ $0?.load(key: key) }) {
-            memory.withLock { $0.store(loaded, for: key) }
-            entry = loaded
-        } else {
-            entry = nil
-        }
-        guard let entry, Self.matchesVary(entry, request) else { return nil }
-        return entry
+        cachedResponse(for: request, identity: CacheIdentity(request: request, jarCookies: nil), partition: nil)
     }
 
-    /// Stores `response` for `request`'s URL (replacing what was there); a response larger
-    /// than ``maximumEntrySize`` is not stored.
+    /// Stores `response` for `request`'s URL (replacing what was there), for requests with
+    /// `request`'s credentials and cookie header; a response larger than ``maximumEntrySize``
+    /// is not stored.
     public func storeCachedResponse(_ response: CachedResponse, for request: URLRequest) {
-        guard let key = Self.key(for: request) else { return }
-        guard response.cost <= maximumEntrySize else {
-            removeCachedResponse(for: request)
-            return
-        }
-        memory.withLock { $0.store(response, for: key) }
-        disk.withLock { $0?.save(response, key: key) }
+        var entry = response
+        entry.identityTag = CacheIdentity(request: request, jarCookies: nil).tag()
+        entry.partition = nil
+        store(entry, for: request)
     }
 
     /// Removes the stored response for `request`'s URL.
     public func removeCachedResponse(for request: URLRequest) {
         guard let key = Self.key(for: request) else { return }
         memory.withLock { $0.remove(key) }
-        disk.withLock { $0?.remove(key: key) }
+        disk?.withStore { $0.remove(key: key) }
     }
 
-    /// Removes every stored response, in memory and on disk.
+    /// Removes every stored response, in memory and on disk (on disk: also those other caches
+    /// on the same directory stored).
     public func removeAllCachedResponses() {
         memory.withLock { $0.removeAll() }
-        disk.withLock { $0?.removeAll() }
+        disk?.withStore { $0.removeAll() }
     }
 
-    /// The URL without its fragment: what entries are keyed by.
+    // MARK: - The manager's side
+
+    /// The entry for `request` if `identity` may reuse it: the same identity, and either
+    /// shared or in `partition`.
+    func cachedResponse(for request: URLRequest, identity: CacheIdentity, partition: UUID?) -> CachedResponse? {
+        guard let key = Self.key(for: request) else { return nil }
+        let entry: CachedResponse?
+        if let hit = memory.withLock({ $0.entry(for: key) }) {
+            entry = hit
+        } else if let loaded = disk?.withStore({ $0.load(key: key) }) {
+            memory.withLock { $0.store(loaded, for: key) }
+            entry = loaded
+        } else {
+            entry = nil
+        }
+        guard let entry, entry.partition == nil || entry.partition == partition, identity.matches(entry.identityTag),
+            Self.matchesVary(entry, request)
+        else { return nil }
+        return entry
+    }
+
+    /// Stores an entry already tagged with its identity and partition. Only shared entries of
+    /// a URL without user or password go to disk; storing another removes the disk's copy.
+    func store(_ entry: CachedResponse, for request: URLRequest) {
+        guard let key = Self.key(for: request) else { return }
+        guard entry.cost <= maximumEntrySize else {
+            removeCachedResponse(for: request)
+            return
+        }
+        memory.withLock { $0.store(entry, for: key) }
+        if entry.partition == nil, entry.url.user == nil, entry.url.password == nil, request.url?.user == nil {
+            disk?.withStore { $0.save(entry, key: key) }
+        } else {
+            disk?.withStore { $0.remove(key: key) }
+        }
+    }
+
+    /// Registers a manager's partition: the cache is shared while more than one is alive.
+    func attach(_ partition: CachePartition) {
+        users.withLock { users in
+            users.removeAll { $0.partition == nil }
+            users.append(WeakPartition(partition: partition))
+        }
+    }
+
+    /// Whether more than one manager uses the cache now (RFC 9111's shared cache).
+    var isShared: Bool {
+        users.withLock { users in users.lazy.filter { $0.partition != nil }.count > 1 }
+    }
+
+    /// Drops the entries of a partition that was renewed (a reset session).
+    func removeEntries(inPartition partition: UUID) {
+        memory.withLock { $0.removeAll { $0.partition == partition } }
+    }
+
+    /// The URL without its fragment, user and password: what entries are keyed by (a URL's
+    /// credentials count in the identity instead, and never reach the disk).
     static func key(for request: URLRequest) -> String? {
         guard let url = request.url else { return nil }
-        let string = url.absoluteString
+        var string = url.absoluteString
+        if url.user != nil || url.password != nil {
+            guard var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return nil }
+            parts.user = nil
+            parts.password = nil
+            guard let stripped = parts.string else { return nil }
+            string = stripped
+        }
         return string.firstIndex(of: "#").map { String(string[..<$0]) } ?? string
     }
 
@@ -157,5 +247,9 @@ private struct MemoryStore {
     mutating func removeAll() {
         entries.removeAll()
         usage = 0
+    }
+
+    mutating func removeAll(where shouldRemove: (CachedResponse) -> Bool) {
+        for (key, entry) in entries where shouldRemove(entry.response) { remove(key) }
     }
 }

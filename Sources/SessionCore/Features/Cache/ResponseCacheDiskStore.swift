@@ -3,16 +3,20 @@ import Foundation
 import Glibc
 #endif
 
-/// A `ResponseCache`'s entries on disk: one file per URL, named by a hash of the key.
+/// A `ResponseCache`'s entries on disk: one file per URL, named by a hash of the key, in a
+/// directory `SharedDiskStore` has opened and checked (0700, this user's); every file
+/// operation is relative to that directory's descriptor, and files are created 0600.
 ///
-/// File layout: the magic `CURLEWC1`, the metadata length (4 bytes, little endian), the
+/// File layout: the magic `CURLEWC2`, the metadata length (4 bytes, little endian), the
 /// metadata (JSON: the response without its body, the key, the body's length and FNV-1a
 /// checksum), then the body. A file is written under a temporary name and renamed into place,
 /// so a reader sees a whole old file or a whole new one; a file whose key, length or checksum
-/// does not match (a torn write after a crash, another program's file, a hash collision) is a
-/// miss and is removed.
+/// does not match (a torn write after a crash, another program's file, a hash collision, an
+/// older Curlew's format) is a miss and is removed. Only entries any manager may reuse are
+/// written (`ResponseCache` keeps personal ones in memory), and they hold no credential: the
+/// identity they answered is a salted digest, and keys have no user or password.
 ///
-/// Not thread-safe: `ResponseCache` holds it under a lock.
+/// Not thread-safe: `SharedDiskStore` holds it under a lock.
 struct DiskStore {
     private struct Metadata: Codable {
         var key: String
@@ -21,17 +25,18 @@ struct DiskStore {
         var bodyChecksum: UInt64
     }
 
-    private static let magic = Array("CURLEWC1".utf8)
+    private static let magic = Array("CURLEWC2".utf8)
     private static let fileExtension = "cache"
 
-    let directory: URL
-    let capacity: Int
+    /// The directory's descriptor (owned by `SharedDiskStore`).
+    let directory: Int32
+    private(set) var capacity: Int
     /// File name → size and last use; loaded from the directory on first use.
     private var index: [String: (size: Int, lastUse: UInt64)]?
     private var clock: UInt64 = 0
     private(set) var usage = 0
 
-    init(directory: URL, capacity: Int) {
+    init(directory: Int32, capacity: Int) {
         self.directory = directory
         self.capacity = capacity
     }
@@ -42,12 +47,19 @@ struct DiskStore {
         return usage
     }
 
+    /// Lowers the capacity (a cache asking for less joined the store) and evicts to it.
+    mutating func lowerCapacity(to newCapacity: Int) {
+        guard newCapacity < capacity else { return }
+        capacity = max(0, newCapacity)
+        loadIndexIfNeeded()
+        evict()
+    }
+
     mutating func load(key: String) -> CachedResponse? {
         loadIndexIfNeeded()
         let name = Self.fileName(for: key)
         guard index?[name] != nil else { return nil }
-        let url = directory.appendingPathComponent(name)
-        guard let data = try? Data(contentsOf: url), let metadata = Self.decode(data, key: key) else {
+        guard let data = readFile(name), let metadata = Self.decode(data, key: key) else {
             remove(name: name)
             return nil
         }
@@ -63,16 +75,10 @@ struct DiskStore {
             return
         }
         let name = Self.fileName(for: key)
-        let temporary = directory.appendingPathComponent(".\(name).\(UUID().uuidString).tmp")
-        do {
-            try file.write(to: temporary)
-            // rename(2) replaces atomically: readers see the old file or the new one.
-            guard rename(temporary.path, directory.appendingPathComponent(name).path) == 0 else {
-                try? FileManager.default.removeItem(at: temporary)
-                return
-            }
-        } catch {
-            try? FileManager.default.removeItem(at: temporary)
+        let temporary = ".\(name).\(UUID().uuidString).tmp"
+        // rename(2) replaces atomically: readers see the old file or the new one.
+        guard writeFile(temporary, file), renameat(directory, temporary, directory, name) == 0 else {
+            unlinkat(directory, temporary, 0)
             return
         }
         if let old = index?[name] { usage -= old.size }
@@ -93,7 +99,7 @@ struct DiskStore {
     }
 
     private mutating func remove(name: String) {
-        unlink(directory.appendingPathComponent(name).path)
+        unlinkat(directory, name, 0)
         if let old = index?.removeValue(forKey: name) { usage -= old.size }
     }
 
@@ -103,25 +109,35 @@ struct DiskStore {
         }
     }
 
-    /// Reads the directory once: sizes, and the modification times as the initial order of use.
+    /// Reads the directory once: sizes, and the modification times as the initial order of
+    /// use. Files an older Curlew left readable by others are narrowed to 0600.
     private mutating func loadIndexIfNeeded() {
         guard index == nil else { return }
-        var loaded: [String: (size: Int, lastUse: UInt64)] = [:]
-        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let keys: [URLResourceKey] = [.fileSizeKey, .contentModificationDateKey]
-        let files = (try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: keys)) ?? []
-        var dated: [(name: String, size: Int, date: Date)] = []
-        for file in files {
-            let name = file.lastPathComponent
-            if name.hasPrefix(".") && name.hasSuffix(".tmp") {
-                try? FileManager.default.removeItem(at: file)  // a write a crash interrupted
-                continue
+        var dated: [(name: String, size: Int, date: Int)] = []
+        let listing = dup(directory)
+        if listing >= 0, let stream = fdopendir(listing) {
+            rewinddir(stream)  // the duplicate shares its offset with earlier listings
+            while let entry = readdir(stream) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                    String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+                }
+                if name.hasPrefix(".") && name.hasSuffix(".tmp") {
+                    unlinkat(directory, name, 0)  // a write a crash interrupted
+                    continue
+                }
+                guard name.hasSuffix("." + Self.fileExtension) else { continue }
+                var info = stat()
+                guard fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_mode & S_IFMT == S_IFREG else {
+                    continue
+                }
+                if info.st_mode & 0o077 != 0 { fchmodat(directory, name, 0o600, 0) }
+                dated.append((name, Int(info.st_size), Int(info.st_mtim.tv_sec)))
             }
-            guard file.pathExtension == Self.fileExtension, let values = try? file.resourceValues(forKeys: Set(keys)) else {
-                continue
-            }
-            dated.append((name, values.fileSize ?? 0, values.contentModificationDate ?? .distantPast))
+            closedir(stream)
+        } else if listing >= 0 {
+            close(listing)
         }
+        var loaded: [String: (size: Int, lastUse: UInt64)] = [:]
         for entry in dated.sorted(by: { $0.date < $1.date }) {
             clock += 1
             loaded[entry.name] = (entry.size, clock)
@@ -129,6 +145,46 @@ struct DiskStore {
         }
         index = loaded
         evict()
+    }
+
+    /// The whole regular file `name`, or nil (missing, a link, not a file, unreadable).
+    private func readFile(_ name: String) -> Data? {
+        let file = openat(directory, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard file >= 0 else { return nil }
+        defer { close(file) }
+        var info = stat()
+        guard fstat(file, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size >= 0 else { return nil }
+        var data = Data(count: Int(info.st_size))
+        let complete = data.withUnsafeMutableBytes { raw -> Bool in
+            guard let base = raw.baseAddress else { return raw.count == 0 }
+            var offset = 0
+            while offset < raw.count {
+                let count = read(file, base + offset, raw.count - offset)
+                if count < 0, errno == EINTR { continue }
+                guard count > 0 else { return false }
+                offset += count
+            }
+            return true
+        }
+        return complete ? data : nil
+    }
+
+    /// Writes `data` to a new file `name`, readable by the owner only (0600).
+    private func writeFile(_ name: String, _ data: Data) -> Bool {
+        let file = openat(directory, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard file >= 0 else { return false }
+        let written = data.withUnsafeBytes { raw -> Bool in
+            guard let base = raw.baseAddress else { return true }
+            var offset = 0
+            while offset < raw.count {
+                let count = write(file, base + offset, raw.count - offset)
+                if count < 0, errno == EINTR { continue }
+                guard count > 0 else { return false }
+                offset += count
+            }
+            return true
+        }
+        return close(file) == 0 && written
     }
 
     private static func fileName(for key: String) -> String {

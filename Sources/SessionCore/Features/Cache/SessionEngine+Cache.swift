@@ -12,6 +12,10 @@ struct CacheContext: Sendable {
     var revalidates: Bool
     /// When the lookup ran: the request time of what gets stored.
     var requestDate: Date
+    /// Whom the request spoke for at the lookup (its credentials and cookies).
+    var identity: CacheIdentity
+    /// The manager's private-cache partition at the lookup.
+    var partition: UUID
 }
 
 extension SessionEngine {
@@ -32,6 +36,26 @@ extension SessionEngine {
             && !task.options.skipsSerializer && (task.originalRequest?.httpMethod ?? "GET") == "GET"
     }
 
+    /// The identity `request` (as sent: `sentFields`) carries, with the jar's cookies when
+    /// libcurl's cookie engine adds them (cookies on, no `Cookie` header of the caller's).
+    func cacheIdentity(for request: URLRequest) -> CacheIdentity {
+        let jarAddsCookies = cookieShare != nil && request.httpShouldHandleCookies
+            && request.value(forHTTPHeaderField: "Cookie") == nil
+        return CacheIdentity(request: request, jarCookies: jarAddsCookies ? configuration.cookieJar?.cookies : nil)
+    }
+
+    /// Registers the manager with its cache (a cache several managers use is a shared one).
+    func attachToResponseCache() {
+        configuration.responseCache?.attach(cachePartition)
+    }
+
+    /// A reset session (the logout path) starts a new private-cache partition: the previous
+    /// user's personal entries are never answered again, and are dropped.
+    func renewCachePartition() {
+        let previous = cachePartition.renew()
+        configuration.responseCache?.removeEntries(inPartition: previous)
+    }
+
     /// Looks `task` up in `cache` on the cache's queue, then answers it from the cache, or
     /// starts its transfer (with conditional fields when revalidating).
     func startThroughCache(_ task: SessionTask, cache: ResponseCache) {
@@ -44,18 +68,25 @@ extension SessionEngine {
             let cacheOnly = policy == .returnCacheDataDontLoad || directives["only-if-cached"] != nil
             let skipsLookup = directives["no-store"] != nil
                 || policy == .reloadIgnoringLocalCacheData || policy == .reloadIgnoringLocalAndRemoteCacheData
-            guard !skipsLookup, let entry = cache.cachedResponse(for: request) else {
+            let identity = cacheIdentity(for: request)
+            let partition = cachePartition.current
+            func context(_ entry: CachedResponse?, revalidates: Bool) -> CacheContext {
+                CacheContext(entry: entry, revalidates: revalidates, requestDate: now, identity: identity, partition: partition)
+            }
+            guard !skipsLookup, let entry = cache.cachedResponse(for: request, identity: identity, partition: partition)
+            else {
                 if cacheOnly {
                     complete(task, outcome: TransferOutcome(error: .resourceNotCached, request: request))
                 } else {
-                    task.setCacheContext(CacheContext(entry: nil, revalidates: false, requestDate: now))
+                    task.setCacheContext(context(nil, revalidates: false))
                     submitStart(task)
                 }
                 return
             }
             let pragmaNoCache = request.value(forHTTPHeaderField: "Pragma")?.lowercased().contains("no-cache") ?? false
             switch CacheFreshness.decide(
-                entry: entry, policy: policy, requestDirectives: directives, pragmaNoCache: pragmaNoCache, now: now)
+                entry: entry, policy: policy, requestDirectives: directives, pragmaNoCache: pragmaNoCache, now: now,
+                shared: cache.isShared)
             {
             case .useCached:
                 let head = entry.head
@@ -66,10 +97,10 @@ extension SessionEngine {
                 let callerValidates = request.value(forHTTPHeaderField: "If-None-Match") != nil
                     || request.value(forHTTPHeaderField: "If-Modified-Since") != nil
                 if !callerValidates { task.addHeaderLines(CacheFreshness.conditionalHeaderLines(for: entry)) }
-                task.setCacheContext(CacheContext(entry: entry, revalidates: !callerValidates, requestDate: now))
+                task.setCacheContext(context(entry, revalidates: !callerValidates))
                 submitStart(task)
             case .fetch:
-                task.setCacheContext(CacheContext(entry: entry, revalidates: false, requestDate: now))
+                task.setCacheContext(context(entry, revalidates: false))
                 submitStart(task)
             }
         }
@@ -93,56 +124,77 @@ extension SessionEngine {
         else { return outcome }
         let request = sentFields(of: original)
         let now = Date()
-        if head.statusCode == 304, context.revalidates, let entry = context.entry {
-            let refreshed = CacheFreshness.refreshed(entry, with: head, requestDate: context.requestDate, now: now)
-            cache.storeCachedResponse(refreshed, for: request)
-            return outcome.with(head: refreshed.head, body: refreshed.body)
-        }
+        // The answer is filed under the identity the request was sent with: if the jar's
+        // cookies changed meanwhile or the session was reset, nothing is stored.
+        let sameIdentity = cacheIdentity(for: request) == context.identity && cachePartition.current == context.partition
         if head.statusCode == 304 {
-            // The caller's own validation: its 304 is its answer; the entry is freshened.
-            if let entry = context.entry {
-                cache.storeCachedResponse(
-                    CacheFreshness.refreshed(entry, with: head, requestDate: context.requestDate, now: now), for: request)
+            guard let entry = context.entry else { return outcome }
+            // Only the entry whose validators the request carried is updated (RFC 9111 §4.3.4);
+            // a caller's own conditional request gets its 304 as is either way.
+            guard CacheFreshness.notModified(head, describes: entry, callerRequest: context.revalidates ? nil : request)
+            else {
+                // Curlew's validators, answered by a 304 naming others: the stored response
+                // answers, left stale (revalidated next time).
+                return context.revalidates ? outcome.with(head: entry.head, body: entry.body) : outcome
             }
-            return outcome
+            let refreshed = CacheFreshness.refreshed(entry, with: head, requestDate: context.requestDate, now: now)
+            if sameIdentity { file(refreshed, for: request, in: cache, context: context) }
+            return context.revalidates ? outcome.with(head: refreshed.head, body: refreshed.body) : outcome
         }
         // Stored under the URL asked for only when no redirect intervened.
-        guard let body = outcome.body, outcome.request?.url == original.url else { return outcome }
-        let requestDate = context.requestDate
-        do {
-            let responseDirectives = CacheFreshness.directives(head.value(forHTTPHeaderField: "Cache-Control"))
-            let requestDirectives = CacheFreshness.directives(request.value(forHTTPHeaderField: "Cache-Control"))
-            let vary = head.value(forHTTPHeaderField: "Vary")
-            if configuration.httpShouldSetCookies,
-                vary?.lowercased().split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == "cookie" }) == true
-            {
-                // The Cookie field comes from the jar, which changes under the cache: a
-                // response that varies on it is never answered from the cache.
-                cache.removeCachedResponse(for: request)
-                return outcome
-            }
-            let explicit = CacheFreshness.hasExplicitFreshness(
-                responseDirectives, expires: head.value(forHTTPHeaderField: "Expires"))
-            guard CacheFreshness.isStorable(
-                statusCode: head.statusCode, response: responseDirectives, request: requestDirectives, vary: vary,
-                hasExplicitFreshness: explicit)
-            else {
-                cache.removeCachedResponse(for: request)
-                return outcome
-            }
-            var varying: [String: String?] = [:]
-            for name in vary?.split(separator: ",") ?? [] {
-                let field = name.trimmingCharacters(in: .whitespaces).lowercased()
-                if !field.isEmpty { varying[field] = request.value(forHTTPHeaderField: field) }
-            }
-            let entry = CachedResponse(
-                url: head.url, statusCode: head.statusCode, httpVersion: head.httpVersion,
-                fields: head.fields.map { CachedResponse.Field(name: $0.name, value: $0.value) }, body: body,
-                requestDate: requestDate, responseDate: now, varyingRequestFields: varying)
-            if CacheFreshness.lifetime(of: entry) > 0 || CacheFreshness.hasValidator(entry) {
-                cache.storeCachedResponse(entry, for: request)
-            }
+        guard let body = outcome.body, outcome.request?.url == original.url, sameIdentity else { return outcome }
+        let requestDirectives = CacheFreshness.directives(request.value(forHTTPHeaderField: "Cache-Control"))
+        let responseDirectives = CacheFreshness.directives(head.value(forHTTPHeaderField: "Cache-Control"))
+        let vary = head.value(forHTTPHeaderField: "Vary")
+        let varyNames = (vary?.split(separator: ",") ?? []).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        if configuration.httpShouldSetCookies, varyNames.contains("cookie") {
+            // The Cookie field comes from the jar, which changes under the cache: a
+            // response that varies on it is never answered from the cache.
+            cache.removeCachedResponse(for: request)
+            return outcome
         }
+        let explicit = CacheFreshness.hasExplicitFreshness(
+            responseDirectives, expires: head.value(forHTTPHeaderField: "Expires"))
+        // After an answered authentication challenge the request carried credentials the
+        // cache never saw (libcurl added them): it cannot tell whom the answer is for.
+        let challenged = outcome.metrics?.transactionMetrics.contains { $0.statusCode == 401 } ?? false
+        guard !challenged, CacheFreshness.isStorable(
+            statusCode: head.statusCode, response: responseDirectives, request: requestDirectives, vary: vary,
+            hasExplicitFreshness: explicit)
+        else {
+            cache.removeCachedResponse(for: request)
+            return outcome
+        }
+        var varying: [String: String?] = [:]
+        // The identity's fields are matched through the identity: no value of theirs is kept.
+        for field in varyNames where !field.isEmpty && !CacheIdentity.fieldNames.contains(field) {
+            varying[field] = request.value(forHTTPHeaderField: field)
+        }
+        let entry = CachedResponse(
+            url: head.url, statusCode: head.statusCode, httpVersion: head.httpVersion,
+            fields: head.fields.map { CachedResponse.Field(name: $0.name, value: $0.value) }, body: body,
+            requestDate: context.requestDate, responseDate: now, varyingRequestFields: varying)
+        file(entry, for: request, in: cache, context: context)
         return outcome
+    }
+
+    /// Stores `entry` for the request's identity, in the manager's partition when it is
+    /// personal (`CacheScope`); removes the URL's entry when the cache may not keep it.
+    private func file(
+        _ entry: CachedResponse, for request: URLRequest, in cache: ResponseCache, context: CacheContext
+    ) {
+        let shared = cache.isShared
+        let directives = CacheFreshness.directives(entry.value(forHTTPHeaderField: "Cache-Control"))
+        guard let scope = CacheScope.of(
+            responseDirectives: directives, authorized: CacheIdentity.isAuthorized(request), cacheIsShared: shared),
+            CacheFreshness.lifetime(of: entry, shared: shared) > 0 || CacheFreshness.hasValidator(entry)
+        else {
+            cache.removeCachedResponse(for: request)
+            return
+        }
+        var tagged = entry
+        tagged.identityTag = context.identity.tag()
+        tagged.partition = scope == .personal ? context.partition : nil
+        cache.store(tagged, for: request)
     }
 }
