@@ -68,6 +68,34 @@ final class DownloadResumeHardeningTests: XCTestCase {
     }
 
 
+    // MARK: - Resume meets the retrier
+
+    /// A resumed download answered 503 goes through the retrier like any attempt; the retry's
+    /// 206 continues the partial file (the dropped error body never reached it).
+    func testAResumedDownloadRetriedAfterAnErrorContinuesThePartialFile() async throws {
+        let body = patternedData(count: 300_000)
+        let route = RangeFileRoute(server: server, path: "/file", body: body, delay: .milliseconds(10))
+        let data = try await cancelForResumeData(URLRequest(url: try server.url("/file")), after: 30_000)
+        let first = try DownloadResumeData(encoded: data)
+        route.state.withLock { $0.errorStatus = 503 }
+        let retrier = RecordingRetrier { attempt, _ in
+            guard attempt == 0 else { return .doNotRetry }
+            route.state.withLock { $0.errorStatus = nil }  // the server recovers before the retry
+            return .retry
+        }
+        manager.requestRetrier = retrier
+        let destination = destinations.appendingPathComponent("file")
+        let (_, response) = await download { done in
+            manager.downloadTask(withResumeData: data, destination: { _, _ in destination }, completionHandler: done)
+        }
+        XCTAssertNil(response.error)
+        XCTAssertEqual(retrier.asked.withLock { $0 }, ["0 response"])
+        XCTAssertEqual(response.response?.statusCode, 206, "the kept bytes were continued")
+        XCTAssertEqual(route.rangeRequests.last?.range, "bytes=\(first.bytesReceived)-")
+        XCTAssertEqual(try Data(contentsOf: destination), body)
+        XCTAssertEqual(leftovers, [])
+    }
+
     // MARK: - An error answer keeps the partial file
 
     func testAnErrorAnswerKeepsThePartialFileAndLeavesResumeData() async throws {

@@ -1,0 +1,107 @@
+import CurlewTestSupport
+import Foundation
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// Pairs of features checked together (issue 19's seams): the idle clock against the waits
+/// for user code, the connection cap against cancel and cross-origin redirects.
+final class FeatureSeamTests: XCTestCase {
+    var server: TestServer!
+
+    override func setUp() async throws {
+        server = try TestServer()
+        server.route("/ok", response: .text("ok"))
+        server.route("/busy", response: .stream((0..<20).map { _ in .init(Data(repeating: 7, count: 64), delay: .milliseconds(100)) }))
+    }
+
+    override func tearDown() async throws {
+        server.shutdown()
+    }
+
+    private func manager(_ change: (inout SessionConfiguration) -> Void = { _ in }) -> URLSessionManager {
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .none
+        change(&configuration)
+        return URLSessionManager.raw(configuration)
+    }
+
+    private func shortTimeout(_ url: URL) -> URLRequest {
+        var request = URLRequest(url: url)
+        request.timeoutInterval = 0.5
+        return request
+    }
+
+    /// Idle clock × challenge handler: the handler's time (longer than the idle timeout) is
+    /// not the server's silence.
+    func testASlowChallengeHandlerIsNotIdleTime() async throws {
+        server.route("/private") { request in
+            if request.headers.contains(where: { $0.name.lowercased() == "authorization" }) { return .text("secret") }
+            return TestResponse(status: 401, headers: [("WWW-Authenticate", "Basic realm=\"r\"")])
+        }
+        let manager = manager()
+        manager.setAuthenticationChallengeHandler { _, _ in
+            Thread.sleep(forTimeInterval: 1)  // twice the idle timeout
+            return .useCredential(URLCredential(user: "u", password: "p", persistence: .none))
+        }
+        let response = await manager.response(for: shortTimeout(try server.url("/private")))
+        XCTAssertNil(response.error, "the handler's time counted as idle: \(String(describing: response.error))")
+        XCTAssertEqual(response.data, Data("secret".utf8))
+    }
+
+    /// Idle clock × redirect hook: the same.
+    func testASlowRedirectHookIsNotIdleTime() async throws {
+        server.route("/moved", response: .redirect(to: "/ok"))
+        let manager = manager()
+        manager.setTaskWillPerformHTTPRedirectionBlock { _, _, request in
+            Thread.sleep(forTimeInterval: 1)
+            return request
+        }
+        let response = await manager.response(for: shortTimeout(try server.url("/moved")))
+        XCTAssertNil(response.error, "the hook's time counted as idle: \(String(describing: response.error))")
+        XCTAssertEqual(response.data, Data("ok".utf8))
+    }
+
+    /// Connection cap × cancel: a task cancelled while it waits for a slot completes with
+    /// `.cancelled`, and the slot accounting stays whole (later requests still run).
+    func testCancellingATaskWaitingForASlotKeepsTheLineWhole() async throws {
+        let manager = manager { $0.httpMaximumConnectionsPerHost = 1 }
+        let busy = manager.dataTask(with: URLRequest(url: try server.url("/busy"))) { _ in }
+        busy.resume()
+        XCTAssertTrue(server.waitForRequests(count: 1))
+        let waiting = manager.dataTask(with: URLRequest(url: try server.url("/ok"))) { _ in }
+        let waitingDone = expectation(forNotification: .taskDidComplete, object: waiting)
+        waiting.resume()
+        waiting.cancel()
+        await fulfillment(of: [waitingDone], timeout: 30)
+        XCTAssertEqual(waiting.error as? SessionError, .cancelled)
+        for _ in 0..<3 {
+            let next = await manager.response(for: URLRequest(url: try server.url("/ok")))
+            XCTAssertNil(next.error)
+        }
+        XCTAssertEqual(busy.state, .completed)
+        XCTAssertEqual(server.requests.map(\.path), ["/busy", "/ok", "/ok", "/ok"], "the cancelled task sent nothing")
+    }
+
+    /// Connection cap × redirect: a redirect to another origin gives the first origin's slot
+    /// up (the transfer now counts against the second origin).
+    func testARedirectToAnotherOriginGivesUpTheFirstOriginsSlot() async throws {
+        let other = try TestServer()
+        defer { other.shutdown() }
+        other.route("/busy", response: .stream((0..<20).map { _ in .init(Data(repeating: 7, count: 64), delay: .milliseconds(100)) }))
+        server.route("/away", response: .redirect(to: try other.url("/busy").absoluteString))
+        let manager = manager { $0.httpMaximumConnectionsPerHost = 1 }
+        let away = manager.dataTask(with: URLRequest(url: try server.url("/away"))) { _ in }
+        let awayDone = expectation(forNotification: .taskDidComplete, object: away)
+        away.resume()
+        XCTAssertTrue(other.waitForRequests(count: 1))
+        let response = await manager.response(for: URLRequest(url: try server.url("/ok")))
+        XCTAssertNil(response.error)
+        XCTAssertNotEqual(away.state, .completed, "the request to the first origin waited for the whole redirect chain")
+        await fulfillment(of: [awayDone], timeout: 30)
+        XCTAssertNil(away.error)
+    }
+}
