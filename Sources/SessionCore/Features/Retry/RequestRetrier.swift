@@ -17,8 +17,9 @@ public enum RetryDecision: Sendable, Equatable {
 /// Decides whether a failed attempt is sent again (Alamofire's `RequestRetrier`), set with
 /// `URLSessionManager.requestRetrier`.
 ///
-/// It is asked on the manager's `operationQueue` when an attempt ends with an error, or with a
-/// response whose status is 400 or more. A retried task keeps its identity: its handlers are
+/// It is asked on the manager's `operationQueue` when an attempt ends with an error (an idle
+/// timeout included: `SessionError.timedOut`), or with a response whose status is 400 or more.
+/// The resource timeout ends the whole task and is not asked about. A retried task keeps its identity: its handlers are
 /// called once, with the last attempt's outcome, and its metrics list every attempt. Never
 /// asked for a task that was cancelled, whose body was already streamed to a data handler, or
 /// whose request body cannot be sent again.
