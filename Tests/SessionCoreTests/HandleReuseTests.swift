@@ -35,6 +35,17 @@ final class HandleReuseTests: XCTestCase {
         return try json(response.data)
     }
 
+    /// The connection callbacks' user data is set with the base options (the transfer slot):
+    /// setting it must not cost every pooled handle a `curl_easy_reset`.
+    func testTheConnectionCallbacksDataLeavesAHandleReusable() throws {
+        let easy = try XCTUnwrap(EasyHandle())
+        let slot = UnsafeMutableRawPointer(easy.transferSlot)
+        for option in [CURLOPT_RESOLVER_START_DATA, CURLOPT_SOCKOPTDATA, CURLOPT_PREREQDATA, CURLOPT_PRIVATE] {
+            easy.set(option, pointer: slot)
+        }
+        XCTAssertFalse(easy.needsReset)
+    }
+
     func testNoOptionOfOneRequestReachesTheNext() async throws {
         func assertPlainGet(after previous: String) async throws {
             let echoed = try await echo("GET")
