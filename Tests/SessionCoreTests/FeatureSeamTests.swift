@@ -104,4 +104,38 @@ final class FeatureSeamTests: XCTestCase {
         await fulfillment(of: [awayDone], timeout: 30)
         XCTAssertNil(away.error)
     }
+
+    /// Redirect × retry × adapter: after a redirect to another origin, a retry prepared from
+    /// the adapter's request still leaves the configuration's credentials behind.
+    func testARetryAfterACrossOriginRedirectSendsNoConfiguredCredentials() async throws {
+        let other = try TestServer()
+        defer { other.shutdown() }
+        let attempts = Mutex(0)
+        other.route("/b") { _ in
+            let attempt = attempts.withLock { value -> Int in
+                value += 1
+                return value
+            }
+            return attempt == 1 ? TestResponse(status: 503) : .text("b")
+        }
+        server.route("/a", response: .redirect(to: try other.url("/b").absoluteString))
+        let manager = manager { $0.httpAdditionalHeaders = ["Authorization": "Bearer configured-secret"] }
+        manager.requestAdapter = UnchangedRequest()
+        manager.requestRetrier = FixedRetrier(decision: .retry)
+        let response = await manager.response(for: URLRequest(url: try server.url("/a")))
+        XCTAssertNil(response.error)
+        XCTAssertEqual(response.data, Data("b".utf8))
+        XCTAssertEqual(other.requests.count, 2)
+        for request in other.requests {
+            XCTAssertFalse(
+                request.headers.contains { $0.name.lowercased() == "authorization" },
+                "the other origin received the configured credentials")
+        }
+        XCTAssertTrue(server.requests.first?.headers.contains { $0.name.lowercased() == "authorization" } ?? false)
+    }
+}
+
+/// An adapter that changes nothing (its presence makes retries re-prepare the request).
+struct UnchangedRequest: RequestAdapter {
+    func adapt(_ request: URLRequest, attempt: Int) -> URLRequest { request }
 }

@@ -163,4 +163,51 @@ final class ResetSessionTests: XCTestCase {
         await manager.waitUntilInvalidated()
         XCTAssertEqual(completions.withLock { $0 }, 1)
     }
+
+    /// A task of the old session resumed during a reset that lets old tasks finish runs on the
+    /// old session: the reset completes and the fresh session's requests run (they are not
+    /// parked behind a task that is itself parked).
+    func testAnOldTaskResumedDuringAResetLetsTheResetFinish() async throws {
+        let manager = URLSessionManager.raw()
+        let old = manager.dataTask(with: URLRequest(url: try server.url("/ok"))) { _ in }
+        let oldDone = expectation(forNotification: .taskDidComplete, object: old)
+        let invalidated = expectation(forNotification: .sessionDidInvalidate, object: manager)
+        manager.invalidateSessionCancelingTasks(false, resetSession: true)
+        old.resume()
+        let fresh = manager.dataTask(with: URLRequest(url: try server.url("/ok"))) { _ in }
+        let freshDone = expectation(forNotification: .taskDidComplete, object: fresh)
+        fresh.resume()
+        await fulfillment(of: [oldDone, invalidated, freshDone], timeout: 30)
+        XCTAssertNil(old.error)
+        XCTAssertNil(fresh.error)
+        XCTAssertEqual(fresh.response?.statusCode, 200)
+        // Without a reset that completes, the fresh task would wait forever: release it.
+        fresh.cancel()
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
+    /// A request made right after a reset is not answered from the previous user's private
+    /// cache entry (the cache is asked only once the jar is empty and the partition renewed).
+    func testARequestRightAfterAResetIsNotAnsweredFromTheOldUsersCache() async throws {
+        server.route("/login", response: TestResponse(status: 200, headers: [("Set-Cookie", "user=alice; Path=/")], body: Data()))
+        server.route("/me") { request in
+            let cookie = request.headers.first { $0.name.lowercased() == "cookie" }?.value ?? "nobody"
+            return TestResponse(status: 200, headers: [("Cache-Control", "private, max-age=60")], body: Data(cookie.utf8))
+        }
+        var configuration = SessionConfiguration.default
+        configuration.responseCache = ResponseCache(memoryCapacity: 1 << 20, diskCapacity: 0)
+        let manager = URLSessionManager.raw(configuration)
+        _ = await manager.response(for: URLRequest(url: try server.url("/login")))
+        let before = await manager.response(for: URLRequest(url: try server.url("/me")))
+        XCTAssertEqual(before.data, Data("user=alice".utf8))
+
+        manager.invalidateSessionCancelingTasks(true, resetSession: true)
+        let after = await manager.response(for: URLRequest(url: try server.url("/me")))
+
+        XCTAssertNil(after.error)
+        XCTAssertEqual(after.data, Data("nobody".utf8), "the logged-out session got the previous user's response")
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
 }

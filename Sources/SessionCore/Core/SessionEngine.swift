@@ -243,6 +243,7 @@ final class SessionEngine: Sendable {
     }
 
     func start(_ task: SessionTask) {
+        if resetPending.load(ordering: .acquiring), parkForReset(task) { return }
         if let cache = configuration.responseCache, consultsCache(task) {
             startThroughCache(task, cache: cache)
         } else {
@@ -250,15 +251,25 @@ final class SessionEngine: Sendable {
         }
     }
 
-    /// Hands a task to the driver (or completes it when there is none). During a reset the
-    /// start waits for the fresh driver.
-    func submitStart(_ task: SessionTask) {
-        let parked = state.withLock { state -> Bool in
-            guard state.invalidation == .invalidating, state.resetsAfterInvalidation else { return false }
+    /// Set while a reset is under way (read without the lock on every start).
+    private let resetPending = Atomic<Bool>(false)
+
+    /// During a reset, a task of the fresh session (one made or first resumed after the reset
+    /// began) waits for it, before the response cache is asked: it never sees the old
+    /// session's cookies, credentials or private cache partition. A task of the old session
+    /// (one the invalidation waits for) goes on to the old driver, so the reset can finish.
+    private func parkForReset(_ task: SessionTask) -> Bool {
+        state.withLock { state -> Bool in
+            guard state.invalidation == .invalidating, state.resetsAfterInvalidation,
+                !state.draining.contains(task.taskIdentifier)
+            else { return false }
             state.parkedStarts.append(task)
             return true
         }
-        if parked { return }
+    }
+
+    /// Hands a task to the driver (or completes it when there is none).
+    func submitStart(_ task: SessionTask) {
         if !submit(.start(task)) {
             let error = startupError.withLock { $0 } ?? .sessionInvalidated
             complete(task, outcome: TransferOutcome(error: error, request: task.currentRequest))
@@ -292,6 +303,7 @@ final class SessionEngine: Sendable {
         guard task.markCompleted(outcome) else {
             // Another outcome won (a cancel that raced): a file this one kept is nobody's.
             if let file = outcome.fileURL { unlink(file.path) }
+            (task as? DownloadTask)?.releaseFileClaim()
             return
         }
         if let cache = configuration.responseCache, outcome.error == nil, outcome.head != nil {
@@ -475,6 +487,7 @@ final class SessionEngine: Sendable {
                 state.invalidation = .invalidating
                 state.resetsAfterInvalidation = resetting
                 state.draining = Set(state.tasks.keys)
+                if resetting { resetPending.store(true, ordering: .releasing) }
                 if let completion { state.invalidationWaiters.append(completion) }
                 return .begin(Array(state.tasks.values))
             }
@@ -523,6 +536,7 @@ final class SessionEngine: Sendable {
             state.resetsAfterInvalidation = false
             let parked = state.parkedStarts
             state.parkedStarts = []
+            resetPending.store(false, ordering: .releasing)
             defer {
                 state.invalidationWaiters.removeAll()
                 // An invalidated manager calls no hook again: release them, so a hook that
@@ -539,10 +553,11 @@ final class SessionEngine: Sendable {
             // Unused: shut it down at once (its thread exits when it sees the request).
             fresh.submit(.shutdown {})
         }
-        // Tasks resumed during the reset start now, on the fresh session (or fail: no reset).
+        // Tasks resumed during the reset start now, on the fresh session (or fail: no reset),
+        // through the response cache as it is now (the old user's entries left behind).
         for task in parked {
             if resets {
-                submitStart(task)
+                start(task)
             } else {
                 complete(task, outcome: TransferOutcome(error: .sessionInvalidated, request: task.currentRequest))
             }

@@ -330,14 +330,17 @@ final class DriverLoop {
         case .unpause(let task):
             guard let delegate = delegates[ObjectIdentifier(task)] else { return }
             delegate.isSuspendedByCaller = false
+            // A backpressure pause that ended while suspended was not lifted (`resumeReading`
+            // leaves a suspended transfer paused): the write callback holds again if the
+            // consumer is still behind.
+            delegate.clock.release(.backpressure, at: TaskDelegate.uptime)
             delegate.clock.release(.suspended, at: TaskDelegate.uptime)
             scheduleTimeoutCheck(for: delegate)
             if delegate.isAttached { _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT) }
         case .resumeReading(let task):
-            guard let delegate = delegates[ObjectIdentifier(task)], delegate.isAttached,
-                !delegate.isSuspendedByCaller
-            else { return }
+            guard let delegate = delegates[ObjectIdentifier(task)], delegate.isAttached else { return }
             delegate.clock.release(.backpressure, at: TaskDelegate.uptime)
+            guard !delegate.isSuspendedByCaller else { return }  // `unpause` continues it
             scheduleTimeoutCheck(for: delegate)
             _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
         case .resumeSending(let task):
@@ -376,10 +379,14 @@ final class DriverLoop {
                     delegate.pendingEndFacts = nil
                     facts.awaitsResponseDecision = false
                     act(on: TransferEnd.decide(facts), delegate: delegate, facts: facts, challenge: nil, hooks: engine.hooks)
-                } else if delegate.isAttached, !delegate.isSuspendedByCaller {
+                } else {
+                    // The hook's time is over whether or not the caller suspended meanwhile;
+                    // only the transfer's continuing waits for `resume()`.
                     delegate.clock.release(.decision, at: TaskDelegate.uptime)
                     scheduleTimeoutCheck(for: delegate)
-                    _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
+                    if delegate.isAttached, !delegate.isSuspendedByCaller {
+                        _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
+                    }
                 }
             }
         case .retryDecision(let task, let decision, let adapted):
@@ -447,6 +454,9 @@ final class DriverLoop {
         let head = delegate.responseHead
         let attempt = delegate.retryCount
         let current = delegate.request
+        // After a redirect to another origin, the configuration's credentials stay behind on
+        // retries too (the adapted request is prepared as the redirect's was).
+        let omitsCredentials = delegate.hasCrossedOrigin
         let driver = self.driver
         let engine = self.engine
         engine.operationQueue.async {
@@ -456,7 +466,10 @@ final class DriverLoop {
                 let request = adapter.adapt(current, attempt: attempt + 1)
                 adapted = Result { () throws(SessionError) -> AdaptedRequest in
                     AdaptedRequest(
-                        request: request, prepared: try PreparedRequest.prepare(request, configuration: engine.configuration, urls: engine.parsedURLs))
+                        request: request,
+                        prepared: try PreparedRequest.prepare(
+                            request, configuration: engine.configuration, omittingCredentials: omitsCredentials,
+                            urls: engine.parsedURLs))
                 }
             }
             driver.submit(.retryDecision(task, decision, adapted))
