@@ -40,6 +40,8 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         var taskDescription: String?
         /// Ownership of the prepared request passes to the driver when the task starts.
         var prepared: PreparedRequest?
+        /// The file an upload from a file sends (kept for `curlDescription`: `prepared` goes to the driver).
+        var bodyFile: URL?
         var progressUpdatePending = false
         /// Body bytes already reported to the send-body-data hook.
         var bytesSentReported: Int64 = 0

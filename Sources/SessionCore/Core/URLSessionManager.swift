@@ -269,6 +269,7 @@ extension SessionTask {
         protected.withLock { state in
             guard let prepared = state.prepared else { return }
             state.prepared = prepared.with(body: body)
+            if case .file(let url) = body { state.bodyFile = url }
             if case .file(let url) = body,
                 let size = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? Int64
             {

@@ -62,8 +62,9 @@ public final class CookieJar: Sendable {
     /// Every unexpired cookie, ordered by domain, path and name. Empty when the jar is not
     /// ``isAvailable``.
     ///
-    /// There is no "cookies for this URL": libcurl offers no way to ask which cookies it would
-    /// send other than sending a request, and Curlew does not imitate its matching.
+    /// There is no public "cookies for this URL": libcurl offers no way to ask which cookies it
+    /// would send other than sending a request. Only `SessionTask.curlDescription` repeats its
+    /// matching (`cookies(matching:)`), to write them as `-b`; transfers never use that copy.
     public var cookies: [Cookie] {
         let now = Date()
         let all = (try? withStore { easy in storedCookies(easy, now: now) }) ?? []
