@@ -215,6 +215,9 @@ final class EventMonitorTests: XCTestCase {
         // The blocked monitor is stuck in its first event the whole time.
         await fulfillment(of: [done], timeout: 60)
         XCTAssertEqual(blocked.seen.withLock { $0.count }, 1, "still blocked in its first event")
+        // Nor does it hold up the other monitor.
+        try await eventually(
+            { recorder.allEntries.filter { $0.line.hasPrefix("produce") }.count == count }, "the other monitor saw every task")
         gate.signal()
         let perTask = 7
         try await eventually({ blocked.seen.withLock { $0.count } == count * perTask }, "the released monitor sees every event")

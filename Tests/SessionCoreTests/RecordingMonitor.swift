@@ -35,7 +35,7 @@ final class RecordingMonitor: EventMonitor {
     var allEntries: [Entry] { entries.withLock { $0 } }
 
     private func record(_ task: SessionTask?, _ line: String) {
-        let name = Thread.current.name ?? ""
+        let name = currentThreadName()
         let entry = Entry(
             task: task?.taskIdentifier, line: line,
             placedRight: !name.hasPrefix("curlew.drv") && DispatchQueue.getSpecific(key: key) == true)
@@ -75,4 +75,12 @@ final class RecordingMonitor: EventMonitor {
         record(task, "produce \(Self.name(of: response.error))")
     }
     func managerDidInvalidate(_ manager: URLSessionManager, error: (any Error)?) { record(nil, "invalidate") }
+}
+
+/// The calling thread's name: Foundation's, else the kernel's (`/proc/thread-self/comm`, which
+/// the driver's `Thread.name` sets through pthread_setname_np once the thread runs).
+func currentThreadName() -> String {
+    if let name = Thread.current.name, !name.isEmpty { return name }
+    let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
+    return comm.trimmingCharacters(in: .whitespacesAndNewlines)
 }
