@@ -19,6 +19,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
@@ -56,7 +57,10 @@ let package = Package(
         ),
         .target(
             name: "SessionCore",
-            dependencies: ["CCurl", "Serialization", "Security", "COpenSSL"],
+            dependencies: [
+                "CCurl", "Serialization", "Security", "COpenSSL",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -94,7 +98,10 @@ let package = Package(
         ),
         .testTarget(
             name: "SessionCoreTests",
-            dependencies: ["SessionCore", "Serialization", "Security", "CurlewTestSupport"],
+            dependencies: [
+                "SessionCore", "Serialization", "Security", "CurlewTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

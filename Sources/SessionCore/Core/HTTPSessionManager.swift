@@ -62,15 +62,16 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
     ///   - baseURL: Resolves relative URL strings; a trailing slash is added when its path
     ///     has none.
     ///   - configuration: Timeouts, headers and limits for every task.
-    public init(baseURL: URL?, configuration: SessionConfiguration = .default) {
+    ///   - eventMonitors: Observers of every task's events (see `EventMonitor`).
+    public init(baseURL: URL?, configuration: SessionConfiguration = .default, eventMonitors: [any EventMonitor] = []) {
         self.baseURL = baseURL.map(Self.directoryURL(for:))
         requestSerializerState = Mutex(HTTPRequestSerializer())
-        super.init(configuration: configuration)
+        super.init(configuration: configuration, eventMonitors: eventMonitors)
     }
 
     /// Creates a manager without a base URL (AFNetworking's `+manager`).
-    public convenience override init(configuration: SessionConfiguration = .default) {
-        self.init(baseURL: nil, configuration: configuration)
+    public convenience override init(configuration: SessionConfiguration = .default, eventMonitors: [any EventMonitor] = []) {
+        self.init(baseURL: nil, configuration: configuration, eventMonitors: eventMonitors)
     }
 
     // MARK: - Verbs

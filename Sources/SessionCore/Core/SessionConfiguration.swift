@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -125,6 +126,11 @@ public struct SessionConfiguration: Sendable {
     public var certificateAuthorityFile: String?
     /// The certificate presented to servers that ask for one (mutual TLS). `nil`: none.
     public var clientCertificate: ClientCertificate?
+    /// Where the engine writes its own debug messages: its driver thread starting and
+    /// stopping, transfers waiting for a connection slot, retries. Written at `.debug`, never
+    /// from the driver thread. `nil` (the default): silent. For one line per request, give
+    /// the manager a `LoggingEventMonitor`.
+    public var logger: Logger?
 
     /// Creates a configuration with Curlew's defaults.
     public init() {}

@@ -100,6 +100,11 @@ final class SessionEngine: Sendable {
     let cachePartition = CachePartition()
     /// URLs this manager prepared recently, parsed (`PreparedRequest.prepare`).
     let parsedURLs = ParsedURLCache()
+    /// The user's event monitors; nil when none was given, so the request path checks one
+    /// `let` and does nothing more (Monitoring/MonitorDispatch.swift).
+    let monitorHub: MonitorHub?
+    /// The engine's own debug messages (`SessionConfiguration.logger`); nil: silent.
+    let debugLog: EngineLog?
 
     private static let managerCounter = Mutex(0)
 
@@ -107,12 +112,14 @@ final class SessionEngine: Sendable {
     /// lib/url.c; it never reads `HTTP_PROXY`, which a CGI request could set).
     static let environmentProxyVariables = ["http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
 
-    init(configuration: SessionConfiguration) {
+    init(configuration: SessionConfiguration, eventMonitors: [any EventMonitor] = []) {
         let number = SessionEngine.managerCounter.withLock { counter -> Int in
             counter += 1
             return counter
         }
         self.configuration = configuration
+        monitorHub = MonitorHub(monitors: eventMonitors, identifier: number)
+        debugLog = configuration.logger.map { EngineLog(logger: $0, identifier: number) }
         let bypass = configuration.proxyBypassList.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         proxyBypass = bypass.isEmpty ? nil : bypass.joined(separator: ",")
         environmentNamesProxy = Self.environmentProxyVariables.contains { name in
@@ -231,6 +238,7 @@ final class SessionEngine: Sendable {
             // ever put on the wire for it.
             task.failBeforeStart(failure)
         }
+        monitorHub?.emit(.created(task))
         return task
     }
 
@@ -415,6 +423,8 @@ final class SessionEngine: Sendable {
         if case .failure(let error) = result, outcome.error == nil {
             task.recordSerializationError(error)
         }
+        // Before the task is unregistered: an invalidation's event comes after its tasks'.
+        monitorHub?.emit(.finished(task, outcome.metrics ?? .empty(), outcome.error, response))
         callbacks.completionHandler?(response)
         hooks.metrics?(task, outcome.metrics)
         hooks.taskDidComplete?(task, result.failureValue)
@@ -562,6 +572,8 @@ final class SessionEngine: Sendable {
                 complete(task, outcome: TransferOutcome(error: .sessionInvalidated, request: task.currentRequest))
             }
         }
+        monitorHub?.emit(.invalidated)
+        debugLog?.debug("driver stopped\(resets ? ", the session starts again" : "")")
         queue.async {
             hook?(nil)
             for waiter in waiters { waiter() }

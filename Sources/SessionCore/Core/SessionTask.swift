@@ -215,7 +215,13 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
 
     /// Starts the task, or continues it after `suspend()`.
     public func resume() {
-        let (action, startFailure) = protected.withLock { ($0.lifecycle.resume(), $0.startFailure) }
+        let (action, startFailure) = protected.withLock { state in
+            let action = state.lifecycle.resume()
+            // Under the lock, so racing calls report in the order they took effect, and
+            // before the start: `taskDidResume` precedes the first `willSend`.
+            if action != .none, let hub = engine.monitorHub { hub.emit(.resumed(self)) }
+            return (action, state.startFailure)
+        }
         switch action {
         case .start:
             if let startFailure {
@@ -233,7 +239,11 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     /// While suspended the idle timeout does not run (as in URLSession); the resource
     /// timeout (`timeoutIntervalForResource`) does.
     public func suspend() {
-        let action = protected.withLock { $0.lifecycle.suspend() }
+        let action = protected.withLock { state in
+            let action = state.lifecycle.suspend()
+            if action == .pause, let hub = engine.monitorHub { hub.emit(.suspended(self)) }
+            return action
+        }
         guard action == .pause else { return }
         engine.submit(.pause(self))
         engine.post(.taskDidSuspend, for: self)
@@ -245,7 +255,13 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     }
 
     func cancel(with error: SessionError) {
-        let action = protected.withLock { $0.lifecycle.cancel() }
+        let action = protected.withLock { state in
+            let action = state.lifecycle.cancel()
+            // Under the lock: the completion that follows (`markCompleted` takes it too)
+            // reports after this, so `taskDidCancel` precedes `didCompleteWithError`.
+            if action != .none, let hub = engine.monitorHub { hub.emit(.cancelled(self)) }
+            return action
+        }
         switch action {
         case .cancelTransfer: engine.cancelTransfer(of: self, with: error)
         case .completeWithoutTransfer: engine.complete(self, outcome: TransferOutcome(error: error, request: currentRequest))

@@ -447,6 +447,7 @@ final class TaskDelegate {
                     if download.needsFullRestart { return true }  // this answer is not the task's
                 }
                 task.didReceive(head: response, announced: expected, offset: download?.plannedOffset ?? 0)
+                if let hub = engine.monitorHub { hub.emit(.received(task, response)) }
                 if asksResponseHook { askResponseHook(response) }
                 if task.options.collectsBody { body.expect(expected) }
             }

@@ -70,6 +70,7 @@ final class TransferDriver: Sendable {
         let multi = self.multi
         let thread = Thread { [self] in
             threadID.withLock { $0 = TransferDriver.currentThreadID() }
+            engine.debugLog?.debug("driver curlew.drv.\(identifier) started")
             // The loop and everything it owns are born here and die here.
             guard let loop = DriverLoop(multi: multi.raw, driver: self, engine: engine) else {
                 self.failAll(engine: engine)
@@ -404,11 +405,14 @@ final class DriverLoop {
             case .doNotRetry:
                 finish(delegate, outcome: outcome(of: delegate, error: delegate.pendingFinishError))
             case .retry:
+                noteRetry(of: delegate, after: 0)
                 retryAfterFailure(delegate)
             case .retryAfter(let seconds):
                 if seconds == 0 {
+                    noteRetry(of: delegate, after: 0)
                     retryAfterFailure(delegate)
                 } else if seconds > 0, let wait = TransferTimeouts.nanoseconds(seconds) {
+                    noteRetry(of: delegate, after: seconds)
                     let deadline = TaskDelegate.uptime + wait
                     scheduledRetries.append((deadline, delegate))
                     nextRetry = min(nextRetry, deadline)
@@ -473,6 +477,17 @@ final class DriverLoop {
                 }
             }
             driver.submit(.retryDecision(task, decision, adapted))
+        }
+    }
+
+    /// Tells the monitors and the engine's log that a retry follows (before its `willSend`).
+    private func noteRetry(of delegate: TaskDelegate, after delay: TimeInterval) {
+        if let hub = engine.monitorHub {
+            hub.emit(.willRetry(delegate.task, delay, delegate.pendingFinishError, delegate.responseHead))
+        }
+        if let log = engine.debugLog {
+            let reason = delegate.pendingFinishError.map { "\($0)" } ?? "status \(delegate.responseHead?.statusCode ?? 0)"
+            log.debug("task #\(delegate.task.taskIdentifier) retries in \(delay) s (attempt \(delegate.retryCount + 1)) after \(reason)")
         }
     }
 
@@ -560,6 +575,9 @@ final class DriverLoop {
             delegate.admissionOrigin = origin
             guard admitted else {
                 delegate.isWaitingForSlot = true
+                if let log = engine.debugLog {
+                    log.debug("task #\(delegate.task.taskIdentifier) waits for a connection slot to \(delegate.prepared.urlOrigin.origin)")
+                }
                 return
             }
         }
@@ -580,6 +598,7 @@ final class DriverLoop {
             return
         }
         delegate.isAttached = true
+        if let hub = engine.monitorHub { hub.emit(.willSend(delegate.task, delegate.request)) }
         // Time spent detached (waiting for a hook) is not the server's silence.
         delegate.clock.noteActivity(at: TaskDelegate.uptime)
         scheduleTimeoutCheck(for: delegate)
@@ -718,6 +737,7 @@ final class DriverLoop {
     /// returned). The body goes along when the hop keeps it, unless the hook gave the request
     /// a body of its own.
     private func follow(_ delegate: TaskDelegate, to request: URLRequest, proposed: RedirectPolicy.Hop) {
+        let redirectHead = delegate.responseHead  // `restart` forgets it
         if let from = delegate.request.url, let to = request.url, !RedirectPolicy.isSameOrigin(from, to) {
             delegate.hasCrossedOrigin = true
         }
@@ -733,6 +753,7 @@ final class DriverLoop {
             finish(delegate, outcome: outcome(of: delegate, error: error))
             return
         }
+        if let hub = engine.monitorHub, let redirectHead { hub.emit(.redirect(delegate.task, redirectHead, request)) }
         detach(delegate)
         delegate.easy.reset()
         attach(delegate)
@@ -764,6 +785,11 @@ final class DriverLoop {
         if delegate.download != nil {
             let (fileURL, resumePoint, error) = delegate.finishDownload(error: outcome.error)
             outcome = outcome.with(fileURL: fileURL, resumePoint: resumePoint, error: error)
+        }
+        if let hub = engine.monitorHub, outcome.error == nil, let head = outcome.head, delegate.task.responseHead !== head {
+            // A response the task completes with but was not told of at its head: a 3xx the
+            // redirection hook declined, a 401 nobody answered.
+            hub.emit(.received(delegate.task, head))
         }
         detach(delegate)  // and the next transfer in line at its origin starts
         delegates[ObjectIdentifier(delegate.task)] = nil

@@ -29,14 +29,23 @@ open class URLSessionManager: @unchecked Sendable {
 
     /// Creates a manager and starts its driver thread. With `httpShouldSetCookies` on and no
     /// `cookieJar` in `configuration`, the manager creates a jar of its own.
-    public init(configuration: SessionConfiguration = .default) {
+    ///
+    /// - Parameters:
+    ///   - configuration: Timeouts, headers, limits and caches for every task.
+    ///   - eventMonitors: Observers of every task's events, called on their own queues in
+    ///     the order given (see `EventMonitor`).
+    public init(configuration: SessionConfiguration = .default, eventMonitors: [any EventMonitor] = []) {
         var configuration = configuration
         if configuration.httpShouldSetCookies && configuration.cookieJar == nil {
             configuration.cookieJar = CookieJar()
         }
         self.configuration = configuration
-        engine = SessionEngine(configuration: configuration)
+        engine = SessionEngine(configuration: configuration, eventMonitors: eventMonitors)
+        engine.monitorHub?.attach(to: self)
     }
+
+    /// The monitors given at init, in order.
+    public var eventMonitors: [any EventMonitor] { engine.monitorHub?.monitors ?? [] }
 
     /// The jar this manager sends and stores cookies with: the configuration's, or the one the
     /// manager created. nil when `httpShouldSetCookies` is off.

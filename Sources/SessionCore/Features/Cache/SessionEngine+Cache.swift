@@ -91,6 +91,7 @@ extension SessionEngine {
             case .useCached:
                 let head = entry.head
                 task.didReceive(head: head)
+                monitorHub?.emit(.received(task, head))  // no `willSend`: nothing goes out
                 task.didReceiveBodyBytes(Int64(entry.body.count))
                 complete(task, outcome: TransferOutcome(error: nil, request: request, head: head, body: entry.body))
             case .revalidate:

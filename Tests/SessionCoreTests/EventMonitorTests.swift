@@ -1,0 +1,254 @@
+import CurlewTestSupport
+import Foundation
+import Serialization
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// `EventMonitor`: each task's events reach every monitor exactly once, in the documented
+/// order, on the monitor's queue and never on the driver thread.
+final class EventMonitorTests: XCTestCase {
+    var server: TestServer!
+    var managers: [URLSessionManager] = []
+
+    override func setUp() async throws {
+        server = try TestServer()
+        server.route("/ok", response: .text("ok"))
+    }
+
+    override func tearDown() async throws {
+        for manager in managers {
+            manager.invalidateSessionCancelingTasks(true, resetSession: false)
+            await manager.waitUntilInvalidated()
+        }
+        managers = []
+        server.shutdown()
+    }
+
+    private func manager(_ monitors: [any EventMonitor], _ configuration: SessionConfiguration = .default) -> URLSessionManager {
+        let manager = URLSessionManager(configuration: configuration, eventMonitors: monitors)
+        var serializer = HTTPResponseSerializer()
+        serializer.acceptableStatusCodes = IndexSet(100..<600)
+        serializer.acceptableContentTypes = nil
+        manager.responseSerializer = serializer
+        managers.append(manager)
+        return manager
+    }
+
+    /// Runs `task` and waits until `monitor` has seen its `didProduce`.
+    private func run(_ task: SessionTask, _ monitor: RecordingMonitor) async throws {
+        task.resume()
+        try await waitForProduce(task, monitor)
+    }
+
+    private func waitForProduce(_ task: SessionTask, _ monitor: RecordingMonitor) async throws {
+        for _ in 0..<3000 where !(monitor.lines(for: task).last?.hasPrefix("produce") ?? false) {
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        // Anything that would come late (a duplicate) has had its chance to arrive.
+        let settled = expectation(description: "monitor queue drained")
+        monitor.queue.async { settled.fulfill() }
+        await fulfillment(of: [settled], timeout: 10)
+    }
+
+    private func assertPlacedRight(_ monitor: RecordingMonitor, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertFalse(monitor.allEntries.isEmpty, file: file, line: line)
+        XCTAssertTrue(
+            monitor.allEntries.allSatisfy(\.placedRight),
+            "every event on the monitor's queue, none on the driver thread", file: file, line: line)
+    }
+
+    func testASuccessfulRequestReportsEachEventOnceInOrder() async throws {
+        let monitor = RecordingMonitor()
+        let manager = manager([monitor])
+        XCTAssertEqual(manager.eventMonitors.count, 1)
+        XCTAssertTrue(manager.eventMonitors.first as? RecordingMonitor === monitor)
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/ok")), completionHandler: { _ in })
+        try await run(task, monitor)
+        XCTAssertEqual(
+            monitor.lines(for: task),
+            ["create", "resume", "send GET /ok", "receive 200", "metrics 1", "complete ok", "produce ok"])
+        assertPlacedRight(monitor)
+        // The manager's invalidation comes last.
+        manager.invalidateSessionCancelingTasks(false, resetSession: false)
+        await manager.waitUntilInvalidated()
+        try await eventually({ monitor.allEntries.last?.line == "invalidate" }, "managerDidInvalidate")
+        XCTAssertEqual(monitor.allEntries.filter { $0.line == "invalidate" }.count, 1)
+    }
+
+    func testARefusedConnectionReportsTheFailure() async throws {
+        let monitor = RecordingMonitor()
+        let manager = manager([monitor])
+        let port = try LoopbackPort.closed()
+        let url = try XCTUnwrap(URL(string: "http://127.0.0.1:\(port)/refused"))
+        let task = manager.dataTask(with: URLRequest(url: url), completionHandler: { _ in })
+        try await run(task, monitor)
+        XCTAssertEqual(
+            monitor.lines(for: task),
+            ["create", "resume", "send GET /refused", "metrics 1", "complete cannotConnect", "produce cannotConnect"])
+        assertPlacedRight(monitor)
+    }
+
+    func testACancelledTaskReportsTheCancelBeforeItsCompletion() async throws {
+        server.route("/slow", response: .stream([.init(Data("a".utf8)), .init(Data("b".utf8), delay: .seconds(30))]))
+        let monitor = RecordingMonitor()
+        let manager = manager([monitor])
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/slow")), completionHandler: { _ in })
+        task.resume()
+        try await eventually({ monitor.lines(for: task).contains("receive 200") }, "the head arrived")
+        task.cancel()
+        try await waitForProduce(task, monitor)
+        XCTAssertEqual(
+            monitor.lines(for: task),
+            ["create", "resume", "send GET /slow", "receive 200", "cancel", "metrics 0", "complete cancelled",
+             "produce cancelled"])
+        assertPlacedRight(monitor)
+    }
+
+    func testARedirectIsReportedBetweenItsTwoAttempts() async throws {
+        let monitor = RecordingMonitor()
+        let manager = manager([monitor])
+        let url = try Peer.url("/redirect-to?url=%2Fget&status_code=302")
+        let task = manager.dataTask(with: URLRequest(url: url), completionHandler: { _ in })
+        try await run(task, monitor)
+        XCTAssertEqual(
+            monitor.lines(for: task),
+            ["create", "resume", "send GET /redirect-to", "redirect 302 /get", "send GET /get", "receive 200",
+             "metrics 2", "complete ok", "produce ok"])
+        assertPlacedRight(monitor)
+    }
+
+    func testARetryIsReportedBeforeItsAttempt() async throws {
+        let count = Mutex(0)
+        server.route("/flaky") { _ in
+            let attempt = count.withLock { value -> Int in
+                value += 1
+                return value
+            }
+            return attempt == 1 ? TestResponse(status: 503, body: Data("busy".utf8)) : .text("ok")
+        }
+        let monitor = RecordingMonitor()
+        let manager = manager([monitor])
+        manager.requestRetrier = RetryPolicy(exponentialBackoffScale: 0.01, jitter: 0)
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/flaky")), completionHandler: { _ in })
+        try await run(task, monitor)
+        XCTAssertEqual(
+            monitor.lines(for: task),
+            ["create", "resume", "send GET /flaky", "receive 503", "retry", "send GET /flaky", "receive 200",
+             "metrics 2", "complete ok", "produce ok"])
+        assertPlacedRight(monitor)
+    }
+
+    func testADownloadIsProducedOnceItsFileIsInPlace() async throws {
+        server.route("/file", response: TestResponse(status: 200, body: Data(repeating: 7, count: 100_000)))
+        let destination = FileManager.default.temporaryDirectory.appendingPathComponent("monitor-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: destination) }
+        let fileThere = Mutex<Bool?>(nil)
+        let monitor = RecordingMonitor { entry in
+            if entry.line.hasPrefix("produce") {
+                fileThere.withLock { $0 = FileManager.default.fileExists(atPath: destination.path) }
+            }
+        }
+        let manager = manager([monitor])
+        let task = manager.downloadTask(
+            with: URLRequest(url: try server.url("/file")), destination: { _, _ in destination }, completionHandler: { _ in })
+        try await run(task, monitor)
+        XCTAssertEqual(
+            monitor.lines(for: task),
+            ["create", "resume", "send GET /file", "receive 200", "metrics 1", "complete ok", "produce ok"])
+        XCTAssertEqual(fileThere.withLock { $0 }, true, "didProduce comes once the file is at its destination")
+        assertPlacedRight(monitor)
+    }
+
+    func testAResponseFromTheCacheIsReportedWithoutASend() async throws {
+        server.route("/cached", response: TestResponse(status: 200, headers: [("Cache-Control", "max-age=600")], body: Data("v1".utf8)))
+        var configuration = SessionConfiguration.default
+        configuration.responseCache = ResponseCache()
+        let monitor = RecordingMonitor()
+        let manager = manager([monitor], configuration)
+        let first = manager.dataTask(with: URLRequest(url: try server.url("/cached")), completionHandler: { _ in })
+        try await run(first, monitor)
+        let second = manager.dataTask(with: URLRequest(url: try server.url("/cached")), completionHandler: { _ in })
+        try await run(second, monitor)
+        XCTAssertEqual(server.requests.filter { $0.path == "/cached" }.count, 1, "the second answered from the cache")
+        XCTAssertEqual(
+            monitor.lines(for: second), ["create", "resume", "receive 200", "metrics 0", "complete ok", "produce ok"])
+        assertPlacedRight(monitor)
+    }
+
+    func testACompositeAndSeveralMonitorsEachSeeEveryEventInOrder() async throws {
+        let first = RecordingMonitor(label: "test.first")
+        let second = RecordingMonitor(label: "test.second")
+        let third = RecordingMonitor(label: "test.third")
+        let manager = manager([first, CompositeEventMonitor(monitors: [second, third])])
+        XCTAssertEqual(manager.eventMonitors.count, 2)
+        XCTAssertTrue(manager.eventMonitors.first as? RecordingMonitor === first, "listed in the order given")
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/ok")), completionHandler: { _ in })
+        task.resume()
+        for monitor in [first, second, third] { try await waitForProduce(task, monitor) }
+        let expected = ["create", "resume", "send GET /ok", "receive 200", "metrics 1", "complete ok", "produce ok"]
+        for monitor in [first, second, third] {
+            XCTAssertEqual(monitor.lines(for: task), expected)
+            assertPlacedRight(monitor)
+        }
+    }
+
+    func testABlockedMonitorDoesNotHoldUpTransfers() async throws {
+        let gate = DispatchSemaphore(value: 0)
+        let blocked = BlockingMonitor(gate: gate)
+        let recorder = RecordingMonitor()
+        let manager = manager([blocked, recorder])
+        let count = 20
+        let done = expectation(description: "every transfer completed")
+        done.expectedFulfillmentCount = count
+        var tasks: [SessionTask] = []
+        for _ in 0..<count {
+            let task = manager.dataTask(with: URLRequest(url: try server.url("/ok")), completionHandler: { response in
+                if response.error == nil { done.fulfill() }
+            })
+            tasks.append(task)
+            task.resume()
+        }
+        // The blocked monitor is stuck in its first event the whole time.
+        await fulfillment(of: [done], timeout: 60)
+        XCTAssertEqual(blocked.seen.withLock { $0.count }, 1, "still blocked in its first event")
+        // Nor does it hold up the other monitor.
+        try await eventually(
+            { recorder.allEntries.filter { $0.line.hasPrefix("produce") }.count == count }, "the other monitor saw every task")
+        gate.signal()
+        let perTask = 7
+        try await eventually({ blocked.seen.withLock { $0.count } == count * perTask }, "the released monitor sees every event")
+        for task in tasks {
+            let lines = blocked.seen.withLock { $0.filter { $0.task == task.taskIdentifier }.map(\.line) }
+            XCTAssertEqual(lines, ["create", "resume", "send", "receive", "metrics", "complete", "produce"])
+        }
+    }
+}
+
+/// A monitor whose queue is blocked in its first event until `gate` is signalled.
+final class BlockingMonitor: EventMonitor {
+    let queue = DispatchQueue(label: "test.blocking-monitor")
+    let gate: DispatchSemaphore
+    let seen = Mutex<[(task: Int, line: String)]>([])
+
+    init(gate: DispatchSemaphore) { self.gate = gate }
+
+    private func note(_ task: SessionTask, _ line: String) {
+        let first = seen.withLock { seen -> Bool in
+            seen.append((task.taskIdentifier, line))
+            return seen.count == 1
+        }
+        if first { gate.wait() }
+    }
+
+    func taskDidCreate(_ task: SessionTask) { note(task, "create") }
+    func taskDidResume(_ task: SessionTask) { note(task, "resume") }
+    func task(_ task: SessionTask, willSend request: URLRequest) { note(task, "send") }
+    func task(_ task: SessionTask, didReceive response: HTTPURLResponse) { note(task, "receive") }
+    func task(_ task: SessionTask, didFinishCollecting metrics: TaskMetrics) { note(task, "metrics") }
+    func task(_ task: SessionTask, didCompleteWithError error: (any Error)?) { note(task, "complete") }
+    func task(_ task: SessionTask, didProduce response: DataResponse) { note(task, "produce") }
+}

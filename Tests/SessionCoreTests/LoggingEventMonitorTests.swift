@@ -1,0 +1,112 @@
+import CurlewTestSupport
+import Foundation
+import Logging
+import Serialization
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// `LoggingEventMonitor` and `SessionConfiguration.logger`: one info line per request, and no
+/// secret in any line.
+final class LoggingEventMonitorTests: XCTestCase {
+    func testTheLogHasOneInfoLinePerRequestAndNoSecret() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/login") { _ in
+            TestResponse(status: 200, headers: [("Set-Cookie", "sid=setcookie-secret; Path=/")], body: Data("welcome".utf8))
+        }
+        let lines = LogCapture()
+        var logger = Logger(label: "test.curlew") { _ in CapturingLogHandler(capture: lines) }
+        logger.logLevel = .debug
+        var configuration = SessionConfiguration.default
+        configuration.logger = logger  // the engine's own messages go to the same capture
+        let manager = URLSessionManager.raw(configuration, eventMonitors: [
+            LoggingEventMonitor(logger: logger, redactedQueryItems: ["api_key"]),
+        ])
+        var request = URLRequest(url: try server.url("/login?api_key=query-secret&page=2"))
+        request.setValue("Bearer secret-token", forHTTPHeaderField: "Authorization")
+        request.setValue("session=cookie-secret", forHTTPHeaderField: "Cookie")
+        let response = await manager.response(for: request)
+        XCTAssertEqual(response.response?.statusCode, 200)
+        manager.invalidateSessionCancelingTasks(false, resetSession: false)
+        await manager.waitUntilInvalidated()
+        try await eventually({ lines.all.contains { $0.message.contains("manager invalidated") } }, "every line written")
+
+        let all = lines.all
+        let text = all.map(\.message).joined(separator: "\n")
+        for secret in ["secret-token", "cookie-secret", "setcookie-secret", "query-secret"] {
+            XCTAssertFalse(text.contains(secret), "\(secret) leaked into the log:\n\(text)")
+        }
+        let info = all.filter { $0.level == .info }
+        XCTAssertEqual(info.count, 1, text)
+        let line = try XCTUnwrap(info.first?.message)
+        XCTAssertTrue(line.hasPrefix("GET http://"), line)
+        XCTAssertTrue(line.contains("/login?api_key=***&page=2"), line)
+        XCTAssertTrue(line.contains("→ 200, 7 bytes"), line)
+        XCTAssertTrue(line.contains("HTTP/1.1"), line)
+        XCTAssertTrue(line.contains("new connection"), line)
+        // The details, secrets written as ***.
+        XCTAssertTrue(text.contains("Authorization: ***"), text)
+        XCTAssertTrue(text.contains("Cookie: ***"), text)
+        XCTAssertTrue(text.contains("Set-Cookie: ***"), text)
+        XCTAssertTrue(text.contains("started"), "the engine's own debug messages:\n\(text)")
+    }
+
+    func testWithoutALoggerTheEngineIsSilent() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/ok", response: .text("ok"))
+        let lines = LogCapture()
+        var logger = Logger(label: "test.curlew") { _ in CapturingLogHandler(capture: lines) }
+        logger.logLevel = .info  // the monitor's details are not written
+        let manager = URLSessionManager.raw(.default, eventMonitors: [LoggingEventMonitor(logger: logger)])
+        _ = await manager.response(for: URLRequest(url: try server.url("/ok")))
+        manager.invalidateSessionCancelingTasks(false, resetSession: false)
+        await manager.waitUntilInvalidated()
+        try await eventually({ lines.all.count == 1 }, "one info line")
+        XCTAssertEqual(lines.all.map(\.level), [.info])
+    }
+}
+
+/// Log lines, kept in the order written.
+final class LogCapture: Sendable {
+    struct Line: Sendable {
+        let level: Logger.Level
+        let message: String
+    }
+
+    private let lines = Mutex<[Line]>([])
+    var all: [Line] { lines.withLock { $0 } }
+    func append(_ line: Line) { lines.withLock { $0.append(line) } }
+}
+
+/// A swift-log handler that keeps every line in a `LogCapture`.
+struct CapturingLogHandler: LogHandler {
+    let capture: LogCapture
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        capture.append(LogCapture.Line(level: event.level, message: "\(event.message)"))
+    }
+}
+
+extension URLSessionManager {
+    /// `raw(_:)` with event monitors.
+    static func raw(_ configuration: SessionConfiguration, eventMonitors: [any EventMonitor]) -> URLSessionManager {
+        let manager = URLSessionManager(configuration: configuration, eventMonitors: eventMonitors)
+        var serializer = HTTPResponseSerializer()
+        serializer.acceptableStatusCodes = IndexSet(100..<600)
+        serializer.acceptableContentTypes = nil
+        manager.responseSerializer = serializer
+        return manager
+    }
+}

@@ -1,0 +1,86 @@
+import Dispatch
+import Foundation
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// An `EventMonitor` that writes down every event as a short line, per task, with where it ran.
+final class RecordingMonitor: EventMonitor {
+    struct Entry: Sendable {
+        let task: Int?
+        let line: String
+        /// Not the driver thread, and on this monitor's own queue.
+        let placedRight: Bool
+    }
+
+    let queue: DispatchQueue
+    private let key = DispatchSpecificKey<Bool>()
+    private let entries = Mutex<[Entry]>([])
+    /// Called (on the monitor's queue) after each event is recorded.
+    private let onEvent: (@Sendable (Entry) -> Void)?
+
+    init(label: String = "test.recording-monitor", onEvent: (@Sendable (Entry) -> Void)? = nil) {
+        queue = DispatchQueue(label: label)
+        queue.setSpecific(key: key, value: true)
+        self.onEvent = onEvent
+    }
+
+    /// The lines recorded for `task`, in order.
+    func lines(for task: SessionTask) -> [String] {
+        entries.withLock { $0.filter { $0.task == task.taskIdentifier }.map(\.line) }
+    }
+
+    var allEntries: [Entry] { entries.withLock { $0 } }
+
+    private func record(_ task: SessionTask?, _ line: String) {
+        let name = currentThreadName()
+        let entry = Entry(
+            task: task?.taskIdentifier, line: line,
+            placedRight: !name.hasPrefix("curlew.drv") && DispatchQueue.getSpecific(key: key) == true)
+        entries.withLock { $0.append(entry) }
+        onEvent?(entry)
+    }
+
+    private static func name(of error: (any Error)?) -> String {
+        guard let error else { return "ok" }
+        if case .cancelled? = error as? SessionError { return "cancelled" }
+        return caseName(of: error)
+    }
+
+    private static func path(_ url: URL?) -> String { url?.path ?? "-" }
+
+    func taskDidCreate(_ task: SessionTask) { record(task, "create") }
+    func taskDidResume(_ task: SessionTask) { record(task, "resume") }
+    func taskDidSuspend(_ task: SessionTask) { record(task, "suspend") }
+    func taskDidCancel(_ task: SessionTask) { record(task, "cancel") }
+    func task(_ task: SessionTask, willSend request: URLRequest) {
+        record(task, "send \(request.httpMethod ?? "GET") \(Self.path(request.url))")
+    }
+    func task(_ task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest: URLRequest) {
+        record(task, "redirect \(response.statusCode) \(Self.path(newRequest.url))")
+    }
+    func task(_ task: SessionTask, didReceive response: HTTPURLResponse) { record(task, "receive \(response.statusCode)") }
+    func task(_ task: SessionTask, willRetryAfter delay: TimeInterval, dueTo error: any Error) {
+        record(task, "retry")
+    }
+    func task(_ task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
+        record(task, "metrics \(metrics.transactionMetrics.count)")
+    }
+    func task(_ task: SessionTask, didCompleteWithError error: (any Error)?) {
+        record(task, "complete \(Self.name(of: error))")
+    }
+    func task(_ task: SessionTask, didProduce response: DataResponse) {
+        record(task, "produce \(Self.name(of: response.error))")
+    }
+    func managerDidInvalidate(_ manager: URLSessionManager, error: (any Error)?) { record(nil, "invalidate") }
+}
+
+/// The calling thread's name: Foundation's, else the kernel's (`/proc/thread-self/comm`, which
+/// the driver's `Thread.name` sets through pthread_setname_np once the thread runs).
+func currentThreadName() -> String {
+    if let name = Thread.current.name, !name.isEmpty { return name }
+    let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
+    return comm.trimmingCharacters(in: .whitespacesAndNewlines)
+}
