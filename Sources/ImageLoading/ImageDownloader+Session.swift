@@ -6,7 +6,7 @@ import FoundationNetworking
 
 extension ImageDownloader {
     /// A manager like AFImageDownloader's own: an HTTP response cache of 20 MiB in memory and
-    /// 150 MiB on disk (``defaultResponseCacheDirectory``), and an ``ImageResponseSerializer``
+    /// 150 MiB on disk (``defaultResponseCacheDirectory``; memory only without one), and an ``ImageResponseSerializer``
     /// (AFNetworking's image content types plus `image/webp`, decoding in parallel off the
     /// driver thread) turning responses into ``Image`` values.
     public static func makeDefaultSessionManager() -> HTTPSessionManager {
@@ -19,11 +19,20 @@ extension ImageDownloader {
     }
 
     /// Where the default manager's response cache lives: `curlew/ImageDownloader` in the
-    /// user's cache directory (`$XDG_CACHE_HOME`, else `~/.cache`), else in the temporary
-    /// directory.
-    public static var defaultResponseCacheDirectory: URL {
-        let base = FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
-            ?? FileManager.default.temporaryDirectory
+    /// user's cache directory (`$XDG_CACHE_HOME` when it is an absolute path, else
+    /// `$HOME/.cache`); nil when neither is set, and the default manager then caches in memory
+    /// only. There is no shared fallback such as /tmp: another user could create the
+    /// predictable path there first.
+    public static var defaultResponseCacheDirectory: URL? {
+        let environment = ProcessInfo.processInfo.environment
+        let base: URL
+        if let cacheHome = environment["XDG_CACHE_HOME"], cacheHome.hasPrefix("/") {
+            base = URL(fileURLWithPath: cacheHome, isDirectory: true)
+        } else if let home = environment["HOME"], home.hasPrefix("/") {
+            base = URL(fileURLWithPath: home, isDirectory: true).appendingPathComponent(".cache", isDirectory: true)
+        } else {
+            return nil
+        }
         return base.appendingPathComponent("curlew/ImageDownloader", isDirectory: true)
     }
 }

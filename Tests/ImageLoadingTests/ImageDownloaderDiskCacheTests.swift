@@ -6,6 +6,9 @@ import XCTest
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Image downloaders whose managers keep their response caches in the same directory (as
 /// every default manager does, in ``ImageDownloader/defaultResponseCacheDirectory``) share
@@ -57,5 +60,48 @@ final class ImageDownloaderDiskCacheTests: XCTestCase {
         XCTAssertEqual(firstCache.currentDiskUsage, secondCache.currentDiskUsage)
         await shutDown(first)
         await shutDown(second)
+    }
+
+    // MARK: - The default directory (issue 19 review, item A)
+
+    /// Sets `HOME` and `XDG_CACHE_HOME` (nil: unset) while `body` runs.
+    private func withEnvironment(home: String?, cacheHome: String?, _ body: () throws -> Void) rethrows {
+        let names: [String] = ["HOME", "XDG_CACHE_HOME"]
+        let saved = names.map { name -> (String, String?) in (name, getenv(name).map { String(cString: $0) }) }
+        defer {
+            for (name, value) in saved {
+                if let value { setenv(name, value, 1) } else { unsetenv(name) }
+            }
+        }
+        for (name, value) in zip(names, [home, cacheHome]) {
+            if let value { setenv(name, value, 1) } else { unsetenv(name) }
+        }
+        try body()
+    }
+
+    /// Without a cache directory of the user's there is no shared fallback (a predictable
+    /// /tmp path another user could plant first): the default manager caches in memory only.
+    func testWithoutHomeOrXDGCacheHomeTheDefaultManagerKeepsToMemory() throws {
+        try withEnvironment(home: nil, cacheHome: nil) {
+            XCTAssertNil(ImageDownloader.defaultResponseCacheDirectory as URL?)
+            let manager = ImageDownloader.makeDefaultSessionManager()
+            let cache = try XCTUnwrap(manager.configuration.responseCache, "the memory cache stays")
+            XCTAssertNil(cache.directory)
+            XCTAssertEqual(cache.diskCapacity, 0)
+            XCTAssertNil(cache.diskStoreError)
+            manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        }
+    }
+
+    func testTheDefaultDirectoryIsUnderXDGCacheHomeElseHome() {
+        withEnvironment(home: "/home/someone", cacheHome: directory.path) {
+            XCTAssertEqual(
+                (ImageDownloader.defaultResponseCacheDirectory as URL?)?.path,
+                directory.appendingPathComponent("curlew/ImageDownloader").path)
+        }
+        withEnvironment(home: "/home/someone", cacheHome: nil) {
+            XCTAssertEqual(
+                (ImageDownloader.defaultResponseCacheDirectory as URL?)?.path, "/home/someone/.cache/curlew/ImageDownloader")
+        }
     }
 }

@@ -102,8 +102,10 @@ final class ResponseCacheDiskSecurityTests: XCTestCase {
         let directory = root.appendingPathComponent("shared")
         let link = root.appendingPathComponent("link")
         let first = ResponseCache(memoryCapacity: 0, diskCapacity: 100_000, directory: directory)
-        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: directory)
-        let second = ResponseCache(memoryCapacity: 0, diskCapacity: 200_000, directory: link.appendingPathComponent("."))
+        // A link above the directory (a link as its last component is refused).
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: root)
+        let second = ResponseCache(
+            memoryCapacity: 0, diskCapacity: 200_000, directory: link.appendingPathComponent("shared"))
         XCTAssertEqual(first.diskCapacity, 100_000)
         XCTAssertEqual(second.diskCapacity, 100_000, "the smallest capacity asked for")
         let memoryOnly = ResponseCache(diskCapacity: 0, directory: directory)
@@ -122,5 +124,109 @@ final class ResponseCacheDiskSecurityTests: XCTestCase {
         XCTAssertNil(fromOther.metrics)
         XCTAssertEqual(server.requests.filter { $0.path == "/item7" }.count, 1)
         withExtendedLifetime((one, two)) {}
+    }
+
+    // MARK: - Planted links and untrusted parents (issue 19 review, item A)
+
+    /// Another user pre-creates the predictable cache path as a link to a directory the victim
+    /// owns: the link is refused, and the directory it points to is neither narrowed nor
+    /// emptied.
+    func testASymbolicLinkAsTheDirectoryIsRefusedAndItsTargetUntouched() async throws {
+        let victim = root.appendingPathComponent("victim")
+        XCTAssertEqual(mkdir(victim.path, 0o755), 0)
+        XCTAssertEqual(chmod(victim.path, 0o755), 0)
+        let kept = victim.appendingPathComponent("report.cache")
+        let temporary = victim.appendingPathComponent(".draft.tmp")
+        try Data("mine".utf8).write(to: kept)
+        try Data("mine too".utf8).write(to: temporary)
+        let link = root.appendingPathComponent("ImageDownloader")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: victim)
+        XCTAssertEqual(lchown(link.path, 65534, 65534), 0, "the link is the other user's")
+        let cache = ResponseCache(memoryCapacity: 1 << 20, diskCapacity: 10, directory: link)
+        XCTAssertEqual(cache.diskStoreError, .directoryIsSymbolicLink(path: link.path))
+        XCTAssertEqual(cache.diskCapacity, 0)
+        XCTAssertEqual(cache.currentDiskUsage, 0)
+        XCTAssertEqual(try mode(victim), 0o755, "the link's target is not narrowed")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: kept.path), "nothing evicted there")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: temporary.path), "nothing cleaned there")
+        let manager = manager(cache)
+        _ = try await get(manager, "/item0")
+        let again = try await get(manager, "/item0")
+        XCTAssertNil(again.metrics, "the memory cache still works")
+        XCTAssertEqual(try files(victim).count, 2, "nothing written through the link")
+    }
+
+    /// A directory above the cache's that belongs to another user: they could replace the
+    /// cache directory at will. Refused before anything is created below it.
+    func testAParentOwnedByAnotherUserIsRefused() throws {
+        let parent = root.appendingPathComponent("theirs")
+        XCTAssertEqual(mkdir(parent.path, 0o755), 0)
+        XCTAssertEqual(chown(parent.path, 65534, 65534), 0)
+        let directory = parent.appendingPathComponent("cache")
+        let cache = ResponseCache(directory: directory)
+        XCTAssertEqual(cache.diskStoreError, .untrustedParentDirectory(path: parent.path))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.path), "nothing created in it")
+    }
+
+    /// A parent anyone may write to, without the sticky bit: anyone could rename the cache
+    /// directory away and put their own in its place.
+    func testAWorldWritableParentWithoutTheStickyBitIsRefused() throws {
+        let parent = root.appendingPathComponent("open")
+        XCTAssertEqual(mkdir(parent.path, 0o777), 0)
+        XCTAssertEqual(chmod(parent.path, 0o777), 0)
+        let directory = parent.appendingPathComponent("cache")
+        XCTAssertEqual(mkdir(directory.path, 0o700), 0, "even the user's own directory there")
+        let cache = ResponseCache(directory: directory)
+        XCTAssertEqual(cache.diskStoreError, .untrustedParentDirectory(path: parent.path))
+        XCTAssertEqual(cache.diskCapacity, 0)
+    }
+
+    /// A /tmp-like parent (world-writable with the sticky bit: nobody renames or removes
+    /// another's entries) holding the user's own directory is accepted.
+    func testTheUsersDirectoryInAStickyWorldWritableParentIsAccepted() async throws {
+        let parent = root.appendingPathComponent("tmp")
+        XCTAssertEqual(mkdir(parent.path, 0o777), 0)
+        XCTAssertEqual(chmod(parent.path, 0o1777), 0)
+        let directory = parent.appendingPathComponent("curlew")
+        let cache = ResponseCache(directory: directory)
+        XCTAssertNil(cache.diskStoreError)
+        _ = try await get(manager(cache), "/item0")
+        try await eventually({ (try? self.files(directory).count) == 1 }, "stored on disk")
+        XCTAssertEqual(try mode(directory), 0o700)
+    }
+
+    /// The user's own directory that others may write to may hold their planted answers:
+    /// refused, and its mode left as it is.
+    func testAnExistingDirectoryWritableByOthersIsRefusedNotChanged() throws {
+        let directory = root.appendingPathComponent("groupwritable")
+        XCTAssertEqual(mkdir(directory.path, 0o770), 0)
+        XCTAssertEqual(chmod(directory.path, 0o770), 0)
+        let cache = ResponseCache(directory: directory)
+        XCTAssertEqual(cache.diskStoreError, .directoryWritableByOthers(path: directory.path, mode: 0o770))
+        XCTAssertEqual(try mode(directory), 0o770, "not Curlew's to change")
+    }
+
+    // MARK: - Entries that are not the store's own (item B)
+
+    /// An entry-named link to a file outside, and an entry-named file of another user's: the
+    /// store neither follows the link nor narrows (or answers with) the foreign file.
+    func testEntryNamedLinksAndForeignFilesAreNotChmoddedOrUsed() throws {
+        let directory = root.appendingPathComponent("entries")
+        XCTAssertEqual(mkdir(directory.path, 0o700), 0)
+        let outside = root.appendingPathComponent("outside.txt")
+        try Data("outside".utf8).write(to: outside)
+        XCTAssertEqual(chmod(outside.path, 0o644), 0)
+        try FileManager.default.createSymbolicLink(
+            at: directory.appendingPathComponent("0123456789abcdef.cache"), withDestinationURL: outside)
+        let foreign = directory.appendingPathComponent("fedcba9876543210.cache")
+        try Data("planted".utf8).write(to: foreign)
+        XCTAssertEqual(chown(foreign.path, 65534, 65534), 0)
+        XCTAssertEqual(chmod(foreign.path, 0o644), 0)
+        let cache = ResponseCache(directory: directory)
+        XCTAssertNil(cache.diskStoreError)
+        XCTAssertEqual(cache.currentDiskUsage, 0, "neither counts as an entry")
+        XCTAssertEqual(try mode(outside), 0o644, "the link's target is not chmodded")
+        XCTAssertEqual(try mode(foreign), 0o644, "another user's file is not chmodded")
+        XCTAssertEqual(try Data(contentsOf: outside), Data("outside".utf8))
     }
 }

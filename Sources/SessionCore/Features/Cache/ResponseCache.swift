@@ -40,9 +40,15 @@ import FoundationNetworking
 /// responses too, in memory only, for that manager until its session is reset
 /// (`invalidateSessionCancelingTasks(_:resetSession: true)` drops them).
 ///
-/// Disk: the directory is created 0700 and its files 0600; a directory that belongs to
-/// another user is refused (``diskStoreError`` says why, and the cache keeps to memory).
-/// Caches given the same directory share one store on disk and its size limit.
+/// Stored responses never carry `Set-Cookie` or `Set-Cookie2` (the jar took them on arrival;
+/// a cached answer must not replay one user's cookies). Only anonymous entries any manager may
+/// reuse go to disk: an answer to a request with credentials or cookies stays in memory.
+///
+/// Disk: the directory is created 0700 and its files 0600; it is refused (``diskStoreError``
+/// says why, and the cache keeps to memory) when it is a symbolic link, belongs to another
+/// user, is writable by others, or lies below a directory another user controls (see
+/// ``ResponseCacheError``). Caches given the same directory share one store on disk and its
+/// size limit.
 ///
 /// Thread safety: every member may be used from any thread (memory under one lock, disk I/O
 /// under another; the manager does lookups and stores on its own queue, never on its driver).
@@ -77,7 +83,8 @@ public final class ResponseCache: Sendable {
     ///   - memoryCapacity: Bytes kept in memory. Default: 4 MiB.
     ///   - diskCapacity: Bytes kept in `directory`. Default: 20 MiB.
     ///   - directory: Where entries are stored on disk (created 0700 if needed; refused, see
-    ///     ``diskStoreError``, when another user owns it); nil keeps them in memory only. Use a
+    ///     ``diskStoreError``, when it is a link, another user owns it or a directory above
+    ///     it, or others may write to it); nil keeps them in memory only. Use a
     ///     per-user directory such as `$XDG_CACHE_HOME/<app>` (`~/.cache/<app>`), never a
     ///     shared one such as /tmp. Caches given the same directory share its store.
     public init(memoryCapacity: Int = 4 << 20, diskCapacity: Int = 20 << 20, directory: URL? = nil) {
@@ -114,8 +121,9 @@ public final class ResponseCache: Sendable {
     }
 
     /// Stores `response` for `request`'s URL (replacing what was there), for requests with
-    /// `request`'s credentials and cookie header; a response larger than ``maximumEntrySize``
-    /// is not stored.
+    /// `request`'s credentials and cookie header, without its `Set-Cookie` fields; a response
+    /// larger than ``maximumEntrySize`` is not stored, and one for a request with credentials
+    /// or a cookie header is kept in memory only.
     public func storeCachedResponse(_ response: CachedResponse, for request: URLRequest) {
         var entry = response
         entry.identityTag = CacheIdentity(request: request, jarCookies: nil).tag()
@@ -146,7 +154,9 @@ public final class ResponseCache: Sendable {
         let entry: CachedResponse?
         if let hit = memory.withLock({ $0.entry(for: key) }) {
             entry = hit
-        } else if let loaded = disk?.withStore({ $0.load(key: key) }) {
+        } else if var loaded = disk?.withStore({ $0.load(key: key) }) {
+            // An older Curlew's file may still hold cookies.
+            loaded.fields.removeAll { Self.cookieSettingFields.contains($0.name.lowercased()) }
             memory.withLock { $0.store(loaded, for: key) }
             entry = loaded
         } else {
@@ -158,16 +168,26 @@ public final class ResponseCache: Sendable {
         return entry
     }
 
-    /// Stores an entry already tagged with its identity and partition. Only shared entries of
-    /// a URL without user or password go to disk; storing another removes the disk's copy.
-    func store(_ entry: CachedResponse, for request: URLRequest) {
+    /// Stores an entry already tagged with its identity and partition, without its
+    /// `Set-Cookie` fields. Only anonymous shared entries of a URL without user or password go
+    /// to disk; storing another removes the disk's copy.
+    func store(_ response: CachedResponse, for request: URLRequest) {
         guard let key = Self.key(for: request) else { return }
+        // A cached answer never replays cookies: the jar took them when they arrived, and one
+        // user's session cookie must not reach another who is answered from the cache.
+        var entry = response
+        entry.fields.removeAll { Self.cookieSettingFields.contains($0.name.lowercased()) }
         guard entry.cost <= maximumEntrySize else {
             removeCachedResponse(for: request)
             return
         }
         memory.withLock { $0.store(entry, for: key) }
-        if entry.partition == nil, entry.url.user == nil, entry.url.password == nil, request.url?.user == nil {
+        // An answer to a request with credentials or cookies (a non-empty identity) stays in
+        // memory: on disk, its salted digest would let anyone who reads the file test guesses
+        // of a password offline, and the answer itself is that user's.
+        if entry.partition == nil, entry.identityTag == nil, entry.url.user == nil, entry.url.password == nil,
+            request.url?.user == nil
+        {
             disk?.withStore { $0.save(entry, key: key) }
         } else {
             disk?.withStore { $0.remove(key: key) }
@@ -191,6 +211,9 @@ public final class ResponseCache: Sendable {
     func removeEntries(inPartition partition: UUID) {
         memory.withLock { $0.removeAll { $0.partition == partition } }
     }
+
+    /// The response fields a cached answer never carries (lower-cased).
+    static let cookieSettingFields: Set<String> = ["set-cookie", "set-cookie2"]
 
     /// The URL without its fragment, user and password: what entries are keyed by (a URL's
     /// credentials count in the identity instead, and never reach the disk).

@@ -12,9 +12,10 @@ import Glibc
 /// checksum), then the body. A file is written under a temporary name and renamed into place,
 /// so a reader sees a whole old file or a whole new one; a file whose key, length or checksum
 /// does not match (a torn write after a crash, another program's file, a hash collision, an
-/// older Curlew's format) is a miss and is removed. Only entries any manager may reuse are
-/// written (`ResponseCache` keeps personal ones in memory), and they hold no credential: the
-/// identity they answered is a salted digest, and keys have no user or password.
+/// older Curlew's format) is a miss and is removed. Only anonymous entries any manager may
+/// reuse are written (`ResponseCache` keeps personal ones, and answers to requests with
+/// credentials or cookies, in memory), without `Set-Cookie`: no credential, no digest of one,
+/// and keys have no user or password. Only regular files of this user's count as entries.
 ///
 /// Not thread-safe: `SharedDiskStore` holds it under a lock.
 struct DiskStore {
@@ -110,7 +111,7 @@ struct DiskStore {
     }
 
     /// Reads the directory once: sizes, and the modification times as the initial order of
-    /// use. Files an older Curlew left readable by others are narrowed to 0600.
+    /// use, of the store's own files (`ownFileInfo`).
     private mutating func loadIndexIfNeeded() {
         guard index == nil else { return }
         var dated: [(name: String, size: Int, date: Int)] = []
@@ -125,12 +126,7 @@ struct DiskStore {
                     unlinkat(directory, name, 0)  // a write a crash interrupted
                     continue
                 }
-                guard name.hasSuffix("." + Self.fileExtension) else { continue }
-                var info = stat()
-                guard fstatat(directory, name, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_mode & S_IFMT == S_IFREG else {
-                    continue
-                }
-                if info.st_mode & 0o077 != 0 { fchmodat(directory, name, 0o600, 0) }
+                guard name.hasSuffix("." + Self.fileExtension), let info = ownFileInfo(name) else { continue }
                 dated.append((name, Int(info.st_size), Int(info.st_mtim.tv_sec)))
             }
             closedir(stream)
@@ -147,13 +143,31 @@ struct DiskStore {
         evict()
     }
 
-    /// The whole regular file `name`, or nil (missing, a link, not a file, unreadable).
-    private func readFile(_ name: String) -> Data? {
-        let file = openat(directory, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+    /// The status of `name` when it is one of the store's own files: a regular file of this
+    /// user's, looked at through a descriptor opened without following a link (so what is
+    /// checked is what is narrowed: `fchmodat` would follow a link swapped in after a check).
+    /// A file an older Curlew left readable by others is narrowed to 0600. nil for anything
+    /// else (a link, a FIFO, another user's file): never counted, read, narrowed or evicted.
+    private func ownFileInfo(_ name: String) -> stat? {
+        // O_NONBLOCK: a FIFO named like an entry must not block the listing.
+        let file = openat(directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard file >= 0 else { return nil }
         defer { close(file) }
         var info = stat()
-        guard fstat(file, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size >= 0 else { return nil }
+        guard fstat(file, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid() else { return nil }
+        if info.st_mode & 0o077 != 0 { fchmod(file, 0o600) }
+        return info
+    }
+
+    /// The whole regular file `name` of this user's, or nil (missing, a link, not a file,
+    /// another user's, unreadable).
+    private func readFile(_ name: String) -> Data? {
+        let file = openat(directory, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard file >= 0 else { return nil }
+        defer { close(file) }
+        var info = stat()
+        guard fstat(file, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == geteuid(), info.st_size >= 0
+        else { return nil }
         var data = Data(count: Int(info.st_size))
         let complete = data.withUnsafeMutableBytes { raw -> Bool in
             guard let base = raw.baseAddress else { return raw.count == 0 }

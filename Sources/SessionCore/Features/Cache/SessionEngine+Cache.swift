@@ -125,9 +125,12 @@ extension SessionEngine {
         else { return outcome }
         let request = sentFields(of: original)
         let now = Date()
-        // The answer is filed under the identity the request was sent with: if the jar's
-        // cookies changed meanwhile or the session was reset, nothing is stored.
-        let sameIdentity = cacheIdentity(for: request) == context.identity && cachePartition.current == context.partition
+        // The answer is filed under the identity the lookup used only if the request sent last
+        // spoke for it: a retry's adapter may have sent another `Authorization` (a refreshed
+        // token, another account), the jar's cookies may have changed, the session may have
+        // been reset. Otherwise nothing is stored.
+        let sent = sentFields(of: outcome.request ?? original)
+        let sameIdentity = cacheIdentity(for: sent) == context.identity && cachePartition.current == context.partition
         if head.statusCode == 304 {
             guard let entry = context.entry else { return outcome }
             // Only the entry whose validators the request carried is updated (RFC 9111 §4.3.4);
@@ -139,7 +142,7 @@ extension SessionEngine {
                 return context.revalidates ? outcome.with(head: entry.head, body: entry.body) : outcome
             }
             let refreshed = CacheFreshness.refreshed(entry, with: head, requestDate: context.requestDate, now: now)
-            if sameIdentity { file(refreshed, for: request, in: cache, context: context) }
+            if sameIdentity { file(refreshed, for: sent, in: cache, context: context) }
             return context.revalidates ? outcome.with(head: refreshed.head, body: refreshed.body) : outcome
         }
         // Stored under the URL asked for only when no redirect intervened.
@@ -169,13 +172,13 @@ extension SessionEngine {
         var varying: [String: String?] = [:]
         // The identity's fields are matched through the identity: no value of theirs is kept.
         for field in varyNames where !field.isEmpty && !CacheIdentity.fieldNames.contains(field) {
-            varying[field] = request.value(forHTTPHeaderField: field)
+            varying[field] = sent.value(forHTTPHeaderField: field)
         }
         let entry = CachedResponse(
             url: head.url, statusCode: head.statusCode, httpVersion: head.httpVersion,
             fields: head.fields.map { CachedResponse.Field(name: $0.name, value: $0.value) }, body: body,
             requestDate: context.requestDate, responseDate: now, varyingRequestFields: varying)
-        file(entry, for: request, in: cache, context: context)
+        file(entry, for: sent, in: cache, context: context)
         return outcome
     }
 

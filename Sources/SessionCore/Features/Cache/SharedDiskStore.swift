@@ -5,15 +5,17 @@ import Glibc
 #endif
 
 /// The one on-disk store of a cache directory in this process: every ``ResponseCache`` given
-/// the same directory (the same path once symbolic links are resolved) uses it, so its size
+/// the same directory (the same path once symbolic links above it are resolved) uses it, so its size
 /// limit holds for all of them together (two `ImageDownloader`s with their default managers
 /// share `~/.cache/curlew/ImageDownloader` this way). A process-wide registry holds the stores
 /// weakly: the last cache to let go of a directory closes it.
 ///
-/// The directory is the user's own: created 0700 (each missing component), refused when it
-/// belongs to another user (who could read the responses or plant answers), narrowed to 0700
-/// when it is wider, and then used only through a descriptor opened on it, so swapping the
-/// path for another directory or a link afterwards changes nothing.
+/// The directory is the user's own: created 0700 (each missing component), refused when it is
+/// a symbolic link, belongs to another user (who could read the responses or plant answers),
+/// is writable by others, or lies below a directory another user controls (owned by them, or
+/// writable by others without the sticky bit); narrowed to 0700 when it is only readable by
+/// others. It is then used only through a descriptor opened on it, so swapping the path for
+/// another directory or a link afterwards changes nothing.
 final class SharedDiskStore: Sendable {
     /// The resolved path (the registry's key).
     let path: String
@@ -37,30 +39,26 @@ final class SharedDiskStore: Sendable {
 
     deinit { close(descriptor) }
 
-    /// The store of `directory`, opened (and its directory made safe) by the first cache that
+    /// The store of `directory`, opened (and its directory checked) by the first cache that
     /// asks. A store shared by caches that asked for different capacities keeps the smallest.
     static func open(directory: URL, capacity: Int) -> Result<SharedDiskStore, ResponseCacheError> {
         let requested = directory.standardizedFileURL.path
         return registry.withLock { stores -> Result<SharedDiskStore, ResponseCacheError> in
             stores = stores.filter { $0.value.store != nil }
-            if let error = makeDirectories(requested) { return .failure(error) }
-            guard let resolvedPointer = realpath(requested, nil) else {
-                return .failure(.directoryUnavailable(path: requested, reason: String(cString: strerror(errno))))
+            // Checked on every open: the path may have been swapped since an earlier one.
+            let opened: (path: String, descriptor: Int32)
+            switch openChecked(requested) {
+            case .failure(let error): return .failure(error)
+            case .success(let value): opened = value
             }
-            let resolved = String(cString: resolvedPointer)
-            free(resolvedPointer)
-            if let existing = stores[resolved]?.store {
+            if let existing = stores[opened.path]?.store {
+                close(opened.descriptor)
                 existing.lowerCapacity(to: capacity)
                 return .success(existing)
             }
-            switch openChecked(resolved) {
-            case .failure(let error):
-                return .failure(error)
-            case .success(let descriptor):
-                let store = SharedDiskStore(path: resolved, descriptor: descriptor, capacity: capacity)
-                stores[resolved] = WeakStore(store: store)
-                return .success(store)
-            }
+            let store = SharedDiskStore(path: opened.path, descriptor: opened.descriptor, capacity: capacity)
+            stores[opened.path] = WeakStore(store: store)
+            return .success(store)
         }
     }
 
@@ -76,46 +74,104 @@ final class SharedDiskStore: Sendable {
         store.withLock { $0.lowerCapacity(to: capacity) }
     }
 
-    /// Creates each missing component of `path` with mode 0700 (an existing one is left as
-    /// it is: only the cache directory itself is checked and narrowed).
-    private static func makeDirectories(_ path: String) -> ResponseCacheError? {
+    /// Opens the cache directory `path` and checks it, returning its resolved path and a
+    /// descriptor on it.
+    ///
+    /// The parent is reached component by component: a missing one is created 0700, and after
+    /// each step the resolved path so far must be trustworthy (`checkTrusted`), so nothing is
+    /// created below a directory another user controls. The last component is then looked at
+    /// itself, never through a link: a symbolic link is refused whoever made it (whoever did
+    /// chose the directory), another user's directory too, and it is opened with `O_NOFOLLOW`
+    /// relative to the parent's descriptor. A directory this call created is 0700 already; an
+    /// existing one of the user's that others may write to is refused (they could have
+    /// planted answers), one they may only read is narrowed to 0700.
+    private static func openChecked(_ path: String) -> Result<(path: String, descriptor: Int32), ResponseCacheError> {
+        var components = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        guard let name = components.popLast(), name != "..", name != "." else { return .failure(.notADirectory(path: path)) }
+        var parent = "/"
+        if let error = checkTrusted(parent) { return .failure(error) }
+        for component in components {
+            let candidate = (parent == "/" ? "" : parent) + "/" + component
+            if mkdir(candidate, 0o700) != 0, errno != EEXIST { return .failure(unavailable(path)) }
+            guard let resolved = resolve(candidate) else { return .failure(unavailable(path)) }
+            if let error = checkTrusted(resolved) { return .failure(error) }
+            parent = resolved
+        }
+        let parentDescriptor = Glibc.open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard parentDescriptor >= 0 else { return .failure(unavailable(path)) }
+        defer { close(parentDescriptor) }
+        let resolved = (parent == "/" ? "" : parent) + "/" + name
+        let created = mkdirat(parentDescriptor, name, 0o700) == 0
+        if !created, errno != EEXIST { return .failure(unavailable(path)) }
+        var linkInfo = stat()
+        guard fstatat(parentDescriptor, name, &linkInfo, AT_SYMLINK_NOFOLLOW) == 0 else { return .failure(unavailable(path)) }
+        if linkInfo.st_mode & S_IFMT == S_IFLNK { return .failure(.directoryIsSymbolicLink(path: path)) }
+        let descriptor = openat(parentDescriptor, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            switch errno {
+            case ELOOP: return .failure(.directoryIsSymbolicLink(path: path))
+            case ENOTDIR: return .failure(.notADirectory(path: path))
+            default: return .failure(unavailable(path))
+            }
+        }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            let error = unavailable(path)
+            close(descriptor)
+            return .failure(error)
+        }
+        let failure: ResponseCacheError?
+        if info.st_mode & S_IFMT != S_IFDIR {
+            failure = .notADirectory(path: path)
+        } else if info.st_uid != geteuid() {
+            failure = .directoryOwnedByAnotherUser(path: path, owner: info.st_uid)
+        } else if info.st_mode & 0o022 != 0 {
+            failure = .directoryWritableByOthers(path: path, mode: info.st_mode & 0o7777)
+        } else if !created, info.st_mode & 0o077 != 0, fchmod(descriptor, 0o700) != 0 {
+            // Only the user's own directory, opened without following a link, is narrowed.
+            failure = .permissionsNotRestricted(path: path, reason: String(cString: strerror(errno)))
+        } else {
+            failure = nil
+        }
+        if let failure {
+            close(descriptor)
+            return .failure(failure)
+        }
+        return .success((resolved, descriptor))
+    }
+
+    /// Whether the resolved directory `path` and every directory above it may be trusted not
+    /// to change under the cache: each owned by root or this user, and not writable by group
+    /// or others unless sticky (like /tmp, where nobody renames another's entries). nil: it
+    /// may; else the refusal naming the first that may not.
+    private static func checkTrusted(_ path: String) -> ResponseCacheError? {
+        var prefixes = ["/"]
         var prefix = ""
         for component in path.split(separator: "/", omittingEmptySubsequences: true) {
             prefix += "/" + component
-            if mkdir(prefix, 0o700) != 0, errno != EEXIST {
-                return .directoryUnavailable(path: path, reason: String(cString: strerror(errno)))
+            prefixes.append(prefix)
+        }
+        for directory in prefixes {
+            var info = stat()
+            guard lstat(directory, &info) == 0 else { return unavailable(path) }
+            guard info.st_mode & S_IFMT == S_IFDIR else { return .notADirectory(path: directory) }
+            let owner = info.st_uid
+            let writableByOthers = info.st_mode & 0o022 != 0 && info.st_mode & S_ISVTX == 0
+            if (owner != 0 && owner != geteuid()) || writableByOthers {
+                return .untrustedParentDirectory(path: directory)
             }
         }
         return nil
     }
 
-    /// Opens the directory without following a link, and checks it: a directory, owned by
-    /// this user, mode 0700 (narrowed when wider).
-    private static func openChecked(_ path: String) -> Result<Int32, ResponseCacheError> {
-        let descriptor = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard descriptor >= 0 else {
-            let reason = String(cString: strerror(errno))
-            return .failure(errno == ENOTDIR ? .notADirectory(path: path) : .directoryUnavailable(path: path, reason: reason))
-        }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else {
-            let reason = String(cString: strerror(errno))
-            close(descriptor)
-            return .failure(.directoryUnavailable(path: path, reason: reason))
-        }
-        guard info.st_mode & S_IFMT == S_IFDIR else {
-            close(descriptor)
-            return .failure(.notADirectory(path: path))
-        }
-        guard info.st_uid == geteuid() else {
-            close(descriptor)
-            return .failure(.directoryOwnedByAnotherUser(path: path, owner: info.st_uid))
-        }
-        if info.st_mode & 0o077 != 0, fchmod(descriptor, 0o700) != 0 {
-            let reason = String(cString: strerror(errno))
-            close(descriptor)
-            return .failure(.permissionsNotRestricted(path: path, reason: reason))
-        }
-        return .success(descriptor)
+    /// `path` with every link resolved, or nil.
+    private static func resolve(_ path: String) -> String? {
+        guard let pointer = realpath(path, nil) else { return nil }
+        defer { free(pointer) }
+        return String(cString: pointer)
+    }
+
+    private static func unavailable(_ path: String) -> ResponseCacheError {
+        .directoryUnavailable(path: path, reason: String(cString: strerror(errno)))
     }
 }
