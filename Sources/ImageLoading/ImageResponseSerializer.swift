@@ -19,7 +19,7 @@ import FoundationNetworking
 /// parallel (`object(for:serializer:)` decodes in the calling Swift task). At most
 /// ``maximumConcurrentDecodes`` images decode at once in the whole process; further decodes
 /// wait their turn.
-public struct ImageResponseSerializer: ResponseSerialization, Codable {
+public struct ImageResponseSerializer: ResponseSerialization, EngineResponseSerialization, Codable {
     /// AFNetworking's image MIME types plus `image/webp`.
     public static let defaultAcceptableContentTypes: Set<String> = [
         "image/tiff", "image/jpeg", "image/gif", "image/png", "image/ico", "image/x-icon",
@@ -31,7 +31,7 @@ public struct ImageResponseSerializer: ResponseSerialization, Codable {
     public static var maximumConcurrentDecodes: Int { DecoderConcurrencyLimit.shared.limit }
 
     /// True: decoding is heavy, so the engine runs it on its concurrent processing queue.
-    public var prefersConcurrentProcessing: Bool { true }
+    package var prefersConcurrentProcessing: Bool { true }
 
     /// The status codes that pass validation; 200..<300 by default.
     public var acceptableStatusCodes = IndexSet(integersIn: 200..<300)
@@ -79,13 +79,13 @@ public struct ImageResponseSerializer: ResponseSerialization, Codable {
     }
 
     /// Validates from the head (its `HTTPURLResponse` is built only for an error) and decodes.
-    public func responseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws -> Image {
+    package func responseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws -> Image {
         _ = try validator.responseObject(for: request, head: head, data: data)
         return try decode(data)
     }
 
     /// ``responseObject(for:head:data:)``, boxed.
-    public func sendableResponseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws
+    package func sendableResponseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws
         -> (any Sendable)?
     {
         try responseObject(for: request, head: head, data: data)

@@ -12,7 +12,7 @@ import FoundationNetworking
 /// compound returns the raw body as `Data` (AFNetworking's fallback to
 /// `AFHTTPResponseSerializer`), or, with ``fallsBackToData`` set to false, rethrows the first
 /// serializer's error.
-public struct CompoundResponseSerializer: ResponseSerialization {
+public struct CompoundResponseSerializer: ResponseSerialization, EngineResponseSerialization {
     /// The serializers, tried in order.
     public private(set) var responseSerializers: [any ResponseSerialization]
     /// The status codes that pass the compound's own validation; 200..<300 by default.
@@ -21,7 +21,7 @@ public struct CompoundResponseSerializer: ResponseSerialization {
     public var acceptableContentTypes: Set<String>?
 
     /// True when any of its serializers prefers the concurrent processing queue.
-    public var prefersConcurrentProcessing: Bool { responseSerializers.contains { $0.prefersConcurrentProcessing } }
+    package var prefersConcurrentProcessing: Bool { responseSerializers.contains { $0.enginePrefersConcurrentProcessing } }
     /// Whether the raw body is returned when no serializer succeeds; true (AFNetworking).
     public var fallsBackToData = true
 

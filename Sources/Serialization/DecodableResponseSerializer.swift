@@ -10,7 +10,7 @@ import FoundationNetworking
 /// ``emptyResponseCodes`` (204, 205) or a request method in ``emptyRequestMethods`` (`HEAD`),
 /// and then only when `T` conforms to ``EmptyResponse`` (use ``Empty``); otherwise it throws
 /// ``SerializationError/emptyResponseBody(response:)``.
-public struct DecodableResponseSerializer<T: Decodable>: ResponseSerialization {
+public struct DecodableResponseSerializer<T: Decodable>: ResponseSerialization, EngineResponseSerialization {
     /// The status codes that pass validation; 200..<300 by default.
     public var acceptableStatusCodes: IndexSet = ResponseValidation.defaultStatusCodes
     /// The MIME types that pass validation; the JSON types by default, nil accepts any.
@@ -51,7 +51,7 @@ public struct DecodableResponseSerializer<T: Decodable>: ResponseSerialization {
     }
 
     /// Validates from the head (its `HTTPURLResponse` is built only for an error) and decodes.
-    public func responseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws -> T {
+    package func responseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws -> T {
         if let head {
             try ResponseValidation.validate(
                 head: head, data: data, statusCodes: acceptableStatusCodes, contentTypes: acceptableContentTypes)

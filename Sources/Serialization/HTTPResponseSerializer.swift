@@ -7,7 +7,7 @@ import FoundationNetworking
 /// (AFNetworking's `AFHTTPResponseSerializer`).
 ///
 /// A nil or empty body is valid: a 204, a 205 or the answer to `HEAD` returns it as is.
-public struct HTTPResponseSerializer: ResponseSerialization, Codable {
+public struct HTTPResponseSerializer: ResponseSerialization, EngineResponseSerialization, Codable {
     /// The status codes that pass validation; 200..<300 by default.
     public var acceptableStatusCodes: IndexSet = ResponseValidation.defaultStatusCodes
     /// The MIME types that pass validation (compared without regard to case); nil accepts any.
@@ -30,7 +30,7 @@ public struct HTTPResponseSerializer: ResponseSerialization, Codable {
 
     /// Validates from the head (no `HTTPURLResponse` is built unless validation fails) and
     /// returns `data` unchanged.
-    public func responseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws -> Data? {
+    package func responseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws -> Data? {
         if let head {
             try ResponseValidation.validate(
                 head: head, data: data, statusCodes: acceptableStatusCodes, contentTypes: acceptableContentTypes)
@@ -39,7 +39,7 @@ public struct HTTPResponseSerializer: ResponseSerialization, Codable {
     }
 
     /// ``responseObject(for:head:data:)``, boxed.
-    public func sendableResponseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws
+    package func sendableResponseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws
         -> (any Sendable)?
     {
         try responseObject(for: request, head: head, data: data)

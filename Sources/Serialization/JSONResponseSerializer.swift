@@ -9,7 +9,7 @@ import FoundationNetworking
 /// A nil, empty or whitespace-only body yields nil (AFNetworking's rule), so 204 and `HEAD`
 /// responses succeed. Anything else that is not JSON throws
 /// ``SerializationError/invalidBody(_:response:data:underlying:)`` with the data attached.
-public struct JSONResponseSerializer: ResponseSerialization, Codable {
+public struct JSONResponseSerializer: ResponseSerialization, EngineResponseSerialization, Codable {
     /// AFNetworking's JSON MIME types.
     public static let defaultAcceptableContentTypes: Set<String> = ["application/json", "text/json", "text/javascript"]
 
@@ -39,7 +39,7 @@ public struct JSONResponseSerializer: ResponseSerialization, Codable {
     }
 
     /// Validates from the head (its `HTTPURLResponse` is built only for an error) and parses.
-    public func responseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws -> JSONValue? {
+    package func responseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws -> JSONValue? {
         if let head {
             try ResponseValidation.validate(
                 head: head, data: data, statusCodes: acceptableStatusCodes, contentTypes: acceptableContentTypes)
@@ -48,7 +48,7 @@ public struct JSONResponseSerializer: ResponseSerialization, Codable {
     }
 
     /// ``responseObject(for:head:data:)``, boxed.
-    public func sendableResponseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws
+    package func sendableResponseObject(for request: URLRequest?, head: HTTPResponseHead?, data: Data?) throws
         -> (any Sendable)?
     {
         try responseObject(for: request, head: head, data: data)

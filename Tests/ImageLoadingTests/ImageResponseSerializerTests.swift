@@ -219,7 +219,7 @@ final class ImageResponseSerializerTests: XCTestCase {
 }
 
 /// ``ImageResponseSerializer`` that counts its decodes, preferring concurrent processing too.
-private struct DecodeRecordingSerializer: ResponseSerialization {
+private struct DecodeRecordingSerializer: EngineResponseSerialization {
     let decodes: Recorder<Int>
 
     var prefersConcurrentProcessing: Bool { true }

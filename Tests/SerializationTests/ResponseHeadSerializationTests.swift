@@ -24,6 +24,27 @@ final class ResponseHeadSerializationTests: XCTestCase {
         XCTAssertFalse(head.isResponseBuilt)
     }
 
+    /// The engine reaches Curlew's serializers through `any ResponseSerialization`: the
+    /// dispatch to the package refinement keeps the head-based path (nothing is built).
+    func testTheEngineEntryPointsKeepCurlewsSerializersHeadBased() throws {
+        let serializers: [any ResponseSerialization] = [HTTPResponseSerializer(), JSONResponseSerializer()]
+        for serializer in serializers {
+            let head = try head(contentType: "application/json")
+            let boxed = try serializer.engineSendableResponseObject(for: nil, head: head, data: Data("[1]".utf8))
+            XCTAssertNotNil(boxed, "\(type(of: serializer))")
+            XCTAssertFalse(head.isResponseBuilt, "\(type(of: serializer)) built the response")
+            XCTAssertFalse(serializer.enginePrefersConcurrentProcessing)
+        }
+        let json = try JSONResponseSerializer().engineResponseObject(
+            for: nil, head: head(contentType: "application/json"), data: Data("[1]".utf8))
+        XCTAssertEqual(json, [1])
+        let decodableHead = try head(contentType: "application/json")
+        let decoded = try DecodableResponseSerializer<[Int]>().engineResponseObject(
+            for: nil, head: decodableHead, data: Data("[1]".utf8))
+        XCTAssertEqual(decoded, [1])
+        XCTAssertFalse(decodableHead.isResponseBuilt)
+    }
+
     func testAnUnacceptableStatusCarriesTheBuiltResponse() throws {
         let head = try head(status: 404, contentType: "text/plain")
         assertSerializationError(try HTTPResponseSerializer().responseObject(for: nil, head: head, data: Data("x".utf8))) { error in
@@ -73,8 +94,8 @@ final class ResponseHeadSerializationTests: XCTestCase {
             }
         }
         let head = try head(status: 201, contentType: "text/plain")
-        XCTAssertEqual(try StatusText().responseObject(for: nil, head: head, data: nil), "201 text/plain")
-        XCTAssertEqual(try StatusText().sendableResponseObject(for: nil, head: head, data: nil) as? String, "201 text/plain")
+        XCTAssertEqual(try StatusText().engineResponseObject(for: nil, head: head, data: nil), "201 text/plain")
+        XCTAssertEqual(try StatusText().engineSendableResponseObject(for: nil, head: head, data: nil) as? String, "201 text/plain")
         XCTAssertTrue(head.isResponseBuilt)
     }
 

@@ -12,7 +12,7 @@ import FoundationNetworking
 /// once; the handlers still run on the completion queue.
 final class ConcurrentProcessingTests: XCTestCase {
     /// Waits until `parties` calls are inside `responseObject` at the same time (bounded).
-    struct MeetingSerializer: ResponseSerialization {
+    struct MeetingSerializer: EngineResponseSerialization {
         let parties: Int
         let inside = Arrivals()
         var prefersConcurrentProcessing: Bool { true }
@@ -23,8 +23,11 @@ final class ConcurrentProcessingTests: XCTestCase {
         }
 
         func responseObject(for response: HTTPURLResponse?, data: Data?) throws -> String {
+            // Counts those inside now: serial runs (one leaves before the next enters) never meet.
             inside.count.withLock { $0 += 1 }
+            defer { inside.count.withLock { $0 -= 1 } }
             for _ in 0..<1000 {
+                if inside.met.withLock({ $0 }) { break }
                 if inside.count.withLock({ $0 }) >= parties {
                     inside.met.withLock { $0 = true }
                     break

@@ -349,7 +349,7 @@ final class SessionEngine: Sendable {
             || observesSentBodyData.load(ordering: .acquiring)
         let work: @Sendable () -> Void
         let target: DispatchQueue
-        if serializer.prefersConcurrentProcessing, outcome.error == nil, runsSerializer(for: task, outcome: outcome) {
+        if serializer.enginePrefersConcurrentProcessing, outcome.error == nil, runsSerializer(for: task, outcome: outcome) {
             // Heavy serializers (image decoding) run in parallel, then the handler on its queue.
             target = Self.processingQueue
             work = { [self] in
@@ -596,7 +596,7 @@ final class SessionEngine: Sendable {
     static func serialize(
         _ serializer: any ResponseSerialization, request: URLRequest?, head: HTTPResponseHead?, data: Data?
     ) throws -> any Sendable {
-        let boxed = try serializer.sendableResponseObject(for: request, head: head, data: data)
+        let boxed = try serializer.engineSendableResponseObject(for: request, head: head, data: data)
         // The raw-bytes serializer's output, found without the dynamic Optional check below.
         if let data = boxed as? Data { return data }
         if let value = boxed,

@@ -262,7 +262,7 @@ extension HTTPSessionManager {
             options.skipsSerializer = true
             return engine.makeTask(UploadTask.self, request: request, options: options)
         }
-        return try serializer.responseObject(
+        return try serializer.engineResponseObject(
             for: response.request ?? request, head: response.head, data: response.data)
     }
 
@@ -302,7 +302,7 @@ extension HTTPSessionManager {
     private static func validate<S: ResponseSerialization>(
         _ response: DataResponse, request: URLRequest, with serializer: S
     ) throws {
-        _ = try serializer.responseObject(
+        _ = try serializer.engineResponseObject(
             for: response.request ?? request, head: response.head, data: response.data)
     }
 }

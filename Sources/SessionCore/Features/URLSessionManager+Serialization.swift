@@ -58,7 +58,7 @@ extension URLSessionManager {
             options.skipsSerializer = true
             return engine.makeTask(DataTask.self, request: request, options: options)
         }
-        return try serializer.responseObject(
+        return try serializer.engineResponseObject(
             for: response.request ?? request, head: response.head, data: response.data)
     }
 }
