@@ -171,14 +171,7 @@ struct DiskStore {
         var data = Data(count: Int(info.st_size))
         let complete = data.withUnsafeMutableBytes { raw -> Bool in
             guard let base = raw.baseAddress else { return raw.count == 0 }
-            var offset = 0
-            while offset < raw.count {
-                let count = read(file, base + offset, raw.count - offset)
-                if count < 0, errno == EINTR { continue }
-                guard count > 0 else { return false }
-                offset += count
-            }
-            return true
+            return Self.transferAll(raw.count) { read(file, base + $0, raw.count - $0) }
         }
         return complete ? data : nil
     }
@@ -189,16 +182,22 @@ struct DiskStore {
         guard file >= 0 else { return false }
         let written = data.withUnsafeBytes { raw -> Bool in
             guard let base = raw.baseAddress else { return true }
-            var offset = 0
-            while offset < raw.count {
-                let count = write(file, base + offset, raw.count - offset)
-                if count < 0, errno == EINTR { continue }
-                guard count > 0 else { return false }
-                offset += count
-            }
-            return true
+            return Self.transferAll(raw.count) { write(file, base + $0, raw.count - $0) }
         }
         return close(file) == 0 && written
+    }
+
+    /// Moves `count` bytes with `step` (read(2) or write(2) at the given offset), retrying
+    /// after EINTR; false on an error or an early end.
+    private static func transferAll(_ count: Int, _ step: (Int) -> Int) -> Bool {
+        var offset = 0
+        while offset < count {
+            let moved = step(offset)
+            if moved < 0, errno == EINTR { continue }
+            guard moved > 0 else { return false }
+            offset += moved
+        }
+        return true
     }
 
     private static func fileName(for key: String) -> String {
