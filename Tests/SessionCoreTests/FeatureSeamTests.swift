@@ -105,6 +105,32 @@ final class FeatureSeamTests: XCTestCase {
         XCTAssertNil(away.error)
     }
 
+    /// Idle clock × response hook × suspend: a hook that suspends its task before allowing it
+    /// leaves no hold behind. Once resumed, a server that stalls mid-body (3 s) times the task
+    /// out after its 0.5 s idle timeout instead of waiting for the rest.
+    func testAResponseHookThatSuspendsItsTaskLeavesTheIdleClockRunningAfterResume() async throws {
+        server.route("/stall", response: .stream([
+            .init(Data(repeating: 1, count: 64)),
+            .init(Data(repeating: 2, count: 64), delay: .seconds(3)),
+        ]))
+        let manager = manager()
+        manager.setDataTaskDidReceiveResponseBlock { task, _ in
+            task.suspend()
+            return .allow
+        }
+        let task = manager.dataTask(with: shortTimeout(try server.url("/stall"))) { _ in }
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        for _ in 0..<500 where task.state != .suspended { try await Task.sleep(nanoseconds: 10_000_000) }
+        XCTAssertEqual(task.state, .suspended)
+        try await Task.sleep(nanoseconds: 100_000_000)  // let the hook's answer reach the driver
+        task.resume()
+        await fulfillment(of: [done], timeout: 30)
+        guard case .timedOut? = task.error as? SessionError else {
+            return XCTFail("the stalled body was waited for: \(String(describing: task.error))")
+        }
+    }
+
     /// Redirect × retry × adapter: after a redirect to another origin, a retry prepared from
     /// the adapter's request still leaves the configuration's credentials behind.
     func testARetryAfterACrossOriginRedirectSendsNoConfiguredCredentials() async throws {

@@ -1,6 +1,9 @@
 import Dispatch
 import Foundation
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -77,10 +80,16 @@ final class RecordingMonitor: EventMonitor {
     func managerDidInvalidate(_ manager: URLSessionManager, error: (any Error)?) { record(nil, "invalidate") }
 }
 
-/// The calling thread's name: Foundation's, else the kernel's (`/proc/thread-self/comm`, which
-/// the driver's `Thread.name` sets through pthread_setname_np once the thread runs).
+/// The calling thread's name: Foundation's, else the kernel's, read from
+/// `/proc/thread-self/comm` with read(2) (the driver's `Thread.name` sets it once the thread
+/// runs; Foundation's file APIs read /proc files as empty).
 func currentThreadName() -> String {
     if let name = Thread.current.name, !name.isEmpty { return name }
-    let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
-    return comm.trimmingCharacters(in: .whitespacesAndNewlines)
+    let file = open("/proc/thread-self/comm", O_RDONLY | O_CLOEXEC)
+    guard file >= 0 else { return "" }
+    defer { close(file) }
+    var buffer = [UInt8](repeating: 0, count: 64)
+    let count = read(file, &buffer, buffer.count)
+    guard count > 0 else { return "" }
+    return String(decoding: buffer.prefix(count), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
 }
