@@ -131,6 +131,40 @@ final class FeatureSeamTests: XCTestCase {
         }
     }
 
+    /// Idle clock × backpressure × suspend: the consumer catches up while the task is
+    /// suspended; after `resume()` no backpressure hold is left, so a server that stalls
+    /// mid-body (3 s) times the task out after its 0.5 s idle timeout.
+    func testBackpressureThatEndsWhileSuspendedLeavesTheIdleClockRunningAfterResume() async throws {
+        let chunk = Data(repeating: 3, count: 256 << 10)
+        server.route("/plenty", response: .stream(
+            Array(repeating: TestResponse.Chunk(chunk), count: 40)  // 10 MiB at once, then a stall
+                + [TestResponse.Chunk(chunk, delay: .seconds(3))]))
+        let manager = manager()
+        let consumerMayGo = DispatchSemaphore(value: 0)
+        let blocked = Mutex(false)
+        let task = manager.dataTask(with: shortTimeout(try server.url("/plenty")), dataHandler: { _ in
+            let first = blocked.withLock { wasBlocked -> Bool in
+                defer { wasBlocked = true }
+                return !wasBlocked
+            }
+            // The first chunk holds the consumer (bounded) until the task is suspended.
+            if first { _ = consumerMayGo.wait(timeout: .now() + 10) }
+        }, completionHandler: nil)
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        // More than the 4 MiB of credit waits in the held consumer: backpressure paused it.
+        for _ in 0..<1000 where task.countOfBytesReceived < 4 << 20 { try await Task.sleep(nanoseconds: 10_000_000) }
+        XCTAssertGreaterThanOrEqual(task.countOfBytesReceived, 4 << 20)
+        task.suspend()
+        consumerMayGo.signal()  // the consumer drains while the task is suspended
+        try await Task.sleep(nanoseconds: 200_000_000)  // let the drain reach the driver (not a timing assertion)
+        task.resume()
+        await fulfillment(of: [done], timeout: 30)
+        guard case .timedOut? = task.error as? SessionError else {
+            return XCTFail("the stalled body was waited for: \(String(describing: task.error))")
+        }
+    }
+
     /// Redirect × retry × adapter: after a redirect to another origin, a retry prepared from
     /// the adapter's request still leaves the configuration's credentials behind.
     func testARetryAfterACrossOriginRedirectSendsNoConfiguredCredentials() async throws {
