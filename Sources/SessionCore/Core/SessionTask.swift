@@ -78,9 +78,9 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     /// The two `Progress` objects, made on first use: most tasks never need them, and each
     /// costs a thread-local lookup and several allocations. Once one exists, the task keeps
     /// it current whether or not a progress closure was given.
-    private let progressObjects = Mutex<(upload: Progress?, download: Progress?)>((nil, nil))
+    let progressObjects = Mutex<(upload: Progress?, download: Progress?)>((nil, nil))
     /// Set once a `Progress` object exists: progress updates are then scheduled for it.
-    private let hasProgressObjects = Atomic<Bool>(false)
+    let hasProgressObjects = Atomic<Bool>(false)
 
     /// Upload progress; updated on the manager's operation queue.
     var uploadProgress: Progress { progress(upload: true) }
@@ -91,7 +91,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     /// The upload or download `Progress`, made on first use with the counts so far (finished
     /// if the task already completed). Cancelling it cancels the task; pausing and resuming it
     /// suspends and resumes the task.
-    private func progress(upload: Bool) -> Progress {
+    func progress(upload: Bool) -> Progress {
         progressObjects.withLock { objects in
             if let existing = upload ? objects.upload : objects.download { return existing }
             let snapshot = protected.withLock { $0 }
@@ -111,7 +111,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     }
 
     /// Copies the counts of `snapshot` into `progress` (upload or download side).
-    private static func update(_ progress: Progress, upload: Bool, from snapshot: MutableState) {
+    static func update(_ progress: Progress, upload: Bool, from snapshot: MutableState) {
         if upload {
             progress.totalUnitCount = snapshot.bytesExpectedToSend
             progress.completedUnitCount = snapshot.bytesSent
@@ -124,7 +124,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     /// A completed task's progress: finished on success (an unknown or zero total becomes the
     /// count done, at least 1, so `isFinished` and `fractionCompleted` read true and 1), left
     /// where it stopped on failure.
-    private static func finish(_ progress: Progress, succeeded: Bool) {
+    static func finish(_ progress: Progress, succeeded: Bool) {
         guard succeeded else { return }
         let done = max(progress.completedUnitCount, progress.totalUnitCount, 1)
         progress.totalUnitCount = done
@@ -269,161 +269,6 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         }
     }
 
-    // MARK: - Driver-side updates
-
-    func setCacheContext(_ context: CacheContext) {
-        protected.withLock { $0.cacheContext = context }
-    }
-
-    var hasCacheContext: Bool { protected.withLock { $0.cacheContext != nil } }
-
-    /// The response the task completed with, replaced (the cache answered a 304 with the
-    /// stored response) before its completion handler runs.
-    func replaceHead(_ head: HTTPResponseHead) {
-        protected.withLock { $0.head = head }
-    }
-
-    func takeCacheContext() -> CacheContext? {
-        protected.withLock { state in
-            defer { state.cacheContext = nil }
-            return state.cacheContext
-        }
-    }
-
-    /// Adds header lines to the request the task has not started yet (the cache's
-    /// conditional fields).
-    func addHeaderLines(_ lines: [String]) {
-        protected.withLock { state in
-            state.prepared = state.prepared?.adding(headerLines: lines)
-        }
-    }
-
-    func takePrepared() -> PreparedRequest? {
-        protected.withLock { state in
-            defer { state.prepared = nil }
-            return state.prepared
-        }
-    }
-
-    func didRedirect(to request: URLRequest) {
-        protected.withLock { $0.currentRequest = request }
-    }
-
-    /// `offset`: body bytes the task already had (a resumed download's partial file), counted
-    /// in what is received and expected.
-    /// The response head arrived; `announced` is its `Content-Length` when the caller
-    /// already read it (the driver's parser noted it), else it is read from the head.
-    func didReceive(head: HTTPResponseHead, announced knownLength: Int64? = nil, offset: Int64 = 0) {
-        let announced = knownLength ?? head.expectedContentLength
-        let expected = announced >= 0 ? announced + offset : -1
-        protected.withLock {
-            $0.head = head
-            $0.bytesExpectedToReceive = expected
-            if offset > 0 || $0.bodyOffset > 0 || $0.bytesReceived > 0 {
-                // A resumed (or restarted) download: counts start from what is in the file.
-                $0.bodyOffset = offset
-                $0.bytesReceived = offset
-                $0.bytesWrittenReported = nil
-            }
-        }
-        scheduleProgressUpdate()
-    }
-
-    func didReceiveBodyBytes(_ total: Int64) {
-        protected.withLock { $0.bytesReceived = total }
-        scheduleProgressUpdate()
-    }
-
-    func didSend(bytes: Int64, expected: Int64) {
-        let changed = protected.withLock { state -> Bool in
-            guard state.bytesSent != bytes || state.bytesExpectedToSend != expected else { return false }
-            state.bytesSent = bytes
-            if expected >= 0 { state.bytesExpectedToSend = expected }
-            return true
-        }
-        if changed { scheduleProgressUpdate() }
-    }
-
-    /// Coalesces progress: at most one update waits on the operation queue per task.
-    private func scheduleProgressUpdate() {
-        guard observesProgress || engine.observesSentBodyData.load(ordering: .acquiring)
-            || (engine.observesWrittenData.load(ordering: .acquiring) && self is DownloadTask)
-        else { return }
-        let alreadyPending = protected.withLock { state -> Bool in
-            defer { state.progressUpdatePending = true }
-            return state.progressUpdatePending
-        }
-        guard !alreadyPending else { return }
-        engine.operationQueue.async { [self] in
-            let snapshot = protected.withLock { state -> MutableState in
-                state.progressUpdatePending = false
-                return state
-            }
-            publishProgress(snapshot, callbacks: snapshot.callbacks)
-        }
-    }
-
-    /// Updates the Progress objects that exist and calls the progress closures (operation
-    /// queue). A closure's object is made here on first use.
-    func publishProgress(_ snapshot: MutableState, callbacks: TaskCallbacks) {
-        let (existingUpload, existingDownload) = progressObjects.withLock { ($0.upload, $0.download) }
-        if snapshot.bytesExpectedToSend > 0 || snapshot.bytesSent > 0,
-            callbacks.uploadProgress != nil || existingUpload != nil
-        {
-            let progress = existingUpload ?? uploadProgress
-            Self.update(progress, upload: true, from: snapshot)
-            callbacks.uploadProgress?(progress)
-        }
-        if let hook = engine.hooks.sentBodyData {
-            let delta = protected.withLock { state -> Int64 in
-                defer { state.bytesSentReported = max(state.bytesSentReported, snapshot.bytesSent) }
-                return snapshot.bytesSent - state.bytesSentReported
-            }
-            if delta > 0 { hook(self, delta, snapshot.bytesSent, snapshot.bytesExpectedToSend) }
-        }
-        if let hook = engine.hooks.downloadDidWriteData, let download = self as? DownloadTask, snapshot.head != nil {
-            let delta = protected.withLock { state -> Int64 in
-                // A resumed download reports what it writes now, not the partial file's bytes.
-                let reported = state.bytesWrittenReported ?? state.bodyOffset
-                state.bytesWrittenReported = max(reported, snapshot.bytesReceived)
-                return snapshot.bytesReceived - reported
-            }
-            if delta > 0 { hook(download, delta, snapshot.bytesReceived, snapshot.bytesExpectedToReceive) }
-        }
-        if snapshot.head != nil, callbacks.downloadProgress != nil || existingDownload != nil {
-            let progress = existingDownload ?? downloadProgress
-            Self.update(progress, upload: false, from: snapshot)
-            callbacks.downloadProgress?(progress)
-        }
-        for observer in snapshot.progressObservers {
-            if let progress = observer.upload ? existingUpload : existingDownload { observer.notify(progress) }
-        }
-    }
-
-    /// Moves to `.completed` and records the outcome; false if it already had completed.
-    func markCompleted(_ outcome: TransferOutcome) -> Bool {
-        protected.withLock { state in
-            guard state.lifecycle.complete() else { return false }
-            state.error = outcome.error
-            if let head = outcome.head { state.head = head }
-            if let request = outcome.request { state.currentRequest = request }
-            state.prepared = nil
-            return true
-        }
-    }
-
-    /// The caller's closures, while the task has not completed.
-    var callbacks: TaskCallbacks { protected.withLock { $0.callbacks } }
-
-    /// Hands the closures over and forgets them (completion queue, once the task completed):
-    /// a closure that captures its own task or manager then keeps neither alive.
-    func takeCallbacks() -> TaskCallbacks {
-        protected.withLock { state in
-            defer { state.callbacks = TaskCallbacks() }
-            return state.callbacks
-        }
-    }
-
     // MARK: - Hashable
 
     /// Tasks are equal when they are the same object.
@@ -443,91 +288,3 @@ public class DataTask: SessionTask, @unchecked Sendable {}  // adds no state: Se
 
 /// A data task that sends a body (from `Data`, a file or a stream).
 public final class UploadTask: DataTask, @unchecked Sendable {}  // adds no state
-
-/// What a finished transfer produced, handed from the driver to the completion queue.
-///
-/// Immutable, and a class: it goes from the driver into the task's state and into the
-/// completion closure. As a struct of Foundation's resilient types (`URLRequest`, `URL`,
-/// `Data`), each of those copies went through runtime metadata (~550 instructions and a
-/// retain per field). A changed outcome is a new one (`with`).
-final class TransferOutcome: Sendable {
-    let error: SessionError?
-    let request: URLRequest?
-    let head: HTTPResponseHead?
-    let body: Data?
-    let fileURL: URL?
-    let metrics: TaskMetrics?
-    /// A download that stopped where it can continue: what continuing needs.
-    let resumePoint: ResumePoint?
-
-    init(error: SessionError?, request: URLRequest?, head: HTTPResponseHead? = nil, body: Data? = nil,
-         fileURL: URL? = nil, metrics: TaskMetrics? = nil, resumePoint: ResumePoint? = nil) {
-        self.error = error
-        self.request = request
-        self.head = head
-        self.body = body
-        self.fileURL = fileURL
-        self.metrics = metrics
-        self.resumePoint = resumePoint
-    }
-
-    /// The same outcome with a download's file, resume point and error.
-    func with(fileURL: URL?, resumePoint: ResumePoint?, error: SessionError?) -> TransferOutcome {
-        TransferOutcome(
-            error: error, request: request, head: head, body: body, fileURL: fileURL, metrics: metrics,
-            resumePoint: resumePoint)
-    }
-
-    /// The same outcome with another head and body (a 304 answered from the cache).
-    func with(head: HTTPResponseHead?, body: Data?) -> TransferOutcome {
-        TransferOutcome(
-            error: error, request: request, head: head, body: body, fileURL: fileURL, metrics: metrics,
-            resumePoint: resumePoint)
-    }
-}
-
-/// The closures a task calls. A task holds them only until it completes: the completion
-/// path takes them out (`SessionTask.takeCallbacks()`), so nothing a closure captures — its
-/// own task, the manager — is kept alive by a finished task.
-struct TaskCallbacks: Sendable {
-    var completionHandler: (@Sendable (DataResponse) -> Void)?
-    var dataHandler: (@Sendable (Data) -> Void)?
-    var uploadProgress: (@Sendable (Progress) -> Void)?
-    var downloadProgress: (@Sendable (Progress) -> Void)?
-    /// A download's destination: given the temporary file and the response, where to move it.
-    var destination: (@Sendable (URL, HTTPURLResponse?) -> URL)?
-}
-
-/// Per-task choices fixed at creation.
-struct TaskOptions: Sendable {
-    var collectsBody: Bool
-    /// Moved into the task's lock at creation (`SessionTask.options.callbacks` is empty).
-    var callbacks: TaskCallbacks
-    /// `CURLOPT_BUFFERSIZE` unless the configuration sets one. 64 KiB for data tasks: a
-    /// large body then costs a quarter of the `recv` and `poll` calls of libcurl's 16 KiB
-    /// (1 GiB to memory: 0.70x raw libcurl's MB/s at 16 KiB, 0.93x at 64 KiB), while small
-    /// requests and idle transfers are unchanged (libcurl allocates the buffer per transfer
-    /// and `recv` touches only the pages it fills; below glibc's mmap threshold it costs no
-    /// system call). Downloads use 512 KiB.
-    var defaultReceiveBufferSize: Int = 64 * 1024
-    /// The same for a transfer that may share an HTTP/2 connection (nil: as above). libcurl
-    /// 7.88 reads HTTP/2 through its own 32 KiB connection buffer, so a larger transfer
-    /// buffer saves no system call there: data tasks keep libcurl's 16 KiB on that path.
-    var multiplexedReceiveBufferSize: Int? = 16 * 1024
-    /// Whether the raw body is returned as the result (async `data(for:)`) instead of
-    /// going through the manager's response serializer.
-    var skipsSerializer = false
-    /// Set for download tasks: the body goes to this file, not to memory.
-    var download: DownloadOptions?
-
-    init(
-        collectsBody: Bool, completionHandler: (@Sendable (DataResponse) -> Void)? = nil,
-        dataHandler: (@Sendable (Data) -> Void)? = nil,
-        uploadProgress: (@Sendable (Progress) -> Void)? = nil, downloadProgress: (@Sendable (Progress) -> Void)? = nil
-    ) {
-        self.collectsBody = collectsBody
-        callbacks = TaskCallbacks(
-            completionHandler: completionHandler, dataHandler: dataHandler,
-            uploadProgress: uploadProgress, downloadProgress: downloadProgress)
-    }
-}

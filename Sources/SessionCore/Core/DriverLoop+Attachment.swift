@@ -1,0 +1,122 @@
+internal import CCurl
+import Foundation
+import Serialization
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Starting transfers, and the connection slot that follows attachment (`HostAdmission`).
+extension DriverLoop {
+    static func reject(_ command: TransferDriver.Command, engine: SessionEngine) {
+        switch command {
+        case .start(let task), .cancel(let task, _), .redirectDecision(let task, _, _), .challengeDecision(let task, _):
+            engine.complete(task, outcome: TransferOutcome(error: .sessionInvalidated, request: task.currentRequest))
+        case .shutdown(let completion):
+            completion()
+        case .pause, .unpause, .resumeReading, .resumeSending, .responseDecision, .retryDecision:
+            break
+        }
+    }
+
+    func start(_ task: SessionTask) {
+        guard let prepared = task.takePrepared() else { return }  // cancelled meanwhile
+        // A pooled handle was recycled (reset, or kept as it was when its last transfer set
+        // only the options every transfer sets again); a new one has nothing to reset.
+        guard let easy = idleHandles.popLast() ?? EasyHandle() else {
+            engine.complete(
+                task, outcome: TransferOutcome(error: .curl(code: 27, message: "curl_easy_init failed"), request: task.currentRequest),
+                batch: completions)
+            return
+        }
+        let delegate: TaskDelegate
+        do {
+            delegate = try TaskDelegate(task: task, easy: easy, engine: engine, prepared: prepared, passClock: passClock)
+        } catch {
+            recycle(easy)
+            engine.complete(task, outcome: TransferOutcome(error: error, request: task.currentRequest), batch: completions)
+            return
+        }
+        delegates[ObjectIdentifier(task)] = delegate
+        delegate.unmanagedSelf = Unmanaged.passRetained(delegate).toOpaque()
+        attach(delegate)
+    }
+
+    /// Puts the transfer into curl: first its origin's connection slot when it counts against
+    /// `httpMaximumConnectionsPerHost` (in line, not attached, when none is free).
+    ///
+    /// The slot follows attachment: a transfer holds one exactly while it is in curl, so a
+    /// transfer that waits detached (a retry's back-off, the retrier, the challenge handler,
+    /// a redirect or response hook) leaves it to the next in line, and a redirect to another
+    /// origin counts against that origin. Until libcurl resolves, connects or hands it a
+    /// connection (`CurlCallbacks.connecting`), the transfer's idle clock is held: waiting
+    /// for a connection under Curlew's or libcurl's limits is not the server's silence.
+    func attach(_ delegate: TaskDelegate) {
+        let now = TaskDelegate.uptime
+        delegate.clock.hold(.noConnection)
+        delegate.clock.release(.decision, at: now)
+        if delegate.admissionOrigin == nil, engine.configuration.httpMaximumConnectionsPerHost > 0,
+            !PreparedRequest.canMultiplex(delegate.prepared.urlOrigin, version: engine.configuration.httpVersion)
+        {
+            let (origin, admitted) = admission.admit(delegate, key: delegate.prepared.urlOrigin.origin)
+            delegate.admissionOrigin = origin
+            guard admitted else {
+                delegate.isWaitingForSlot = true
+                if let log = engine.debugLog {
+                    log.debug("task #\(delegate.task.taskIdentifier) waits for a connection slot to \(delegate.prepared.urlOrigin.origin)")
+                }
+                return
+            }
+        }
+        connect(delegate)
+    }
+
+    /// Adds the transfer, which holds its slot if it needs one, to the multi handle.
+    func connect(_ delegate: TaskDelegate) {
+        refreshShareIfPolicyChanged()
+        if let error = delegate.configure(share: share) {
+            finish(delegate, outcome: outcome(of: delegate, error: error))
+            return
+        }
+        let code = curl_multi_add_handle(multi, delegate.easy.raw)
+        guard code == CURLM_OK else {
+            let message = String(cString: curl_multi_strerror(code))
+            finish(delegate, outcome: outcome(of: delegate, error: .curl(code: Int(code.rawValue), message: message)))
+            return
+        }
+        delegate.isAttached = true
+        if let hub = engine.monitorHub { hub.emit(.willSend(delegate.task, delegate.request)) }
+        // Time spent detached (waiting for a hook) is not the server's silence.
+        delegate.clock.noteActivity(at: TaskDelegate.uptime)
+        scheduleTimeoutCheck(for: delegate)
+        // Suspended before it started, or while it waited detached for a redirect or
+        // challenge decision. libcurl forgets a pause set before the transfer starts, so the
+        // flag is what holds it: the read and write callbacks pause on it.
+        if delegate.task.state == .suspended {
+            delegate.isSuspendedByCaller = true
+            delegate.clock.hold(.suspended)
+        }
+    }
+
+    /// Takes the transfer out of curl and gives up its connection slot (or its place in line).
+    func detach(_ delegate: TaskDelegate) {
+        if delegate.isAttached {
+            _ = curl_multi_remove_handle(multi, delegate.easy.raw)
+            delegate.isAttached = false
+        }
+        releaseSlot(of: delegate)
+    }
+
+    /// Frees `delegate`'s slot for the next transfer in line at its origin, which starts now.
+    func releaseSlot(of delegate: TaskDelegate) {
+        guard let origin = delegate.admissionOrigin else { return }
+        delegate.admissionOrigin = nil
+        if delegate.isWaitingForSlot {
+            delegate.isWaitingForSlot = false
+            admission.withdraw(delegate, from: origin)
+        } else if let next = admission.release(origin) {
+            next.isWaitingForSlot = false
+            connect(next)  // the slot passed to it (`release` kept the count)
+        }
+    }
+}

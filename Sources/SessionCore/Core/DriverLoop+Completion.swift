@@ -1,0 +1,203 @@
+internal import CCurl
+import Foundation
+import Serialization
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// What follows an exchange that ended: the decision (`TransferEnd`), redirects, retries on
+/// the same delegate, and the task's completion.
+extension DriverLoop {
+    // MARK: - Completion
+
+    func readCompletions() {
+        var remaining: Int32 = 0
+        while let message = curl_multi_info_read(multi, &remaining) {
+            guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else { continue }
+            let code = message.pointee.data.result
+            var pointer: UnsafeMutableRawPointer?
+            guard curlew_easy_getinfo_pointer(handle, CURLINFO_PRIVATE, &pointer) == CURLE_OK,
+                let delegate = CurlCallbacks.delegate(pointer)
+            else { continue }
+            transferDidEnd(delegate, code: code)
+        }
+    }
+
+    /// One exchange ended: gather the facts, let `TransferEnd.decide` choose, carry it out.
+    func transferDidEnd(_ delegate: TaskDelegate, code: CURLcode) {
+        delegate.collectMetrics()
+        let hooks = engine.hooks
+        var facts = TransferEnd.Facts()
+        facts.error = delegate.error(for: code)
+        facts.refusedStaleConnection = delegate.shouldRetryOnFreshConnection(code: code)
+        // Asked only when it can matter: taking a challenge counts an attempt.
+        let answerable = hooks.authenticationChallenge != nil || !engine.credentialStore.isEmpty
+        let challenge = facts.refusedStaleConnection || !answerable ? nil : delegate.takePendingChallenge(code: code)
+        facts.hasChallengeForHandler = challenge != nil
+        facts.head = delegate.headDisposition
+        facts.redirectCount = delegate.redirectCount
+        facts.maximumRedirects = engine.configuration.maximumRedirects
+        facts.canReplayBody = delegate.canReplayBody
+        facts.hasRedirectHook = hooks.redirect != nil
+        facts.awaitsResponseDecision = delegate.awaitsResponseDecision
+        facts.needsFullDownload = delegate.download?.needsFullRestart ?? false
+        act(on: TransferEnd.decide(facts), delegate: delegate, facts: facts, challenge: challenge, hooks: hooks)
+    }
+
+    /// Carries out what `TransferEnd.decide` chose for an exchange that ended.
+    func act(
+        on action: TransferEnd.Action, delegate: TaskDelegate, facts: TransferEnd.Facts,
+        challenge: PendingChallenge?, hooks: SessionEngine.Hooks
+    ) {
+        switch action {
+        case .finish(let error):
+            endAttempt(delegate, error: error)
+        case .retryOnFreshConnection:
+            // Refused before sending because the connection or TLS session was verified under
+            // another security policy: once more on a new connection, judged by the current one.
+            retry(delegate, otherwise: facts.error)
+        case .askChallengeHandler:
+            if let challenge, let stored = delegate.storedCredential(for: challenge) {
+                // The session remembers an answer for this protection space.
+                switch delegate.resolveChallenge(.useCredential(stored)) {
+                case .retry: retry(delegate, otherwise: nil)
+                case .fail(let error): finish(delegate, outcome: outcome(of: delegate, error: error))
+                case .deliver: finish(delegate, outcome: outcome(of: delegate, error: nil))
+                }
+                return
+            }
+            guard let challenge, let hook = hooks.authenticationChallenge else {
+                finish(delegate, outcome: outcome(of: delegate, error: facts.error))
+                return
+            }
+            // User code never runs on the driver: the handler answers on the operation
+            // queue, and the transfer waits detached (nothing of it is on the wire).
+            detach(delegate)
+            delegate.clock.hold(.decision)
+            let task = delegate.task
+            let driver = self.driver
+            engine.operationQueue.async {
+                let disposition = hook(task, challenge.makeChallenge())
+                driver.submit(.challengeDecision(task, disposition))
+            }
+        case .follow(let hop):
+            follow(delegate, to: hop.request, proposed: hop)
+        case .restartDownloadFromZero:
+            delegate.download?.restartWithoutRange()  // nothing is cut before the new answer's body
+            retry(delegate, otherwise: nil)
+        case .waitForResponseDecision:
+            detach(delegate)  // the connection goes back to the pool meanwhile
+            delegate.pendingEndFacts = facts
+            delegate.clock.hold(.decision)  // the hook's time
+        case .askRedirectHook(let hop):
+            guard let hook = hooks.redirect, let head = delegate.responseHead else {
+                follow(delegate, to: hop.request, proposed: hop)
+                return
+            }
+            detach(delegate)
+            delegate.clock.hold(.decision)
+            let task = delegate.task
+            let driver = self.driver
+            engine.operationQueue.async {
+                // Foundation's response is built here, off the driver thread.
+                let decision = head.httpURLResponse.map { hook(task, $0, hop.request) } ?? hop.request
+                driver.submit(.redirectDecision(task, hop, decision))
+            }
+        }
+    }
+
+    /// Sends the next hop of a redirect chain on the same delegate and easy handle.
+    ///
+    /// `request` is what will be sent (the proposed hop, or what the redirection hook
+    /// returned). The body goes along when the hop keeps it, unless the hook gave the request
+    /// a body of its own.
+    func follow(_ delegate: TaskDelegate, to request: URLRequest, proposed: RedirectPolicy.Hop) {
+        let redirectHead = delegate.responseHead  // `restart` forgets it
+        if let from = delegate.request.url, let to = request.url, !RedirectPolicy.isSameOrigin(from, to) {
+            delegate.hasCrossedOrigin = true
+        }
+        let hookSetBody = request.httpBody != proposed.request.httpBody
+            || request.httpBodyStream !== proposed.request.httpBodyStream
+        let body: TaskDelegate.NextBody = proposed.keepsBody && !hookSetBody ? .same : .fromRequest
+        do {
+            let prepared = try PreparedRequest.prepare(
+                request, configuration: engine.configuration, omittingCredentials: delegate.hasCrossedOrigin,
+                urls: engine.parsedURLs)
+            try delegate.restart(with: request, prepared: prepared, body: body)
+        } catch {
+            finish(delegate, outcome: outcome(of: delegate, error: error))
+            return
+        }
+        if let hub = engine.monitorHub, let redirectHead { hub.emit(.redirect(delegate.task, redirectHead, request)) }
+        detach(delegate)
+        delegate.easy.reset()
+        attach(delegate)
+    }
+
+    /// Sends the same request again on the same delegate (challenge answered, or a stale
+    /// connection refused). When the body cannot be replayed, completes with `otherwise`
+    /// (nil: the response as received).
+    func retry(_ delegate: TaskDelegate, otherwise error: SessionError?) {
+        detach(delegate)
+        guard delegate.prepareToRetry() else {
+            finish(delegate, outcome: outcome(of: delegate, error: error))
+            return
+        }
+        delegate.easy.reset()
+        attach(delegate)
+    }
+
+    func outcome(of delegate: TaskDelegate, error: SessionError?) -> TransferOutcome {
+        TransferOutcome(
+            error: error, request: delegate.request, head: delegate.responseHead,
+            body: error == nil ? delegate.takeBody() : nil, metrics: delegate.metrics)
+    }
+
+    /// Removes the transfer from curl, recycles its handle, releases the delegate's retained
+    /// reference and hands the outcome to the completion queue.
+    func finish(_ delegate: TaskDelegate, outcome: TransferOutcome) {
+        var outcome = outcome
+        if delegate.download != nil {
+            let (fileURL, resumePoint, error) = delegate.finishDownload(error: outcome.error)
+            outcome = outcome.with(fileURL: fileURL, resumePoint: resumePoint, error: error)
+        }
+        if let hub = engine.monitorHub, outcome.error == nil, let head = outcome.head, delegate.task.responseHead !== head {
+            // A response the task completes with but was not told of at its head: a 3xx the
+            // redirection hook declined, a 401 nobody answered.
+            hub.emit(.received(delegate.task, head))
+        }
+        detach(delegate)  // and the next transfer in line at its origin starts
+        delegates[ObjectIdentifier(delegate.task)] = nil
+        recycle(delegate.easy)
+        delegate.releaseSecurityContext()
+        if let pointer = delegate.unmanagedSelf {
+            delegate.unmanagedSelf = nil
+            if delegate.easy.transferSlot.pointee == pointer { delegate.easy.transferSlot.pointee = nil }
+            Unmanaged<TaskDelegate>.fromOpaque(pointer).release()
+        }
+        engine.complete(delegate.task, outcome: outcome, batch: completions)
+        // The delegate (freed on this thread: it owns the easy handle) holds the only
+        // reference to the prepared request; its URL, strings and parsed libcurl URL are
+        // freed with the completions instead.
+        completions.retire(delegate.prepared)
+    }
+
+    func recycle(_ easy: EasyHandle) {
+        guard idleHandles.count < idleHandleLimit else { return }  // freed by deinit
+        easy.recycle()
+        idleHandles.append(easy)
+    }
+
+    /// Frees every curl resource on this thread, then answers the shutdown requests.
+    func teardown() {
+        idleHandles.removeAll()  // curl_easy_cleanup in EasyHandle.deinit
+        // Commands that raced with shutdown are answered, not dropped.
+        for command in driver.close() { DriverLoop.reject(command, engine: engine) }
+        curl_multi_cleanup(multi)
+        curl_share_cleanup(share)
+        cleanUpRetiredShares()
+        for request in shutdownRequests { request() }
+        shutdownRequests.removeAll()
+    }
+}

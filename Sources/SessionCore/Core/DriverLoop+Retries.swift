@@ -1,0 +1,106 @@
+internal import CCurl
+import Foundation
+import Serialization
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Retries: every failed attempt goes through `endAttempt` and the manager's retrier.
+extension DriverLoop {
+    // MARK: - Retries
+
+    /// An attempt ended (with `error`, or nil: with its response): the retrier decides
+    /// whether another follows, else the task completes. Every failed attempt goes through
+    /// here, an idle timeout included, so one rule decides them all.
+    func endAttempt(_ delegate: TaskDelegate, error: SessionError?) {
+        if let retrier = engine.requestRetrier, asksRetrier(delegate, error: error) {
+            askRetrier(retrier, delegate: delegate, error: error)
+            return
+        }
+        finish(delegate, outcome: outcome(of: delegate, error: error))
+    }
+
+    /// Whether the retrier is asked about an attempt that ended this way: an error other than
+    /// a cancellation, or a status of 400 or more; never once body bytes went to user code or
+    /// when the request body cannot be sent again.
+    func asksRetrier(_ delegate: TaskDelegate, error: SessionError?) -> Bool {
+        if let error, error == .cancelled || error == .sessionInvalidated { return false }
+        guard error != nil || (delegate.responseHead?.statusCode ?? 0) >= 400 else { return false }
+        return !delegate.hasStreamedBody && delegate.canReplayBody
+    }
+
+    /// Detaches the transfer and asks the retrier on the operation queue (user code never runs
+    /// here); the answer comes back as `.retryDecision`.
+    func askRetrier(_ retrier: any RequestRetrier, delegate: TaskDelegate, error: SessionError?) {
+        detach(delegate)
+        delegate.awaitsRetryDecision = true
+        delegate.pendingFinishError = error
+        delegate.clock.hold(.decision)  // not the server's silence
+        let task = delegate.task
+        let head = delegate.responseHead
+        let attempt = delegate.retryCount
+        let current = delegate.request
+        // After a redirect to another origin, the configuration's credentials stay behind on
+        // retries too (the adapted request is prepared as the redirect's was).
+        let omitsCredentials = delegate.hasCrossedOrigin
+        let driver = self.driver
+        let engine = self.engine
+        engine.operationQueue.async {
+            let decision = retrier.retry(task, attempt: attempt, error: error, response: head?.httpURLResponse)
+            var adapted: Result<AdaptedRequest, SessionError>?
+            if decision != .doNotRetry, let adapter = engine.requestAdapter {
+                let request = adapter.adapt(current, attempt: attempt + 1)
+                adapted = Result { () throws(SessionError) -> AdaptedRequest in
+                    AdaptedRequest(
+                        request: request,
+                        prepared: try PreparedRequest.prepare(
+                            request, configuration: engine.configuration, omittingCredentials: omitsCredentials,
+                            urls: engine.parsedURLs))
+                }
+            }
+            driver.submit(.retryDecision(task, decision, adapted))
+        }
+    }
+
+    /// Tells the monitors and the engine's log that a retry follows (before its `willSend`).
+    func noteRetry(of delegate: TaskDelegate, after delay: TimeInterval) {
+        if let hub = engine.monitorHub {
+            hub.emit(.willRetry(delegate.task, delay, delegate.pendingFinishError, delegate.responseHead))
+        }
+        if let log = engine.debugLog {
+            let reason = delegate.pendingFinishError.map { "\($0)" } ?? "status \(delegate.responseHead?.statusCode ?? 0)"
+            log.debug("task #\(delegate.task.taskIdentifier) retries in \(delay) s (attempt \(delegate.retryCount + 1)) after \(reason)")
+        }
+    }
+
+    /// Sends the request again on the same delegate: the task keeps its identity and handlers.
+    func retryAfterFailure(_ delegate: TaskDelegate) {
+        delegate.retryCount += 1
+        let error = delegate.pendingFinishError
+        delegate.pendingFinishError = nil
+        // The wait is over: `attach` lifts the decision hold, so the new attempt's silence
+        // counts again once it has a connection (unless the caller suspended the task).
+        retry(delegate, otherwise: error)
+    }
+
+    /// Starts the retries whose wait is over (driver loop).
+    func startDueRetries() {
+        let now = TaskDelegate.uptime
+        guard now >= nextRetry else { return }
+        var due: [TaskDelegate] = []
+        var earliest = UInt64.max
+        scheduledRetries.removeAll { entry in
+            // A task cancelled or timed out meanwhile is no longer in `delegates`.
+            guard delegates[ObjectIdentifier(entry.delegate.task)] === entry.delegate else { return true }
+            if entry.deadline <= now {
+                due.append(entry.delegate)
+                return true
+            }
+            earliest = min(earliest, entry.deadline)
+            return false
+        }
+        nextRetry = earliest
+        for delegate in due { retryAfterFailure(delegate) }
+    }
+}

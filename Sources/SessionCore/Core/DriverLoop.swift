@@ -1,0 +1,299 @@
+internal import CCurl
+import Foundation
+import Serialization
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The driver thread's state and loop. Confined to that thread.
+final class DriverLoop {
+    let multi: UnsafeMutableRawPointer
+    var share: UnsafeMutableRawPointer
+    /// The security policy generation the share's TLS session cache was filled under; nil
+    /// until the first transfer (an empty cache needs no replacing, whatever policy the
+    /// caller sets between creating the manager and starting the first task).
+    var shareSecurityTag: UInt?
+    /// Shares replaced after a policy change, freed once no easy handle uses them.
+    var retiredShares: [UnsafeMutableRawPointer] = []
+    let driver: TransferDriver
+    let engine: SessionEngine
+    // The three tables below, like the delegate's body and metrics, are touched on every
+    // request and only by this thread, and no access to one overlaps another (none is passed
+    // `inout` into code that reaches it again): `@exclusivity(unchecked)` drops the dynamic
+    // check (~80 instructions and a thread-local lookup per access), in every build; the
+    // compiler's static exclusivity checks still apply.
+    @exclusivity(unchecked) var delegates: [ObjectIdentifier: TaskDelegate] = [:]
+    /// The completions of the current pass of the loop (`run`), sent at its end.
+    let completions = CompletionBatch()
+    /// The time of the current pass, for the transfers' activity marks.
+    let passClock = TaskDelegate.PassClock()
+    /// Per-origin slots for non-multiplexed transfers, so priority orders the waiting ones.
+    @exclusivity(unchecked) var admission: HostAdmission
+    /// Retries waiting for their time, and the earliest of them (`.max`: none).
+    var scheduledRetries: [(deadline: UInt64, delegate: TaskDelegate)] = []
+    var nextRetry: UInt64 = .max
+    @exclusivity(unchecked) var idleHandles: [EasyHandle] = []
+    var shutdownRequests: [@Sendable () -> Void] = []
+    /// When the timeouts are checked next (uptime ns; `.max`: no transfer has a deadline).
+    var nextTimeoutCheck: UInt64 = .max
+    /// Deadlines are checked at most this often, so thousands of transfers cost one scan
+    /// per interval, and a timeout fires within this much of its deadline.
+    let timeoutCheckInterval: UInt64 = 50_000_000
+    /// Easy handles kept for reuse; more are freed as transfers end.
+    let idleHandleLimit = 256
+
+    init?(multi: UnsafeMutableRawPointer, driver: TransferDriver, engine: SessionEngine) {
+        guard let share = DriverLoop.makeShare() else { return nil }
+        self.multi = multi
+        self.share = share
+        self.driver = driver
+        self.engine = engine
+        let configuration = engine.configuration
+        admission = HostAdmission(limit: configuration.httpMaximumConnectionsPerHost)
+        _ = curlew_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, configuration.httpMaximumConnectionsPerHost))
+        _ = curlew_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max(0, configuration.httpMaximumConnections))
+        _ = curlew_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
+    }
+
+    /// A DNS + TLS session cache. Used from this thread only, so it needs no lock callbacks.
+    static func makeShare() -> UnsafeMutableRawPointer? {
+        guard let share = curl_share_init() else { return nil }
+        _ = curlew_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_DNS.rawValue))
+        _ = curlew_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_SSL_SESSION.rawValue))
+        return share
+    }
+
+    /// After a security policy change, new transfers get a new, empty TLS session cache:
+    /// sessions verified under the old policy are never offered again. (The per-request
+    /// admission check refuses them anyway; this keeps them from costing a retry.)
+    func refreshShareIfPolicyChanged() {
+        let tag = engine.security.snapshot.tag
+        guard let filledUnder = shareSecurityTag else {
+            shareSecurityTag = tag
+            return
+        }
+        guard tag != filledUnder, engine.security.replacesSessionCacheOnPolicyChange.load(ordering: .relaxed)
+        else { return }
+        if let cookieShare = engine.cookieShare {
+            // The jar's share also holds the cookies (and may serve other managers): it is
+            // replaced, cookies carried over, once no transfer uses it; until then this is
+            // retried at each start, and the admission check refuses stale sessions.
+            guard cookieShare.replaceSessionCachesIfIdle() else { return }
+            // This driver's pooled handles still point at the replaced share; they leave it
+            // now, so it is freed at once instead of when the last of them is used again.
+            // (Another manager's pooled handles let go of it at their next transfer.)
+            for easy in idleHandles { cookieShare.leave(easy) }
+            shareSecurityTag = tag
+            engine.security.count { $0.sessionCacheReplacements += 1 }
+            return
+        }
+        guard let fresh = DriverLoop.makeShare() else { return }
+        shareSecurityTag = tag
+        retiredShares.append(share)
+        share = fresh
+        engine.security.count { $0.sessionCacheReplacements += 1 }
+        for easy in idleHandles {
+            easy.set(CURLOPT_SHARE, pointer: nil)
+            easy.joinedShare = nil
+        }
+        cleanUpRetiredShares()
+    }
+
+    /// Frees retired shares no easy handle uses any more (curl refuses while one does).
+    func cleanUpRetiredShares() {
+        retiredShares.removeAll { curl_share_cleanup($0) == CURLSHE_OK }
+    }
+
+    func run() {
+        var running: Int32 = 0
+        while true {
+            passClock.now = TaskDelegate.uptime
+            for command in driver.drain() { handle(command) }
+            if !shutdownRequests.isEmpty && delegates.isEmpty {
+                completions.flush()  // before the shutdown is answered
+                teardown()
+                return
+            }
+            _ = curl_multi_perform(multi, &running)
+            if passClock.startedDeadline != .max {
+                // Idle clocks that began to run in this pass (a transfer got its connection).
+                nextTimeoutCheck = min(nextTimeoutCheck, passClock.startedDeadline)
+                passClock.startedDeadline = .max
+            }
+            readCompletions()
+            enforceTimeouts()
+            startDueRetries()
+            completions.flush()
+            if driver.hasPendingCommands { continue }
+            // Blocks until a socket is ready, curl's next timeout, our next deadline, or a
+            // wakeup. With no transfers there is no deadline: this sleeps until the next command.
+            _ = curl_multi_poll(multi, nil, 0, pollTimeout(), nil)
+        }
+    }
+
+    // MARK: - Timeouts
+
+    /// Milliseconds until the next timeout check, for `curl_multi_poll`.
+    func pollTimeout() -> Int32 {
+        let next = min(nextTimeoutCheck, nextRetry)
+        guard next != .max else { return Int32.max }
+        let now = TaskDelegate.uptime
+        guard next > now else { return 0 }
+        let milliseconds = (next - now + 999_999) / 1_000_000
+        return Int32(clamping: milliseconds)
+    }
+
+    /// Makes sure the next check comes no later than `delegate`'s deadline.
+    func scheduleTimeoutCheck(for delegate: TaskDelegate) {
+        guard let deadline = delegate.clock.nextDeadline else { return }
+        nextTimeoutCheck = min(nextTimeoutCheck, deadline)
+    }
+
+    /// Fails every transfer whose idle or total clock ran out; schedules the next check at
+    /// the earliest remaining deadline (activity only moves deadlines later, so none is missed).
+    func enforceTimeouts() {
+        let now = TaskDelegate.uptime
+        guard now >= nextTimeoutCheck else { return }
+        var earliest = UInt64.max
+        var expired: [(TaskDelegate, TransferClock.Expiry)] = []
+        for delegate in delegates.values {
+            if let expiry = delegate.clock.expiry(at: now) {
+                expired.append((delegate, expiry))
+            } else if let deadline = delegate.clock.nextDeadline {
+                earliest = min(earliest, deadline)
+            }
+        }
+        nextTimeoutCheck = earliest == .max ? .max : max(earliest, now + timeoutCheckInterval)
+        for (delegate, expiry) in expired {
+            // Finished meanwhile by an earlier one of these (a slot passing on cannot finish
+            // another, but stay safe).
+            guard delegates[ObjectIdentifier(delegate.task)] === delegate else { continue }
+            switch expiry {
+            case .idle(let error):
+                // This attempt failed; the retrier may send another (its clock restarts), and
+                // the task's metrics list this attempt as they list every other.
+                if delegate.isAttached { delegate.collectMetrics() }
+                endAttempt(delegate, error: error)
+            case .total(let error):
+                finish(delegate, outcome: outcome(of: delegate, error: error))
+            }
+        }
+    }
+
+    // MARK: - Commands
+
+    func handle(_ command: TransferDriver.Command) {
+        switch command {
+        case .start(let task):
+            start(task)
+        case .cancel(let task, let error):
+            guard let delegate = delegates[ObjectIdentifier(task)] else {
+                // Not (or no longer) running here: complete it if nobody else will.
+                engine.complete(task, outcome: TransferOutcome(error: error, request: task.currentRequest), batch: completions)
+                return
+            }
+            finish(delegate, outcome: outcome(of: delegate, error: error))
+        case .pause(let task):
+            guard let delegate = delegates[ObjectIdentifier(task)] else { return }
+            delegate.isSuspendedByCaller = true
+            // A suspended task is not subject to the idle timeout (as URLSession's).
+            delegate.clock.hold(.suspended)
+            if delegate.isAttached { _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_ALL) }
+        case .unpause(let task):
+            guard let delegate = delegates[ObjectIdentifier(task)] else { return }
+            delegate.isSuspendedByCaller = false
+            // A backpressure pause that ended while suspended was not lifted (`resumeReading`
+            // leaves a suspended transfer paused): the write callback holds again if the
+            // consumer is still behind.
+            delegate.clock.release(.backpressure, at: TaskDelegate.uptime)
+            delegate.clock.release(.suspended, at: TaskDelegate.uptime)
+            scheduleTimeoutCheck(for: delegate)
+            if delegate.isAttached { _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT) }
+        case .resumeReading(let task):
+            guard let delegate = delegates[ObjectIdentifier(task)], delegate.isAttached else { return }
+            delegate.clock.release(.backpressure, at: TaskDelegate.uptime)
+            guard !delegate.isSuspendedByCaller else { return }  // `unpause` continues it
+            scheduleTimeoutCheck(for: delegate)
+            _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
+        case .resumeSending(let task):
+            guard let delegate = delegates[ObjectIdentifier(task)], delegate.isAttached,
+                !delegate.isSuspendedByCaller
+            else { return }
+            // Clears the receive pause too; the write callback re-pauses if still behind.
+            _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
+        case .redirectDecision(let task, let proposed, let decision):
+            guard let delegate = delegates[ObjectIdentifier(task)] else { return }
+            if let decision {
+                follow(delegate, to: decision, proposed: proposed)
+            } else {
+                finish(delegate, outcome: outcome(of: delegate, error: nil))
+            }
+        case .challengeDecision(let task, let disposition):
+            guard let delegate = delegates[ObjectIdentifier(task)] else { return }  // cancelled meanwhile
+            switch delegate.resolveChallenge(disposition) {
+            case .retry: retry(delegate, otherwise: nil)
+            case .fail(let error): finish(delegate, outcome: outcome(of: delegate, error: error))
+            case .deliver: finish(delegate, outcome: outcome(of: delegate, error: nil))
+            }
+        case .responseDecision(let task, let disposition):
+            guard let delegate = delegates[ObjectIdentifier(task)], delegate.awaitsResponseDecision else { return }
+            delegate.awaitsResponseDecision = false
+            if disposition == .becomeDownload, let error = delegate.becomeDownload() {
+                finish(delegate, outcome: outcome(of: delegate, error: error))
+                return
+            }
+            switch disposition {
+            case .cancel:
+                finish(delegate, outcome: outcome(of: delegate, error: .cancelled))
+            case .allow, .becomeDownload:
+                if var facts = delegate.pendingEndFacts {
+                    // The exchange ended while the hook was deciding: carry out its end now.
+                    delegate.pendingEndFacts = nil
+                    facts.awaitsResponseDecision = false
+                    act(on: TransferEnd.decide(facts), delegate: delegate, facts: facts, challenge: nil, hooks: engine.hooks)
+                } else {
+                    // The hook's time is over whether or not the caller suspended meanwhile;
+                    // only the transfer's continuing waits for `resume()`.
+                    delegate.clock.release(.decision, at: TaskDelegate.uptime)
+                    scheduleTimeoutCheck(for: delegate)
+                    if delegate.isAttached, !delegate.isSuspendedByCaller {
+                        _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
+                    }
+                }
+            }
+        case .retryDecision(let task, let decision, let adapted):
+            guard let delegate = delegates[ObjectIdentifier(task)], delegate.awaitsRetryDecision else { return }
+            delegate.awaitsRetryDecision = false
+            if decision != .doNotRetry, let adapted {
+                switch adapted {
+                case .success(let next): delegate.adopt(next.request, prepared: next.prepared)
+                case .failure(let error):
+                    finish(delegate, outcome: outcome(of: delegate, error: error))
+                    return
+                }
+            }
+            switch decision {
+            case .doNotRetry:
+                finish(delegate, outcome: outcome(of: delegate, error: delegate.pendingFinishError))
+            case .retry:
+                noteRetry(of: delegate, after: 0)
+                retryAfterFailure(delegate)
+            case .retryAfter(let seconds):
+                if seconds == 0 {
+                    noteRetry(of: delegate, after: 0)
+                    retryAfterFailure(delegate)
+                } else if seconds > 0, let wait = TransferTimeouts.nanoseconds(seconds) {
+                    noteRetry(of: delegate, after: seconds)
+                    let deadline = TaskDelegate.uptime + wait
+                    scheduledRetries.append((deadline, delegate))
+                    nextRetry = min(nextRetry, deadline)
+                } else {
+                    finish(delegate, outcome: outcome(of: delegate, error: delegate.pendingFinishError))
+                }
+            }
+        case .shutdown(let completion):
+            shutdownRequests.append(completion)
+        }
+    }
+}

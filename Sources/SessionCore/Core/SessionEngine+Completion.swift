@@ -1,0 +1,182 @@
+import Dispatch
+import Foundation
+import Serialization
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Completion: exactly once per task, off the driver thread (the cache, the serializer, the
+/// handler, the hooks, the monitors and the notification, in that order).
+extension SessionEngine {
+    // MARK: - Completion
+
+    /// Completes a task exactly once: state first, then (on the completion queue) the
+    /// serializer, the handler, the hooks and the notification.
+    ///
+    /// `batch`: the driver loop's, to send the completion to its queue at the end of the loop's
+    /// pass with the others of that pass (nil: at once).
+    func complete(_ task: SessionTask, outcome: TransferOutcome, batch: CompletionBatch? = nil) {
+        guard task.markCompleted(outcome) else {
+            // Another outcome won (a cancel that raced): a file this one kept is nobody's.
+            if let file = outcome.fileURL { unlink(file.path) }
+            (task as? DownloadTask)?.releaseFileClaim()
+            return
+        }
+        if let cache = configuration.responseCache, outcome.error == nil, outcome.head != nil {
+            if task.hasCacheContext {
+                // A 304 becomes the stored response, a response is stored: on the cache's
+                // queue, never on the driver thread; the task is already completed meanwhile.
+                cache.queue.async { [self] in
+                    let answered = applyCache(cache, to: task, outcome: outcome)
+                    if answered.head !== outcome.head, let head = answered.head { task.replaceHead(head) }
+                    continueCompleting(task, outcome: answered)
+                }
+                return
+            }
+            invalidateCache(cache, after: task, head: outcome.head)
+        }
+        continueCompleting(task, outcome: outcome, batch: batch)
+    }
+
+    func continueCompleting(_ task: SessionTask, outcome: TransferOutcome, batch: CompletionBatch? = nil) {
+        let (queue, hooks, serializer) = state.withLock { ($0.completionQueue, $0.hooks, $0.responseSerializer) }
+        if let download = task as? DownloadTask {
+            // The file is moved on the operation queue (where AFNetworking's delegate moved it),
+            // after the last progress update, before the completion handler.
+            operationQueue.async { [self] in
+                task.finishProgress()
+                let settled = settle(download, outcome: outcome, hooks: hooks)
+                queue.async { [self] in deliverCompletion(of: task, outcome: settled, hooks: hooks, serializer: serializer) }
+            }
+            return
+        }
+        // A streamed body's chunks and progress updates wait on the operation queue:
+        // completion goes through it too, so the handler never runs before the last chunk was
+        // delivered, and the task's Progress objects are finished after their last update.
+        let viaOperationQueue = wantsBodyDelivery(for: task, hooks: hooks) || task.observesProgress
+            || observesSentBodyData.load(ordering: .acquiring)
+        let work: @Sendable () -> Void
+        let target: DispatchQueue
+        if serializer.enginePrefersConcurrentProcessing, outcome.error == nil, runsSerializer(for: task, outcome: outcome) {
+            // Heavy serializers (image decoding) run in parallel, then the handler on its queue.
+            target = Self.processingQueue
+            work = { [self] in
+                let result = serializeResult(of: task, outcome: outcome, serializer: serializer)
+                queue.async { [self] in
+                    deliverCompletion(of: task, outcome: outcome, hooks: hooks, serializer: serializer, result: result)
+                }
+            }
+        } else {
+            target = queue
+            work = { [self] in deliverCompletion(of: task, outcome: outcome, hooks: hooks, serializer: serializer) }
+        }
+        if viaOperationQueue {
+            operationQueue.async { task.finishProgress(); target.async(execute: work) }
+        } else if let batch, target === ownCompletionQueue || target === DispatchQueue.main {
+            batch.add(work, on: target)
+        } else {
+            target.async(execute: work)
+        }
+    }
+
+    /// Where serializers that prefer concurrency run (`prefersConcurrentProcessing`).
+    static let processingQueue = DispatchQueue(label: "Curlew.processing", attributes: .concurrent)
+
+    /// Whether the manager's serializer makes the task's result: not for a download, a
+    /// raw-data call, a body that was streamed away, or one the response hook sent to a file.
+    func runsSerializer(for task: SessionTask, outcome: TransferOutcome) -> Bool {
+        !(task is DownloadTask) && !task.options.skipsSerializer && task.options.collectsBody && outcome.fileURL == nil
+    }
+
+    /// The serializer's result for a task that succeeded.
+    func serializeResult(
+        of task: SessionTask, outcome: TransferOutcome, serializer: any ResponseSerialization
+    ) -> Result<any Sendable, any Error> {
+        Result {
+            try SessionEngine.serialize(
+                serializer, request: outcome.request ?? task.originalRequest, head: outcome.head, data: outcome.body)
+        }
+    }
+
+    /// The result, the completion handler, the hooks and the notification (completion queue).
+    /// `result`: already made by the serializer on the processing queue.
+    func deliverCompletion(
+        of task: SessionTask, outcome: TransferOutcome, hooks: Hooks, serializer: any ResponseSerialization,
+        result precomputed: Result<any Sendable, any Error>? = nil
+    ) {
+        // Taken out here, after the last streamed chunk: the closures are released when
+        // this function returns, whatever they capture.
+        let callbacks = task.takeCallbacks()
+        let result: Result<any Sendable, any Error>
+        if let precomputed {
+            result = precomputed
+        } else if let error = outcome.error {
+            result = .failure(error)
+        } else if task is DownloadTask || outcome.fileURL != nil {
+            // As AFNetworking's: a download's response object is where its file is (a data
+            // task the response hook turned into a download too).
+            result = outcome.fileURL.map { .success($0) } ?? .failure(SessionError.fileWriteFailed("the download has no file"))
+        } else if task.options.skipsSerializer || !task.options.collectsBody {
+            // Raw-data calls (`data(for:)`) and tasks whose body was streamed away or not
+            // kept have nothing for a serializer to read: the result is the raw body.
+            result = .success(outcome.body ?? Data())
+        } else {
+            // Here, on the completion queue, never on the driver thread. The request goes
+            // along so a serializer can accept the empty body of a HEAD.
+            result = serializeResult(of: task, outcome: outcome, serializer: serializer)
+        }
+        let response = DataResponse(
+            request: outcome.request, head: outcome.head, data: outcome.body,
+            fileURL: outcome.fileURL, metrics: outcome.metrics, result: result)
+        if case .failure(let error) = result, outcome.error == nil {
+            task.recordSerializationError(error)
+        }
+        // Before the task is unregistered: an invalidation's event comes after its tasks'.
+        monitorHub?.emit(.finished(task, outcome.metrics ?? .empty(), outcome.error, response))
+        callbacks.completionHandler?(response)
+        hooks.metrics?(task, outcome.metrics)
+        hooks.taskDidComplete?(task, result.failureValue)
+        unregister(task)
+        let userInfo = CompletionUserInfo.make(
+            body: outcome.body, result: result,
+            serializer: serializer, serializerRan: !task.options.skipsSerializer && task.options.collectsBody,
+            metrics: outcome.metrics, fileURL: outcome.fileURL)
+        NotificationCenter.default.post(name: .taskDidComplete, object: task, userInfo: userInfo)
+        if let temporary = outcome.fileURL, task.options.download?.fileURL == temporary || !(task is DownloadTask) {
+            // No destination took the file: like URLSession's, it is gone once the
+            // completion handler (which may move it) and the observers have run.
+            try? FileManager.default.removeItem(at: temporary)
+        }
+        // A download's file stays claimed until it left the path resume data may name.
+        (task as? DownloadTask)?.releaseFileClaim()
+    }
+
+    func post(_ name: Notification.Name, for task: SessionTask) {
+        completionQueue.async {
+            NotificationCenter.default.post(name: name, object: task)
+        }
+    }
+
+    func unregister(_ task: SessionTask) {
+        let finishInvalidation = state.withLock { state -> Bool in
+            state.tasks[task.taskIdentifier] = nil
+            guard state.draining.remove(task.taskIdentifier) != nil else { return false }
+            return state.invalidation == .invalidating && state.draining.isEmpty
+        }
+        if finishInvalidation { shutDownDriver() }
+    }
+
+    /// Cancels a started task's transfer. A start parked for a reset is taken back and the
+    /// task completed here; so is a task whose driver is gone (nobody else will complete it).
+    func cancelTransfer(of task: SessionTask, with error: SessionError) {
+        let wasParked = state.withLock { state -> Bool in
+            guard let index = state.parkedStarts.firstIndex(where: { $0 === task }) else { return false }
+            state.parkedStarts.remove(at: index)
+            return true
+        }
+        if wasParked || !submit(.cancel(task, error)) {
+            complete(task, outcome: TransferOutcome(error: error, request: task.currentRequest))
+        }
+    }
+}

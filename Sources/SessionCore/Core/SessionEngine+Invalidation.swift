@@ -1,0 +1,147 @@
+import Dispatch
+import Foundation
+import Serialization
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Invalidation and AFNetworking's reset (`resetSession:`): draining the old session, parking
+/// the fresh session's starts, and the fresh driver.
+extension SessionEngine {
+    // MARK: - Invalidation
+
+    /// Stops accepting tasks; cancels the unfinished ones when asked; shuts the driver down
+    /// once none is left. `completion` runs (on the completion queue) after the driver has
+    /// freed every curl handle — at once if that already happened.
+    ///
+    /// With `resetting`, the engine comes back with a fresh driver (new multi handle,
+    /// connection pool, DNS and TLS session caches) once the old one is gone; hooks and
+    /// settings stay. Tasks created while it is invalidating fail with `.sessionInvalidated`.
+    func invalidate(cancelingTasks: Bool, resetting: Bool = false, completion: (@Sendable () -> Void)? = nil) {
+        enum Step { case begin([SessionTask]), wait([SessionTask]), alreadyDone(DispatchQueue) }
+        let step = state.withLock { state -> Step in
+            switch state.invalidation {
+            case .invalidated:
+                return .alreadyDone(state.completionQueue)
+            case .invalidating:
+                if let completion { state.invalidationWaiters.append(completion) }
+                if !resetting { state.resetsAfterInvalidation = false }
+                // A second reset cancels what the first waits for, not the fresh session's
+                // tasks; an invalidation for good cancels those too.
+                let cancelled = state.tasks.values.filter { !resetting || state.draining.contains($0.taskIdentifier) }
+                return .wait(cancelled)
+            case .active:
+                state.invalidation = .invalidating
+                state.resetsAfterInvalidation = resetting
+                state.draining = Set(state.tasks.keys)
+                if resetting { resetPending.store(true, ordering: .releasing) }
+                if let completion { state.invalidationWaiters.append(completion) }
+                return .begin(Array(state.tasks.values))
+            }
+        }
+        switch step {
+        case .alreadyDone(let queue):
+            if let completion { queue.async(execute: completion) }
+            return
+        case .wait(let tasks):
+            if cancelingTasks { for task in tasks where task.state != .completed { task.cancel(with: .cancelled) } }
+            return
+        case .begin(let tasks):
+            if cancelingTasks {
+                for task in tasks { task.cancel(with: .cancelled) }
+            }
+            if state.withLock({ $0.draining.isEmpty }) { shutDownDriver() }
+        }
+    }
+
+
+    func shutDownDriver() {
+        let first = driverShutdownSent.withLock { sent -> Bool in
+            defer { sent = true }
+            return !sent
+        }
+        guard first else { return }
+        let sent = submit(.shutdown { [self] in self.didShutDown() })
+        if !sent { didShutDown() }
+    }
+
+    func didShutDown() {
+        let resetRequested = state.withLock { $0.resetsAfterInvalidation }
+        if resetRequested, configuration.httpShouldSetCookies {
+            // Before any new task can start: a reset session sends none of the old cookies.
+            configuration.cookieJar?.removeAll()
+        }
+        // A reset session (AFNetworking builds a new NSURLSession) forgets session credentials.
+        credentialStore.removeAll()
+        if resetRequested { renewCachePartition() }  // and the previous user's private cache entries
+        let fresh = resetRequested ? makeFreshDriver() : nil
+        let (queue, hook, waiters, parked, resets) = state.withLock { state in
+            // A reset cancelled meanwhile (the manager went away) leaves the new driver unused.
+            let resets = fresh != nil && state.resetsAfterInvalidation
+            state.invalidation = resets ? .active : .invalidated
+            state.resetsAfterInvalidation = false
+            let parked = state.parkedStarts
+            state.parkedStarts = []
+            resetPending.store(false, ordering: .releasing)
+            defer {
+                state.invalidationWaiters.removeAll()
+                // An invalidated manager calls no hook again: release them, so a hook that
+                // captures its manager does not keep it alive. A reset manager keeps them.
+                if !resets { state.hooks = Hooks() }
+            }
+            if resets, let fresh {
+                driverBox.withLock { $0 = fresh }
+                driverShutdownSent.withLock { $0 = false }
+            }
+            return (state.completionQueue, state.hooks.sessionDidBecomeInvalid, state.invalidationWaiters, parked, resets)
+        }
+        if let fresh, driver !== fresh {
+            // Unused: shut it down at once (its thread exits when it sees the request).
+            fresh.submit(.shutdown {})
+        }
+        // Tasks resumed during the reset start now, on the fresh session (or fail: no reset),
+        // through the response cache as it is now (the old user's entries left behind).
+        for task in parked {
+            if resets {
+                start(task)
+            } else {
+                complete(task, outcome: TransferOutcome(error: .sessionInvalidated, request: task.currentRequest))
+            }
+        }
+        monitorHub?.emit(.invalidated)
+        debugLog?.debug("driver stopped\(resets ? ", the session starts again" : "")")
+        queue.async {
+            hook?(nil)
+            for waiter in waiters { waiter() }
+        }
+    }
+
+    /// A new driver for a reset; nil when libcurl refuses (the engine then stays invalidated).
+    func makeFreshDriver() -> TransferDriver? {
+        let number = SessionEngine.managerCounter.withLock { counter -> Int in
+            counter += 1
+            return counter
+        }
+        return try? TransferDriver(configuration: configuration, engine: self, identifier: number)
+    }
+
+    var invalidationState: Invalidation { state.withLock { $0.invalidation } }
+
+    /// Runs `serializer` and boxes its output without `Optional` layers; a nil output (an
+    /// empty JSON body) becomes a boxed `Optional<any Sendable>.none`, so `value as? T` is nil.
+    static func serialize(
+        _ serializer: any ResponseSerialization, request: URLRequest?, head: HTTPResponseHead?, data: Data?
+    ) throws -> any Sendable {
+        let boxed = try serializer.engineSendableResponseObject(for: request, head: head, data: data)
+        // The raw-bytes serializer's output, found without the dynamic Optional check below.
+        if let data = boxed as? Data { return data }
+        if let value = boxed,
+            let unwrapped = OptionalFlattening.nonNone(value)
+        {
+            return unwrapped
+        }
+        let none: (any Sendable)? = nil
+        return none
+    }
+}

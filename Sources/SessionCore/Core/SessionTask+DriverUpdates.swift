@@ -1,0 +1,165 @@
+import Foundation
+import Serialization
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// What the driver and the engine tell a task as its transfer runs: the response, counts,
+/// progress, redirects and completion (any thread; the task's lock orders them).
+extension SessionTask {
+    // MARK: - Driver-side updates
+
+    func setCacheContext(_ context: CacheContext) {
+        protected.withLock { $0.cacheContext = context }
+    }
+
+    var hasCacheContext: Bool { protected.withLock { $0.cacheContext != nil } }
+
+    /// The response the task completed with, replaced (the cache answered a 304 with the
+    /// stored response) before its completion handler runs.
+    func replaceHead(_ head: HTTPResponseHead) {
+        protected.withLock { $0.head = head }
+    }
+
+    func takeCacheContext() -> CacheContext? {
+        protected.withLock { state in
+            defer { state.cacheContext = nil }
+            return state.cacheContext
+        }
+    }
+
+    /// Adds header lines to the request the task has not started yet (the cache's
+    /// conditional fields).
+    func addHeaderLines(_ lines: [String]) {
+        protected.withLock { state in
+            state.prepared = state.prepared?.adding(headerLines: lines)
+        }
+    }
+
+    func takePrepared() -> PreparedRequest? {
+        protected.withLock { state in
+            defer { state.prepared = nil }
+            return state.prepared
+        }
+    }
+
+    func didRedirect(to request: URLRequest) {
+        protected.withLock { $0.currentRequest = request }
+    }
+
+    /// `offset`: body bytes the task already had (a resumed download's partial file), counted
+    /// in what is received and expected.
+    /// The response head arrived; `announced` is its `Content-Length` when the caller
+    /// already read it (the driver's parser noted it), else it is read from the head.
+    func didReceive(head: HTTPResponseHead, announced knownLength: Int64? = nil, offset: Int64 = 0) {
+        let announced = knownLength ?? head.expectedContentLength
+        let expected = announced >= 0 ? announced + offset : -1
+        protected.withLock {
+            $0.head = head
+            $0.bytesExpectedToReceive = expected
+            if offset > 0 || $0.bodyOffset > 0 || $0.bytesReceived > 0 {
+                // A resumed (or restarted) download: counts start from what is in the file.
+                $0.bodyOffset = offset
+                $0.bytesReceived = offset
+                $0.bytesWrittenReported = nil
+            }
+        }
+        scheduleProgressUpdate()
+    }
+
+    func didReceiveBodyBytes(_ total: Int64) {
+        protected.withLock { $0.bytesReceived = total }
+        scheduleProgressUpdate()
+    }
+
+    func didSend(bytes: Int64, expected: Int64) {
+        let changed = protected.withLock { state -> Bool in
+            guard state.bytesSent != bytes || state.bytesExpectedToSend != expected else { return false }
+            state.bytesSent = bytes
+            if expected >= 0 { state.bytesExpectedToSend = expected }
+            return true
+        }
+        if changed { scheduleProgressUpdate() }
+    }
+
+    /// Coalesces progress: at most one update waits on the operation queue per task.
+    func scheduleProgressUpdate() {
+        guard observesProgress || engine.observesSentBodyData.load(ordering: .acquiring)
+            || (engine.observesWrittenData.load(ordering: .acquiring) && self is DownloadTask)
+        else { return }
+        let alreadyPending = protected.withLock { state -> Bool in
+            defer { state.progressUpdatePending = true }
+            return state.progressUpdatePending
+        }
+        guard !alreadyPending else { return }
+        engine.operationQueue.async { [self] in
+            let snapshot = protected.withLock { state -> MutableState in
+                state.progressUpdatePending = false
+                return state
+            }
+            publishProgress(snapshot, callbacks: snapshot.callbacks)
+        }
+    }
+
+    /// Updates the Progress objects that exist and calls the progress closures (operation
+    /// queue). A closure's object is made here on first use.
+    func publishProgress(_ snapshot: MutableState, callbacks: TaskCallbacks) {
+        let (existingUpload, existingDownload) = progressObjects.withLock { ($0.upload, $0.download) }
+        if snapshot.bytesExpectedToSend > 0 || snapshot.bytesSent > 0,
+            callbacks.uploadProgress != nil || existingUpload != nil
+        {
+            let progress = existingUpload ?? uploadProgress
+            Self.update(progress, upload: true, from: snapshot)
+            callbacks.uploadProgress?(progress)
+        }
+        if let hook = engine.hooks.sentBodyData {
+            let delta = protected.withLock { state -> Int64 in
+                defer { state.bytesSentReported = max(state.bytesSentReported, snapshot.bytesSent) }
+                return snapshot.bytesSent - state.bytesSentReported
+            }
+            if delta > 0 { hook(self, delta, snapshot.bytesSent, snapshot.bytesExpectedToSend) }
+        }
+        if let hook = engine.hooks.downloadDidWriteData, let download = self as? DownloadTask, snapshot.head != nil {
+            let delta = protected.withLock { state -> Int64 in
+                // A resumed download reports what it writes now, not the partial file's bytes.
+                let reported = state.bytesWrittenReported ?? state.bodyOffset
+                state.bytesWrittenReported = max(reported, snapshot.bytesReceived)
+                return snapshot.bytesReceived - reported
+            }
+            if delta > 0 { hook(download, delta, snapshot.bytesReceived, snapshot.bytesExpectedToReceive) }
+        }
+        if snapshot.head != nil, callbacks.downloadProgress != nil || existingDownload != nil {
+            let progress = existingDownload ?? downloadProgress
+            Self.update(progress, upload: false, from: snapshot)
+            callbacks.downloadProgress?(progress)
+        }
+        for observer in snapshot.progressObservers {
+            if let progress = observer.upload ? existingUpload : existingDownload { observer.notify(progress) }
+        }
+    }
+
+    /// Moves to `.completed` and records the outcome; false if it already had completed.
+    func markCompleted(_ outcome: TransferOutcome) -> Bool {
+        protected.withLock { state in
+            guard state.lifecycle.complete() else { return false }
+            state.error = outcome.error
+            if let head = outcome.head { state.head = head }
+            if let request = outcome.request { state.currentRequest = request }
+            state.prepared = nil
+            return true
+        }
+    }
+
+    /// The caller's closures, while the task has not completed.
+    var callbacks: TaskCallbacks { protected.withLock { $0.callbacks } }
+
+    /// Hands the closures over and forgets them (completion queue, once the task completed):
+    /// a closure that captures its own task or manager then keeps neither alive.
+    func takeCallbacks() -> TaskCallbacks {
+        protected.withLock { state in
+            defer { state.callbacks = TaskCallbacks() }
+            return state.callbacks
+        }
+    }
+}

@@ -1,0 +1,33 @@
+import Synchronization
+
+/// Backpressure for streamed bodies: the driver pauses the transfer while more than
+/// `limit` bytes wait in user code, and the consumer resumes it once they drain.
+final class StreamCredit: Sendable {
+    private struct State { var outstanding = 0; var paused = false }
+    // Shared by the driver (add, shouldPause) and the operation queue (consume): the Mutex
+    // makes that safe.
+    private let state = Mutex(State())
+    let limit = 4 << 20
+
+    func add(_ count: Int) { state.withLock { $0.outstanding += count } }
+
+    /// True when the writer must pause; remembers that it did.
+    func shouldPause() -> Bool {
+        state.withLock { state in
+            if state.outstanding >= limit { state.paused = true }
+            return state.paused
+        }
+    }
+
+    /// Records consumed bytes; true when a paused transfer should resume now.
+    func consume(_ count: Int) -> Bool {
+        state.withLock { state in
+            state.outstanding -= count
+            if state.paused && state.outstanding <= limit / 2 {
+                state.paused = false
+                return true
+            }
+            return false
+        }
+    }
+}

@@ -1,0 +1,195 @@
+internal import CCurl
+import Foundation
+import Serialization
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// What curl's callbacks do for this transfer (driver thread, inside curl_multi_perform).
+extension TaskDelegate {
+    // MARK: - Callbacks (driver thread, inside curl_multi_perform)
+
+    /// libcurl resolves or connects for this transfer: it has left the wait for a connection.
+    func isConnecting() {
+        guard clock.holds.contains(.noConnection) else { return }
+        clock.release(.noConnection, at: passClock.now)
+        passClock.noteStarted(clock.nextDeadline)
+    }
+
+    /// libcurl picked the connection (new or reused) and is about to send the request.
+    /// False refuses it (TLS admission: a connection not verified under the current policy).
+    func connectionIsReady() -> Bool {
+        isConnecting()
+        guard let context = securityState.tlsAdmission else { return true }
+        return context.admitRequest()
+    }
+
+    func didReceiveHeaderLine(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        clock.noteActivity(at: passClock.now)
+        switch head.consume(bytes) {
+        case .needMore:
+            return true
+        case .tooLarge:
+            failure = .responseHeadersTooLarge(limit: head.maximumBytes)
+            return false
+        case .invalid(let reason):
+            failure = .badServerResponse(reason)
+            return false
+        case .nextResponse:
+            // curl answered the last head itself (an authentication pass) and ignored its
+            // body: that head was never the task's, and nothing of it reached the task's body.
+            if headDisposition == .deliver && awaitsResponseDecision {
+                failure = .badServerResponse("a second response arrived while the response hook was deciding on the first")
+                return false
+            }
+            responseHead = nil
+            headDisposition = nil
+            securityState.isWithheldForChallenge = false
+            body.reset()
+            isContentEncoded = false
+            decodedBodyBytes = 0
+            bodyBytesDelivered = 0
+            download?.forgetPlan()
+            return true
+        case .headComplete:
+            let response = head.makeHead(url: prepared.url)
+            responseHead = response
+            storeCookies(from: response)
+            isContentEncoded = head.hasContentCoding
+                ?? (response.value(forHTTPHeaderField: "Content-Encoding").map { $0.lowercased() != "identity" } ?? false)
+            let hop = RedirectPolicy.nextHop(from: request, response: response)
+            let disposition = TransferEnd.disposition(
+                hop: hop, challengeable: hop == nil && withholdsForChallenge(response))
+            headDisposition = disposition
+            let expected = head.expectedContentLength ?? response.expectedContentLength
+            if disposition == .deliver {
+                if let download {
+                    planDownload(download, for: response)
+                    if download.needsFullRestart { return true }  // this answer is not the task's
+                }
+                task.didReceive(head: response, announced: expected, offset: download?.plannedOffset ?? 0)
+                if let hub = engine.monitorHub { hub.emit(.received(task, response)) }
+                if asksResponseHook { askResponseHook(response) }
+                if task.options.collectsBody { body.expect(expected) }
+            }
+            return true
+        }
+    }
+
+    func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> WriteDecision {
+        // libcurl resets pause bits when a transfer starts, so a suspend() that came before
+        // (or while detached for a redirect or challenge) takes effect here, from the callback.
+        if isSuspendedByCaller { return .pause }
+        if awaitsResponseDecision && headDisposition == .deliver {
+            // The hook's time is not the server's silence.
+            clock.hold(.decision)
+            return .pause
+        }
+        clock.noteActivity(at: passClock.now)
+        decodedBodyBytes += Int64(bytes.count)
+        if isContentEncoded {
+            // Compression-bomb guard, over every body (held back or not): curl counts the
+            // received (encoded) bytes in SIZE_DOWNLOAD.
+            let configuration = engine.configuration
+            let encoded = max(1, easy.info(offset: CURLINFO_SIZE_DOWNLOAD_T) ?? 1)
+            if decodedBodyBytes > Int64(configuration.decompressionAllowance),
+                decodedBodyBytes / encoded > Int64(configuration.decompressionLimit)
+            {
+                failure = .decompressionLimitExceeded(ratio: configuration.decompressionLimit)
+                return .abort
+            }
+        }
+        if headDisposition != .deliver {
+            // A redirect's body is kept (small, capped) only in case the hook refuses it.
+            if body.count < 1 << 20 { _ = body.append(bytes) }  // capped: stays a small Data
+            return .accepted
+        }
+        if let streamCredit {
+            if streamCredit.shouldPause() {
+                // The consumer fell behind: not the server's silence, so not idle time.
+                clock.hold(.backpressure)
+                return .pause
+            }
+            let chunk = Data(bytes)
+            streamCredit.add(chunk.count)
+            engine.deliver(chunk, for: task, credit: streamCredit)
+        }
+        if let download {
+            if download.dropsBody { return .accepted }  // dropped: sent again, or the task fails
+            if let error = download.write(bytes) {
+                failure = error
+                return .abort
+            }
+            bodyBytesDelivered += Int64(bytes.count)
+            task.didReceiveBodyBytes(download.position)
+            return .accepted
+        }
+        if task.options.collectsBody, !body.append(bytes) {
+            failure = .curl(
+                code: Int(CURLE_OUT_OF_MEMORY.rawValue),
+                message: "the response body outgrew the memory the system would map for it (\(body.count) bytes kept)")
+            return .abort
+        }
+        bodyBytesDelivered += Int64(bytes.count)
+        task.didReceiveBodyBytes(bodyBytesDelivered)
+        return .accepted
+    }
+
+    /// Plans where `response`'s body goes in the download's file (nothing is cut yet).
+    func planDownload(_ download: DownloadFile, for response: HTTPResponseHead) {
+        download.plan(
+            statusCode: response.statusCode, contentRange: response.value(forHTTPHeaderField: "Content-Range"),
+            entityTag: response.value(forHTTPHeaderField: "ETag"), isContentEncoded: isContentEncoded)
+    }
+
+    /// Sends the body of the delivered response to a new temporary file from now on (the
+    /// response hook answered `.becomeDownload`; no body byte was taken yet).
+    func becomeDownload() -> SessionError? {
+        let url = DownloadOptions.newFileURL(for: engine.configuration)
+        do {
+            let file = try DownloadFile(url: url)
+            download = file
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// Puts the delivered response to the data task's response hook on the operation queue
+    /// (Foundation's response is built there); the answer comes back as a driver command.
+    func askResponseHook(_ head: HTTPResponseHead) {
+        guard let hook = engine.hooks.dataTaskDidReceiveResponse, let dataTask = task as? DataTask else { return }
+        awaitsResponseDecision = true
+        let engine = self.engine
+        engine.operationQueue.async {
+            let disposition = head.httpURLResponse.map { hook(dataTask, $0) } ?? .allow
+            engine.submit(.responseDecision(dataTask, disposition))
+        }
+    }
+
+    /// What the read callback gives curl: bytes, a pause until the body's stream has data
+    /// (the idle clock keeps running: a stream that never delivers times out), or a failure.
+    func readBody(into buffer: UnsafeMutableRawBufferPointer) -> BodyReader.ReadOutcome {
+        guard let reader = bodyReader else { return .bytes(0) }
+        let outcome = reader.read(into: buffer)
+        switch outcome {
+        case .bytes(let count) where count > 0: clock.noteActivity(at: passClock.now)
+        case .failed(let error): failure = error
+        default: break
+        }
+        return outcome
+    }
+
+    func rewindBody() -> Bool { bodyReader?.rewind() ?? true }
+
+    func didProgress(uploaded: Int64, uploadTotal: Int64, downloaded: Int64, downloadTotal: Int64) {
+        // Bytes curl handed to the socket: an upload the server stopped reading stops here.
+        if uploaded != lastUploadedCount || downloaded != lastDownloadedCount {
+            lastUploadedCount = uploaded
+            lastDownloadedCount = downloaded
+            clock.noteActivity(at: passClock.now)
+        }
+        task.didSend(bytes: uploaded, expected: bodyReader?.length ?? uploadTotal)
+    }
+}

@@ -1,0 +1,171 @@
+internal import CCurl
+import Foundation
+import Serialization
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The curl options of each exchange (driver thread).
+extension TaskDelegate {
+    // MARK: - Configuring the easy handle
+
+    /// Sets every option of the next request on the easy handle: freshly reset, or reused as
+    /// it was when its last transfer set only options this sets again (`EasyHandle.needsReset`).
+    func configure(share: UnsafeMutableRawPointer) -> SessionError? {
+        let url = prepared.url
+        // Parsed on the caller's thread (`CurlURL`): curl copies the parsed handle instead of
+        // parsing the string again; the handle keeps it while curl may read it.
+        var ok = easy.setURL(prepared.urlString, parsed: prepared.curlURL)
+        if !easy.hasBaseOptions {
+            // The same for every transfer: kept by a handle reused without a reset.
+            ok = ok && easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
+            easy.set(CURLOPT_NOSIGNAL, 1)
+            _ = curlew_easy_setopt_write_function(easy.raw, CURLOPT_HEADERFUNCTION, CurlCallbacks.header)
+            _ = curlew_easy_setopt_write_function(easy.raw, CURLOPT_WRITEFUNCTION, CurlCallbacks.write)
+            // Always install the read callback: without one, curl reads request bodies from stdin.
+            _ = curlew_easy_setopt_read_function(easy.raw, CurlCallbacks.read)
+            _ = curlew_easy_setopt_seek_function(easy.raw, CurlCallbacks.seek)
+            easy.set(CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
+            easy.set(CURLOPT_TCP_KEEPALIVE, 1)
+            // The callbacks' user data: the handle's slot, which names the running transfer.
+            let slot = UnsafeMutableRawPointer(easy.transferSlot)
+            easy.set(CURLOPT_PRIVATE, pointer: slot)
+            easy.set(CURLOPT_HEADERDATA, pointer: slot)
+            easy.set(CURLOPT_WRITEDATA, pointer: slot)
+            easy.set(CURLOPT_READDATA, pointer: slot)
+            easy.set(CURLOPT_SEEKDATA, pointer: slot)
+            // When the transfer gets a connection: its idle clock starts then, and TLS
+            // admission runs in the prerequest callback.
+            _ = curlew_easy_setopt_resolver_start_function(easy.raw, CurlCallbacks.resolverStarted)
+            easy.set(CURLOPT_RESOLVER_START_DATA, pointer: slot)
+            _ = curlew_easy_setopt_sockopt_function(easy.raw, CurlCallbacks.socketOpened)
+            easy.set(CURLOPT_SOCKOPTDATA, pointer: slot)
+            _ = curlew_easy_setopt_prereq_function(easy.raw, CurlCallbacks.prerequest)
+            easy.set(CURLOPT_PREREQDATA, pointer: slot)
+            // The manager's HTTP version, proxy and socket: the same for every transfer of its
+            // handles (two string options fewer per request on a reused handle).
+            switch engine.configuration.httpVersion {
+            case .http1_1: easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
+            case .http2: easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+            case .http2PriorKnowledge: easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE))
+            }
+            switch engine.configuration.proxy {
+            case .environment where !engine.environmentNamesProxy:
+                // No proxy variable was set when the manager was made: "no proxy" said outright,
+                // and an explicit `NOPROXY`, spare libcurl its five `getenv` scans per request.
+                easy.set(CURLOPT_PROXY, "")
+                easy.set(CURLOPT_NOPROXY, "")
+            case .environment:
+                if let bypass = engine.proxyBypass { easy.set(CURLOPT_NOPROXY, bypass) }
+                configureProxyCredential()
+            case .none: easy.set(CURLOPT_PROXY, "")
+            case .url(let proxy):
+                easy.set(CURLOPT_PROXY, proxy)
+                if proxy.lowercased().hasPrefix("https:") {
+                    // The proxy's own certificate: the system's authorities and the configured file.
+                    easy.set(CURLOPT_PROXY_CAINFO, engine.configuration.certificateAuthorityFile ?? CurlRuntime.systemCABundle)
+                }
+                // Only the configured bypass list: an empty one overrides a `no_proxy` in the
+                // environment, which libcurl would otherwise apply to an explicit proxy too.
+                easy.set(CURLOPT_NOPROXY, engine.proxyBypass ?? "")
+                configureProxyCredential()
+            }
+            if let path = engine.configuration.unixSocketPath { easy.set(CURLOPT_UNIX_SOCKET_PATH, path) }
+            easy.hasBaseOptions = ok
+        }
+        easy.transferSlot.pointee = unmanagedSelf
+        if bodyReader != nil {
+            // Upload counters (and the idle clock of a body the server stops reading) come
+            // from curl's progress callback; a request without a body needs none: curl would
+            // call it on every pass of the loop for nothing.
+            easy.noteTransferSpecificOption()
+            _ = curlew_easy_setopt_xferinfo_function(easy.raw, CurlCallbacks.progress)
+            easy.set(CURLOPT_XFERINFODATA, pointer: UnsafeMutableRawPointer(easy.transferSlot))
+            easy.set(CURLOPT_NOPROGRESS, 0)
+        }
+        joinShare(share)  // and libcurl's cookie engine on or off (Features/Cookies)
+
+        // PIPEWAIT makes a transfer wait for a connection whose multiplexing is not known
+        // yet rather than open another. Only where multiplexing can happen: on a cleartext
+        // http:// URL under `.http2` (HTTP/1.1 only), it made parallel requests to one host
+        // queue behind each other's response heads.
+        if PreparedRequest.canMultiplex(prepared.urlOrigin, version: engine.configuration.httpVersion) {
+            easy.set(CURLOPT_PIPEWAIT, 1)
+            // The task's priority as its HTTP/2 stream weight, 1...256 (weights only matter
+            // relative to the other streams of the connection: the default 0.5 gives 129).
+            easy.set(CURLOPT_STREAM_WEIGHT, 1 + Int((Double(task.priority) * 255).rounded()))
+        }
+        if let download, download.asksForRange {
+            // A range of a content-coded representation would be a range of other bytes:
+            // the resumed part is asked for as is.
+            easy.setAcceptEncoding(nil)
+        } else {
+            easy.setAcceptEncoding(prepared.acceptEncoding)
+        }
+
+        var headerLines = download?.headerLines(adding: prepared.headerLines) ?? prepared.headerLines
+        // curl adds "Expect: 100-continue" to bodies over 1 MiB and then waits up to a second
+        // for an answer many servers never send. URLSession never sends it; neither does Curlew
+        // unless the caller asks. Only a body makes curl add it: without one the list stays
+        // shorter (curl walks it for every header it might write).
+        if bodyReader != nil && !prepared.hasExpectHeader { headerLines.append("Expect:") }
+        guard easy.setHeaders(headerLines) else { return .curl(code: Int(CURLE_OUT_OF_MEMORY.rawValue), message: "out of memory") }
+
+        configureMethodAndBody()
+        // Timeouts are the driver's (`TransferClock`), not curl's low-speed check: curl's
+        // averages over a window and fired seconds after the last byte moved.
+        if let error = configureTLS() { return error }
+
+        let multiplexes = PreparedRequest.canMultiplex(prepared.urlOrigin, version: engine.configuration.httpVersion)
+        let bufferSize = engine.configuration.receiveBufferSize
+            ?? (multiplexes ? task.options.multiplexedReceiveBufferSize : nil) ?? task.options.defaultReceiveBufferSize
+        // Never below libcurl's default 16 KiB: libcurl 7.88 keeps a transfer's buffer when the
+        // transfer ends on an HTTP/2 connection still in use, `curl_easy_reset` sets the size
+        // back to 16 KiB, and a new size is refused while the old buffer exists. A smaller
+        // buffer kept that way would then be read into as if it held 16 KiB.
+        easy.set(CURLOPT_BUFFERSIZE, max(16 << 10, min(bufferSize, 10 << 20)))
+        return ok ? nil : .badURL("libcurl rejected '\(url.absoluteString)'")
+    }
+
+    func configureProxyCredential() {
+        guard let credential = engine.configuration.proxyCredential, let user = credential.user else { return }
+        easy.set(CURLOPT_PROXYUSERNAME, user)
+        easy.set(CURLOPT_PROXYPASSWORD, credential.password ?? "")
+        // Basic, sent with the first request: asking the proxy which scheme it wants would cost
+        // a 407 round trip per request (curl forgets the answer when the handle is reset).
+        easy.set(CURLOPT_PROXYAUTH, HTTPAuthenticationScheme.basic.curlAuthBit)
+    }
+
+    func configureMethodAndBody() {
+        let method = prepared.method
+        if method == "HEAD" {
+            easy.set(CURLOPT_NOBODY, 1)
+        } else if bodyReader == nil && method == "GET" {
+            easy.set(CURLOPT_HTTPGET, 1)
+        } else if bodyReader == nil && method != "POST" && method != "PUT" && method != "PATCH" {
+            easy.set(CURLOPT_CUSTOMREQUEST, method)  // DELETE, OPTIONS, ... without a body
+        } else {
+            // Any method with a body (or POST/PUT/PATCH with an empty one): POST mechanics
+            // with the caller's method name; the read callback supplies the bytes.
+            easy.set(CURLOPT_POST, 1)
+            easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: bodyReader.map { $0.length ?? -1 } ?? 0)
+            if method != "POST" { easy.set(CURLOPT_CUSTOMREQUEST, method) }
+        }
+    }
+
+    func configureTLS() -> SessionError? {
+        // Each hop is configured afresh, so an http:// hop needs no TLS options (a redirect
+        // to https:// sets them when it is configured).
+        guard prepared.urlOrigin.isHTTPS else { return configureSecurity() }
+        // Name the CA *file* and clear the CA *path*: only then does libcurl cache the parsed
+        // store between handshakes (17 ms → 0.4 ms of CPU per new TLS connection here).
+        easy.set(CURLOPT_CAINFO, engine.configuration.certificateAuthorityFile ?? CurlRuntime.systemCABundle)
+        easy.set(CURLOPT_CAPATH, nil as String?)
+        switch engine.configuration.tlsMinimumVersion {
+        case .tls1_2: easy.set(CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2))
+        case .tls1_3: easy.set(CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_3))
+        }
+        return configureSecurity()
+    }
+}

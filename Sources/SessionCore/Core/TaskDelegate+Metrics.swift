@@ -1,0 +1,73 @@
+internal import CCurl
+import Foundation
+import Serialization
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Metrics, the error and the body when an exchange ends (driver thread).
+extension TaskDelegate {
+    // MARK: - Completion
+
+    /// Records this exchange's metrics from curl; call once per request, before reset.
+    func collectMetrics() {
+        let newConnections = easy.info(long: CURLINFO_NUM_CONNECTS) ?? 1
+        if newConnections > 0 {
+            // libcurl counts its own retries on a connection that died under a request in
+            // the handle (`state.retrycount`, up to 5), and only `curl_easy_reset` clears the
+            // count: a handle reused without one would fail the 6th such retry of its life. A
+            // retry always opens a connection, so a transfer that opened one resets the handle.
+            easy.noteTransferSpecificOption()
+        }
+        // The status and protocol of the exchange's last response, as its status line said
+        // (libcurl writes "HTTP/2 200" for HTTP/2 too): what `CURLINFO_RESPONSE_CODE` and
+        // `CURLINFO_HTTP_VERSION` would answer, without asking.
+        let version: String? = head.statusCode == 0 ? nil : head.httpVersion
+        let transaction = TransactionMetrics(
+                url: prepared.url,
+                statusCode: head.statusCode,
+                // No lookup, connect or handshake on a reused connection: 0, as documented,
+                // without asking curl.
+                domainLookupDuration: newConnections == 0 ? 0 : easy.seconds(CURLINFO_NAMELOOKUP_TIME_T),
+                connectDuration: newConnections == 0 ? 0 : easy.seconds(CURLINFO_CONNECT_TIME_T),
+                secureConnectionDuration: newConnections == 0 ? 0 : easy.seconds(CURLINFO_APPCONNECT_TIME_T),
+                timeToFirstByte: easy.seconds(CURLINFO_STARTTRANSFER_TIME_T),
+                totalDuration: easy.seconds(CURLINFO_TOTAL_TIME_T),
+                isReusedConnection: newConnections == 0,
+                httpVersion: version,
+                remoteAddress: easy.address(CURLINFO_PRIMARY_IP),
+                remotePort: easy.info(long: CURLINFO_PRIMARY_PORT).flatMap { $0 == 0 ? nil : $0 },
+                localAddress: easy.address(CURLINFO_LOCAL_IP),
+                localPort: easy.info(long: CURLINFO_LOCAL_PORT).flatMap { $0 == 0 ? nil : $0 },
+                requestBytesSent: Int64(easy.info(long: CURLINFO_REQUEST_SIZE) ?? 0)
+                    + (bodyReader == nil ? 0 : easy.info(offset: CURLINFO_SIZE_UPLOAD_T) ?? 0),
+                responseBodyBytesReceived: easy.info(offset: CURLINFO_SIZE_DOWNLOAD_T) ?? 0,
+                responseHeaderBytesReceived: Int64(easy.info(long: CURLINFO_HEADER_SIZE) ?? 0))
+        // The usual single exchange as a literal: growing an empty array costs more.
+        if transactions.isEmpty { transactions = [transaction] } else { transactions.append(transaction) }
+    }
+
+    var metrics: TaskMetrics {
+        TaskMetrics(
+            transactionMetrics: transactions, taskStart: startDate,
+            taskDuration: Double(DispatchTime.now().uptimeNanoseconds - startUptime) / 1e9,
+            redirectCount: redirectCount)
+    }
+
+    /// The error for a finished transfer: Curlew's own reason first, then curl's code.
+    func error(for code: CURLcode) -> SessionError? {
+        if let failure { return failure }
+        if let trustFailure = securityError(for: code) { return trustFailure }
+        if code == CURLE_OK {
+            return responseHead == nil ? .badServerResponse("the transfer ended without a response") : nil
+        }
+        return SessionError(curlCode: code, message: easy.errorMessage)
+    }
+
+    /// Takes the collected body out (no copy).
+    func takeBody() -> Data? {
+        guard task.options.collectsBody, download == nil else { return nil }
+        return body.take()
+    }
+}

@@ -1,0 +1,40 @@
+import Foundation
+import Serialization
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Per-task choices fixed at creation.
+struct TaskOptions: Sendable {
+    var collectsBody: Bool
+    /// Moved into the task's lock at creation (`SessionTask.options.callbacks` is empty).
+    var callbacks: TaskCallbacks
+    /// `CURLOPT_BUFFERSIZE` unless the configuration sets one. 64 KiB for data tasks: a
+    /// large body then costs a quarter of the `recv` and `poll` calls of libcurl's 16 KiB
+    /// (1 GiB to memory: 0.70x raw libcurl's MB/s at 16 KiB, 0.93x at 64 KiB), while small
+    /// requests and idle transfers are unchanged (libcurl allocates the buffer per transfer
+    /// and `recv` touches only the pages it fills; below glibc's mmap threshold it costs no
+    /// system call). Downloads use 512 KiB.
+    var defaultReceiveBufferSize: Int = 64 * 1024
+    /// The same for a transfer that may share an HTTP/2 connection (nil: as above). libcurl
+    /// 7.88 reads HTTP/2 through its own 32 KiB connection buffer, so a larger transfer
+    /// buffer saves no system call there: data tasks keep libcurl's 16 KiB on that path.
+    var multiplexedReceiveBufferSize: Int? = 16 * 1024
+    /// Whether the raw body is returned as the result (async `data(for:)`) instead of
+    /// going through the manager's response serializer.
+    var skipsSerializer = false
+    /// Set for download tasks: the body goes to this file, not to memory.
+    var download: DownloadOptions?
+
+    init(
+        collectsBody: Bool, completionHandler: (@Sendable (DataResponse) -> Void)? = nil,
+        dataHandler: (@Sendable (Data) -> Void)? = nil,
+        uploadProgress: (@Sendable (Progress) -> Void)? = nil, downloadProgress: (@Sendable (Progress) -> Void)? = nil
+    ) {
+        self.collectsBody = collectsBody
+        callbacks = TaskCallbacks(
+            completionHandler: completionHandler, dataHandler: dataHandler,
+            uploadProgress: uploadProgress, downloadProgress: downloadProgress)
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import Serialization
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// What a finished transfer produced, handed from the driver to the completion queue.
+///
+/// Immutable, and a class: it goes from the driver into the task's state and into the
+/// completion closure. As a struct of Foundation's resilient types (`URLRequest`, `URL`,
+/// `Data`), each of those copies went through runtime metadata (~550 instructions and a
+/// retain per field). A changed outcome is a new one (`with`).
+final class TransferOutcome: Sendable {
+    let error: SessionError?
+    let request: URLRequest?
+    let head: HTTPResponseHead?
+    let body: Data?
+    let fileURL: URL?
+    let metrics: TaskMetrics?
+    /// A download that stopped where it can continue: what continuing needs.
+    let resumePoint: ResumePoint?
+
+    init(error: SessionError?, request: URLRequest?, head: HTTPResponseHead? = nil, body: Data? = nil,
+         fileURL: URL? = nil, metrics: TaskMetrics? = nil, resumePoint: ResumePoint? = nil) {
+        self.error = error
+        self.request = request
+        self.head = head
+        self.body = body
+        self.fileURL = fileURL
+        self.metrics = metrics
+        self.resumePoint = resumePoint
+    }
+
+    /// The same outcome with a download's file, resume point and error.
+    func with(fileURL: URL?, resumePoint: ResumePoint?, error: SessionError?) -> TransferOutcome {
+        TransferOutcome(
+            error: error, request: request, head: head, body: body, fileURL: fileURL, metrics: metrics,
+            resumePoint: resumePoint)
+    }
+
+    /// The same outcome with another head and body (a 304 answered from the cache).
+    func with(head: HTTPResponseHead?, body: Data?) -> TransferOutcome {
+        TransferOutcome(
+            error: error, request: request, head: head, body: body, fileURL: fileURL, metrics: metrics,
+            resumePoint: resumePoint)
+    }
+}
