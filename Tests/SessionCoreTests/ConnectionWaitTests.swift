@@ -97,14 +97,7 @@ final class ConnectionWaitTests: XCTestCase {
     /// Item 8: a 503 with a 2 s back-off before its retry; a request to the same host made
     /// meanwhile goes first instead of waiting out the back-off behind the held slot.
     func testARetryBackOffHoldsNoConnectionSlot() async throws {
-        let attempts = Mutex(0)
-        server.route("/flaky") { _ in
-            let attempt = attempts.withLock { value -> Int in
-                value += 1
-                return value
-            }
-            return attempt == 1 ? TestResponse(status: 503) : .text("second")
-        }
+        server.routeAnsweringFirst("/flaky", with: TestResponse(status: 503), thenWith: .text("second"))
         let manager = manager { $0.httpMaximumConnectionsPerHost = 1 }
         manager.requestRetrier = FixedRetrier(decision: .retryAfter(2))
         let flaky = manager.dataTask(with: URLRequest(url: try server.url("/flaky"))) { _ in }
@@ -201,14 +194,7 @@ final class TimeoutRetryTests: XCTestCase {
     }
 
     private func silentThenOK() {
-        let attempts = Mutex(0)
-        server.route("/sometimes") { _ in
-            let attempt = attempts.withLock { value -> Int in
-                value += 1
-                return value
-            }
-            return attempt == 1 ? .fault(.acceptAndNeverRespond) : .text("answered")
-        }
+        server.routeAnsweringFirst("/sometimes", with: .fault(.acceptAndNeverRespond), thenWith: .text("answered"))
     }
 
     private func request(_ path: String) throws -> URLRequest {

@@ -170,14 +170,7 @@ final class FeatureSeamTests: XCTestCase {
     func testARetryAfterACrossOriginRedirectSendsNoConfiguredCredentials() async throws {
         let other = try TestServer()
         defer { other.shutdown() }
-        let attempts = Mutex(0)
-        other.route("/b") { _ in
-            let attempt = attempts.withLock { value -> Int in
-                value += 1
-                return value
-            }
-            return attempt == 1 ? TestResponse(status: 503) : .text("b")
-        }
+        other.routeAnsweringFirst("/b", with: TestResponse(status: 503), thenWith: .text("b"))
         server.route("/a", response: .redirect(to: try other.url("/b").absoluteString))
         let manager = manager { $0.httpAdditionalHeaders = ["Authorization": "Bearer configured-secret"] }
         manager.requestAdapter = UnchangedRequest()

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import XCTest
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -74,5 +75,20 @@ extension XCTestCase {
     ) async throws {
         for _ in 0..<500 where !condition() { try await Task.sleep(nanoseconds: 10_000_000) }
         XCTAssertTrue(condition(), message, file: file, line: line)
+    }
+}
+
+extension TestServer {
+    /// Routes `path` to `first` for its first request and to `later` for every one after
+    /// (a failure a retry gets past).
+    func routeAnsweringFirst(_ path: String, with first: TestResponse, thenWith later: TestResponse) {
+        let requests = Mutex(0)
+        route(path) { _ in
+            let count = requests.withLock { value -> Int in
+                value += 1
+                return value
+            }
+            return count == 1 ? first : later
+        }
     }
 }
