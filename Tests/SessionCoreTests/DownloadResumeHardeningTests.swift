@@ -316,6 +316,31 @@ final class DownloadResumeHardeningTests: XCTestCase {
         XCTAssertEqual(requests.map { $0.ifRange }, ["\"v1\"", nil], "the range again, without the old validator")
     }
 
+    /// A changed file answers the resumed range with a 200 of the whole new file: Curlew stops
+    /// reading it at its head (it cannot use it for the caller's range) instead of reading
+    /// every byte of it before asking again.
+    func testARefusedRangeIsNotReadToTheEndBeforeTheRestart() async throws {
+        _ = RangeFileRoute(
+            server: server, path: "/file", body: patternedData(count: 26_000), chunkSize: 1_000, delay: .milliseconds(20))
+        var request = URLRequest(url: try server.url("/file"))
+        request.setValue("bytes=1000-25999", forHTTPHeaderField: "Range")
+        let data = try await cancelForResumeData(request, after: 3_000)
+        let changed = patternedData(count: 8 << 20, seed: 3)
+        let route = RangeFileRoute(server: server, path: "/file", body: changed, entityTag: "\"v2\"", chunkSize: 64 * 1024)
+        let destination = destinations.appendingPathComponent("refused")
+        let (_, response) = await download { done in
+            manager.downloadTask(withResumeData: data, destination: { _, _ in destination }, completionHandler: done)
+        }
+        XCTAssertNil(response.error)
+        XCTAssertEqual(try Data(contentsOf: destination), changed.subdata(in: 1_000..<26_000))
+        XCTAssertEqual(route.rangeRequests.map { $0.ifRange }, ["\"v1\"", nil])
+        let exchanges = try XCTUnwrap(response.metrics).transactionMetrics
+        XCTAssertEqual(exchanges.map(\.statusCode), [200, 206])
+        XCTAssertLessThan(
+            exchanges[0].responseBodyBytesReceived, Int64(changed.count / 4),
+            "the refused answer's body is not read to its end")
+    }
+
     func testResumeDataWithoutARangeReadsAsBefore() async throws {
         let body = patternedData(count: 100_000)
         let route = RangeFileRoute(server: server, path: "/file", body: body)

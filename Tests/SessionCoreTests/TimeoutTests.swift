@@ -38,10 +38,10 @@ final class TimeoutTests: XCTestCase {
         clock.noteActivity(at: 50)
         XCTAssertNil(clock.expiry(at: 149))
         XCTAssertNotNil(clock.expiry(at: 150))
-        clock.hold(.suspended)
+        clock.setHolds(.suspended, at: 150)
         XCTAssertEqual(clock.nextDeadline, 1_000, "only the total clock runs while stopped")
         XCTAssertNil(clock.expiry(at: 900))
-        clock.release(.suspended, at: 900)
+        clock.setHolds([], at: 900)
         XCTAssertEqual(clock.nextDeadline, 1_000)
         XCTAssertEqual(clock.expiry(at: 1_000).map { caseName(of: $0) }, "total", "the total clock never stops")
         let unlimited = TransferClock(timeouts: TransferTimeouts(idle: nil, total: nil), now: 0)
@@ -49,23 +49,21 @@ final class TimeoutTests: XCTestCase {
         XCTAssertNil(unlimited.expiry(at: .max))
     }
 
-    /// Each reason to stop the idle clock holds on its own: a slot arriving for a suspended
-    /// task, or a resume while it still waits for a connection, does not restart it.
+    /// The clock restarts only when the last hold ends, from that moment; changing which
+    /// holds apply while some remain does not restart it.
     func testTheIdleClockRestartsOnlyWhenNoHoldIsLeft() {
         var clock = TransferClock(timeouts: TransferTimeouts(idle: 100, total: nil), now: 0)
-        clock.hold(.noConnection)
-        clock.hold(.suspended)
-        clock.release(.noConnection, at: 500)
+        clock.setHolds([.noConnection, .suspended], at: 0)
+        clock.setHolds(.suspended, at: 500)
         XCTAssertNil(clock.nextDeadline, "still suspended")
         XCTAssertNil(clock.expiry(at: 10_000))
-        clock.hold(.noConnection)
-        clock.release(.suspended, at: 20_000)
+        clock.setHolds(.noConnection, at: 20_000)
         XCTAssertNil(clock.expiry(at: 30_000), "still waiting for a connection")
-        clock.release(.noConnection, at: 40_000)
+        clock.setHolds([], at: 40_000)
         XCTAssertEqual(clock.nextDeadline, 40_100)
         XCTAssertNil(clock.expiry(at: 40_099))
         XCTAssertEqual(clock.expiry(at: 40_100).map { caseName(of: $0) }, "idle")
-        clock.release(.decision, at: 50_000)  // not held: no restart
+        clock.setHolds([], at: 50_000)  // nothing was held: no restart
         XCTAssertEqual(clock.nextDeadline, 40_100)
     }
 

@@ -52,12 +52,14 @@ extension TaskDelegate {
         TaskMetrics(
             transactionMetrics: transactions, taskStart: startDate,
             taskDuration: Double(DispatchTime.now().uptimeNanoseconds - startUptime) / 1e9,
-            redirectCount: redirectCount)
+            redirectCount: state.redirectCount)
     }
 
     /// The error for a finished transfer: Curlew's own reason first, then curl's code.
     func error(for code: CURLcode) -> SessionError? {
         if let failure { return failure }
+        // A resumed download's refused answer, cut short on purpose at its head.
+        if code == CURLE_WRITE_ERROR, download?.needsFullRestart == true { return nil }
         if let trustFailure = securityError(for: code) { return trustFailure }
         if code == CURLE_OK {
             return responseHead == nil ? .badServerResponse("the transfer ended without a response") : nil

@@ -42,26 +42,41 @@ extension DriverLoop {
         attach(delegate)
     }
 
+    /// Moves the transfer's state machine with `event` and carries out what the move of its
+    /// phase implies, in this one place: a transfer that left `.attached` leaves curl, and one
+    /// that is neither `.attached` nor `.waitingForSlot` any more gives up its connection slot
+    /// or its place in line (the next transfer in line at its origin starts at once).
+    @discardableResult
+    func transition<Result>(_ delegate: TaskDelegate, _ event: (inout TransferStateMachine) -> Result) -> Result {
+        let before = delegate.state.phase
+        let result = event(&delegate.state)
+        let after = delegate.state.phase
+        if before == .attached && after != .attached {
+            _ = curl_multi_remove_handle(multi, delegate.easy.raw)
+        }
+        if after != .attached && after != .waitingForSlot {
+            releaseSlot(of: delegate, wasWaiting: before == .waitingForSlot)
+        }
+        return result
+    }
+
     /// Puts the transfer into curl: first its origin's connection slot when it counts against
     /// `httpMaximumConnectionsPerHost` (in line, not attached, when none is free).
     ///
-    /// The slot follows attachment: a transfer holds one exactly while it is in curl, so a
-    /// transfer that waits detached (a retry's back-off, the retrier, the challenge handler,
-    /// a redirect or response hook) leaves it to the next in line, and a redirect to another
-    /// origin counts against that origin. Until libcurl resolves, connects or hands it a
-    /// connection (`CurlCallbacks.connecting`), the transfer's idle clock is held: waiting
+    /// The slot follows the phase (`transition`): a transfer holds one exactly while it is in
+    /// curl, so a transfer that waits detached (a retry's back-off, the retrier, the challenge
+    /// handler, a redirect or response hook) leaves it to the next in line, and a redirect to
+    /// another origin counts against that origin. Until libcurl resolves, connects or hands it
+    /// a connection (`CurlCallbacks.connecting`), the transfer's idle clock is held: waiting
     /// for a connection under Curlew's or libcurl's limits is not the server's silence.
     func attach(_ delegate: TaskDelegate) {
-        let now = TaskDelegate.uptime
-        delegate.clock.hold(.noConnection)
-        delegate.clock.release(.decision, at: now)
         if delegate.admissionOrigin == nil, engine.configuration.httpMaximumConnectionsPerHost > 0,
             !PreparedRequest.canMultiplex(delegate.prepared.urlOrigin, version: engine.configuration.httpVersion)
         {
             let (origin, admitted) = admission.admit(delegate, key: delegate.prepared.urlOrigin.origin)
             delegate.admissionOrigin = origin
             guard admitted else {
-                delegate.isWaitingForSlot = true
+                transition(delegate) { $0.queuedForSlot(now: TaskDelegate.uptime) }
                 if let log = engine.debugLog {
                     log.debug("task #\(delegate.task.taskIdentifier) waits for a connection slot to \(delegate.prepared.urlOrigin.origin)")
                 }
@@ -84,39 +99,26 @@ extension DriverLoop {
             finish(delegate, outcome: outcome(of: delegate, error: .curl(code: Int(code.rawValue), message: message)))
             return
         }
-        delegate.isAttached = true
+        // Suspended before it started, or while it waited detached: the machine's flag holds
+        // it (the read and write callbacks pause on it).
+        let suspended = delegate.task.state == .suspended
+        transition(delegate) { $0.attached(now: TaskDelegate.uptime, taskIsSuspended: suspended) }
         if let hub = engine.monitorHub { hub.emit(.willSend(delegate.task, delegate.request)) }
-        // Time spent detached (waiting for a hook) is not the server's silence.
-        delegate.clock.noteActivity(at: TaskDelegate.uptime)
         scheduleTimeoutCheck(for: delegate)
-        // Suspended before it started, or while it waited detached for a redirect or
-        // challenge decision. libcurl forgets a pause set before the transfer starts, so the
-        // flag is what holds it: the read and write callbacks pause on it.
-        if delegate.task.state == .suspended {
-            delegate.isSuspendedByCaller = true
-            delegate.clock.hold(.suspended)
-        }
     }
 
-    /// Takes the transfer out of curl and gives up its connection slot (or its place in line).
-    func detach(_ delegate: TaskDelegate) {
-        if delegate.isAttached {
-            _ = curl_multi_remove_handle(multi, delegate.easy.raw)
-            delegate.isAttached = false
-        }
-        releaseSlot(of: delegate)
-    }
-
-    /// Frees `delegate`'s slot for the next transfer in line at its origin, which starts now.
-    func releaseSlot(of delegate: TaskDelegate) {
+    /// Frees `delegate`'s slot for the next transfer in line at its origin, which starts now
+    /// (or withdraws it from the line).
+    private func releaseSlot(of delegate: TaskDelegate, wasWaiting: Bool) {
         guard let origin = delegate.admissionOrigin else { return }
         delegate.admissionOrigin = nil
-        if delegate.isWaitingForSlot {
-            delegate.isWaitingForSlot = false
+        if wasWaiting {
             admission.withdraw(delegate, from: origin)
         } else if let next = admission.release(origin) {
-            next.isWaitingForSlot = false
-            connect(next)  // the slot passed to it (`release` kept the count)
+            // The slot passed to it (`release` kept the count): out of line, not through
+            // `transition`, which would give the slot up again.
+            next.state.slotGranted(now: TaskDelegate.uptime)
+            connect(next)
         }
     }
 }

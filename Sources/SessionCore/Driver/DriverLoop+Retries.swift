@@ -25,21 +25,19 @@ extension DriverLoop {
     /// a cancellation, or a status of 400 or more; never once body bytes went to user code or
     /// when the request body cannot be sent again.
     func asksRetrier(_ delegate: TaskDelegate, error: SessionError?) -> Bool {
-        if let error, error == .cancelled || error == .sessionInvalidated { return false }
-        guard error != nil || (delegate.responseHead?.statusCode ?? 0) >= 400 else { return false }
-        return !delegate.hasStreamedBody && delegate.canReplayBody
+        TransferStateMachine.asksRetrier(
+            error: error, status: delegate.responseHead?.statusCode ?? 0,
+            hasStreamedBody: delegate.hasStreamedBody, canReplayBody: delegate.canReplayBody)
     }
 
     /// Detaches the transfer and asks the retrier on the operation queue (user code never runs
     /// here); the answer comes back as `.retryDecision`.
     func askRetrier(_ retrier: any RequestRetrier, delegate: TaskDelegate, error: SessionError?) {
-        detach(delegate)
-        delegate.awaitsRetryDecision = true
-        delegate.pendingFinishError = error
-        delegate.clock.hold(.decision)  // not the server's silence
+        // Detached while user code decides: not the server's silence, and no slot held.
+        transition(delegate) { $0.retrierAsked(error: error, now: TaskDelegate.uptime) }
         let task = delegate.task
         let head = delegate.responseHead
-        let attempt = delegate.retryCount
+        let attempt = delegate.state.retryCount
         let current = delegate.request
         // After a redirect to another origin, the configuration's credentials stay behind on
         // retries too (the adapted request is prepared as the redirect's was).
@@ -63,44 +61,55 @@ extension DriverLoop {
         }
     }
 
-    /// Tells the monitors and the engine's log that a retry follows (before its `willSend`).
-    func noteRetry(of delegate: TaskDelegate, after delay: TimeInterval) {
-        if let hub = engine.monitorHub {
-            hub.emit(.willRetry(delegate.task, delay, delegate.pendingFinishError, delegate.responseHead))
-        }
-        if let log = engine.debugLog {
-            let reason = delegate.pendingFinishError.map { "\($0)" } ?? "status \(delegate.responseHead?.statusCode ?? 0)"
-            log.debug("task #\(delegate.task.taskIdentifier) retries in \(delay) s (attempt \(delegate.retryCount + 1)) after \(reason)")
+    /// Carries out the retrier's answer (the adapted request, if any, already adopted).
+    func retryDecided(_ delegate: TaskDelegate, _ decision: RetryDecision) {
+        // The attempt number before the machine counts the retry, for the log.
+        let attempt = delegate.state.retryCount + 1
+        switch transition(delegate, { $0.retryDecided(decision, now: TaskDelegate.uptime) }) {
+        case .ignore:
+            break
+        case .finish(let error):
+            finish(delegate, outcome: outcome(of: delegate, error: error))
+        case .retryNow(let error):
+            noteRetry(of: delegate, after: 0, error: error, attempt: attempt)
+            retry(delegate, otherwise: error)
+        case .retryAt(let deadline, let delay, let error):
+            noteRetry(of: delegate, after: delay, error: error, attempt: attempt)
+            scheduledRetries.append((deadline, delegate))
+            nextRetry = min(nextRetry, deadline)
         }
     }
 
-    /// Sends the request again on the same delegate: the task keeps its identity and handlers.
-    func retryAfterFailure(_ delegate: TaskDelegate) {
-        delegate.retryCount += 1
-        let error = delegate.pendingFinishError
-        delegate.pendingFinishError = nil
-        // The wait is over: `attach` lifts the decision hold, so the new attempt's silence
-        // counts again once it has a connection (unless the caller suspended the task).
-        retry(delegate, otherwise: error)
+    /// Tells the monitors and the engine's log that a retry follows (before its `willSend`).
+    func noteRetry(of delegate: TaskDelegate, after delay: TimeInterval, error: SessionError?, attempt: Int) {
+        if let hub = engine.monitorHub {
+            hub.emit(.willRetry(delegate.task, delay, error, delegate.responseHead))
+        }
+        if let log = engine.debugLog {
+            let reason = error.map { "\($0)" } ?? "status \(delegate.responseHead?.statusCode ?? 0)"
+            log.debug("task #\(delegate.task.taskIdentifier) retries in \(delay) s (attempt \(attempt)) after \(reason)")
+        }
     }
 
     /// Starts the retries whose wait is over (driver loop).
     func startDueRetries() {
         let now = TaskDelegate.uptime
         guard now >= nextRetry else { return }
-        var due: [TaskDelegate] = []
+        var due: [(TaskDelegate, SessionError?)] = []
         var earliest = UInt64.max
         scheduledRetries.removeAll { entry in
             // A task cancelled or timed out meanwhile is no longer in `delegates`.
             guard delegates[ObjectIdentifier(entry.delegate.task)] === entry.delegate else { return true }
-            if entry.deadline <= now {
-                due.append(entry.delegate)
+            if let error = entry.delegate.state.retryDue(now: now) {
+                due.append((entry.delegate, error))
                 return true
             }
             earliest = min(earliest, entry.deadline)
             return false
         }
         nextRetry = earliest
-        for delegate in due { retryAfterFailure(delegate) }
+        // The wait is over: the new attempt's silence counts again once it has a connection
+        // (unless the caller suspended the task meanwhile).
+        for (delegate, error) in due { retry(delegate, otherwise: error) }
     }
 }

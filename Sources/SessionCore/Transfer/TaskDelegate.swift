@@ -35,7 +35,6 @@ final class TaskDelegate {
     /// the `CURLcode` that follows the abort.
     var failure: SessionError?
     @exclusivity(unchecked) var transactions: [TransactionMetrics] = []
-    var redirectCount = 0
     let startDate = Date()
     let startUptime = DispatchTime.now().uptimeNanoseconds
     var bodyBytesDelivered: Int64 = 0
@@ -43,34 +42,21 @@ final class TaskDelegate {
     /// every body, a redirect's and a held-back 401's too).
     var decodedBodyBytes: Int64 = 0
     var isContentEncoded = false
-    /// How the current response is treated, decided when its head arrived (nil before):
-    /// a redirect or challenged 401 is held back from the task, its body kept aside.
-    var headDisposition: TransferEnd.HeadDisposition?
-    /// The idle and total timeouts, enforced by the driver loop.
-    var clock: TransferClock
+    /// The transfer's phase, pauses, head disposition, counts and clocks: every decision
+    /// about what happens next is made there (`TransferStateMachine`). Touched on every
+    /// chunk and only on this thread: unchecked like `body`.
+    @exclusivity(unchecked) var state: TransferStateMachine
     /// The driver loop's time for this pass: curl's callbacks mark activity with it.
     let passClock: PassClock
     /// The retained reference handed to curl; released by the driver after removal.
     var unmanagedSelf: UnsafeMutableRawPointer?
-    /// Whether the easy handle is currently in the multi handle.
-    var isAttached = false
     /// The origin whose connection slot this transfer holds or waits for (`HostAdmission`);
-    /// nil when it is not counted (multiplexed, or no per-host limit).
+    /// nil when it is not counted (multiplexed, or no per-host limit). Given up when the
+    /// phase leaves `.attached` or `.waitingForSlot` (`DriverLoop.transition`).
     var admissionOrigin: HostAdmission.Origin?
-    /// In line for a slot: not attached yet.
-    var isWaitingForSlot = false
     /// Whether the response hook is asked about this transfer's delivered response (a data
     /// task, with the hook set when the transfer started).
     let asksResponseHook: Bool
-    /// The response hook has not answered yet: body chunks wait in curl (the write callback
-    /// pauses), and an exchange that ends meanwhile waits in `pendingEndFacts`.
-    var awaitsResponseDecision = false
-    var pendingEndFacts: TransferEnd.Facts?
-    /// Retries made so far, and the outcome's error kept while the retrier decides or the
-    /// retry waits for its time.
-    var retryCount = 0
-    var awaitsRetryDecision = false
-    var pendingFinishError: SessionError?
     /// Whether body bytes already went to user code (such an attempt cannot be retried).
     var hasStreamedBody: Bool { deliversBody && bodyBytesDelivered > 0 }
     /// Whether body chunks go to user code (a data handler, or the data-received hook as it
@@ -79,8 +65,6 @@ final class TaskDelegate {
     /// Streaming: bytes handed to user code and not yet consumed (backpressure); nil when
     /// no chunk goes to user code.
     let streamCredit: StreamCredit?
-    /// Paused by the caller's `suspend()`, as opposed to by backpressure.
-    var isSuspendedByCaller = false
     /// Set once a redirect crossed origins: credentials from the configuration stay behind.
     var hasCrossedOrigin = false
     /// How the current exchange uses the cookie jar, decided when it was configured
@@ -117,12 +101,13 @@ final class TaskDelegate {
         self.deliversBody = task.streamsBody || (isDataTask && hooks.dataReceived != nil)
         self.streamCredit = deliversBody ? StreamCredit() : nil
         self.asksResponseHook = isDataTask && hooks.dataTaskDidReceiveResponse != nil
-        self.clock = TransferClock(
+        self.state = TransferStateMachine(
             // The task's first prepared request is its original request's (`makeTask`).
             timeouts: TransferTimeouts(
                 requested: prepared.timeoutInterval,
                 timeoutIntervalForRequest: engine.configuration.timeoutIntervalForRequest,
                 timeoutIntervalForResource: engine.configuration.timeoutIntervalForResource),
+            maximumRedirects: engine.configuration.maximumRedirects,
             now: startUptime)
     }
 
@@ -184,7 +169,7 @@ final class TaskDelegate {
         request = next
         prepared = nextPrepared
         resetResponseState()
-        redirectCount += 1
+        state.redirectFollowed(now: Self.uptime)
         task.didRedirect(to: next)
     }
 
@@ -200,15 +185,12 @@ final class TaskDelegate {
     func resetResponseState() {
         head.reset()
         responseHead = nil
-        awaitsResponseDecision = false
-        pendingEndFacts = nil
         body.reset()
         bodyBytesDelivered = 0
         decodedBodyBytes = 0
         lastUploadedCount = 0
         lastDownloadedCount = 0
         isContentEncoded = false
-        headDisposition = nil
     }
 
     /// Prepares the delegate to send the same request again (after a challenge, or on a
@@ -218,6 +200,7 @@ final class TaskDelegate {
             guard reader.isRewindable, reader.rewind() else { return false }
         }
         resetResponseState()
+        state.restart(now: Self.uptime)
         securityState.isWithheldForChallenge = false
         failure = nil
         return true

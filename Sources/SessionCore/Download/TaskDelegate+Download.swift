@@ -40,7 +40,7 @@ extension TaskDelegate {
         guard let download else { return (nil, nil, error) }
         if let error { return giveUp(download, after: error) }
         var failure: SessionError?
-        if headDisposition != .deliver, let head = responseHead {
+        if !state.deliversResponse, let head = responseHead {
             planDownload(download, for: head)
             failure = body.withUnsafeBytes { download.write($0) }
         }
@@ -83,7 +83,7 @@ extension TaskDelegate {
         // Stopped before this attempt wrote a byte (connecting, a redirect, a challenge, an
         // answer whose body was dropped): the partial file it started from is untouched.
         if download.holdsOnlyEarlierBytes { return earlierResumePoint() }
-        guard headDisposition == .deliver, let head = responseHead, !download.dropsBody, download.isRangeKnown,
+        guard state.deliversResponse, let head = responseHead, !download.dropsBody, download.isRangeKnown,
             download.position > 0, !isContentEncoded, head.statusCode == 200 || head.statusCode == 206
         else { return nil }
         // Bytes appended to the earlier ones: a 206 may omit the validators, and the resumed

@@ -12,9 +12,8 @@ extension TaskDelegate {
 
     /// libcurl resolves or connects for this transfer: it has left the wait for a connection.
     func isConnecting() {
-        guard clock.holds.contains(.noConnection) else { return }
-        clock.release(.noConnection, at: passClock.now)
-        passClock.noteStarted(clock.nextDeadline)
+        guard !state.hasConnection else { return }
+        passClock.noteStarted(state.connecting(now: passClock.now))
     }
 
     /// libcurl picked the connection (new or reused) and is about to send the request.
@@ -26,7 +25,7 @@ extension TaskDelegate {
     }
 
     func didReceiveHeaderLine(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        clock.noteActivity(at: passClock.now)
+        state.noteActivity(now: passClock.now)
         switch head.consume(bytes) {
         case .needMore:
             return true
@@ -39,12 +38,11 @@ extension TaskDelegate {
         case .nextResponse:
             // curl answered the last head itself (an authentication pass) and ignored its
             // body: that head was never the task's, and nothing of it reached the task's body.
-            if headDisposition == .deliver && awaitsResponseDecision {
+            guard state.nextResponseBegins() else {
                 failure = .badServerResponse("a second response arrived while the response hook was deciding on the first")
                 return false
             }
             responseHead = nil
-            headDisposition = nil
             securityState.isWithheldForChallenge = false
             body.reset()
             isContentEncoded = false
@@ -59,14 +57,18 @@ extension TaskDelegate {
             isContentEncoded = head.hasContentCoding
                 ?? (response.value(forHTTPHeaderField: "Content-Encoding").map { $0.lowercased() != "identity" } ?? false)
             let hop = RedirectPolicy.nextHop(from: request, response: response)
-            let disposition = TransferEnd.disposition(
-                hop: hop, challengeable: hop == nil && withholdsForChallenge(response))
-            headDisposition = disposition
+            let disposition: TransferStateMachine.HeadDisposition =
+                if let hop { .redirect(hop) } else if withholdsForChallenge(response) { .challenge } else { .deliver }
+            state.headReceived(disposition)
             let expected = head.expectedContentLength ?? response.expectedContentLength
             if disposition == .deliver {
                 if let download {
                     planDownload(download, for: response)
-                    if download.needsFullRestart { return true }  // this answer is not the task's
+                    // This answer is not the task's (a refused or changed range): stop reading
+                    // it now rather than drop a body that may be the whole representation; the
+                    // request goes again without the range (`error(for:)` reads this abort as
+                    // no error, and the state machine restarts the download).
+                    if download.needsFullRestart { return false }
                 }
                 task.didReceive(head: response, announced: expected, offset: download?.plannedOffset ?? 0)
                 if let hub = engine.monitorHub { hub.emit(.received(task, response)) }
@@ -78,15 +80,8 @@ extension TaskDelegate {
     }
 
     func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> WriteDecision {
-        // libcurl resets pause bits when a transfer starts, so a suspend() that came before
-        // (or while detached for a redirect or challenge) takes effect here, from the callback.
-        if isSuspendedByCaller { return .pause }
-        if awaitsResponseDecision && headDisposition == .deliver {
-            // The hook's time is not the server's silence.
-            clock.hold(.decision)
-            return .pause
-        }
-        clock.noteActivity(at: passClock.now)
+        // Suspended, or the response hook has not answered (`TransferStateMachine.bodyArrived`).
+        guard state.bodyArrived(now: passClock.now) == .take else { return .pause }
         decodedBodyBytes += Int64(bytes.count)
         if isContentEncoded {
             // Compression-bomb guard, over every body (held back or not): curl counts the
@@ -100,7 +95,7 @@ extension TaskDelegate {
                 return .abort
             }
         }
-        if headDisposition != .deliver {
+        if !state.deliversResponse {
             // A redirect's body is kept (small, capped) only in case the hook refuses it.
             if body.count < 1 << 20 { _ = body.append(bytes) }  // capped: stays a small Data
             return .accepted
@@ -108,7 +103,7 @@ extension TaskDelegate {
         if let streamCredit {
             if streamCredit.shouldPause() {
                 // The consumer fell behind: not the server's silence, so not idle time.
-                clock.hold(.backpressure)
+                state.consumerFellBehind(now: passClock.now)
                 return .pause
             }
             let chunk = Data(bytes)
@@ -160,7 +155,7 @@ extension TaskDelegate {
     /// (Foundation's response is built there); the answer comes back as a driver command.
     func askResponseHook(_ head: HTTPResponseHead) {
         guard let hook = engine.hooks.dataTaskDidReceiveResponse, let dataTask = task as? DataTask else { return }
-        awaitsResponseDecision = true
+        state.responseHookAsked(now: passClock.now)
         let engine = self.engine
         engine.operationQueue.async {
             let disposition = head.httpURLResponse.map { hook(dataTask, $0) } ?? .allow
@@ -174,7 +169,7 @@ extension TaskDelegate {
         guard let reader = bodyReader else { return .bytes(0) }
         let outcome = reader.read(into: buffer)
         switch outcome {
-        case .bytes(let count) where count > 0: clock.noteActivity(at: passClock.now)
+        case .bytes(let count) where count > 0: state.noteActivity(now: passClock.now)
         case .failed(let error): failure = error
         default: break
         }
@@ -188,7 +183,7 @@ extension TaskDelegate {
         if uploaded != lastUploadedCount || downloaded != lastDownloadedCount {
             lastUploadedCount = uploaded
             lastDownloadedCount = downloaded
-            clock.noteActivity(at: passClock.now)
+            state.noteActivity(now: passClock.now)
         }
         task.didSend(bytes: uploaded, expected: bodyReader?.length ?? uploadTotal)
     }

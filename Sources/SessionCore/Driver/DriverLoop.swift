@@ -146,7 +146,7 @@ final class DriverLoop {
 
     /// Makes sure the next check comes no later than `delegate`'s deadline.
     func scheduleTimeoutCheck(for delegate: TaskDelegate) {
-        guard let deadline = delegate.clock.nextDeadline else { return }
+        guard let deadline = delegate.state.clock.nextDeadline else { return }
         nextTimeoutCheck = min(nextTimeoutCheck, deadline)
     }
 
@@ -158,9 +158,9 @@ final class DriverLoop {
         var earliest = UInt64.max
         var expired: [(TaskDelegate, TransferClock.Expiry)] = []
         for delegate in delegates.values {
-            if let expiry = delegate.clock.expiry(at: now) {
+            if let expiry = delegate.state.expiry(at: now) {
                 expired.append((delegate, expiry))
-            } else if let deadline = delegate.clock.nextDeadline {
+            } else if let deadline = delegate.state.clock.nextDeadline {
                 earliest = min(earliest, deadline)
             }
         }
@@ -173,7 +173,8 @@ final class DriverLoop {
             case .idle(let error):
                 // This attempt failed; the retrier may send another (its clock restarts), and
                 // the task's metrics list this attempt as they list every other.
-                if delegate.isAttached { delegate.collectMetrics() }
+                if delegate.state.isAttached { delegate.collectMetrics() }
+                transition(delegate) { $0.attemptTimedOut(now: now) }
                 endAttempt(delegate, error: error)
             case .total(let error):
                 finish(delegate, outcome: outcome(of: delegate, error: error))
@@ -196,75 +197,66 @@ final class DriverLoop {
             finish(delegate, outcome: outcome(of: delegate, error: error))
         case .pause(let task):
             guard let delegate = delegates[ObjectIdentifier(task)] else { return }
-            delegate.isSuspendedByCaller = true
             // A suspended task is not subject to the idle timeout (as URLSession's).
-            delegate.clock.hold(.suspended)
-            if delegate.isAttached { _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_ALL) }
+            if delegate.state.suspend(now: TaskDelegate.uptime) { _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_ALL) }
         case .unpause(let task):
             guard let delegate = delegates[ObjectIdentifier(task)] else { return }
-            delegate.isSuspendedByCaller = false
-            // A backpressure pause that ended while suspended was not lifted (`resumeReading`
-            // leaves a suspended transfer paused): the write callback holds again if the
-            // consumer is still behind.
-            delegate.clock.release(.backpressure, at: TaskDelegate.uptime)
-            delegate.clock.release(.suspended, at: TaskDelegate.uptime)
+            let continues = delegate.state.resume(now: TaskDelegate.uptime)
             scheduleTimeoutCheck(for: delegate)
-            if delegate.isAttached { _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT) }
+            if continues { _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT) }
         case .resumeReading(let task):
-            guard let delegate = delegates[ObjectIdentifier(task)], delegate.isAttached else { return }
-            delegate.clock.release(.backpressure, at: TaskDelegate.uptime)
-            guard !delegate.isSuspendedByCaller else { return }  // `unpause` continues it
+            guard let delegate = delegates[ObjectIdentifier(task)],
+                delegate.state.consumerCaughtUp(now: TaskDelegate.uptime)  // else `unpause` continues it
+            else { return }
             scheduleTimeoutCheck(for: delegate)
             _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
         case .resumeSending(let task):
-            guard let delegate = delegates[ObjectIdentifier(task)], delegate.isAttached,
-                !delegate.isSuspendedByCaller
-            else { return }
+            guard let delegate = delegates[ObjectIdentifier(task)], delegate.state.maySend else { return }
             // Clears the receive pause too; the write callback re-pauses if still behind.
             _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
         case .redirectDecision(let task, let proposed, let decision):
-            guard let delegate = delegates[ObjectIdentifier(task)] else { return }
+            guard let delegate = delegates[ObjectIdentifier(task)],
+                transition(delegate, { $0.redirectAnswered(now: TaskDelegate.uptime) })
+            else { return }
             if let decision {
                 follow(delegate, to: decision, proposed: proposed)
             } else {
                 finish(delegate, outcome: outcome(of: delegate, error: nil))
             }
         case .challengeDecision(let task, let disposition):
-            guard let delegate = delegates[ObjectIdentifier(task)] else { return }  // cancelled meanwhile
+            guard let delegate = delegates[ObjectIdentifier(task)],  // cancelled meanwhile
+                transition(delegate, { $0.challengeAnswered(now: TaskDelegate.uptime) })
+            else { return }
             switch delegate.resolveChallenge(disposition) {
             case .retry: retry(delegate, otherwise: nil)
             case .fail(let error): finish(delegate, outcome: outcome(of: delegate, error: error))
             case .deliver: finish(delegate, outcome: outcome(of: delegate, error: nil))
             }
         case .responseDecision(let task, let disposition):
-            guard let delegate = delegates[ObjectIdentifier(task)], delegate.awaitsResponseDecision else { return }
-            delegate.awaitsResponseDecision = false
+            guard let delegate = delegates[ObjectIdentifier(task)], delegate.state.awaitsResponseDecision else { return }
             if disposition == .becomeDownload, let error = delegate.becomeDownload() {
                 finish(delegate, outcome: outcome(of: delegate, error: error))
                 return
             }
-            switch disposition {
+            let step = transition(delegate) { $0.responseAnswered(cancel: disposition == .cancel, now: TaskDelegate.uptime) }
+            switch step {
+            case .ignore, .wait:
+                // The hook's time is over whether or not the caller suspended meanwhile; only
+                // the transfer's continuing waits for `resume()`.
+                scheduleTimeoutCheck(for: delegate)
             case .cancel:
                 finish(delegate, outcome: outcome(of: delegate, error: .cancelled))
-            case .allow, .becomeDownload:
-                if var facts = delegate.pendingEndFacts {
-                    // The exchange ended while the hook was deciding: carry out its end now.
-                    delegate.pendingEndFacts = nil
-                    facts.awaitsResponseDecision = false
-                    act(on: TransferEnd.decide(facts), delegate: delegate, facts: facts, challenge: nil, hooks: engine.hooks)
-                } else {
-                    // The hook's time is over whether or not the caller suspended meanwhile;
-                    // only the transfer's continuing waits for `resume()`.
-                    delegate.clock.release(.decision, at: TaskDelegate.uptime)
-                    scheduleTimeoutCheck(for: delegate)
-                    if delegate.isAttached, !delegate.isSuspendedByCaller {
-                        _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
-                    }
-                }
+            case .endExchange(let action, let facts):
+                // The exchange ended while the hook was deciding: carry out its end now.
+                act(on: action, delegate: delegate, facts: facts, challenge: nil, hooks: engine.hooks)
+            case .continueTransfer:
+                scheduleTimeoutCheck(for: delegate)
+                _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
             }
         case .retryDecision(let task, let decision, let adapted):
-            guard let delegate = delegates[ObjectIdentifier(task)], delegate.awaitsRetryDecision else { return }
-            delegate.awaitsRetryDecision = false
+            guard let delegate = delegates[ObjectIdentifier(task)],
+                case .awaitingDecision(.retrier) = delegate.state.phase
+            else { return }
             if decision != .doNotRetry, let adapted {
                 switch adapted {
                 case .success(let next): delegate.adopt(next.request, prepared: next.prepared)
@@ -273,25 +265,7 @@ final class DriverLoop {
                     return
                 }
             }
-            switch decision {
-            case .doNotRetry:
-                finish(delegate, outcome: outcome(of: delegate, error: delegate.pendingFinishError))
-            case .retry:
-                noteRetry(of: delegate, after: 0)
-                retryAfterFailure(delegate)
-            case .retryAfter(let seconds):
-                if seconds == 0 {
-                    noteRetry(of: delegate, after: 0)
-                    retryAfterFailure(delegate)
-                } else if seconds > 0, let wait = TransferTimeouts.nanoseconds(seconds) {
-                    noteRetry(of: delegate, after: seconds)
-                    let deadline = TaskDelegate.uptime + wait
-                    scheduledRetries.append((deadline, delegate))
-                    nextRetry = min(nextRetry, deadline)
-                } else {
-                    finish(delegate, outcome: outcome(of: delegate, error: delegate.pendingFinishError))
-                }
-            }
+            retryDecided(delegate, decision)
         case .shutdown(let completion):
             shutdownRequests.append(completion)
         }

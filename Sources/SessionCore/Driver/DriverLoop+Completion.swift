@@ -6,8 +6,8 @@ import Synchronization
 import FoundationNetworking
 #endif
 
-/// What follows an exchange that ended: the decision (`TransferEnd`), redirects, retries on
-/// the same delegate, and the task's completion.
+/// What follows an exchange that ended: the decision (`TransferStateMachine.exchangeEnded`),
+/// redirects, retries on the same delegate, and the task's completion.
 extension DriverLoop {
     // MARK: - Completion
 
@@ -24,30 +24,29 @@ extension DriverLoop {
         }
     }
 
-    /// One exchange ended: gather the facts, let `TransferEnd.decide` choose, carry it out.
+    /// One exchange ended: gather the facts, let the state machine choose, carry it out.
     func transferDidEnd(_ delegate: TaskDelegate, code: CURLcode) {
         delegate.collectMetrics()
         let hooks = engine.hooks
-        var facts = TransferEnd.Facts()
+        var facts = TransferStateMachine.EndFacts()
         facts.error = delegate.error(for: code)
         facts.refusedStaleConnection = delegate.shouldRetryOnFreshConnection(code: code)
         // Asked only when it can matter: taking a challenge counts an attempt.
         let answerable = hooks.authenticationChallenge != nil || !engine.credentialStore.isEmpty
         let challenge = facts.refusedStaleConnection || !answerable ? nil : delegate.takePendingChallenge(code: code)
         facts.hasChallengeForHandler = challenge != nil
-        facts.head = delegate.headDisposition
-        facts.redirectCount = delegate.redirectCount
-        facts.maximumRedirects = engine.configuration.maximumRedirects
         facts.canReplayBody = delegate.canReplayBody
         facts.hasRedirectHook = hooks.redirect != nil
-        facts.awaitsResponseDecision = delegate.awaitsResponseDecision
         facts.needsFullDownload = delegate.download?.needsFullRestart ?? false
-        act(on: TransferEnd.decide(facts), delegate: delegate, facts: facts, challenge: challenge, hooks: hooks)
+        // Every answer takes the transfer out of curl (the connection goes back to the pool
+        // while a hook decides).
+        guard let action = transition(delegate, { $0.exchangeEnded(facts, now: TaskDelegate.uptime) }) else { return }
+        act(on: action, delegate: delegate, facts: facts, challenge: challenge, hooks: hooks)
     }
 
-    /// Carries out what `TransferEnd.decide` chose for an exchange that ended.
+    /// Carries out what the state machine chose for an exchange that ended.
     func act(
-        on action: TransferEnd.Action, delegate: TaskDelegate, facts: TransferEnd.Facts,
+        on action: TransferStateMachine.EndAction, delegate: TaskDelegate, facts: TransferStateMachine.EndFacts,
         challenge: PendingChallenge?, hooks: SessionEngine.Hooks
     ) {
         switch action {
@@ -60,6 +59,7 @@ extension DriverLoop {
         case .askChallengeHandler:
             if let challenge, let stored = delegate.storedCredential(for: challenge) {
                 // The session remembers an answer for this protection space.
+                transition(delegate) { _ = $0.challengeAnswered(now: TaskDelegate.uptime) }
                 switch delegate.resolveChallenge(.useCredential(stored)) {
                 case .retry: retry(delegate, otherwise: nil)
                 case .fail(let error): finish(delegate, outcome: outcome(of: delegate, error: error))
@@ -73,8 +73,6 @@ extension DriverLoop {
             }
             // User code never runs on the driver: the handler answers on the operation
             // queue, and the transfer waits detached (nothing of it is on the wire).
-            detach(delegate)
-            delegate.clock.hold(.decision)
             let task = delegate.task
             let driver = self.driver
             engine.operationQueue.async {
@@ -87,16 +85,13 @@ extension DriverLoop {
             delegate.download?.restartWithoutRange()  // nothing is cut before the new answer's body
             retry(delegate, otherwise: nil)
         case .waitForResponseDecision:
-            detach(delegate)  // the connection goes back to the pool meanwhile
-            delegate.pendingEndFacts = facts
-            delegate.clock.hold(.decision)  // the hook's time
+            break  // the facts wait in the phase until the hook answers
         case .askRedirectHook(let hop):
             guard let hook = hooks.redirect, let head = delegate.responseHead else {
+                transition(delegate) { _ = $0.redirectAnswered(now: TaskDelegate.uptime) }
                 follow(delegate, to: hop.request, proposed: hop)
                 return
             }
-            detach(delegate)
-            delegate.clock.hold(.decision)
             let task = delegate.task
             let driver = self.driver
             engine.operationQueue.async {
@@ -130,7 +125,6 @@ extension DriverLoop {
             return
         }
         if let hub = engine.monitorHub, let redirectHead { hub.emit(.redirect(delegate.task, redirectHead, request)) }
-        detach(delegate)
         delegate.easy.reset()
         attach(delegate)
     }
@@ -139,7 +133,6 @@ extension DriverLoop {
     /// connection refused). When the body cannot be replayed, completes with `otherwise`
     /// (nil: the response as received).
     func retry(_ delegate: TaskDelegate, otherwise error: SessionError?) {
-        detach(delegate)
         guard delegate.prepareToRetry() else {
             finish(delegate, outcome: outcome(of: delegate, error: error))
             return
@@ -167,7 +160,8 @@ extension DriverLoop {
             // redirection hook declined, a 401 nobody answered.
             hub.emit(.received(delegate.task, head))
         }
-        detach(delegate)  // and the next transfer in line at its origin starts
+        // Out of curl and out of its slot; the next transfer in line at its origin starts.
+        transition(delegate) { $0.finish(now: TaskDelegate.uptime) }
         delegates[ObjectIdentifier(delegate.task)] = nil
         recycle(delegate.easy)
         delegate.releaseSecurityContext()

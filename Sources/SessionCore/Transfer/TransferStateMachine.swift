@@ -1,0 +1,483 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One transfer's phase and the rules that move it, as a value (the driver thread owns it,
+/// through `TaskDelegate.state`).
+///
+/// The driver reports events (a slot granted, libcurl connecting, a head, a body chunk, an
+/// exchange that ended, a hook's answer, a retry decided, a suspend) and carries out what
+/// each returns. Nothing here touches libcurl, a queue or a clock of its own, so every
+/// event in every phase is tested alone (`TransferStateMachineTests`).
+///
+/// Two things follow from the phase instead of being switched at call sites:
+/// - the idle clock (`TransferClock`): it runs only while the transfer is `.attached`, has a
+///   connection, is not suspended, not held by backpressure and not waiting for the response
+///   hook. Every event recomputes the holds; the clock restarts when the last one ends.
+/// - the connection slot and curl membership: a transfer is in libcurl exactly while
+///   `.attached`; it holds its per-origin slot while `.attached` and its place in line while
+///   `.waitingForSlot`. The driver compares the phase before and after each event
+///   (`DriverLoop.transition`) and removes the handle and gives up the slot in that one place.
+///
+/// ```text
+///                 ┌──────────── slot busy ────────────┐
+///   ready ──attach┤                                   ▼
+///     ▲           └──── slot free / none needed ── waitingForSlot
+///     │                      │                        │ slot passed on
+///     │                      ▼                        ▼
+///     │                   attached ◀──────────────────┘
+///     │     (connecting → connected; pauses: suspended, backpressure, response hook)
+///     │                      │ exchange ended (curl done, or an idle timeout)
+///     │        ┌─────────────┼──────────────────┬───────────────────────┐
+///     │        ▼             ▼                  ▼                       ▼
+///     │  awaitingDecision  follow / retry   attempt ended ──▶ awaitingDecision(.retrier)
+///     │  (.challenge,      on a fresh                │                 │ retry after s
+///     │   .redirect,       connection                ▼                 ▼
+///     │   .response)          │                   finished ◀──── awaitingRetry
+///     └───────────────────────┴──────── answered / due ──────────────────┘
+/// ```
+/// `cancel` and the resource timeout move any phase to `.finished`.
+struct TransferStateMachine {
+    /// Where the transfer stands.
+    enum Phase: Equatable {
+        /// Neither in curl nor in line: just created, or between two exchanges (a redirect
+        /// followed, a retry) while the driver prepares the next one.
+        case ready
+        /// In line for a connection slot at its origin (`HostAdmission`).
+        case waitingForSlot
+        /// In libcurl's multi handle, holding its slot when it needs one.
+        case attached
+        /// Detached, waiting for user code: the challenge handler, the redirection hook, the
+        /// response hook (the exchange ended before it answered), or the retrier.
+        case awaitingDecision(Decision)
+        /// Detached, waiting out a retry's back-off until `deadline` (uptime ns).
+        case awaitingRetry(deadline: UInt64, error: SessionError?)
+        /// Completed; no event moves it again.
+        case finished
+    }
+
+    /// What a detached transfer waits for.
+    enum Decision: Equatable {
+        case challenge
+        case redirect(RedirectPolicy.Hop)
+        /// The exchange ended while the response hook was deciding; these facts decide what
+        /// follows once it answers.
+        case response(EndFacts)
+        /// The retrier, about an attempt that ended with this error (nil: a status >= 400).
+        case retrier(SessionError?)
+    }
+
+    /// What happens to a response whose head just arrived.
+    enum HeadDisposition: Equatable {
+        /// The response is the task's: progress, the response hook, the body.
+        case deliver
+        /// A redirect: its body is kept aside (capped) in case it is delivered after all.
+        case redirect(RedirectPolicy.Hop)
+        /// A 401 the authentication challenge handler will be asked about.
+        case challenge
+    }
+
+    /// The facts only the driver knows when an exchange ends (the machine knows the rest:
+    /// the head's disposition, the redirect count, the response hook).
+    struct EndFacts: Equatable {
+        /// Curlew's own reason or curl's, nil when the exchange completed.
+        var error: SessionError?
+        /// Refused before sending because the connection or TLS session was verified under
+        /// another security policy, and not yet retried on a fresh connection.
+        var refusedStaleConnection = false
+        /// A challenge (server trust, or the held-back 401) waits for the handler.
+        var hasChallengeForHandler = false
+        /// Whether the request body can be sent again from its start.
+        var canReplayBody = true
+        /// Whether the manager has a redirection hook.
+        var hasRedirectHook = false
+        /// A resumed download's range was refused (416) or answered with other bytes.
+        var needsFullDownload = false
+    }
+
+    /// What the driver does after an exchange ended.
+    enum EndAction: Equatable {
+        /// The attempt is over: with this error, or (nil) with the response as received
+        /// (`attemptEnded` decides whether the retrier is asked).
+        case finish(SessionError?)
+        /// The same request once more, on a new connection with a full handshake.
+        case retryOnFreshConnection
+        /// Ask the authentication challenge handler; its answer arrives as a command.
+        case askChallengeHandler
+        /// Send the next hop now.
+        case follow(RedirectPolicy.Hop)
+        /// Ask the redirection hook; its answer arrives as a command.
+        case askRedirectHook(RedirectPolicy.Hop)
+        /// Keep the facts until the response hook answers.
+        case waitForResponseDecision
+        /// Send the download's request again without `If-Range`.
+        case restartDownloadFromZero
+    }
+
+    /// What a body chunk gets.
+    enum ChunkVerdict: Equatable {
+        /// Take the bytes.
+        case take
+        /// Pause the transfer in curl (suspended, or the response hook has not answered).
+        case pause
+    }
+
+    /// What the driver does with the response hook's answer.
+    enum ResponseStep: Equatable {
+        /// No answer was awaited (a stale or repeated one).
+        case ignore
+        /// The hook cancelled the task.
+        case cancel
+        /// The exchange had ended meanwhile: carry out what its facts decide now.
+        case endExchange(EndAction, EndFacts)
+        /// Let curl continue the paused transfer.
+        case continueTransfer
+        /// Nothing to do now (suspended: `resume` continues it; detached: attaching does).
+        case wait
+    }
+
+    /// What the driver does with the retrier's answer.
+    enum RetryStep: Equatable {
+        /// No answer was awaited.
+        case ignore
+        /// Complete the task with the attempt's error (nil: its response).
+        case finish(SessionError?)
+        /// Send the request again now (`error` is the failed attempt's, for a body that
+        /// cannot be replayed).
+        case retryNow(error: SessionError?)
+        /// Send it again at `deadline`, `delay` seconds from now.
+        case retryAt(deadline: UInt64, delay: TimeInterval, error: SessionError?)
+    }
+
+    private(set) var phase: Phase = .ready
+    /// The caller suspended the task; holds in every phase (a transfer suspended while it
+    /// waits stays paused when it is attached).
+    private(set) var isSuspended = false
+    /// libcurl resolves, connects or handed the transfer a connection (this exchange).
+    private(set) var hasConnection = false
+    /// The consumer of a streamed body fell behind; curl is paused until it catches up.
+    private(set) var isBackpressured = false
+    /// The response hook has not answered about the delivered response yet.
+    private(set) var awaitsResponseDecision = false
+    /// How the current response is treated, decided when its head arrived (nil before).
+    private(set) var headDisposition: HeadDisposition?
+    /// Redirects followed so far.
+    private(set) var redirectCount = 0
+    /// Retries made so far.
+    private(set) var retryCount = 0
+    let maximumRedirects: Int
+    /// The idle and total clocks; their holds follow from the state above.
+    private(set) var clock: TransferClock
+
+    init(timeouts: TransferTimeouts, maximumRedirects: Int, now: UInt64) {
+        self.maximumRedirects = maximumRedirects
+        clock = TransferClock(timeouts: timeouts, now: now)
+        clock.setHolds(holds, at: now)
+    }
+
+    /// Whether the transfer is in libcurl's multi handle.
+    var isAttached: Bool { phase == .attached }
+
+    /// Whether the transfer may send more of its body now (a body stream woke up).
+    var maySend: Bool { phase == .attached && !isSuspended }
+
+    /// Whether body bytes go to the task (as opposed to a redirect's or challenge's body,
+    /// kept aside).
+    var deliversResponse: Bool { headDisposition == .deliver }
+
+    /// Why the idle clock is stopped, from the state alone.
+    var holds: TransferClock.Hold {
+        var holds: TransferClock.Hold = isSuspended ? .suspended : []
+        switch phase {
+        case .ready, .waitingForSlot:
+            holds.insert(.noConnection)
+        case .attached:
+            if !hasConnection { holds.insert(.noConnection) }
+            if isBackpressured { holds.insert(.backpressure) }
+            // The hook's time is not the server's silence.
+            if awaitsResponseDecision && headDisposition == .deliver { holds.insert(.decision) }
+        case .awaitingDecision, .awaitingRetry, .finished:
+            holds.insert(.decision)
+        }
+        return holds
+    }
+
+    /// Recomputes the idle clock's holds after an event (the clock restarts from `now` when
+    /// the last hold ends).
+    private mutating func settleClock(_ now: UInt64) {
+        clock.setHolds(holds, at: now)
+    }
+
+    /// Forgets the last exchange's response before another is sent.
+    private mutating func beginExchange() {
+        hasConnection = false
+        isBackpressured = false
+        awaitsResponseDecision = false
+        headDisposition = nil
+    }
+
+    // MARK: - Attaching
+
+    /// No slot is free at the transfer's origin: it waits in line, detached. False (and no
+    /// change) unless the transfer was `.ready`.
+    @discardableResult
+    mutating func queuedForSlot(now: UInt64) -> Bool {
+        guard phase == .ready else { return false }
+        phase = .waitingForSlot
+        settleClock(now)
+        return true
+    }
+
+    /// The slot the transfer waited for was passed to it; it is attached next.
+    @discardableResult
+    mutating func slotGranted(now: UInt64) -> Bool {
+        guard phase == .waitingForSlot else { return false }
+        phase = .ready
+        settleClock(now)
+        return true
+    }
+
+    /// The transfer is in libcurl now (its slot granted, or none needed); false (and no
+    /// change) unless it was `.ready`. `taskIsSuspended`:
+    /// the task was suspended before the driver knew of it (libcurl forgets a pause set
+    /// before a transfer starts, so this flag is what holds it).
+    @discardableResult
+    mutating func attached(now: UInt64, taskIsSuspended: Bool) -> Bool {
+        guard phase == .ready else { return false }
+        phase = .attached
+        hasConnection = false
+        if taskIsSuspended { isSuspended = true }
+        // Time spent detached (waiting for a hook) is not the server's silence.
+        clock.noteActivity(at: now)
+        settleClock(now)
+        return true
+    }
+
+    /// libcurl resolves, connects or hands the transfer a connection: the idle clock may run.
+    /// Returns the idle deadline that started, if any, for the loop's next check.
+    mutating func connecting(now: UInt64) -> UInt64? {
+        guard phase == .attached, !hasConnection else { return nil }
+        hasConnection = true
+        settleClock(now)
+        return clock.nextDeadline
+    }
+
+    /// A byte moved in either direction.
+    mutating func noteActivity(now: UInt64) {
+        clock.noteActivity(at: now)
+    }
+
+    // MARK: - The exchange
+
+    /// The response head is complete; `disposition` says whose it is.
+    mutating func headReceived(_ disposition: HeadDisposition) {
+        headDisposition = disposition
+    }
+
+    /// The delivered response was put to the response hook.
+    mutating func responseHookAsked(now: UInt64) {
+        guard headDisposition == .deliver else { return }
+        awaitsResponseDecision = true
+        settleClock(now)
+    }
+
+    /// libcurl answered the last head itself (an authentication pass) and another response
+    /// follows. False when the response hook was deciding about the first: that is an error.
+    mutating func nextResponseBegins() -> Bool {
+        if headDisposition == .deliver && awaitsResponseDecision { return false }
+        headDisposition = nil
+        return true
+    }
+
+    /// A body chunk arrived.
+    mutating func bodyArrived(now: UInt64) -> ChunkVerdict {
+        // libcurl resets pause bits when a transfer starts, so a suspend() that came before
+        // (or while detached) takes effect here, from the callback.
+        if isSuspended { return .pause }
+        if awaitsResponseDecision && headDisposition == .deliver { return .pause }
+        clock.noteActivity(at: now)
+        return .take
+    }
+
+    /// The streamed body's consumer fell behind: curl pauses, the idle clock holds.
+    mutating func consumerFellBehind(now: UInt64) {
+        guard phase == .attached, !isBackpressured else { return }
+        isBackpressured = true
+        settleClock(now)
+    }
+
+    /// The consumer caught up. True: let curl continue now (attached and not suspended).
+    mutating func consumerCaughtUp(now: UInt64) -> Bool {
+        guard phase == .attached else { return false }
+        isBackpressured = false
+        settleClock(now)
+        return !isSuspended
+    }
+
+    // MARK: - The caller
+
+    /// `suspend()`. True: pause the transfer in curl now.
+    mutating func suspend(now: UInt64) -> Bool {
+        isSuspended = true
+        settleClock(now)
+        return phase == .attached
+    }
+
+    /// `resume()`. True: let curl continue now. A backpressure pause that ended while the
+    /// task was suspended was not lifted: it is dropped here, and the write callback holds
+    /// again if the consumer is still behind.
+    mutating func resume(now: UInt64) -> Bool {
+        isSuspended = false
+        isBackpressured = false
+        settleClock(now)
+        return phase == .attached
+    }
+
+    // MARK: - Ends and decisions
+
+    /// One exchange ended (libcurl finished it). Decides what follows and moves the phase:
+    /// every answer takes the transfer out of curl. Nil (and no change) unless it was
+    /// `.attached`.
+    mutating func exchangeEnded(_ facts: EndFacts, now: UInt64) -> EndAction? {
+        guard phase == .attached else { return nil }
+        return end(facts, now: now)
+    }
+
+    /// Decides what follows an ended exchange and moves the phase accordingly.
+    private mutating func end(_ facts: EndFacts, now: UInt64) -> EndAction {
+        let action = decide(facts)
+        switch action {
+        case .waitForResponseDecision: phase = .awaitingDecision(.response(facts))
+        case .askChallengeHandler: phase = .awaitingDecision(.challenge)
+        case .askRedirectHook(let hop): phase = .awaitingDecision(.redirect(hop))
+        case .finish, .retryOnFreshConnection, .follow, .restartDownloadFromZero: phase = .ready
+        }
+        settleClock(now)
+        return action
+    }
+
+    /// The rules, in order of precedence.
+    private func decide(_ facts: EndFacts) -> EndAction {
+        if facts.refusedStaleConnection { return .retryOnFreshConnection }
+        if facts.hasChallengeForHandler { return .askChallengeHandler }
+        if let error = facts.error { return .finish(error) }
+        if facts.needsFullDownload { return .restartDownloadFromZero }
+        if awaitsResponseDecision && headDisposition == .deliver { return .waitForResponseDecision }
+        guard case .redirect(let hop) = headDisposition else { return .finish(nil) }
+        guard redirectCount < maximumRedirects else { return .finish(.tooManyRedirects(maximumRedirects)) }
+        if hop.keepsBody && !facts.canReplayBody {
+            return .finish(.bodyStreamFailed(
+                "a redirect that keeps the method needs the request body again, but the body stream was already read and cannot be replayed"))
+        }
+        return facts.hasRedirectHook ? .askRedirectHook(hop) : .follow(hop)
+    }
+
+    /// The response hook answered. `cancel`: it cancelled the task.
+    mutating func responseAnswered(cancel: Bool, now: UInt64) -> ResponseStep {
+        guard awaitsResponseDecision else { return .ignore }
+        awaitsResponseDecision = false
+        if cancel {
+            settleClock(now)
+            return .cancel
+        }
+        if case .awaitingDecision(.response(let facts)) = phase {
+            let action = end(facts, now: now)
+            return .endExchange(action, facts)
+        }
+        settleClock(now)
+        return phase == .attached && !isSuspended ? .continueTransfer : .wait
+    }
+
+    /// The challenge handler answered (or a stored credential did). False when none was awaited.
+    mutating func challengeAnswered(now: UInt64) -> Bool {
+        guard phase == .awaitingDecision(.challenge) else { return false }
+        phase = .ready
+        settleClock(now)
+        return true
+    }
+
+    /// The redirection hook answered. False when none was awaited.
+    mutating func redirectAnswered(now: UInt64) -> Bool {
+        guard case .awaitingDecision(.redirect) = phase else { return false }
+        phase = .ready
+        settleClock(now)
+        return true
+    }
+
+    /// The next hop of a redirect chain is about to be sent.
+    mutating func redirectFollowed(now: UInt64) {
+        redirectCount += 1
+        restart(now: now)
+    }
+
+    /// The same request is about to be sent again (a retry, a challenge answered, a fresh
+    /// connection, a download from zero).
+    mutating func restart(now: UInt64) {
+        beginExchange()
+        if phase != .finished { phase = .ready }
+        settleClock(now)
+    }
+
+    /// Whether the retrier is asked about an attempt that ended this way: an error other than
+    /// a cancellation, or a status of 400 or more; never once body bytes went to user code or
+    /// when the request body cannot be sent again.
+    static func asksRetrier(error: SessionError?, status: Int, hasStreamedBody: Bool, canReplayBody: Bool) -> Bool {
+        if let error, error == .cancelled || error == .sessionInvalidated { return false }
+        guard error != nil || status >= 400 else { return false }
+        return !hasStreamedBody && canReplayBody
+    }
+
+    /// The attempt went to the retrier.
+    mutating func retrierAsked(error: SessionError?, now: UInt64) {
+        phase = .awaitingDecision(.retrier(error))
+        settleClock(now)
+    }
+
+    /// The retrier answered. A delay that is negative, not finite or more than a century
+    /// means no retry.
+    mutating func retryDecided(_ decision: RetryDecision, now: UInt64) -> RetryStep {
+        guard case .awaitingDecision(.retrier(let error)) = phase else { return .ignore }
+        switch decision {
+        case .doNotRetry:
+            return .finish(error)
+        case .retry, .retryAfter(0):
+            retryCount += 1
+            restart(now: now)
+            return .retryNow(error: error)
+        case .retryAfter(let seconds):
+            guard seconds > 0, let wait = TransferTimeouts.nanoseconds(seconds) else { return .finish(error) }
+            let deadline = now &+ wait
+            phase = .awaitingRetry(deadline: deadline, error: error)
+            settleClock(now)
+            return .retryAt(deadline: deadline, delay: seconds, error: error)
+        }
+    }
+
+    /// A scheduled retry's time came. Returns the failed attempt's error (`.some(nil)`: it
+    /// ended with a response), or nil when no retry is due.
+    mutating func retryDue(now: UInt64) -> SessionError?? {
+        guard case .awaitingRetry(let deadline, let error) = phase, deadline <= now else { return nil }
+        retryCount += 1
+        restart(now: now)
+        return .some(error)
+    }
+
+    /// The idle clock ran out: this attempt is over and out of curl (the retrier may send
+    /// another).
+    mutating func attemptTimedOut(now: UInt64) {
+        if phase == .attached { phase = .ready }
+        settleClock(now)
+    }
+
+    /// The task completes (its outcome decided, a cancel, the resource timeout).
+    mutating func finish(now: UInt64) {
+        phase = .finished
+        settleClock(now)
+    }
+
+    /// The clock that ran out at `now`, if any (the total clock first).
+    func expiry(at now: UInt64) -> TransferClock.Expiry? {
+        phase == .finished ? nil : clock.expiry(at: now)
+    }
+}

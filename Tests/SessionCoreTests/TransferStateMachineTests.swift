@@ -1,0 +1,389 @@
+import Foundation
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// The transfer's state machine alone, without libcurl: the end-of-exchange rules, every
+/// event in every phase, and the idle clock and slot that follow from the phase.
+final class TransferStateMachineTests: XCTestCase {
+    typealias Machine = TransferStateMachine
+
+    private func hop(keepsBody: Bool = false) throws -> RedirectPolicy.Hop {
+        RedirectPolicy.Hop(request: URLRequest(url: try XCTUnwrap(URL(string: "http://h/next"))), keepsBody: keepsBody)
+    }
+
+    /// A machine in an exchange whose head arrived with `disposition`.
+    private func exchanging(
+        _ disposition: Machine.HeadDisposition?, maximumRedirects: Int = 16, redirects: Int = 0
+    ) -> Machine {
+        var machine = Machine(timeouts: TransferTimeouts(idle: 100, total: 10_000), maximumRedirects: maximumRedirects, now: 0)
+        for _ in 0..<redirects { machine.redirectFollowed(now: 0) }
+        machine.attached(now: 0, taskIsSuspended: false)
+        _ = machine.connecting(now: 0)
+        if let disposition { machine.headReceived(disposition) }
+        return machine
+    }
+
+    private func ended(_ machine: Machine, _ facts: Machine.EndFacts) -> Machine.EndAction? {
+        var machine = machine
+        return machine.exchangeEnded(facts, now: 1)
+    }
+
+    // MARK: - The end-of-exchange rules (absorbed from TransferEnd)
+
+    func testAStaleConnectionIsRetriedBeforeAnythingElse() throws {
+        var facts = Machine.EndFacts()
+        facts.error = .networkLost("x")
+        facts.refusedStaleConnection = true
+        facts.hasChallengeForHandler = true
+        XCTAssertEqual(ended(exchanging(.redirect(try hop())), facts), .retryOnFreshConnection)
+    }
+
+    func testAChallengeGoesToTheHandler() {
+        var facts = Machine.EndFacts()
+        facts.hasChallengeForHandler = true
+        var machine = exchanging(.challenge)
+        XCTAssertEqual(machine.exchangeEnded(facts, now: 1), .askChallengeHandler)
+        XCTAssertEqual(machine.phase, .awaitingDecision(.challenge))
+    }
+
+    func testAnErrorFinishesEvenARedirect() throws {
+        var facts = Machine.EndFacts()
+        facts.error = .decompressionLimitExceeded(ratio: 100)
+        XCTAssertEqual(ended(exchanging(.redirect(try hop())), facts), .finish(.decompressionLimitExceeded(ratio: 100)))
+    }
+
+    func testARedirectIsFollowedOrPutToTheHook() throws {
+        var facts = Machine.EndFacts()
+        XCTAssertEqual(ended(exchanging(.redirect(try hop())), facts), .follow(try hop()))
+        facts.hasRedirectHook = true
+        var machine = exchanging(.redirect(try hop()))
+        XCTAssertEqual(machine.exchangeEnded(facts, now: 1), .askRedirectHook(try hop()))
+        XCTAssertEqual(machine.phase, .awaitingDecision(.redirect(try hop())))
+    }
+
+    func testTheRedirectLimitIsCountedInOnePlace() throws {
+        let facts = Machine.EndFacts()
+        XCTAssertEqual(ended(exchanging(.redirect(try hop()), maximumRedirects: 2, redirects: 1), facts), .follow(try hop()))
+        XCTAssertEqual(
+            ended(exchanging(.redirect(try hop()), maximumRedirects: 2, redirects: 2), facts), .finish(.tooManyRedirects(2)))
+        XCTAssertEqual(ended(exchanging(.redirect(try hop()), maximumRedirects: 0), facts), .finish(.tooManyRedirects(0)))
+        var machine = exchanging(nil)
+        machine.redirectFollowed(now: 1)
+        machine.redirectFollowed(now: 2)
+        XCTAssertEqual(machine.redirectCount, 2, "the machine counts the hops it followed")
+    }
+
+    func testABodyThatCannotBeReplayedFailsA307ButNotA303() throws {
+        var facts = Machine.EndFacts()
+        facts.canReplayBody = false
+        guard case .finish(.bodyStreamFailed?)? = ended(exchanging(.redirect(try hop(keepsBody: true))), facts) else {
+            return XCTFail("a 307 with a body that cannot be replayed must fail")
+        }
+        XCTAssertEqual(ended(exchanging(.redirect(try hop(keepsBody: false))), facts), .follow(try hop(keepsBody: false)))
+    }
+
+    func testAnythingElseFinishesWithTheResponse() {
+        let facts = Machine.EndFacts()
+        XCTAssertEqual(ended(exchanging(nil), facts), .finish(nil))
+        XCTAssertEqual(ended(exchanging(.deliver), facts), .finish(nil))
+        XCTAssertEqual(ended(exchanging(.challenge), facts), .finish(nil), "held back, but the handler had no challenge for it")
+    }
+
+    func testADownloadWhoseRangeWasRefusedStartsOverUnlessItFailed() {
+        var facts = Machine.EndFacts()
+        facts.needsFullDownload = true
+        XCTAssertEqual(ended(exchanging(.deliver), facts), .restartDownloadFromZero)
+        facts.error = .cancelled
+        XCTAssertEqual(ended(exchanging(.deliver), facts), .finish(.cancelled))
+    }
+
+    /// A delivered response whose hook has not answered waits for it (the facts kept in the
+    /// phase); an error does not. The answer carries out the kept facts.
+    func testAnExchangeThatEndsBeforeTheResponseHookAnswersWaitsForIt() throws {
+        var machine = exchanging(.deliver)
+        machine.responseHookAsked(now: 0)
+        var facts = Machine.EndFacts()
+        facts.hasRedirectHook = true
+        XCTAssertEqual(machine.exchangeEnded(facts, now: 1), .waitForResponseDecision)
+        XCTAssertEqual(machine.phase, .awaitingDecision(.response(facts)))
+        XCTAssertEqual(machine.responseAnswered(cancel: false, now: 2), .endExchange(.finish(nil), facts))
+        XCTAssertEqual(machine.phase, .ready)
+        XCTAssertEqual(machine.responseAnswered(cancel: false, now: 3), .ignore, "answered once")
+
+        var failing = exchanging(.deliver)
+        failing.responseHookAsked(now: 0)
+        facts.error = .timedOut("idle")
+        XCTAssertEqual(failing.exchangeEnded(facts, now: 1), .finish(.timedOut("idle")))
+    }
+
+    /// The hook is asked only about a delivered response: a redirect's head is never its.
+    func testTheResponseHookIsNeverAskedAboutAHeldBackResponse() throws {
+        var machine = exchanging(.redirect(try hop()))
+        machine.responseHookAsked(now: 0)
+        XCTAssertFalse(machine.awaitsResponseDecision)
+        XCTAssertEqual(machine.bodyArrived(now: 1), .take)
+    }
+
+    func testASecondResponseWhileTheHookDecidesIsAnError() {
+        var machine = exchanging(.deliver)
+        XCTAssertTrue(machine.nextResponseBegins(), "an authentication pass before the hook is asked")
+        XCTAssertNil(machine.headDisposition)
+        machine.headReceived(.deliver)
+        machine.responseHookAsked(now: 0)
+        XCTAssertFalse(machine.nextResponseBegins())
+    }
+
+    // MARK: - Every event in every phase
+
+    /// A named way to reach each phase (and the variants of `.attached` that matter).
+    private func everyPhase() throws -> [(String, Machine)] {
+        var ready = Machine(timeouts: TransferTimeouts(idle: 100, total: 10_000), maximumRedirects: 16, now: 0)
+        var waiting = ready
+        XCTAssertTrue(waiting.queuedForSlot(now: 0))
+        var connecting = ready
+        XCTAssertTrue(connecting.attached(now: 0, taskIsSuspended: false))
+        var connected = connecting
+        XCTAssertNotNil(connected.connecting(now: 0))
+        var delivering = connected
+        delivering.headReceived(.deliver)
+        var hookPending = delivering
+        hookPending.responseHookAsked(now: 0)
+        var backpressured = delivering
+        backpressured.consumerFellBehind(now: 0)
+        var suspended = delivering
+        XCTAssertTrue(suspended.suspend(now: 0))
+        var challenge = exchanging(.challenge)
+        var facts = Machine.EndFacts()
+        facts.hasChallengeForHandler = true
+        _ = challenge.exchangeEnded(facts, now: 0)
+        var redirect = exchanging(.redirect(try hop()))
+        facts = Machine.EndFacts()
+        facts.hasRedirectHook = true
+        _ = redirect.exchangeEnded(facts, now: 0)
+        var response = hookPending
+        _ = response.exchangeEnded(Machine.EndFacts(), now: 0)
+        var retrier = ready
+        retrier.retrierAsked(error: .timedOut("idle"), now: 0)
+        var backingOff = retrier
+        _ = backingOff.retryDecided(.retryAfter(1), now: 0)
+        var finished = delivering
+        finished.finish(now: 0)
+        ready = Machine(timeouts: TransferTimeouts(idle: 100, total: 10_000), maximumRedirects: 16, now: 0)
+        return [
+            ("ready", ready), ("waitingForSlot", waiting), ("attached, connecting", connecting),
+            ("attached, connected", connected), ("attached, delivering", delivering),
+            ("attached, response hook pending", hookPending), ("attached, backpressured", backpressured),
+            ("attached, suspended", suspended), ("awaiting the challenge handler", challenge),
+            ("awaiting the redirection hook", redirect), ("awaiting the response hook", response),
+            ("awaiting the retrier", retrier), ("awaiting a retry's back-off", backingOff), ("finished", finished),
+        ]
+    }
+
+    /// Every event the driver reports, by name; each returns a short description of its
+    /// answer so that the table below can compare it.
+    private func everyEvent() -> [(String, (inout Machine) -> String)] {
+        [
+            ("queuedForSlot", { "\($0.queuedForSlot(now: 5))" }),
+            ("slotGranted", { "\($0.slotGranted(now: 5))" }),
+            ("attached", { "\($0.attached(now: 5, taskIsSuspended: false))" }),
+            ("connecting", { "\($0.connecting(now: 5) != nil)" }),
+            ("bodyArrived", { "\($0.bodyArrived(now: 5))" }),
+            ("consumerFellBehind", { $0.consumerFellBehind(now: 5); return "" }),
+            ("consumerCaughtUp", { "\($0.consumerCaughtUp(now: 5))" }),
+            ("suspend", { "\($0.suspend(now: 5))" }),
+            ("resume", { "\($0.resume(now: 5))" }),
+            ("exchangeEnded", { $0.exchangeEnded(Machine.EndFacts(), now: 5).map { "\($0)" } ?? "nil" }),
+            ("responseAnswered", { "\($0.responseAnswered(cancel: false, now: 5))" }),
+            ("challengeAnswered", { "\($0.challengeAnswered(now: 5))" }),
+            ("redirectAnswered", { "\($0.redirectAnswered(now: 5))" }),
+            ("retryDecided", { "\($0.retryDecided(.retry, now: 5))" }),
+            ("retryDue", { "\(String(describing: $0.retryDue(now: 5)))" }),
+            ("attemptTimedOut", { $0.attemptTimedOut(now: 5); return "" }),
+            ("finish", { $0.finish(now: 5); return "" }),
+        ]
+    }
+
+    /// The phase each event moves each phase to (by the phase's name); absent: unchanged.
+    private let expectedPhase: [String: [String: String]] = [
+        "queuedForSlot": ["ready": "waitingForSlot"],
+        "slotGranted": ["waitingForSlot": "ready"],
+        "attached": ["ready": "attached"],
+        "exchangeEnded": [
+            "attached, connecting": "ready", "attached, connected": "ready", "attached, delivering": "ready",
+            "attached, response hook pending": "awaitingDecision(response)", "attached, backpressured": "ready",
+            "attached, suspended": "ready",
+        ],
+        "responseAnswered": ["awaiting the response hook": "ready"],
+        "challengeAnswered": ["awaiting the challenge handler": "ready"],
+        "redirectAnswered": ["awaiting the redirection hook": "ready"],
+        "retryDecided": ["awaiting the retrier": "ready"],
+        "attemptTimedOut": [
+            "attached, connecting": "ready", "attached, connected": "ready", "attached, delivering": "ready",
+            "attached, response hook pending": "ready", "attached, backpressured": "ready", "attached, suspended": "ready",
+        ],
+    ]
+
+    private func name(of phase: Machine.Phase) -> String {
+        switch phase {
+        case .ready: return "ready"
+        case .waitingForSlot: return "waitingForSlot"
+        case .attached: return "attached"
+        case .awaitingDecision(.challenge): return "awaitingDecision(challenge)"
+        case .awaitingDecision(.redirect): return "awaitingDecision(redirect)"
+        case .awaitingDecision(.response): return "awaitingDecision(response)"
+        case .awaitingDecision(.retrier): return "awaitingDecision(retrier)"
+        case .awaitingRetry: return "awaitingRetry"
+        case .finished: return "finished"
+        }
+    }
+
+    /// Whether the idle clock may run in this state, written out from the rule rather than
+    /// from `holds`: attached, connected, not suspended, not held by the consumer, not
+    /// waiting for the response hook about a delivered response.
+    private func idleClockShouldRun(_ machine: Machine) -> Bool {
+        machine.phase == .attached && machine.hasConnection && !machine.isSuspended && !machine.isBackpressured
+            && !(machine.awaitsResponseDecision && machine.headDisposition == .deliver)
+    }
+
+    func testEveryEventInEveryPhase() throws {
+        let phases = try everyPhase()
+        XCTAssertEqual(phases.count, 14)
+        for (eventName, event) in everyEvent() {
+            for (phaseName, start) in phases {
+                var machine = start
+                let answer = event(&machine)
+                let context = "\(eventName) in \(phaseName) answered \(answer)"
+                // Where the phase goes.
+                let expected: String
+                if eventName == "finish" {
+                    expected = "finished"
+                } else if let target = expectedPhase[eventName]?[phaseName] {
+                    expected = target
+                } else {
+                    expected = name(of: start.phase)
+                }
+                XCTAssertEqual(name(of: machine.phase), expected, context)
+                // The idle clock follows from the state, whatever the event.
+                XCTAssertEqual(machine.holds.isEmpty, idleClockShouldRun(machine), context)
+                XCTAssertEqual(machine.clock.holds, machine.holds, context)
+                // Finished is final: no event but `finish` changes anything about it.
+                if start.phase == .finished {
+                    XCTAssertEqual(machine.phase, .finished, context)
+                    XCTAssertNil(machine.expiry(at: .max), "a finished transfer never times out: \(context)")
+                }
+                // Curl is asked to continue only a transfer that is in it and not suspended.
+                if answer == "true", ["resume", "consumerCaughtUp"].contains(eventName) {
+                    XCTAssertEqual(machine.phase, .attached, context)
+                }
+                if answer == "continueTransfer" { XCTAssertTrue(machine.maySend, context) }
+            }
+        }
+    }
+
+    // MARK: - The clock follows the phase
+
+    /// A transfer suspended while it waits for a slot stays held when the slot comes; a
+    /// resume while it still has no connection does not start the clock; the clock starts
+    /// from the moment the last hold ends.
+    func testTheIdleClockRunsOnlyWhileConnectedAndUnheld() {
+        var machine = Machine(timeouts: TransferTimeouts(idle: 100, total: nil), maximumRedirects: 16, now: 0)
+        XCTAssertTrue(machine.queuedForSlot(now: 0))
+        _ = machine.suspend(now: 10)
+        XCTAssertTrue(machine.slotGranted(now: 20))
+        XCTAssertTrue(machine.attached(now: 30, taskIsSuspended: false))
+        _ = machine.connecting(now: 40)
+        XCTAssertNil(machine.expiry(at: 10_000), "suspended")
+        XCTAssertTrue(machine.resume(now: 10_000), "attached: curl continues")
+        XCTAssertNil(machine.expiry(at: 10_099))
+        XCTAssertEqual(machine.expiry(at: 10_100).map { caseName(of: $0) }, "idle")
+    }
+
+    func testASuspendBeforeTheDriverKnewOfTheTaskHoldsOnAttach() {
+        var machine = Machine(timeouts: TransferTimeouts(idle: 100, total: nil), maximumRedirects: 16, now: 0)
+        machine.attached(now: 0, taskIsSuspended: true)
+        _ = machine.connecting(now: 0)
+        XCTAssertTrue(machine.isSuspended)
+        XCTAssertEqual(machine.bodyArrived(now: 1), .pause)
+        XCTAssertFalse(machine.maySend)
+    }
+
+    /// Backpressure that ends while the task is suspended is dropped by the resume: no hold
+    /// is left behind (the write callback holds again if the consumer is still behind).
+    func testBackpressureEndingWhileSuspendedLeavesNoHold() {
+        var machine = exchanging(.deliver)
+        machine.consumerFellBehind(now: 1)
+        XCTAssertTrue(machine.suspend(now: 2))
+        XCTAssertFalse(machine.consumerCaughtUp(now: 3), "suspended: resume continues it")
+        XCTAssertTrue(machine.resume(now: 4))
+        XCTAssertTrue(machine.holds.isEmpty)
+        XCTAssertEqual(machine.clock.nextDeadline, 104)
+    }
+
+    /// The response hook's time is never the server's silence, and its answer restarts the
+    /// clock even when the caller suspended meanwhile (the resume then continues it).
+    func testTheResponseHooksTimeIsHeldAndItsAnswerLeavesNoHold() {
+        var machine = exchanging(.deliver)
+        machine.responseHookAsked(now: 0)
+        XCTAssertEqual(machine.bodyArrived(now: 1), .pause)
+        XCTAssertNil(machine.expiry(at: 1_000))
+        _ = machine.suspend(now: 1_000)
+        XCTAssertEqual(machine.responseAnswered(cancel: false, now: 2_000), .wait)
+        XCTAssertTrue(machine.resume(now: 3_000))
+        XCTAssertTrue(machine.holds.isEmpty)
+        XCTAssertEqual(machine.bodyArrived(now: 3_001), .take)
+        XCTAssertEqual(machine.responseAnswered(cancel: false, now: 3_002), .ignore)
+    }
+
+    // MARK: - Retries
+
+    func testTheRetriersAnswers() {
+        var machine = exchanging(.deliver)
+        XCTAssertEqual(machine.retryDecided(.retry, now: 0), .ignore, "not asked")
+        machine.attemptTimedOut(now: 1)
+        machine.retrierAsked(error: .timedOut("idle"), now: 1)
+        XCTAssertEqual(machine.retryDecided(.retryAfter(0), now: 2), .retryNow(error: .timedOut("idle")))
+        XCTAssertEqual(machine.retryCount, 1)
+        XCTAssertEqual(machine.phase, .ready)
+
+        for bad in [-1, .infinity, .nan, 1e12] as [TimeInterval] {
+            var asked = machine
+            asked.retrierAsked(error: nil, now: 3)
+            XCTAssertEqual(asked.retryDecided(.retryAfter(bad), now: 3), .finish(nil), "\(bad)")
+        }
+
+        machine.retrierAsked(error: nil, now: 3)
+        XCTAssertEqual(machine.retryDecided(.retryAfter(0.5), now: 10), .retryAt(deadline: 500_000_010, delay: 0.5, error: nil))
+        XCTAssertTrue(machine.retryDue(now: 500_000_009) == nil)
+        XCTAssertEqual(machine.retryDue(now: 500_000_010), .some(nil))
+        XCTAssertEqual(machine.retryCount, 2)
+        XCTAssertTrue(machine.retryDue(now: .max) == nil, "due once")
+
+        machine.retrierAsked(error: .cancelled, now: 4)
+        XCTAssertEqual(machine.retryDecided(.doNotRetry, now: 5), .finish(.cancelled))
+    }
+
+    func testWhichAttemptsTheRetrierIsAskedAbout() {
+        XCTAssertTrue(Machine.asksRetrier(error: .timedOut("x"), status: 0, hasStreamedBody: false, canReplayBody: true))
+        XCTAssertTrue(Machine.asksRetrier(error: nil, status: 503, hasStreamedBody: false, canReplayBody: true))
+        XCTAssertFalse(Machine.asksRetrier(error: nil, status: 399, hasStreamedBody: false, canReplayBody: true))
+        XCTAssertFalse(Machine.asksRetrier(error: .cancelled, status: 0, hasStreamedBody: false, canReplayBody: true))
+        XCTAssertFalse(Machine.asksRetrier(error: .sessionInvalidated, status: 0, hasStreamedBody: false, canReplayBody: true))
+        XCTAssertFalse(Machine.asksRetrier(error: nil, status: 500, hasStreamedBody: true, canReplayBody: true))
+        XCTAssertFalse(Machine.asksRetrier(error: nil, status: 500, hasStreamedBody: false, canReplayBody: false))
+    }
+
+    /// The total clock ends a transfer in any phase but the last; a back-off is not exempt.
+    func testTheTotalClockRunsInEveryPhaseButFinished() throws {
+        for (name, machine) in try everyPhase() {
+            let expiry = machine.expiry(at: 10_000)
+            if machine.phase == .finished {
+                XCTAssertNil(expiry, name)
+            } else {
+                XCTAssertEqual(expiry.map { caseName(of: $0) }, "total", name)
+            }
+        }
+    }
+}
