@@ -8,9 +8,10 @@ import FoundationNetworking
 #endif
 @testable import ImageLoading
 
-/// The downloader's credentials are bound to the origins they are for (issue 19, #10): two
-/// loopback servers are two origins (same host, other port); the second one answers every
-/// request with `401 Basic` and records what it received.
+/// The downloader's credentials are bound to the origins they are for (issue 19, #10; the
+/// unbound one to the first https origin it answers): two loopback servers are two origins
+/// (same host, other port); the second one answers every request with `401 Basic` and records
+/// what it received.
 final class ImageDownloaderCredentialTests: XCTestCase {
     private var picture: Image!
     private var owner: TestServer!
@@ -95,6 +96,69 @@ final class ImageDownloaderCredentialTests: XCTestCase {
         let securedStatus = await status(downloader, try secured.url("/private.png"))
         XCTAssertEqual(securedStatus, 200, "over https the unbound credential still answers")
         XCTAssertEqual(authorizationHeaders(secured), [Self.expected])
+        await shutDown(downloader)
+    }
+
+    /// Two https origins on loopback, both asking for Basic: `securedOwner` accepts
+    /// `user:secret`, `securedStranger` refuses everything and redirects `/hop` to the owner.
+    private func secureOrigins() throws -> (owner: TestServer, stranger: TestServer, downloader: ImageDownloader) {
+        let certificates = try TestCertificates.shared()
+        let tls = TestServerTLS(certificateChain: certificates.leaf.chainPEM, privateKey: certificates.leaf.privateKeyPEM)
+        let securedOwner = try TestServer(tls: tls, handler: Self.protected(picture))
+        let securedStranger = try TestServer(tls: tls) { _ in
+            TestResponse(status: 401, headers: [("WWW-Authenticate", "Basic realm=\"images\"")], body: Data())
+        }
+        securedStranger.route("/hop") { _ in .redirect(to: securedOwner.baseURLString + "/private.png") }
+        securedOwner.route("/hop") { _ in .redirect(to: securedStranger.baseURLString + "/elsewhere.png") }
+        let downloader = TestImages.downloader(cache: nil)
+        var policy = SecurityPolicy.default
+        policy.trustedRootCertificates = [try Certificate(contentsOf: certificates.root.certificatePEM)]
+        downloader.sessionManager.securityPolicy = policy
+        return (securedOwner, securedStranger, downloader)
+    }
+
+    func testAnUnboundCredentialAnswersTheFirstHTTPSOriginItIsUsedForAndNoOther() async throws {
+        let (securedOwner, securedStranger, downloader) = try secureOrigins()
+        defer { securedOwner.shutdown(); securedStranger.shutdown() }
+        downloader.credential = credential
+
+        let ownStatus = await status(downloader, try securedOwner.url("/private.png"))
+        XCTAssertEqual(ownStatus, 200, "the first origin to use it gets it")
+        XCTAssertEqual(authorizationHeaders(securedOwner), [Self.expected])
+        func space(_ server: TestServer) -> URLProtectionSpace {
+            URLProtectionSpace(host: "127.0.0.1", port: server.port, protocol: "https", realm: "images",
+                               authenticationMethod: NSURLAuthenticationMethodHTTPBasic)
+        }
+        XCTAssertTrue(downloader.credential(for: space(securedOwner)) === credential)
+        XCTAssertNil(downloader.credential(for: space(securedStranger)), "now bound to the first origin")
+
+        let strangerStatus = await status(downloader, try securedStranger.url("/other.png"))
+        XCTAssertEqual(strangerStatus, 401, "another https origin's 401 is delivered")
+        let redirectedStatus = await status(downloader, try securedOwner.url("/hop"))
+        XCTAssertEqual(redirectedStatus, 401, "and so is the 401 of the origin a redirect leads to")
+        XCTAssertEqual(securedStranger.requests.count, 2)
+        XCTAssertEqual(authorizationHeaders(securedStranger), [], "the other origin never received the password")
+
+        downloader.credential = credential  // set again: the origin is forgotten
+        XCTAssertTrue(downloader.credential(for: space(securedStranger)) === credential)
+        await shutDown(downloader)
+    }
+
+    func testAnUnboundCredentialIsNotBoundByARedirectTarget() async throws {
+        let (securedOwner, securedStranger, downloader) = try secureOrigins()
+        defer { securedOwner.shutdown(); securedStranger.shutdown() }
+        downloader.credential = credential
+
+        // The stranger's own URL redirects to the owner, whose 401 comes on a hop the caller
+        // did not ask for: not answered, and the credential stays unbound.
+        let redirectedStatus = await status(downloader, try securedStranger.url("/hop"))
+        XCTAssertEqual(redirectedStatus, 401)
+        XCTAssertEqual(authorizationHeaders(securedOwner), [], "no password on a redirect's hop")
+
+        let ownStatus = await status(downloader, try securedOwner.url("/private.png"))
+        XCTAssertEqual(ownStatus, 200, "the first origin asked for directly binds it")
+        XCTAssertEqual(authorizationHeaders(securedOwner), [Self.expected])
+        XCTAssertEqual(authorizationHeaders(securedStranger), [])
         await shutDown(downloader)
     }
 

@@ -36,8 +36,9 @@ enum ImageLoad {
         if ImageBindingRegistry.isActive(owner, slot, urlIdentifier: urlIdentifier) { return }
         cancel(owner, slot)
 
-        if ImageDownloader.mayUseCache(request.cachePolicy),
-           let cached = downloader.imageCache?.image(for: request, withAdditionalIdentifier: nil) {
+        // The download's only cache probe: a hit is served here, on the caller, before
+        // returning; a miss is not probed again by the downloader (see `cacheMissed`).
+        if let cached = downloader.cachedImage(for: request) {
             if let success { success(request, nil, cached) } else { show(owner, cached) }
             return
         }
@@ -49,7 +50,7 @@ enum ImageLoad {
         ImageBindingRegistry.begin(
             weakOwner, slot, ActiveImageDownload(receiptID: receiptID, urlIdentifier: urlIdentifier, downloader: downloader))
         let receipt = downloader.downloadImage(
-            for: request, withReceiptID: receiptID,
+            for: request, withReceiptID: receiptID, priority: nil, cacheMissed: true,
             success: { request, response, image in
                 queue.async {
                     guard ImageBindingRegistry.finish(weakOwner, slot, receiptID: receiptID),

@@ -126,11 +126,24 @@ public final class ImageDownloader: Sendable {
     }
 
     /// The download path; `priority` (for the prefetcher) is given to a new transfer, and
-    /// raises a joined one that had less.
+    /// raises a joined one that had less. `cacheMissed` says the caller has just probed the
+    /// cache with ``cachedImage(for:)`` and found nothing (the bindings, which serve a hit
+    /// synchronously themselves): the cache is then not probed a second time.
+    ///
+    /// Why one probe is enough: ``finish(_:key:request:response:)`` stores an image in the
+    /// cache *before* its download leaves the table, so at every instant a finished image is
+    /// either joinable or cached. A miss followed by a join (or a new transfer) can only lose
+    /// to a download of the same URL that ends between the two; that costs one more transfer
+    /// (answered by the response cache, when there is one), never a wrong image or a handler
+    /// left uncalled. A second probe would only narrow that window, never close it: the same
+    /// download may end between that probe and the locked join-or-add below. Two loads of
+    /// the same URL at once are merged by that join-or-add, under one lock, whatever the
+    /// cache said.
     func downloadImage(
         for request: URLRequest,
         withReceiptID receiptID: UUID,
         priority: Float?,
+        cacheMissed: Bool = false,
         success: SuccessHandler?,
         failure: FailureHandler?
     ) -> ImageDownloadReceipt? {
@@ -150,9 +163,9 @@ public final class ImageDownloader: Sendable {
             return ImageDownloadReceipt(receiptID: receiptID, task: task)
         }
 
-        // 2. The cache, unless the request asks for a reload (read outside the lock: the cache
+        // 2. The cache, unless the caller has just probed it (read outside the lock: the cache
         //    may be the caller's own type).
-        if Self.mayUseCache(request.cachePolicy), let image = imageCache?.image(for: request, withAdditionalIdentifier: nil) {
+        if !cacheMissed, let image = cachedImage(for: request) {
             if let success { callbacks.async { success(request, nil, image) } }
             return nil
         }
@@ -201,6 +214,13 @@ public final class ImageDownloader: Sendable {
             if task.priority < wanted { task.priority = wanted }
         }
         return task
+    }
+
+    /// The cached image for `request`, when its `cachePolicy` allows the cache: the one
+    /// probe of a download (see ``downloadImage(for:withReceiptID:priority:cacheMissed:success:failure:)``).
+    func cachedImage(for request: URLRequest) -> Image? {
+        guard Self.mayUseCache(request.cachePolicy) else { return nil }
+        return imageCache?.image(for: request, withAdditionalIdentifier: nil)
     }
 
     /// Whether `policy` lets a request be answered from the image cache (AFNetworking's rule:

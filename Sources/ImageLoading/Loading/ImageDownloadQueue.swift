@@ -4,28 +4,6 @@ import SessionCore
 import FoundationNetworking
 #endif
 
-/// The handlers of one receipt (AFNetworking's `AFImageDownloaderResponseHandler`).
-struct ImageDownloadHandler: Sendable {
-    let receiptID: UUID
-    /// The caller's request, as given (before any `RequestAdapter`): what its handlers are
-    /// called with when the receipt is cancelled.
-    let request: URLRequest
-    let success: ImageDownloader.SuccessHandler?
-    let failure: ImageDownloader.FailureHandler?
-}
-
-/// One transfer and everyone waiting for it (AFNetworking's `AFImageDownloaderMergedTask`).
-struct MergedImageDownload: Sendable {
-    /// Unique per downloader: tells a completion of this transfer from one of an earlier
-    /// transfer for the same URL that was cancelled.
-    let id: UInt64
-    /// The caller's URL (`absoluteString`), never the task's: a `RequestAdapter` may have
-    /// sent the transfer to another URL.
-    let urlIdentifier: String
-    let task: DataTask
-    var handlers: [ImageDownloadHandler]
-}
-
 /// The downloader's bookkeeping: merged downloads by URL, the waiting line and the active set.
 ///
 /// A plain value, mutated only under the downloader's lock; it never calls out (no task is

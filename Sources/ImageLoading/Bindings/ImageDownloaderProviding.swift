@@ -1,5 +1,3 @@
-import Synchronization
-
 /// A type whose instances load images through a shared ``ImageDownloader`` (the categories'
 /// class-level `sharedImageDownloader`). Refined by ``ImageDisplaying`` and
 /// ``StatefulImageDisplaying``; a type conforming to both has one shared downloader.
@@ -19,19 +17,5 @@ extension ImageDownloaderProviding {
     public static var sharedImageDownloader: ImageDownloader {
         get { SharedImageDownloaders.downloader(for: ObjectIdentifier(self)) }
         set { SharedImageDownloaders.set(newValue, for: ObjectIdentifier(self)) }
-    }
-}
-
-/// The downloader chosen for each conforming type, keyed by the type's identity (types live
-/// as long as the process, so the key is never reused).
-enum SharedImageDownloaders {
-    private static let table = Mutex<[ObjectIdentifier: ImageDownloader]>([:])
-
-    static func downloader(for type: ObjectIdentifier) -> ImageDownloader {
-        table.withLock { $0[type] } ?? .defaultInstance
-    }
-
-    static func set(_ downloader: ImageDownloader, for type: ObjectIdentifier) {
-        table.withLock { $0[type] = downloader }
     }
 }

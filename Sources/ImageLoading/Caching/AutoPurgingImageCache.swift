@@ -10,7 +10,9 @@ import FoundationNetworking
 /// costs `width × height × 4` and an animation of `n` frames `n` times that (its decoded
 /// canvases are what it holds in memory). When an addition takes ``memoryUsage`` above
 /// ``memoryCapacity``, the least recently used images (added or read) are dropped until the
-/// usage is at or below ``preferredMemoryCapacity``.
+/// usage is at or below ``preferredMemoryCapacity``. Both budgets can be changed at any time
+/// (``setMemoryCapacity(_:preferredMemoryCapacity:)``); lowering the capacity below the usage
+/// purges at once.
 ///
 /// Images stored for a request are keyed by the request's absolute URL string followed by the
 /// additional identifier, if any, as in AFNetworking.
@@ -31,14 +33,13 @@ public final class AutoPurgingImageCache: ImageRequestCache {
         var memoryUsage: UInt64 = 0
         /// A counter rather than a clock: two accesses in the same instant still have an order.
         var accessClock: UInt64 = 0
+        /// The budgets, kept together so that a reader never sees one without the other:
+        /// `preferredMemoryCapacity <= memoryCapacity` always holds.
+        var memoryCapacity: UInt64
+        var preferredMemoryCapacity: UInt64
     }
 
-    /// The usage above which a purge runs, in bytes.
-    public let memoryCapacity: UInt64
-    /// The usage a purge brings the cache down to (at most), in bytes.
-    public let preferredMemoryCapacity: UInt64
-
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     /// Creates an empty cache.
     ///
@@ -47,8 +48,59 @@ public final class AutoPurgingImageCache: ImageRequestCache {
     ///   - preferredMemoryCapacity: Purge down to this many bytes. Default 60 MiB. A value
     ///     above `memoryCapacity` is lowered to it.
     public init(memoryCapacity: UInt64 = 100 * 1024 * 1024, preferredMemoryCapacity: UInt64 = 60 * 1024 * 1024) {
-        self.memoryCapacity = memoryCapacity
-        self.preferredMemoryCapacity = min(preferredMemoryCapacity, memoryCapacity)
+        state = Mutex(State(
+            memoryCapacity: memoryCapacity, preferredMemoryCapacity: min(preferredMemoryCapacity, memoryCapacity)))
+    }
+
+    // MARK: Budgets
+
+    /// The usage above which a purge runs, in bytes (AFNetworking's `memoryCapacity`).
+    ///
+    /// Setting it keeps ``preferredMemoryCapacity`` at or below it (a preferred capacity above
+    /// the new value is lowered to it), and purges at once when the usage is above the new
+    /// value. 0 keeps nothing: every image is dropped as soon as it is added. `UInt64.max`
+    /// never purges.
+    public var memoryCapacity: UInt64 {
+        get { state.withLock { $0.memoryCapacity } }
+        set { setMemoryCapacity(newValue, preferredMemoryCapacity: nil) }
+    }
+
+    /// The usage a purge brings the cache down to (at most), in bytes.
+    ///
+    /// Setting it never purges by itself (a purge runs when the usage exceeds
+    /// ``memoryCapacity``); a value above ``memoryCapacity`` is lowered to it. To raise both
+    /// budgets, use ``setMemoryCapacity(_:preferredMemoryCapacity:)``: set one at a time, the
+    /// preferred capacity would be lowered to the old capacity first.
+    public var preferredMemoryCapacity: UInt64 {
+        get { state.withLock { $0.preferredMemoryCapacity } }
+        set {
+            state.withLock { state in
+                state.preferredMemoryCapacity = min(newValue, state.memoryCapacity)
+            }
+        }
+    }
+
+    /// AFNetworking's name for ``preferredMemoryCapacity`` (`preferredMemoryUsageAfterPurge`):
+    /// the same budget.
+    public var preferredMemoryUsageAfterPurge: UInt64 {
+        get { preferredMemoryCapacity }
+        set { preferredMemoryCapacity = newValue }
+    }
+
+    /// Sets both budgets in one step, so that no reader or concurrent addition sees one
+    /// without the other. `preferredMemoryCapacity` above `memoryCapacity` is lowered to it
+    /// (as in ``init(memoryCapacity:preferredMemoryCapacity:)``); nil keeps the current
+    /// preferred capacity (lowered to `memoryCapacity` if above it). When the usage is above
+    /// the new capacity, the least recently used images are dropped at once, down to the new
+    /// preferred capacity.
+    public func setMemoryCapacity(_ memoryCapacity: UInt64, preferredMemoryCapacity: UInt64?) {
+        // The purged images are released after the lock, so their deallocation happens outside it.
+        let purged = state.withLock { state -> [Entry] in
+            state.memoryCapacity = memoryCapacity
+            state.preferredMemoryCapacity = min(preferredMemoryCapacity ?? state.preferredMemoryCapacity, memoryCapacity)
+            return Self.purgeIfNeeded(&state)
+        }
+        _ = purged
     }
 
     /// The bytes the stored images cost now: the exact sum of ``cost(of:)`` over them.
@@ -76,7 +128,7 @@ public final class AutoPurgingImageCache: ImageRequestCache {
             state.accessClock += 1
             state.entries[identifier] = Entry(image: image, cost: cost, lastAccess: state.accessClock)
             state.memoryUsage = state.memoryUsage.addingSaturating(cost)
-            return purgeIfNeeded(&state)
+            return Self.purgeIfNeeded(&state)
         }
         _ = purged
     }
@@ -150,12 +202,12 @@ public final class AutoPurgingImageCache: ImageRequestCache {
     /// Drops least recently used entries until the usage is at or below the preferred capacity,
     /// when it exceeds the capacity. Returns the dropped entries (released by the caller, after
     /// the lock).
-    private func purgeIfNeeded(_ state: inout State) -> [Entry] {
-        guard state.memoryUsage > memoryCapacity else { return [] }
+    private static func purgeIfNeeded(_ state: inout State) -> [Entry] {
+        guard state.memoryUsage > state.memoryCapacity else { return [] }
         let byAge = state.entries.sorted { $0.value.lastAccess < $1.value.lastAccess }
         var purged: [Entry] = []
         for (key, entry) in byAge {
-            guard state.memoryUsage > preferredMemoryCapacity else { break }
+            guard state.memoryUsage > state.preferredMemoryCapacity else { break }
             state.entries[key] = nil
             state.memoryUsage = state.memoryUsage.subtractingSaturating(entry.cost)
             purged.append(entry)

@@ -1,50 +1,6 @@
 import Foundation
 import Synchronization
 
-/// Which image of a displaying object a download is for.
-enum ImageSlot: Hashable, Sendable {
-    /// The single image of an ``ImageDisplaying`` object.
-    case image
-    /// The image for one state of a ``StatefulImageDisplaying`` object.
-    case stateImage(ImageStateKey)
-    /// The background image for one state.
-    case stateBackground(ImageStateKey)
-}
-
-/// A control state, type-erased so that slots of every conforming type share one table.
-struct ImageStateKey: Hashable, @unchecked Sendable {
-    // @unchecked: `base` is only ever made from a `Hashable & Sendable` value (the sole init),
-    // so what it wraps is Sendable; AnyHashable itself cannot say so.
-    let base: AnyHashable
-
-    init<State: Hashable & Sendable>(_ state: State) { base = AnyHashable(state) }
-}
-
-/// A weak reference to a displaying object, with its identity remembered (to find its table
-/// entry after it is gone).
-final class WeakImageOwner: @unchecked Sendable {
-    // @unchecked: `key` is immutable; `object` is a weak reference whose loads and stores the
-    // Swift runtime makes atomic.
-    let key: ObjectIdentifier
-    weak var object: AnyObject?
-
-    init(_ object: AnyObject) {
-        key = ObjectIdentifier(object)
-        self.object = object
-    }
-}
-
-/// One slot's download in flight (the categories' `af_activeImageDownloadReceipt`).
-struct ActiveImageDownload: Sendable {
-    let receiptID: UUID
-    let urlIdentifier: String
-    /// The downloader it was started with: cancelling must go to the same one, even if the
-    /// type's shared downloader changed since.
-    let downloader: ImageDownloader
-    /// Set once the downloader returned it (nil before, or when the image came from the cache).
-    var receipt: ImageDownloadReceipt?
-}
-
 /// The active downloads of every displaying object, by identity, holding the objects weakly
 /// (the categories' associated objects, without extending anyone's life).
 ///

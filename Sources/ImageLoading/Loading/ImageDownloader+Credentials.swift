@@ -9,20 +9,28 @@ import FoundationNetworking
 ///
 /// Images come from anywhere (user content, CDNs, redirects): a password must never reach a
 /// host that merely answers `401`. A credential set with ``setCredential(_:for:realm:)`` (or
-/// ``setCredential(_:for:)`` with a protection space) answers that origin only; the unbound
-/// ``credential`` answers https challenges only.
+/// ``setCredential(_:for:)`` with a protection space) answers that origin only; the
+/// ``credential`` set without an origin binds itself to the first https origin it answers.
 extension ImageDownloader {
-    /// A credential for any origin, offered **over https only**: it answers the HTTP Basic and
-    /// Digest challenges (a 401 offering either) of this downloader's https transfers. nil
-    /// (the default) lets such a 401 fail the download.
+    /// A credential set without naming its origin, offered **over https only** and to **one
+    /// origin only**: the origin of the first transfer whose HTTP Basic or Digest challenge
+    /// (a 401 offering either) it answers. It binds itself to that origin at that moment, and
+    /// from then on every other origin's 401 fails its download as if no credential were set.
+    /// nil (the default) lets every such 401 fail the download.
     ///
-    /// A challenge over cleartext http never receives it: bind a credential to the origins
-    /// it is for with ``setCredential(_:for:realm:)`` instead (that also works over http, and
-    /// keeps the password from every other https host). A bound credential takes precedence
-    /// over this one.
+    /// It binds only to a transfer's own origin, the one the request was sent to (after the
+    /// manager's `RequestAdapter`): a 401 on a hop a redirect led to never binds it, and
+    /// receives it only when that hop is on the origin it is already bound to. A challenge
+    /// over cleartext http never receives it. Setting this property (even to the same
+    /// credential) forgets the origin; ``credential(for:)`` tells where it would be offered now.
     ///
-    /// Behaviour change (issue 19): this credential used to be offered to any origin's 401,
-    /// including over http.
+    /// Prefer ``setCredential(_:for:realm:)`` whenever you know the origin: when image URLs
+    /// come from content you do not control, the first https origin to challenge would take
+    /// this credential (and the one it is meant for would then get none). A bound credential
+    /// takes precedence over this one.
+    ///
+    /// Behaviour changes: before issue 19 this credential was offered to any origin's 401,
+    /// over http too; after it, to any https origin's 401.
     ///
     /// Setting a credential (this one or a bound one) the first time installs the
     /// downloader's challenge handler on ``sessionManager``; see ``setCredential(_:for:realm:)``.
@@ -79,7 +87,9 @@ extension ImageDownloader {
     }
 
     /// The credential the downloader would offer to a challenge in `protectionSpace` (nil:
-    /// none, the 401 is delivered).
+    /// none, the 401 is delivered). Asking binds nothing: an unbound ``credential`` not used
+    /// yet is reported for every https space, since a challenge there on a transfer's own
+    /// origin would get it (and bind it there).
     public func credential(for protectionSpace: URLProtectionSpace) -> URLCredential? {
         state.withLock { $0.credentials.credential(for: protectionSpace) }
     }
@@ -98,12 +108,14 @@ extension ImageDownloader {
     /// first credential is set; with none left it answers nothing.
     private func installChallengeHandler() {
         // Weak: the manager keeps its handler; the handler must not keep the downloader.
-        sessionManager.setAuthenticationChallengeHandler { [weak self] _, challenge in
+        sessionManager.setAuthenticationChallengeHandler { [weak self] task, challenge in
             let space = challenge.protectionSpace
             let method = space.authenticationMethod
             guard method == NSURLAuthenticationMethodHTTPBasic || method == NSURLAuthenticationMethodHTTPDigest,
                   challenge.previousFailureCount == 0,
-                  let credential = self?.state.withLock({ $0.credentials.credential(for: space) }),
+                  let credential = self?.state.withLock({
+                      $0.credentials.answer(space, requestURL: task.originalRequest?.url)
+                  }),
                   let user = credential.user, let password = credential.password
             else { return .performDefaultHandling }
             // `.none`: the manager must not remember it for the space and answer later
