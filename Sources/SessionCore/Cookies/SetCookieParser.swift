@@ -1,4 +1,3 @@
-internal import CCurl
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -115,7 +114,7 @@ enum SetCookieParser {
                 return now.addingTimeInterval(TimeInterval(seconds))
             }
             guard let expires else { return nil }
-            let seconds = curl_getdate(expires, nil)  // libcurl's own date parser, as for headers
+            let seconds = CurlDate.seconds(expires)  // libcurl's own date parser, as for headers
             guard seconds >= 0 else { return nil }
             return Date(timeIntervalSince1970: TimeInterval(max(seconds, 1)))
         }

@@ -238,6 +238,9 @@ final class EasyHandle {
         return curlew_easy_getinfo_off_t(raw, info, &value) == CURLE_OK ? Int64(value) : nil
     }
 
+    /// The response bytes received so far, before content decoding (`CURLINFO_SIZE_DOWNLOAD_T`).
+    var receivedByteCount: Int64? { info(offset: CURLINFO_SIZE_DOWNLOAD_T) }
+
     func info(string info: CURLINFO) -> String? {
         var value: UnsafeMutablePointer<CChar>?
         guard curlew_easy_getinfo_string(raw, info, &value) == CURLE_OK, let value else { return nil }

@@ -2,6 +2,11 @@ internal import CCurl
 import Foundation
 
 extension SessionError {
+    /// Memory ran out for something Curlew keeps (reported as curl's `CURLE_OUT_OF_MEMORY`).
+    static func outOfMemory(_ message: String) -> SessionError {
+        .curl(code: Int(CURLE_OUT_OF_MEMORY.rawValue), message: message)
+    }
+
     /// Maps a failed `CURLcode` to the case a caller can act on, keeping curl's message.
     init(curlCode code: CURLcode, message: String) {
         let detail = message.isEmpty ? String(cString: curl_easy_strerror(code)) : message

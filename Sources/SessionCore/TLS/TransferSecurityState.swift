@@ -1,4 +1,3 @@
-internal import CCurl
 import Foundation
 import Serialization
 import Security
@@ -64,8 +63,8 @@ struct TransferSecurityState {
     /// The security reason a failed transfer failed, if it has one: the policy's refusal
     /// (not curl's generic 35/60), libcurl's own host check, or a connection verified under
     /// another policy. `curlMessage`: libcurl's error text for the transfer, read only when used.
-    func error(for code: CURLcode, curlMessage: @autoclosure () -> String) -> SessionError? {
-        guard code != CURLE_OK, let context = handshake else { return nil }
+    func error(for code: CurlCode, curlMessage: @autoclosure () -> String) -> SessionError? {
+        guard !code.isOK, let context = handshake else { return nil }
         if let failure = context.failure { return .serverTrustEvaluationFailed(reason: failure) }
         if context.refusedStaleConnection {
             return .serverTrustEvaluationFailed(
@@ -75,7 +74,7 @@ struct TransferSecurityState {
         }
         // The policy accepted the chain (the verify result is X509_V_OK), so a verification
         // failure now can only be libcurl's host name check: the second lock held.
-        if code == CURLE_PEER_FAILED_VERIFICATION, libcurlChecksHost {
+        if code.isPeerVerificationFailure, libcurlChecksHost {
             return .serverTrustEvaluationFailed(
                 reason: TrustEvaluationError(
                     reason: .hostMismatch, detail: "libcurl's host name check refused the certificate: \(curlMessage())"))
@@ -86,8 +85,8 @@ struct TransferSecurityState {
     /// True once when curl refused a request (before sending it) because its connection or
     /// resumed session was verified under another policy: the request is then retried on a
     /// new connection with a full handshake, which the current policy judges.
-    mutating func shouldRetryOnFreshConnection(code: CURLcode) -> Bool {
-        guard code != CURLE_OK, let context = handshake, context.refusedStaleConnection, context.failure == nil,
+    mutating func shouldRetryOnFreshConnection(code: CurlCode) -> Bool {
+        guard !code.isOK, let context = handshake, context.refusedStaleConnection, context.failure == nil,
             !requiresFreshConnection
         else { return false }
         requiresFreshConnection = true
@@ -114,14 +113,14 @@ struct TransferSecurityState {
 
     /// The challenge to put to the handler for a transfer of `url` that just ended, if any;
     /// counts the attempt.
-    mutating func takePendingChallenge(code: CURLcode, response: HTTPResponseHead?, url: URL) -> PendingChallenge? {
+    mutating func takePendingChallenge(code: CurlCode, response: HTTPResponseHead?, url: URL) -> PendingChallenge? {
         guard mayAskHandler else { return nil }
         let kind: PendingChallenge.Kind
-        if code != CURLE_OK, let context = handshake, !context.isInspection, let trust = context.rejectedTrust,
+        if !code.isOK, let context = handshake, !context.isInspection, let trust = context.rejectedTrust,
             let failure = context.failure
         {
             kind = .serverTrust(trust, failure)
-        } else if code == CURLE_OK, isWithheldForChallenge, let response,
+        } else if code.isOK, isWithheldForChallenge, let response,
             let field = response.value(forHTTPHeaderField: "WWW-Authenticate"),
             let parsed = HTTPAuthenticationScheme.parse(field)
         {

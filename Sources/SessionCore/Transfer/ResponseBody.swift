@@ -1,4 +1,3 @@
-internal import CCurl
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -212,7 +211,7 @@ final class BodyMapping {
         let doubled = capacity.multipliedReportingOverflow(by: 2)
         let target = announced > needed ? announced : (doubled.overflow ? needed : max(needed, doubled.partialValue))
         guard let length = Self.roundUp(target, to: Self.pageSize),
-            let moved = curlew_mremap_maymove(base, capacity, length)
+            let moved = PageRemap.grow(base, from: capacity, to: length)
         else { return false }
         // The pages keep their contents and the mapping its advice wherever it went.
         base = moved

@@ -1,4 +1,3 @@
-internal import CCurl
 import Foundation
 import Serialization
 import Synchronization
@@ -87,7 +86,7 @@ extension TaskDelegate {
             // Compression-bomb guard, over every body (held back or not): curl counts the
             // received (encoded) bytes in SIZE_DOWNLOAD.
             let configuration = engine.configuration
-            let encoded = max(1, easy.info(offset: CURLINFO_SIZE_DOWNLOAD_T) ?? 1)
+            let encoded = max(1, easy.receivedByteCount ?? 1)
             if decodedBodyBytes > Int64(configuration.decompressionAllowance),
                 decodedBodyBytes / encoded > Int64(configuration.decompressionLimit)
             {
@@ -121,9 +120,7 @@ extension TaskDelegate {
             return .accepted
         }
         if task.options.collectsBody, !body.append(bytes) {
-            failure = .curl(
-                code: Int(CURLE_OUT_OF_MEMORY.rawValue),
-                message: "the response body outgrew the memory the system would map for it (\(body.count) bytes kept)")
+            failure = .outOfMemory("the response body outgrew the memory the system would map for it (\(body.count) bytes kept)")
             return .abort
         }
         bodyBytesDelivered += Int64(bytes.count)

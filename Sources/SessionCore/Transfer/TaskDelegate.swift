@@ -1,4 +1,3 @@
-internal import CCurl
 import Foundation
 import Serialization
 import Synchronization

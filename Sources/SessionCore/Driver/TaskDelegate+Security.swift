@@ -120,13 +120,13 @@ extension TaskDelegate {
     /// The security reason a failed transfer failed, if it has one (see
     /// `TransferSecurityState.error(for:curlMessage:)`).
     func securityError(for code: CURLcode) -> SessionError? {
-        securityState.error(for: code, curlMessage: easy.errorMessage)
+        securityState.error(for: CurlCode(code), curlMessage: easy.errorMessage)
     }
 
     /// True once when a request was refused before sending because its connection or
     /// session was verified under another policy: retry it on a fresh connection.
     func shouldRetryOnFreshConnection(code: CURLcode) -> Bool {
-        securityState.shouldRetryOnFreshConnection(code: code)
+        securityState.shouldRetryOnFreshConnection(code: CurlCode(code))
     }
 
     /// Decides (at the response head) whether a 401 is held back from the task while the
@@ -158,7 +158,7 @@ extension TaskDelegate {
     /// The challenge to put to the handler for a transfer that just ended, if any; counts
     /// the attempt.
     func takePendingChallenge(code: CURLcode) -> PendingChallenge? {
-        securityState.takePendingChallenge(code: code, response: responseHead, url: prepared.url)
+        securityState.takePendingChallenge(code: CurlCode(code), response: responseHead, url: prepared.url)
     }
 
     /// Applies the handler's answer to the challenge taken last.
