@@ -37,16 +37,14 @@ extension SessionEngine {
         defer { task.releaseFileClaim() }  // the file left its path: moved, or removed below
         do {
             try FileManager.default.moveItem(at: temporary, to: destination)
-            NotificationCenter.default.post(name: .downloadTaskDidMoveFileSuccessfully, object: task)
+            emit(.downloadMoved(task, error: nil))
             return outcome.with(fileURL: destination, resumePoint: outcome.resumePoint, error: outcome.error)
         } catch {
             let failure = SessionError.fileWriteFailed(
                 "cannot move the download to '\(destination.path)': \(error.localizedDescription)")
             try? FileManager.default.removeItem(at: temporary)
             task.recordSerializationError(failure)
-            NotificationCenter.default.post(
-                name: .downloadTaskDidFailToMoveFile, object: task,
-                userInfo: [NotificationKeys.error: failure])
+            emit(.downloadMoved(task, error: failure))
             return outcome.with(fileURL: nil, resumePoint: outcome.resumePoint, error: failure)
         }
     }

@@ -135,14 +135,12 @@ extension SessionEngine {
         // Before the task is unregistered: an invalidation's event comes after its tasks'.
         monitorHub?.emit(.finished(task, outcome.metrics ?? .empty(), outcome.error, response))
         callbacks.completionHandler?(response)
-        hooks.metrics?(task, outcome.metrics)
-        hooks.taskDidComplete?(task, result.failureValue)
+        emit(.handlerReturned(task, metrics: outcome.metrics, error: result.failureValue, hooks: hooks))
         unregister(task)
-        let userInfo = CompletionUserInfo.make(
+        emit(.completed(task, CompletionFacts(
             body: outcome.body, result: result,
             serializer: serializer, serializerRan: !task.options.skipsSerializer && task.options.collectsBody,
-            metrics: outcome.metrics, fileURL: outcome.fileURL)
-        NotificationCenter.default.post(name: .taskDidComplete, object: task, userInfo: userInfo)
+            metrics: outcome.metrics, fileURL: outcome.fileURL)))
         if let temporary = outcome.fileURL, task.options.download?.fileURL == temporary || !(task is DownloadTask) {
             // No destination took the file: like URLSession's, it is gone once the
             // completion handler (which may move it) and the observers have run.
@@ -152,10 +150,10 @@ extension SessionEngine {
         (task as? DownloadTask)?.releaseFileClaim()
     }
 
-    func post(_ name: Notification.Name, for task: SessionTask) {
-        completionQueue.async {
-            NotificationCenter.default.post(name: name, object: task)
-        }
+    /// The one way the engine's own events leave it: to the hooks and notifications
+    /// (`EngineObservers`, inline). The user's monitors get theirs through `monitorHub`.
+    func emit(_ event: EngineEvent) {
+        EngineObservers.observe(event, engine: self)
     }
 
     func unregister(_ task: SessionTask) {

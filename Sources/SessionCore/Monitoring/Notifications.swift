@@ -10,7 +10,8 @@ extension Notification.Name {
     public static let taskDidComplete = Notification.Name("Curlew.taskDidComplete")
     /// Posted (object: the manager) once a manager has been invalidated.
     public static let sessionDidInvalidate = Notification.Name("Curlew.sessionDidInvalidate")
-    /// Posted (object: the task) when a download was moved to its destination.
+    /// Posted (object: the task) when a download was moved to its destination, on the
+    /// manager's `operationQueue` where the file is moved, before the completion handler.
     public static let downloadTaskDidMoveFileSuccessfully = Notification.Name("Curlew.downloadTaskDidMoveFileSuccessfully")
     /// Posted (object: the task) when a download could not be moved to its destination.
     public static let downloadTaskDidFailToMoveFile = Notification.Name("Curlew.downloadTaskDidFailToMoveFile")

@@ -232,7 +232,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         case .unpause: engine.submit(.unpause(self))
         case .none: return
         }
-        engine.post(.taskDidResume, for: self)
+        engine.emit(.resumed(self))
     }
 
     /// Pauses a running task: its transfer stops reading and writing until `resume()`.
@@ -246,7 +246,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         }
         guard action == .pause else { return }
         engine.submit(.pause(self))
-        engine.post(.taskDidSuspend, for: self)
+        engine.emit(.suspended(self))
     }
 
     /// Cancels the task: it completes soon with `SessionError.cancelled`.

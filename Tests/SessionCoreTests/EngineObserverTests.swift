@@ -1,0 +1,114 @@
+import CurlewTestSupport
+import Foundation
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// The hooks and notifications as the engine's own observers (`EngineObservers`): each once,
+/// in the order and on the queue their contracts name, with or without user monitors.
+final class EngineObserverTests: XCTestCase {
+    var server: TestServer!
+    private let queueKey = DispatchSpecificKey<String>()
+
+    override func setUp() async throws {
+        server = try TestServer()
+        server.route("/ok", response: .text("ok"))
+        server.route("/slow", response: .stream((0..<10).map { _ in .init(Data(repeating: 1, count: 100), delay: .milliseconds(30)) }))
+    }
+
+    override func tearDown() async throws {
+        server.shutdown()
+    }
+
+    /// What happened to one task, in order, each with whether it ran on the completion queue.
+    private final class Journal: Sendable {
+        let entries = Mutex<[(String, Bool)]>([])
+        func add(_ line: String, onCompletionQueue: Bool) { entries.withLock { $0.append((line, onCompletionQueue)) } }
+        var lines: [String] { entries.withLock { $0.map(\.0) } }
+        var allOnCompletionQueue: Bool { entries.withLock { $0.allSatisfy(\.1) } }
+    }
+
+    private func observe(_ manager: URLSessionManager, into journal: Journal, task: @escaping @Sendable () -> SessionTask?) -> [any NSObjectProtocol] {
+        let key = queueKey
+        let here: @Sendable () -> Bool = { DispatchQueue.getSpecific(key: key) == "completion" }
+        manager.setTaskDidFinishCollectingMetricsBlock { observed, metrics in
+            if observed === task() { journal.add("metrics \(metrics?.transactionMetrics.count ?? -1)", onCompletionQueue: here()) }
+        }
+        manager.setTaskDidCompleteBlock { observed, error in
+            if observed === task() { journal.add("complete \(error == nil ? "ok" : "error")", onCompletionQueue: here()) }
+        }
+        let names: [Notification.Name] = [.taskDidResume, .taskDidSuspend, .taskDidComplete, .downloadTaskDidMoveFileSuccessfully]
+        return names.map { name in
+            NotificationCenter.default.addObserver(forName: name, object: nil, queue: nil) { note in
+                guard let observed = note.object as? SessionTask, observed === task() else { return }
+                journal.add("note \(name.rawValue.split(separator: ".").last ?? "")", onCompletionQueue: here())
+            }
+        }
+    }
+
+    private func manager(monitors: [any EventMonitor] = []) -> URLSessionManager {
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .none
+        let manager = URLSessionManager.raw(configuration, eventMonitors: monitors)
+        let queue = DispatchQueue(label: "test.completion")
+        queue.setSpecific(key: queueKey, value: "completion")
+        manager.completionQueue = queue
+        return manager
+    }
+
+    func testACompletedTaskCallsEachHookAndNotificationOnceAfterItsHandler() async throws {
+        for monitors in [[], [RecordingMonitor()]] as [[any EventMonitor]] {
+            let manager = manager(monitors: monitors)
+            let journal = Journal()
+            let box = Mutex<SessionTask?>(nil)
+            let observers = observe(manager, into: journal) { box.withLock { $0 } }
+            defer { observers.forEach(NotificationCenter.default.removeObserver) }
+            let key = queueKey
+            let task = manager.dataTask(with: URLRequest(url: try server.url("/ok"))) { _ in
+                journal.add("handler", onCompletionQueue: DispatchQueue.getSpecific(key: key) == "completion")
+            }
+            box.withLock { $0 = task }
+            task.resume()
+            try await eventually({ journal.lines.count >= 5 }, "the completion's hooks and notifications")
+            try await Task.sleep(nanoseconds: 50_000_000)  // nothing else may follow
+            XCTAssertEqual(
+                journal.lines,
+                ["note taskDidResume", "handler", "metrics 1", "complete ok", "note taskDidComplete"], "monitors: \(monitors.count)")
+            XCTAssertTrue(journal.allOnCompletionQueue, "every hook and notification on the completion queue")
+            manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        }
+    }
+
+    func testSuspendAndResumeEachPostOnceAndADownloadReportsItsMove() async throws {
+        let manager = manager()
+        let journal = Journal()
+        let box = Mutex<SessionTask?>(nil)
+        let observers = observe(manager, into: journal) { box.withLock { $0 } }
+        defer { observers.forEach(NotificationCenter.default.removeObserver) }
+        let destination = FileManager.default.temporaryDirectory.appendingPathComponent("observer-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: destination) }
+        let task = manager.downloadTask(
+            with: URLRequest(url: try server.url("/slow")), destination: { _, _ in destination }, completionHandler: { _ in })
+        box.withLock { $0 = task }
+        task.resume()
+        try await eventually({ task.countOfBytesReceived > 0 }, "bytes arrive")
+        task.suspend()
+        task.suspend()  // no second notification: it was already suspended
+        task.resume()
+        try await eventually({ journal.lines.last == "note taskDidComplete" }, "the task completes")
+        XCTAssertEqual(
+            journal.lines,
+            ["note taskDidResume", "note taskDidSuspend", "note taskDidResume", "note downloadTaskDidMoveFileSuccessfully",
+             "metrics 1", "complete ok", "note taskDidComplete"])
+        // The move is reported where the file is moved: on the operation queue, before the
+        // completion handler (as AFNetworking's delegate did); everything else on the
+        // completion queue.
+        let placed = journal.entries.withLock { $0 }
+        XCTAssertEqual(placed.filter { !$0.1 }.map(\.0), ["note downloadTaskDidMoveFileSuccessfully"])
+        XCTAssertTrue(FileManager.default.fileExists(atPath: destination.path))
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+    }
+}
