@@ -61,7 +61,7 @@ final class TransferStateMachineTests: XCTestCase {
         facts.hasRedirectHook = true
         var machine = exchanging(.redirect(try hop()))
         XCTAssertEqual(machine.exchangeEnded(facts, now: 1), .askRedirectHook(try hop()))
-        XCTAssertEqual(machine.phase, .awaitingDecision(.redirect(try hop())))
+        XCTAssertEqual(machine.phase, .awaitingDecision(.redirect))
     }
 
     func testTheRedirectLimitIsCountedInOnePlace() throws {
@@ -70,9 +70,14 @@ final class TransferStateMachineTests: XCTestCase {
         XCTAssertEqual(
             ended(exchanging(.redirect(try hop()), maximumRedirects: 2, redirects: 2), facts), .finish(.tooManyRedirects(2)))
         XCTAssertEqual(ended(exchanging(.redirect(try hop()), maximumRedirects: 0), facts), .finish(.tooManyRedirects(0)))
-        var machine = exchanging(nil)
+        var machine = exchanging(.redirect(try hop()))
         machine.redirectFollowed(now: 1)
+        XCTAssertEqual(machine.redirectCount, 0, "not while the exchange is in curl")
+        _ = machine.exchangeEnded(Machine.EndFacts(), now: 1)
         machine.redirectFollowed(now: 2)
+        machine.attached(now: 3, taskIsSuspended: false)
+        _ = machine.exchangeEnded(Machine.EndFacts(), now: 4)
+        machine.redirectFollowed(now: 5)
         XCTAssertEqual(machine.redirectCount, 2, "the machine counts the hops it followed")
     }
 
@@ -108,7 +113,8 @@ final class TransferStateMachineTests: XCTestCase {
         var facts = Machine.EndFacts()
         facts.hasRedirectHook = true
         XCTAssertEqual(machine.exchangeEnded(facts, now: 1), .waitForResponseDecision)
-        XCTAssertEqual(machine.phase, .awaitingDecision(.response(facts)))
+        XCTAssertEqual(machine.phase, .awaitingDecision(.response))
+        XCTAssertEqual(machine.pendingEndFacts, facts)
         XCTAssertEqual(machine.responseAnswered(cancel: false, now: 2), .endExchange(.finish(nil), facts))
         XCTAssertEqual(machine.phase, .ready)
         XCTAssertEqual(machine.responseAnswered(cancel: false, now: 3), .ignore, "answered once")
@@ -202,6 +208,12 @@ final class TransferStateMachineTests: XCTestCase {
             ("retryDecided", { "\($0.retryDecided(.retry, now: 5))" }),
             ("retryDue", { "\(String(describing: $0.retryDue(now: 5)))" }),
             ("attemptTimedOut", { $0.attemptTimedOut(now: 5); return "" }),
+            ("retrierAsked", { "\($0.retrierAsked(error: nil, now: 5))" }),
+            ("restart", { $0.restart(now: 5); return "" }),
+            ("redirectFollowed", { $0.redirectFollowed(now: 5); return "\($0.redirectCount)" }),
+            ("headReceived", { $0.headReceived(.deliver); return "" }),
+            ("responseHookAsked", { $0.responseHookAsked(now: 5); return "" }),
+            ("nextResponseBegins", { "\($0.nextResponseBegins())" }),
             ("finish", { $0.finish(now: 5); return "" }),
         ]
     }
@@ -220,6 +232,15 @@ final class TransferStateMachineTests: XCTestCase {
         "challengeAnswered": ["awaiting the challenge handler": "ready"],
         "redirectAnswered": ["awaiting the redirection hook": "ready"],
         "retryDecided": ["awaiting the retrier": "ready"],
+        "retrierAsked": ["ready": "awaitingDecision(retrier)"],
+        "restart": [
+            "awaiting the challenge handler": "ready", "awaiting the redirection hook": "ready",
+            "awaiting the response hook": "ready", "awaiting the retrier": "ready", "awaiting a retry's back-off": "ready",
+        ],
+        "redirectFollowed": [
+            "awaiting the challenge handler": "ready", "awaiting the redirection hook": "ready",
+            "awaiting the response hook": "ready", "awaiting the retrier": "ready", "awaiting a retry's back-off": "ready",
+        ],
         "attemptTimedOut": [
             "attached, connecting": "ready", "attached, connected": "ready", "attached, delivering": "ready",
             "attached, response hook pending": "ready", "attached, backpressured": "ready", "attached, suspended": "ready",
@@ -231,10 +252,7 @@ final class TransferStateMachineTests: XCTestCase {
         case .ready: return "ready"
         case .waitingForSlot: return "waitingForSlot"
         case .attached: return "attached"
-        case .awaitingDecision(.challenge): return "awaitingDecision(challenge)"
-        case .awaitingDecision(.redirect): return "awaitingDecision(redirect)"
-        case .awaitingDecision(.response): return "awaitingDecision(response)"
-        case .awaitingDecision(.retrier): return "awaitingDecision(retrier)"
+        case .awaitingDecision(let decision): return "awaitingDecision(\(decision))"
         case .awaitingRetry: return "awaitingRetry"
         case .finished: return "finished"
         }
@@ -269,7 +287,7 @@ final class TransferStateMachineTests: XCTestCase {
                 // The idle clock follows from the state, whatever the event.
                 XCTAssertEqual(machine.holds.isEmpty, idleClockShouldRun(machine), context)
                 XCTAssertEqual(machine.clock.holds, machine.holds, context)
-                // Finished is final: no event but `finish` changes anything about it.
+                // Finished is final: no event moves a finished transfer, and it never times out.
                 if start.phase == .finished {
                     XCTAssertEqual(machine.phase, .finished, context)
                     XCTAssertNil(machine.expiry(at: .max), "a finished transfer never times out: \(context)")
@@ -301,11 +319,39 @@ final class TransferStateMachineTests: XCTestCase {
         XCTAssertEqual(machine.expiry(at: 10_100).map { caseName(of: $0) }, "idle")
     }
 
+    /// A resume while the transfer has no connection yet does not start the clock: it starts
+    /// when libcurl connects.
+    func testAResumeBeforeTheConnectionDoesNotStartTheClock() {
+        var machine = Machine(timeouts: TransferTimeouts(idle: 100, total: nil), maximumRedirects: 16, now: 0)
+        machine.attached(now: 0, taskIsSuspended: false)
+        XCTAssertTrue(machine.suspend(now: 10), "attached: curl pauses")
+        XCTAssertTrue(machine.resume(now: 20))
+        XCTAssertEqual(machine.holds, .noConnection)
+        XCTAssertNil(machine.expiry(at: 5_000))
+        XCTAssertEqual(machine.connecting(now: 5_000), 5_100)
+        XCTAssertEqual(machine.expiry(at: 5_100).map { caseName(of: $0) }, "idle")
+    }
+
+    /// A retry that the driver then cannot send (its body cannot be replayed) completes with
+    /// the failed attempt's response: the decision alone forgets nothing of it.
+    func testARetryDecisionKeepsTheResponseUntilTheRestart() {
+        var machine = exchanging(.deliver)
+        _ = machine.exchangeEnded(Machine.EndFacts(), now: 1)
+        XCTAssertTrue(machine.retrierAsked(error: nil, now: 1))
+        XCTAssertFalse(machine.retrierAsked(error: nil, now: 1), "asked once")
+        XCTAssertEqual(machine.retryDecided(.retry, now: 2), .retryNow(error: nil))
+        XCTAssertTrue(machine.deliversResponse)
+        machine.restart(now: 3)
+        XCTAssertFalse(machine.deliversResponse)
+    }
+
     func testASuspendBeforeTheDriverKnewOfTheTaskHoldsOnAttach() {
         var machine = Machine(timeouts: TransferTimeouts(idle: 100, total: nil), maximumRedirects: 16, now: 0)
         machine.attached(now: 0, taskIsSuspended: true)
         _ = machine.connecting(now: 0)
         XCTAssertTrue(machine.isSuspended)
+        XCTAssertEqual(machine.holds, .suspended)
+        XCTAssertNil(machine.expiry(at: 1_000))
         XCTAssertEqual(machine.bodyArrived(now: 1), .pause)
         XCTAssertFalse(machine.maySend)
     }
@@ -331,6 +377,7 @@ final class TransferStateMachineTests: XCTestCase {
         XCTAssertNil(machine.expiry(at: 1_000))
         _ = machine.suspend(now: 1_000)
         XCTAssertEqual(machine.responseAnswered(cancel: false, now: 2_000), .wait)
+        XCTAssertEqual(machine.holds, .suspended, "only the caller's suspension holds after the answer")
         XCTAssertTrue(machine.resume(now: 3_000))
         XCTAssertTrue(machine.holds.isEmpty)
         XCTAssertEqual(machine.bodyArrived(now: 3_001), .take)

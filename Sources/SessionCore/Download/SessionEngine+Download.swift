@@ -37,14 +37,14 @@ extension SessionEngine {
         defer { task.releaseFileClaim() }  // the file left its path: moved, or removed below
         do {
             try FileManager.default.moveItem(at: temporary, to: destination)
-            emit(.downloadMoved(task, error: nil))
+            EngineObservers.downloadDidMoveFile(task, error: nil)
             return outcome.with(fileURL: destination, resumePoint: outcome.resumePoint, error: outcome.error)
         } catch {
             let failure = SessionError.fileWriteFailed(
                 "cannot move the download to '\(destination.path)': \(error.localizedDescription)")
             try? FileManager.default.removeItem(at: temporary)
             task.recordSerializationError(failure)
-            emit(.downloadMoved(task, error: failure))
+            EngineObservers.downloadDidMoveFile(task, error: failure)
             return outcome.with(fileURL: nil, resumePoint: outcome.resumePoint, error: failure)
         }
     }

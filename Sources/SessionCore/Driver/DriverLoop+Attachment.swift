@@ -102,7 +102,14 @@ extension DriverLoop {
         // Suspended before it started, or while it waited detached: the machine's flag holds
         // it (the read and write callbacks pause on it).
         let suspended = delegate.task.state == .suspended
-        transition(delegate) { $0.attached(now: TaskDelegate.uptime, taskIsSuspended: suspended) }
+        guard transition(delegate, { $0.attached(now: TaskDelegate.uptime, taskIsSuspended: suspended) }) else {
+            // Not ready to attach (a driver bug): take the handle back out of curl before the
+            // task completes, so that no handle is recycled while libcurl still holds it.
+            _ = curl_multi_remove_handle(multi, delegate.easy.raw)
+            assertionFailure("attached from \(delegate.state.phase)")
+            finish(delegate, outcome: outcome(of: delegate, error: .curl(code: 0, message: "the transfer could not be attached")))
+            return
+        }
         if let hub = engine.monitorHub { hub.emit(.willSend(delegate.task, delegate.request)) }
         scheduleTimeoutCheck(for: delegate)
     }

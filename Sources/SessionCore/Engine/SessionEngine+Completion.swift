@@ -135,12 +135,12 @@ extension SessionEngine {
         // Before the task is unregistered: an invalidation's event comes after its tasks'.
         monitorHub?.emit(.finished(task, outcome.metrics ?? .empty(), outcome.error, response))
         callbacks.completionHandler?(response)
-        emit(.handlerReturned(task, metrics: outcome.metrics, error: result.failureValue, hooks: hooks))
+        EngineObservers.taskHandlerDidReturn(task, metrics: outcome.metrics, error: result.failureValue, hooks: hooks)
         unregister(task)
-        emit(.completed(task, CompletionFacts(
-            body: outcome.body, result: result,
+        EngineObservers.taskDidComplete(
+            task, body: outcome.body, result: result,
             serializer: serializer, serializerRan: !task.options.skipsSerializer && task.options.collectsBody,
-            metrics: outcome.metrics, fileURL: outcome.fileURL)))
+            metrics: outcome.metrics, fileURL: outcome.fileURL)
         if let temporary = outcome.fileURL, task.options.download?.fileURL == temporary || !(task is DownloadTask) {
             // No destination took the file: like URLSession's, it is gone once the
             // completion handler (which may move it) and the observers have run.
@@ -148,12 +148,6 @@ extension SessionEngine {
         }
         // A download's file stays claimed until it left the path resume data may name.
         (task as? DownloadTask)?.releaseFileClaim()
-    }
-
-    /// The one way the engine's own events leave it: to the hooks and notifications
-    /// (`EngineObservers`, inline). The user's monitors get theirs through `monitorHub`.
-    func emit(_ event: EngineEvent) {
-        EngineObservers.observe(event, engine: self)
     }
 
     func unregister(_ task: SessionTask) {

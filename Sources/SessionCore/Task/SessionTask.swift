@@ -232,7 +232,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         case .unpause: engine.submit(.unpause(self))
         case .none: return
         }
-        engine.emit(.resumed(self))
+        EngineObservers.taskDidResume(self, engine: engine)
     }
 
     /// Pauses a running task: its transfer stops reading and writing until `resume()`.
@@ -246,7 +246,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         }
         guard action == .pause else { return }
         engine.submit(.pause(self))
-        engine.emit(.suspended(self))
+        EngineObservers.taskDidSuspend(self, engine: engine)
     }
 
     /// Cancels the task: it completes soon with `SessionError.cancelled`.

@@ -63,11 +63,12 @@ extension TaskDelegate {
             if disposition == .deliver {
                 if let download {
                     planDownload(download, for: response)
-                    // This answer is not the task's (a refused or changed range): stop reading
-                    // it now rather than drop a body that may be the whole representation; the
-                    // request goes again without the range (`error(for:)` reads this abort as
-                    // no error, and the state machine restarts the download).
-                    if download.needsFullRestart { return false }
+                    // This answer is not the task's (a refused or changed range). A short body
+                    // (a 416's) is read and dropped, keeping the connection; a long or unknown
+                    // one (a changed file's whole 200) is cut here rather than read to its end
+                    // (`error(for:)` reads this abort as no error). Either way the request goes
+                    // again without the range.
+                    if download.needsFullRestart { return expected >= 0 && expected <= Self.droppedBodyLimit }
                 }
                 task.didReceive(head: response, announced: expected, offset: download?.plannedOffset ?? 0)
                 if let hub = engine.monitorHub { hub.emit(.received(task, response)) }

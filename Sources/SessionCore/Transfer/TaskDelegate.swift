@@ -207,6 +207,10 @@ final class TaskDelegate {
 
     var canReplayBody: Bool { bodyReader?.isRewindable ?? true }
 
+    /// The longest body of a refused resume answer that is read and dropped (keeping the
+    /// connection) rather than cut at its head.
+    static let droppedBodyLimit: Int64 = 64 * 1024
+
     /// The upload and download counts of curl's last progress call (activity marks).
     var lastUploadedCount: Int64 = 0
     var lastDownloadedCount: Int64 = 0

@@ -56,6 +56,13 @@ struct TransferStateMachine {
     /// Retries made so far.
     private(set) var retryCount = 0
     let maximumRedirects: Int
+    /// The facts of an exchange that ended while the response hook decided
+    /// (`.awaitingDecision(.response)`).
+    private(set) var pendingEndFacts: EndFacts?
+    /// The failed attempt's error while the retrier decides or the back-off runs.
+    private(set) var pendingError: SessionError?
+    /// When a scheduled retry is due (`.awaitingRetry`).
+    private(set) var retryDeadline: UInt64 = .max
     /// The idle and total clocks; their holds follow from the state above.
     private(set) var clock: TransferClock
 
@@ -84,7 +91,8 @@ struct TransferStateMachine {
         case .attached:
             if !hasConnection { holds.insert(.noConnection) }
             if isBackpressured { holds.insert(.backpressure) }
-            // The hook's time is not the server's silence.
+            // The hook's time is not the server's silence: held from the moment it is asked
+            // (a server that stalls meanwhile is timed again once the hook answered).
             if awaitsResponseDecision && headDisposition == .deliver { holds.insert(.decision) }
         case .awaitingDecision, .awaitingRetry, .finished:
             holds.insert(.decision)
@@ -237,9 +245,11 @@ struct TransferStateMachine {
     private mutating func end(_ facts: EndFacts, now: UInt64) -> EndAction {
         let action = decide(facts)
         switch action {
-        case .waitForResponseDecision: phase = .awaitingDecision(.response(facts))
+        case .waitForResponseDecision:
+            phase = .awaitingDecision(.response)
+            pendingEndFacts = facts
         case .askChallengeHandler: phase = .awaitingDecision(.challenge)
-        case .askRedirectHook(let hop): phase = .awaitingDecision(.redirect(hop))
+        case .askRedirectHook: phase = .awaitingDecision(.redirect)
         case .finish, .retryOnFreshConnection, .follow, .restartDownloadFromZero: phase = .ready
         }
         settleClock(now)
@@ -270,7 +280,8 @@ struct TransferStateMachine {
             settleClock(now)
             return .cancel
         }
-        if case .awaitingDecision(.response(let facts)) = phase {
+        if phase == .awaitingDecision(.response), let facts = pendingEndFacts {
+            pendingEndFacts = nil
             let action = end(facts, now: now)
             return .endExchange(action, facts)
         }
@@ -288,7 +299,7 @@ struct TransferStateMachine {
 
     /// The redirection hook answered. False when none was awaited.
     mutating func redirectAnswered(now: UInt64) -> Bool {
-        guard case .awaitingDecision(.redirect) = phase else { return false }
+        guard phase == .awaitingDecision(.redirect) else { return false }
         phase = .ready
         settleClock(now)
         return true
@@ -296,15 +307,26 @@ struct TransferStateMachine {
 
     /// The next hop of a redirect chain is about to be sent.
     mutating func redirectFollowed(now: UInt64) {
+        guard isBetweenExchanges else { return }
         redirectCount += 1
         restart(now: now)
     }
 
-    /// The same request is about to be sent again (a retry, a challenge answered, a fresh
-    /// connection, a download from zero).
+    /// Out of curl, out of line and not finished: where a next exchange may be prepared.
+    private var isBetweenExchanges: Bool {
+        switch phase {
+        case .ready, .awaitingDecision, .awaitingRetry: return true
+        case .waitingForSlot, .attached, .finished: return false
+        }
+    }
+
+    /// The request is about to be sent again (a redirect's next hop, a retry, a challenge
+    /// answered, a fresh connection, a download from zero): the last exchange's response is
+    /// forgotten. Only between exchanges: a transfer in curl or finished is left as it is.
     mutating func restart(now: UInt64) {
+        guard isBetweenExchanges else { return }
         beginExchange()
-        if phase != .finished { phase = .ready }
+        phase = .ready
         settleClock(now)
     }
 
@@ -317,27 +339,37 @@ struct TransferStateMachine {
         return !hasStreamedBody && canReplayBody
     }
 
-    /// The attempt went to the retrier.
-    mutating func retrierAsked(error: SessionError?, now: UInt64) {
-        phase = .awaitingDecision(.retrier(error))
+    /// The attempt that just ended goes to the retrier. False (and no change) unless the
+    /// transfer is between exchanges (`.ready`).
+    @discardableResult
+    mutating func retrierAsked(error: SessionError?, now: UInt64) -> Bool {
+        guard phase == .ready else { return false }
+        phase = .awaitingDecision(.retrier)
+        pendingError = error
         settleClock(now)
+        return true
     }
 
     /// The retrier answered. A delay that is negative, not finite or more than a century
-    /// means no retry.
+    /// means no retry. The response of the failed attempt stays until the driver prepares
+    /// the next one (`restart`): a retry that cannot be sent completes with it.
     mutating func retryDecided(_ decision: RetryDecision, now: UInt64) -> RetryStep {
-        guard case .awaitingDecision(.retrier(let error)) = phase else { return .ignore }
+        guard phase == .awaitingDecision(.retrier) else { return .ignore }
+        let error = pendingError
         switch decision {
         case .doNotRetry:
             return .finish(error)
         case .retry, .retryAfter(0):
             retryCount += 1
-            restart(now: now)
+            pendingError = nil
+            phase = .ready
+            settleClock(now)
             return .retryNow(error: error)
         case .retryAfter(let seconds):
             guard seconds > 0, let wait = TransferTimeouts.nanoseconds(seconds) else { return .finish(error) }
             let deadline = now &+ wait
-            phase = .awaitingRetry(deadline: deadline, error: error)
+            phase = .awaitingRetry
+            retryDeadline = deadline
             settleClock(now)
             return .retryAt(deadline: deadline, delay: seconds, error: error)
         }
@@ -346,9 +378,13 @@ struct TransferStateMachine {
     /// A scheduled retry's time came. Returns the failed attempt's error (`.some(nil)`: it
     /// ended with a response), or nil when no retry is due.
     mutating func retryDue(now: UInt64) -> SessionError?? {
-        guard case .awaitingRetry(let deadline, let error) = phase, deadline <= now else { return nil }
+        guard phase == .awaitingRetry, retryDeadline <= now else { return nil }
+        let error = pendingError
         retryCount += 1
-        restart(now: now)
+        pendingError = nil
+        retryDeadline = .max
+        phase = .ready
+        settleClock(now)
         return .some(error)
     }
 
