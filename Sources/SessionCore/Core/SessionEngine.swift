@@ -30,6 +30,8 @@ final class SessionEngine: Sendable {
         var dataTaskDidReceiveResponse: (@Sendable (DataTask, HTTPURLResponse) -> ResponseDisposition)?
         var downloadDidWriteData: (@Sendable (DownloadTask, Int64, Int64, Int64) -> Void)?
         var downloadDidFinish: (@Sendable (DownloadTask, URL) -> URL?)?
+        /// Features/Download/URLSessionManager+DownloadResume.swift.
+        var downloadDidResume: (@Sendable (DownloadTask, Int64, Int64) -> Void)?
 
         init() {}
 
@@ -47,6 +49,7 @@ final class SessionEngine: Sendable {
             copy.dataTaskDidReceiveResponse = dataTaskDidReceiveResponse
             copy.downloadDidWriteData = downloadDidWriteData
             copy.downloadDidFinish = downloadDidFinish
+            copy.downloadDidResume = downloadDidResume
             return copy
         }
     }

@@ -67,6 +67,7 @@ extension TaskDelegate {
                 if let download {
                     planDownload(download, for: response)
                     if download.needsFullRestart { return true }  // this answer is not the task's
+                    reportDownloadResumed(download, expectedLength: expected)
                 }
                 task.didReceive(head: response, announced: expected, offset: download?.plannedOffset ?? 0)
                 if let hub = engine.monitorHub { hub.emit(.received(task, response)) }
