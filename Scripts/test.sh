@@ -17,5 +17,8 @@ swift build --build-tests
 log "checking that every Swift block in Docs/ compiles"
 Scripts/check-docs.sh
 
+log "checking that every public symbol has a doc comment"
+Scripts/check-doc-comments.sh
+
 log "running the tests"
 swift test --skip-build --disable-swift-testing "$@"

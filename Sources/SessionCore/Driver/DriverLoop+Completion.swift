@@ -32,7 +32,7 @@ extension DriverLoop {
         facts.error = delegate.error(for: code)
         facts.refusedStaleConnection = delegate.shouldRetryOnFreshConnection(code: code)
         // Asked only when it can matter: taking a challenge counts an attempt.
-        let answerable = hooks.authenticationChallenge != nil || !engine.credentialStore.isEmpty
+        let answerable = hooks.answersChallenges || !engine.credentialStore.isEmpty
         let challenge = facts.refusedStaleConnection || !answerable ? nil : delegate.takePendingChallenge(code: code)
         facts.hasChallengeForHandler = challenge != nil
         facts.canReplayBody = delegate.canReplayBody
@@ -67,7 +67,7 @@ extension DriverLoop {
                 }
                 return
             }
-            guard let challenge, let hook = hooks.authenticationChallenge else {
+            guard let challenge, let hook = hooks.handler(for: challenge) else {
                 finish(delegate, outcome: outcome(of: delegate, error: facts.error))
                 return
             }

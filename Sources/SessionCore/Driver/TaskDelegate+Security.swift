@@ -44,7 +44,7 @@ extension TaskDelegate {
         securityState.handshake = context
         // Also drops a challenge override given for another origin (after a redirect).
         context.prepare(snapshot: snapshot, url: url)
-        context.recordsRejectedChain = engine.hooks.authenticationChallenge != nil && securityState.mayAskHandler
+        context.recordsRejectedChain = engine.hooks.answersServerTrust && securityState.mayAskHandler
         context.isInspection = security.isInspecting(task.taskIdentifier)
         switch engine.configuration.proxy {
         case .none: context.mayUseHTTPSProxy = false

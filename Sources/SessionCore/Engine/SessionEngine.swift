@@ -24,10 +24,14 @@ final class SessionEngine: Sendable {
         var metrics: (@Sendable (SessionTask, TaskMetrics?) -> Void)?
         var sessionDidBecomeInvalid: (@Sendable ((any Error)?) -> Void)?
         var authenticationChallenge: (@Sendable (SessionTask, URLAuthenticationChallenge) -> AuthChallengeDisposition)?
+        /// Server trust for the whole session (Features/Security/URLSessionManager+SessionChallenge.swift).
+        var sessionChallenge: (@Sendable (URLAuthenticationChallenge) -> AuthChallengeDisposition)?
         var sentBodyData: (@Sendable (SessionTask, Int64, Int64, Int64) -> Void)?
         var dataTaskDidReceiveResponse: (@Sendable (DataTask, HTTPURLResponse) -> ResponseDisposition)?
         var downloadDidWriteData: (@Sendable (DownloadTask, Int64, Int64, Int64) -> Void)?
         var downloadDidFinish: (@Sendable (DownloadTask, URL) -> URL?)?
+        /// Features/Download/URLSessionManager+DownloadResume.swift.
+        var downloadDidResume: (@Sendable (DownloadTask, Int64, Int64) -> Void)?
 
         init() {}
 
@@ -40,10 +44,12 @@ final class SessionEngine: Sendable {
             copy.metrics = metrics
             copy.sessionDidBecomeInvalid = sessionDidBecomeInvalid
             copy.authenticationChallenge = authenticationChallenge
+            copy.sessionChallenge = sessionChallenge
             copy.sentBodyData = sentBodyData
             copy.dataTaskDidReceiveResponse = dataTaskDidReceiveResponse
             copy.downloadDidWriteData = downloadDidWriteData
             copy.downloadDidFinish = downloadDidFinish
+            copy.downloadDidResume = downloadDidResume
             return copy
         }
     }

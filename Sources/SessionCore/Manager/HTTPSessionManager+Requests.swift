@@ -60,27 +60,18 @@ extension HTTPSessionManager {
 
     // MARK: - Running tasks
 
-    /// Builds, creates and resumes a data task whose outcome goes to `success` or `failure`
-    /// (AFNetworking's `dataTaskWithHTTPMethod:…`).
+    /// Creates a verb's data task through the overridable `dataTask(withHTTPMethod:…)`, as
+    /// AFNetworking's verbs do, and resumes it.
     func dataTask(
         method: String, urlString: String, parameters: (any Sendable)?, headers: [String: String]?,
         uploadProgress: (@Sendable (Progress) -> Void)?, downloadProgress: (@Sendable (Progress) -> Void)?,
         success: (@Sendable (DataTask, (any Sendable)?) -> Void)?,
         failure: (@Sendable (DataTask?, any Error) -> Void)?
     ) -> DataTask? {
-        let request: URLRequest
-        do {
-            request = try self.request(method: method, urlString: urlString, parameters: parameters, headers: headers)
-        } catch {
-            reportUnbuildableRequest(error, to: failure)
-            return nil
-        }
-        let reference = TaskReference()
-        let task = dataTask(with: request, uploadProgress: uploadProgress, downloadProgress: downloadProgress) { response in
-            Self.deliver(response, task: reference.task, success: success, failure: failure)
-        }
-        reference.task = task
-        task.resume()
+        let task = dataTask(
+            withHTTPMethod: method, urlString: urlString, parameters: parameters, headers: headers,
+            uploadProgress: uploadProgress, downloadProgress: downloadProgress, success: success, failure: failure)
+        task?.resume()
         return task
     }
 

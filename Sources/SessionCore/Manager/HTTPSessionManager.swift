@@ -213,6 +213,22 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
             uploadProgress: nil, downloadProgress: nil, success: success, failure: failure)
     }
 
+    /// Creates a data task for any HTTP method, not resumed (AFNetworking's
+    /// `dataTaskWithHTTPMethod:URLString:parameters:headers:uploadProgress:downloadProgress:success:failure:`).
+    /// Every verb method but the multipart `post` creates its task here: override it to change
+    /// them all. Rules in HTTPSessionManager+DataTask.swift.
+    open func dataTask(
+        withHTTPMethod method: String, urlString: String, parameters: (any Sendable)? = nil,
+        headers: [String: String]? = nil, uploadProgress: (@Sendable (Progress) -> Void)? = nil,
+        downloadProgress: (@Sendable (Progress) -> Void)? = nil,
+        success: (@Sendable (DataTask, (any Sendable)?) -> Void)? = nil,
+        failure: (@Sendable (DataTask?, any Error) -> Void)? = nil
+    ) -> DataTask? {
+        makeDataTask(
+            method: method, urlString: urlString, parameters: parameters, headers: headers,
+            uploadProgress: uploadProgress, downloadProgress: downloadProgress, success: success, failure: failure)
+    }
+
     // MARK: - Dictionary-literal overloads
     //
     // A literal with mixed value types (`["q": "curlew", "page": 2]`) is inferred as

@@ -11,5 +11,6 @@ import FoundationNetworking
 /// leave it as it is. The adapted request is validated like any other; the request body stays
 /// the task's own.
 public protocol RequestAdapter: Sendable {
+    /// The request to send for `attempt` (0: the first; 1, 2, ...: retries), built from `request`.
     func adapt(_ request: URLRequest, attempt: Int) -> URLRequest
 }

@@ -52,6 +52,9 @@ public struct RetryPolicy: RequestRetrier {
         }
     }
 
+    /// Retries an idempotent request (`retryableHTTPMethods`) after a retryable transport error or
+    /// status code, up to `retryLimit` times: after the backoff, or `Retry-After` when it asks for
+    /// longer, and not at all when that wait exceeds `maximumDelay`.
     public func retry(_ task: SessionTask, attempt: Int, error: SessionError?, response: HTTPURLResponse?) -> RetryDecision {
         guard attempt >= 0, attempt < retryLimit else { return .doNotRetry }
         let method = (task.originalRequest?.httpMethod ?? "GET").uppercased()

@@ -41,7 +41,9 @@ extension URLSessionManager {
     ///   `WWW-Authenticate` offers Basic; `.useCredential(URLCredential(user:password:persistence:))`
     ///   retries with those credentials (same origin only); the other answers deliver the 401.
     ///
-    /// A task asks at most three times. Pass nil to remove the handler.
+    /// While a session-level handler is set (`setSessionDidReceiveAuthenticationChallengeBlock(_:)`),
+    /// server-trust challenges go to it instead. A task asks at most three times. Pass nil to
+    /// remove the handler.
     public func setAuthenticationChallengeHandler(
         _ block: (@Sendable (SessionTask, URLAuthenticationChallenge) -> AuthChallengeDisposition)?
     ) {

@@ -69,6 +69,7 @@ extension TaskDelegate {
                     // (`error(for:)` reads this abort as no error). Either way the request goes
                     // again without the range.
                     if download.needsFullRestart { return expected >= 0 && expected <= Self.droppedBodyLimit }
+                    reportDownloadResumed(download, expectedLength: expected)
                 }
                 task.didReceive(head: response, announced: expected, offset: download?.plannedOffset ?? 0)
                 if let hub = engine.monitorHub { hub.emit(.received(task, response)) }
