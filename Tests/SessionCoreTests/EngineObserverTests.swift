@@ -111,4 +111,23 @@ final class EngineObserverTests: XCTestCase {
         XCTAssertTrue(FileManager.default.fileExists(atPath: destination.path))
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
     }
+
+    /// "Body goes to user code" is decided once, when the transfer starts: a data-received
+    /// hook removed mid-transfer still gets every chunk of that transfer, and the completion
+    /// handler runs after the last of them (it follows the chunks through the operation queue).
+    func testTheDataHookAsTheTransferStartedGetsEveryChunkBeforeTheCompletion() async throws {
+        let manager = manager()
+        let received = Mutex(0)
+        let atCompletion = Mutex<Int?>(nil)
+        manager.setDataTaskDidReceiveDataBlock { _, chunk in received.withLock { $0 += chunk.count } }
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/slow"))) { _ in
+            atCompletion.withLock { $0 = received.withLock { $0 } }
+        }
+        task.resume()
+        try await eventually({ received.withLock { $0 } > 0 }, "the first chunk")
+        manager.setDataTaskDidReceiveDataBlock(nil)
+        try await eventually({ atCompletion.withLock { $0 } != nil }, "the task completes")
+        XCTAssertEqual(atCompletion.withLock { $0 }, 1_000, "every chunk reached the hook before the completion handler")
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+    }
 }

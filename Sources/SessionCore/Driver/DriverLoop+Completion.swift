@@ -144,7 +144,8 @@ extension DriverLoop {
     func outcome(of delegate: TaskDelegate, error: SessionError?) -> TransferOutcome {
         TransferOutcome(
             error: error, request: delegate.request, head: delegate.responseHead,
-            body: error == nil ? delegate.takeBody() : nil, metrics: delegate.metrics)
+            body: error == nil ? delegate.takeBody() : nil, metrics: delegate.metrics,
+            bodyWentToUserCode: delegate.deliversBody)
     }
 
     /// Removes the transfer from curl, recycles its handle, releases the delegate's retained

@@ -62,7 +62,7 @@ extension TaskDelegate {
             case .none: easy.set(CURLOPT_PROXY, "")
             case .url(let proxy):
                 easy.set(CURLOPT_PROXY, proxy)
-                if proxy.lowercased().hasPrefix("https:") {
+                if engine.configuration.proxy.isHTTPS {
                     // The proxy's own certificate: the system's authorities and the configured file.
                     easy.set(CURLOPT_PROXY_CAINFO, engine.configuration.certificateAuthorityFile ?? CurlRuntime.systemCABundle)
                 }

@@ -49,7 +49,7 @@ extension TaskDelegate {
         switch engine.configuration.proxy {
         case .none: context.mayUseHTTPSProxy = false
         case .environment: context.mayUseHTTPSProxy = true
-        case .url(let proxy): context.mayUseHTTPSProxy = proxy.lowercased().hasPrefix("https:")
+        case .url: context.mayUseHTTPSProxy = engine.configuration.proxy.isHTTPS
         }
         let pointer = context.retainedReference()
 

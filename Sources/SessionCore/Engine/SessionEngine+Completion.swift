@@ -54,7 +54,7 @@ extension SessionEngine {
         // A streamed body's chunks and progress updates wait on the operation queue:
         // completion goes through it too, so the handler never runs before the last chunk was
         // delivered, and the task's Progress objects are finished after their last update.
-        let viaOperationQueue = wantsBodyDelivery(for: task, hooks: hooks) || task.observesProgress
+        let viaOperationQueue = outcome.bodyWentToUserCode || task.observesProgress
             || observesSentBodyData.load(ordering: .acquiring)
         let work: @Sendable () -> Void
         let target: DispatchQueue

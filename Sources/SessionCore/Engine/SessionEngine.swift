@@ -292,15 +292,12 @@ final class SessionEngine: Sendable {
         }
     }
 
-    /// Whether `task`'s body chunks go to user code (`hooks`: the engine's, read once by the caller).
-    func wantsBodyDelivery(for task: SessionTask, hooks: Hooks) -> Bool {
-        task.streamsBody || (task is DataTask && hooks.dataReceived != nil)
-    }
-
-    /// Hands a streamed body chunk to user code on the operation queue; resumes the paused
-    /// transfer once enough has been consumed.
-    func deliver(_ chunk: Data, for task: SessionTask, credit: StreamCredit) {
-        let hook = hooks.dataReceived
+    /// Hands a streamed body chunk to user code on the operation queue (the task's data
+    /// handler, then `hook`: the data-received hook as it was when the transfer started);
+    /// resumes the paused transfer once enough has been consumed.
+    func deliver(
+        _ chunk: Data, for task: SessionTask, hook: (@Sendable (DataTask, Data) -> Void)?, credit: StreamCredit
+    ) {
         operationQueue.async { [self] in
             task.callbacks.dataHandler?(chunk)
             if let hook, let dataTask = task as? DataTask { hook(dataTask, chunk) }

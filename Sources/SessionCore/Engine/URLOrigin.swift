@@ -1,3 +1,4 @@
+import Foundation
 /// The scheme and origin of an absolute URL string, found in one pass over its bytes.
 ///
 /// Every request needs them on the way in (which scheme, which host's connection slot, TLS or
@@ -21,6 +22,13 @@ struct URLOrigin: Sendable, Equatable {
     }
 
     var isHTTPS: Bool { scheme == "https" }
+
+    /// `url`'s port, or its scheme's default (443 for https, 80 otherwise; a URL without a
+    /// scheme is taken as `assumedScheme`): the one rule for comparing origins and naming
+    /// protection spaces.
+    static func port(of url: URL, assumedScheme: String = "http") -> Int {
+        url.port ?? ((url.scheme?.lowercased() ?? assumedScheme) == "https" ? 443 : 80)
+    }
 
     private static func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> (String, String, Bool, Bool) {
         // scheme = ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) ":" (RFC 3986 §3.1)

@@ -33,6 +33,12 @@ public struct SessionConfiguration: Sendable {
         /// Always use this proxy URL, e.g. `http://proxy.internal:3128` or `socks5h://127.0.0.1:1080`
         /// (a `no_proxy` in the environment does not apply to it).
         case url(String)
+
+        /// Whether Curlew talks TLS to the proxy itself (an `https://` proxy URL).
+        var isHTTPS: Bool {
+            guard case .url(let proxy) = self else { return false }
+            return proxy.lowercased().hasPrefix("https:")
+        }
     }
 
     /// Minimum TLS protocol versions.

@@ -16,7 +16,7 @@ final class SessionCredentialStore: Sendable {
 
         init(url: URL, realm: String?, scheme: HTTPAuthenticationScheme) {
             let urlScheme = url.scheme?.lowercased() ?? "https"
-            let port = url.port ?? (urlScheme == "https" ? 443 : 80)
+            let port = URLOrigin.port(of: url, assumedScheme: "https")
             origin = "\(urlScheme)://\(url.host?.lowercased() ?? ""):\(port)"
             self.realm = realm
             self.scheme = scheme

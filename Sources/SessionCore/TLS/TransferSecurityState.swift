@@ -131,7 +131,7 @@ struct TransferSecurityState {
         challengeAttempts += 1
         let scheme = url.scheme?.lowercased() ?? "https"
         let challenge = PendingChallenge(
-            kind: kind, url: url, host: url.host ?? "", port: url.port ?? (scheme == "https" ? 443 : 80), scheme: scheme,
+            kind: kind, url: url, host: url.host ?? "", port: URLOrigin.port(of: url, assumedScheme: "https"), scheme: scheme,
             previousFailureCount: challengeAttempts - 1, failureResponse: response)
         pendingChallenge = challenge
         return challenge

@@ -20,9 +20,14 @@ final class TransferOutcome: Sendable {
     let metrics: TaskMetrics?
     /// A download that stopped where it can continue: what continuing needs.
     let resumePoint: ResumePoint?
+    /// Body chunks went to user code on the operation queue (decided once, when the transfer
+    /// started: `TaskDelegate.deliversBody`): the completion follows them through that queue.
+    let bodyWentToUserCode: Bool
 
     init(error: SessionError?, request: URLRequest?, head: HTTPResponseHead? = nil, body: Data? = nil,
-         fileURL: URL? = nil, metrics: TaskMetrics? = nil, resumePoint: ResumePoint? = nil) {
+         fileURL: URL? = nil, metrics: TaskMetrics? = nil, resumePoint: ResumePoint? = nil,
+         bodyWentToUserCode: Bool = false) {
+        self.bodyWentToUserCode = bodyWentToUserCode
         self.error = error
         self.request = request
         self.head = head
@@ -36,13 +41,13 @@ final class TransferOutcome: Sendable {
     func with(fileURL: URL?, resumePoint: ResumePoint?, error: SessionError?) -> TransferOutcome {
         TransferOutcome(
             error: error, request: request, head: head, body: body, fileURL: fileURL, metrics: metrics,
-            resumePoint: resumePoint)
+            resumePoint: resumePoint, bodyWentToUserCode: bodyWentToUserCode)
     }
 
     /// The same outcome with another head and body (a 304 answered from the cache).
     func with(head: HTTPResponseHead?, body: Data?) -> TransferOutcome {
         TransferOutcome(
             error: error, request: request, head: head, body: body, fileURL: fileURL, metrics: metrics,
-            resumePoint: resumePoint)
+            resumePoint: resumePoint, bodyWentToUserCode: bodyWentToUserCode)
     }
 }

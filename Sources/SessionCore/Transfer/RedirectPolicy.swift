@@ -61,9 +61,8 @@ enum RedirectPolicy {
 
     /// Same scheme, host and port (default ports made explicit).
     static func isSameOrigin(_ lhs: URL, _ rhs: URL) -> Bool {
-        func port(_ url: URL) -> Int? { url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80) }
-        return lhs.scheme?.lowercased() == rhs.scheme?.lowercased()
+        lhs.scheme?.lowercased() == rhs.scheme?.lowercased()
             && lhs.host?.lowercased() == rhs.host?.lowercased()
-            && port(lhs) == port(rhs)
+            && URLOrigin.port(of: lhs) == URLOrigin.port(of: rhs)
     }
 }

@@ -109,7 +109,7 @@ extension TaskDelegate {
             }
             let chunk = Data(bytes)
             streamCredit.add(chunk.count)
-            engine.deliver(chunk, for: task, credit: streamCredit)
+            engine.deliver(chunk, for: task, hook: dataReceivedHook, credit: streamCredit)
         }
         if let download {
             if download.dropsBody { return .accepted }  // dropped: sent again, or the task fails

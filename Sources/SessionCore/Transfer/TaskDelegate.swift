@@ -61,6 +61,8 @@ final class TaskDelegate {
     /// Whether body chunks go to user code (a data handler, or the data-received hook as it
     /// was when the transfer started): asked once, not under the engine's lock per chunk.
     let deliversBody: Bool
+    /// The data-received hook as it was when the transfer started (nil for other tasks).
+    let dataReceivedHook: (@Sendable (DataTask, Data) -> Void)?
     /// Streaming: bytes handed to user code and not yet consumed (backpressure); nil when
     /// no chunk goes to user code.
     let streamCredit: StreamCredit?
@@ -97,7 +99,10 @@ final class TaskDelegate {
         // One read of the hooks per transfer (a snapshot taken under the engine's lock).
         let hooks = engine.hooks
         let isDataTask = task is DataTask
-        self.deliversBody = task.streamsBody || (isDataTask && hooks.dataReceived != nil)
+        // The one place that decides whether body chunks go to user code; the completion
+        // follows the decision (`TransferOutcome.bodyWentToUserCode`).
+        self.dataReceivedHook = isDataTask ? hooks.dataReceived : nil
+        self.deliversBody = task.streamsBody || dataReceivedHook != nil
         self.streamCredit = deliversBody ? StreamCredit() : nil
         self.asksResponseHook = isDataTask && hooks.dataTaskDidReceiveResponse != nil
         self.state = TransferStateMachine(
