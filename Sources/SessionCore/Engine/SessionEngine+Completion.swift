@@ -25,13 +25,21 @@ extension SessionEngine {
         }
         if let cache = configuration.responseCache, outcome.error == nil, outcome.head != nil {
             if task.hasCacheContext {
-                // A 304 becomes the stored response, a response is stored: on the cache's
-                // queue, never on the driver thread; the task is already completed meanwhile.
-                cache.queue.async { [self] in
-                    let answered = applyCache(cache, to: task, outcome: outcome)
-                    if answered.head !== outcome.head, let head = answered.head { task.replaceHead(head) }
-                    continueCompleting(task, outcome: answered)
+                // On the cache's queue, never on the driver thread (the task is already
+                // completed meanwhile). Only a 304 changes what the task completes with (the
+                // stored response answers): the completion waits for the cache then. Any other
+                // response is stored there while the completion goes on at once; a later
+                // lookup queues behind the store on the same serial queue, so it sees it.
+                if outcome.head?.statusCode == 304 {
+                    cache.queue.async { [self] in
+                        let answered = applyCache(cache, to: task, outcome: outcome)
+                        if answered.head !== outcome.head, let head = answered.head { task.replaceHead(head) }
+                        continueCompleting(task, outcome: answered)
+                    }
+                    return
                 }
+                cache.queue.async { [self] in _ = applyCache(cache, to: task, outcome: outcome) }
+                continueCompleting(task, outcome: outcome, batch: batch)
                 return
             }
             invalidateCache(cache, after: task, head: outcome.head)
