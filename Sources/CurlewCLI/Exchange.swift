@@ -1,0 +1,52 @@
+import Foundation
+import Security
+import Serialization
+import SessionCore
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Sends one built request and waits for its `DataResponse`.
+enum Exchange {
+    /// A manager that hands every answer back as it came: no status or content-type check
+    /// (the tool prints a 404 too), and redirects delivered unless `follow`.
+    static func makeManager(configuration: SessionConfiguration, policy: SecurityPolicy?, follow: Bool) throws -> URLSessionManager {
+        let manager = URLSessionManager(configuration: configuration)
+        var serializer = HTTPResponseSerializer()
+        serializer.acceptableStatusCodes = IndexSet(100..<1000)
+        serializer.acceptableContentTypes = nil
+        manager.responseSerializer = serializer
+        if let policy {
+            do {
+                try manager.setSecurityPolicy(policy)
+            } catch {
+                manager.invalidateSessionCancelingTasks(true, resetSession: false)
+                throw ToolFailure(.error, ToolFailure.oneLine(error))
+            }
+        }
+        if !follow {
+            manager.setTaskWillPerformHTTPRedirectionBlock { _, _, _ in nil }
+        }
+        return manager
+    }
+
+    /// The task that sends `built`: a data task, or an upload task for a file or a stream.
+    static func makeTask(
+        _ built: BuiltRequest, manager: URLSessionManager, completion: @escaping @Sendable (DataResponse) -> Void
+    ) -> SessionTask {
+        if let file = built.bodyFile {
+            return manager.uploadTask(with: built.request, fromFile: file, completionHandler: completion)
+        }
+        if built.request.httpBodyStream != nil {
+            return manager.uploadTask(withStreamedRequest: built.request, completionHandler: completion)
+        }
+        return manager.dataTask(with: built.request, completionHandler: completion)
+    }
+
+    /// Sends the request and returns what came back.
+    static func send(_ built: BuiltRequest, manager: URLSessionManager) async -> DataResponse {
+        await withCheckedContinuation { continuation in
+            makeTask(built, manager: manager) { continuation.resume(returning: $0) }.resume()
+        }
+    }
+}
