@@ -30,7 +30,10 @@ struct ExchangePrinter: Sendable {
             target = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
             if let query = components.percentEncodedQuery { target += "?" + query }
         }
-        var lines = [style.paint(request.httpMethod ?? "GET", .bold) + " " + style.paint(target, .cyan) + " " + style.paint("HTTP/1.1", .dim)]
+        var lines = [
+            style.paint(sanitized(request.httpMethod ?? "GET"), .bold) + " " + style.paint(sanitized(target), .cyan) + " "
+                + style.paint("HTTP/1.1", .dim),
+        ]
         let fields = request.allHTTPHeaderFields ?? [:]
         if fields.keys.contains(where: { $0.lowercased() == "host" }) == false, let host = url?.host {
             lines.append(headerLine("Host", url?.port.map { "\(host):\($0)" } ?? host))
@@ -38,7 +41,7 @@ struct ExchangePrinter: Sendable {
         for (name, value) in fields.sorted(by: { $0.key.lowercased() < $1.key.lowercased() }) {
             lines.append(headerLine(name, value))
         }
-        return sanitized(lines.joined(separator: "\n")) + "\n"
+        return lines.joined(separator: "\n") + "\n"
     }
 
     /// The request body: JSON re-indented on a terminal; a streamed or file body as a notice.
@@ -58,9 +61,11 @@ struct ExchangePrinter: Sendable {
     func responseHead(_ head: HTTPResponseHead) -> String {
         var status = "\(head.statusCode)"
         if let reason = head.reasonPhrase { status += " " + reason }
-        var lines = [style.paint(head.httpVersion, .dim) + " " + style.paint(status, ANSIStyle.color(forStatus: head.statusCode))]
+        var lines = [
+            style.paint(sanitized(head.httpVersion), .dim) + " " + style.paint(sanitized(status), ANSIStyle.color(forStatus: head.statusCode)),
+        ]
         for (name, value) in head.fields { lines.append(headerLine(name, value)) }
-        return sanitized(lines.joined(separator: "\n")) + "\n"
+        return lines.joined(separator: "\n") + "\n"
     }
 
     /// The response body as printed; `endWithNewline` adds a line break on a terminal when
@@ -91,8 +96,9 @@ struct ExchangePrinter: Sendable {
         return String(validating: data, as: UTF8.self) == nil
     }
 
+    /// "Name: value", the name coloured, both cleaned of control characters on a terminal.
     private func headerLine(_ name: String, _ value: String) -> String {
-        style.paint(name, .cyan) + ": " + value
+        style.paint(sanitized(name), .cyan) + ": " + sanitized(value)
     }
 
     /// What the server sent, with control characters shown as `?` on a terminal.

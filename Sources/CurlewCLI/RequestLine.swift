@@ -32,7 +32,6 @@ struct RequestLine: Equatable, Sendable {
             knownMethods.contains(first.uppercased()) || RequestItem.parse(next) == nil
         {
             method = first.uppercased()
-            rest = rest.dropFirst()
         }
         guard let urlText = (method == nil ? first : rest.popFirst()) else { throw .missingURL }
         let url = try expandURL(urlText)

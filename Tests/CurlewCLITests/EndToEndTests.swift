@@ -159,7 +159,9 @@ final class EndToEndTests: XCTestCase {
         }
         let other = try run(["--session", "s2", "\(base)/anything"], environment: environment)
         XCTAssertNil((try json(other)["headers"] as? [String: String])?["Cookie"], "sessions do not share cookies")
-        XCTAssertEqual(try run(["--session", "../x", "\(base)/get"], environment: environment).status, 1)
+        let refused = try run(["--session", ".hidden", "\(base)/get"], environment: environment)
+        XCTAssertEqual(refused.status, 1)
+        XCTAssertTrue(refused.stderr.hasPrefix("curlew: error: --session: '.hidden' is not a session name"), refused.stderr)
     }
 
     func testCurlPrintsTheCommandInsteadOfSending() throws {
