@@ -83,7 +83,9 @@ struct DownloadRun {
         defer { trap.cancel() }
         let outcome: Outcome = await withCheckedContinuation { continuation in
             let completion: @Sendable (DataResponse) -> Void = { response in
-                continuation.resume(returning: Self.finish(response, target: target, directory: directory, request: request))
+                let resumeData = running.withLock { $0 }?.resumeData
+                continuation.resume(
+                    returning: Self.finish(response, resumeData: resumeData, target: target, directory: directory, request: request))
             }
             let task: DownloadTask
             if let resumeData {
@@ -105,11 +107,15 @@ struct DownloadRun {
 
     /// Moves a finished download into place, or says why not (on the completion queue,
     /// before Curlew removes the temporary file).
-    private static func finish(_ response: DataResponse, target: URL?, directory: URL, request: URLRequest) -> Outcome {
+    private static func finish(
+        _ response: DataResponse, resumeData: Data?, target: URL?, directory: URL, request: URLRequest
+    ) -> Outcome {
         if let error = response.error {
             var failure = ToolFailure(transferError: error)
-            var kept: Data?
-            if case .resumeFailed(_, let data)? = error as? SessionError { kept = data }
+            // A lost connection or a timeout leaves the task's resume data; an error status
+            // answering a resumed download carries new resume data in the error.
+            var kept = resumeData
+            if case .resumeFailed(_, let data)? = error as? SessionError { kept = data ?? kept }
             if let kept, let name = target ?? response.head.map({ planned($0, directory: directory, url: request.url) }) {
                 if (try? kept.write(to: resumeFile(for: name))) != nil {
                     failure.message += " (kept for --continue: \(resumeFile(for: name).lastPathComponent))"
@@ -121,6 +127,8 @@ struct DownloadRun {
             return .failed(ToolFailure(.error, "no response arrived"))
         }
         guard (200..<300).contains(head.statusCode) else {
+            // Curlew removes the file after this handler; the tool may exit before that.
+            unlink(temporary.path)
             let status = ExitStatus.forStatus(head.statusCode) ?? .error
             let hint = (300..<400).contains(head.statusCode) ? " (add --follow to follow redirects)" : ""
             return .failed(ToolFailure(status, "HTTP \(head.statusCode) \(head.reasonPhrase ?? ""): nothing saved\(hint)"))
@@ -131,6 +139,7 @@ struct DownloadRun {
                 return .failed(ToolFailure(.error, "cannot save \(target.path): \(String(cString: strerror(errno)))"))
             }
             unlink(resumeFile(for: target).path)
+            makeReadable(target)
             return .saved(target, bytes)
         }
         let name = DownloadNaming.fileName(
@@ -141,11 +150,20 @@ struct DownloadRun {
             let candidate = DownloadNaming.unusedName(name, in: directory)
             if link(temporary.path, candidate.path) == 0 {
                 unlink(temporary.path)
+                makeReadable(candidate)
                 return .saved(candidate, bytes)
             }
             guard errno == EEXIST else { break }
         }
         return .failed(ToolFailure(.error, "cannot save \(name) in \(directory.path): \(String(cString: strerror(errno)))"))
+    }
+
+    /// Gives a saved file the mode a new file of the user's gets (0666 less the umask):
+    /// Curlew keeps partial downloads private (0600), a finished one is the user's file.
+    private static func makeReadable(_ file: URL) {
+        let mask = umask(0o022)
+        umask(mask)
+        chmod(file.path, 0o666 & ~mask)
     }
 
     /// The name a download would be saved under now.

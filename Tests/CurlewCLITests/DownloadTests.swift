@@ -38,6 +38,10 @@ final class DownloadTests: XCTestCase {
         XCTAssertEqual(second.stderr, "curlew: saved 1000.bin-1 (1000 bytes)\n")
         XCTAssertEqual(try files(), ["1000.bin", "1000.bin-1"])
         XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("1000.bin-1")), rangeBytes(1000))
+        let mask = umask(0o022)
+        umask(mask)
+        let mode = try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent("1000.bin").path)[.posixPermissions] as? NSNumber
+        XCTAssertEqual(mode?.intValue, Int(0o666 & ~mask), "a saved file is the user's, not Curlew's private partial file")
     }
 
     func testContentDispositionNameIsSanitised() throws {
@@ -91,6 +95,32 @@ final class DownloadTests: XCTestCase {
         XCTAssertEqual(resumed.status, 0, resumed.stderr)
         XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("big.bin")), rangeBytes(size))
         XCTAssertEqual(try files(), ["big.bin"], "the resume data and the partial file are gone")
+    }
+
+    func testADownloadCutOffByTheNetworkIsFinishedWithContinue() throws {
+        let body = Data((0..<10_000).map { UInt8(truncatingIfNeeded: $0 * 7) })
+        let server = try TestServer { request in
+            let range = request.headers.first { $0.name.lowercased() == "range" }?.value
+            guard let range, range.hasPrefix("bytes="), let start = Int(range.dropFirst(6).prefix { $0 != "-" }) else {
+                // The first answer announces every byte, sends 4,000 and closes: cut off.
+                return TestResponse(
+                    status: 200, headers: [("Content-Length", "\(body.count)"), ("ETag", "\"v1\""), ("Accept-Ranges", "bytes")],
+                    body: .data(body.prefix(4_000)), framing: .contentLength, ending: .close)
+            }
+            return TestResponse(
+                status: 206, headers: [("Content-Range", "bytes \(start)-\(body.count - 1)/\(body.count)"), ("ETag", "\"v1\"")],
+                body: body.suffix(from: start))
+        }
+        defer { server.shutdown() }
+        let url = "http://127.0.0.1:\(server.port)/file"
+        let cut = try CurlewProcess.run(["-d", "-o", "file.bin", url], in: directory)
+        XCTAssertEqual(cut.status, 1, cut.stderr)
+        XCTAssertTrue(cut.stderr.contains("(kept for --continue: file.bin.curlew-resume)"), cut.stderr)
+        let resumed = try CurlewProcess.run(["-d", "-c", "-o", "file.bin", url], in: directory)
+        XCTAssertEqual(resumed.status, 0, resumed.stderr)
+        XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("file.bin")), body)
+        XCTAssertEqual(server.requests.last?.headers.first { $0.name.lowercased() == "range" }?.value, "bytes=4000-")
+        XCTAssertEqual(try files(), ["file.bin"])
     }
 
     func testContinueRefusesAFileItKnowsNothingAbout() throws {
