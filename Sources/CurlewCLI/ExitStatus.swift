@@ -17,6 +17,7 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
     case dnsFailure = 7
     case cannotConnect = 8
     case tlsFailure = 9
+    case usage = 64
     case interrupted = 130
 
     /// The line `--help` shows for this code.
@@ -32,6 +33,7 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case .dnsFailure: return "the host name could not be resolved"
         case .cannotConnect: return "the connection could not be made (refused, unreachable)"
         case .tlsFailure: return "TLS failed: the handshake, or the server is not trusted (--verify, --pin)"
+        case .usage: return "bad arguments (an unknown flag, no URL, an argument that is no request item)"
         case .interrupted: return "interrupted (Ctrl-C); a download keeps what it received, for --continue"
         }
     }
@@ -39,7 +41,7 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
     /// Every code with its meaning, for the commands' help text.
     static var helpText: String {
         "Exit codes:\n" + allCases.map { "  \(String($0.rawValue).padding(toLength: 4, withPad: " ", startingAt: 0))\($0.summary)" }
-            .joined(separator: "\n") + "\n  64  bad arguments"
+            .joined(separator: "\n")
     }
 
     /// The code for a status when `--check-status` is on (nil: a success).

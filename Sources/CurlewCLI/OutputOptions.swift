@@ -45,7 +45,7 @@ struct DownloadOptions: ParsableArguments {
     var download = false
 
     @Option(name: [.customShort("o"), .customLong("output")], help: ArgumentHelp(
-        "Save the body to FILE (with or without --download; replaced without --download).", valueName: "FILE"))
+        "Save the body to FILE instead of stdout (with or without --download); an existing FILE is replaced.", valueName: "FILE"))
     var output: String?
 
     @Flag(name: [.customShort("c"), .customLong("continue")], help: "With -d -o FILE: resume an interrupted download of FILE with a Range request.")

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 /// Which parts of the exchange are printed: HTTPie's `--print` letters.
 struct PrintSelection: Equatable, Sendable {
@@ -58,8 +59,14 @@ enum Pretty: String, ExpressibleByArgument, CaseIterable, Sendable {
     var colors: Bool { self == .all || self == .colors }
     var formats: Bool { self == .all || self == .format }
 
-    /// The default: everything on a terminal, nothing when stdout is a pipe or file.
-    static func resolve(_ given: Pretty?, stdoutIsTerminal: Bool) -> Pretty {
-        given ?? (stdoutIsTerminal ? .all : .none)
+    /// The default: everything on a terminal (no colours when `NO_COLOR` is set, as
+    /// no-color.org asks), nothing when stdout is a pipe or file.
+    static func resolve(
+        _ given: Pretty?, stdoutIsTerminal: Bool, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> Pretty {
+        if let given { return given }
+        guard stdoutIsTerminal else { return .none }
+        let noColor = environment["NO_COLOR"].map { !$0.isEmpty } ?? false
+        return noColor ? .format : .all
     }
 }

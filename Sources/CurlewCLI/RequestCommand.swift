@@ -65,7 +65,7 @@ struct RequestCommand: AsyncParsableCommand {
         } catch let failure as ToolFailure {
             throw failure.report()
         } catch let error as RequestLineError {
-            throw ValidationError(error.description)
+            throw ToolFailure(.usage, "\(error.description) (see curlew --help)").report()
         } catch let error as BuildError {
             throw ToolFailure(.error, error.description).report()
         }
@@ -93,11 +93,19 @@ struct RequestCommand: AsyncParsableCommand {
         var configuration = transport.configuration(for: url)
         if let store { configuration.cookieJar = try store.loadJar() }
 
+        // The jar is a reference: the manager fills it, the session saves it afterwards.
+        let saveSession = { [builder] in
+            guard let store else { return }
+            var headers = builder.baseHeaders
+            for case .header(let name, let value) in line.items { headers[name] = value }
+            try store.save(jar: configuration.cookieJar, headers: headers)
+        }
         if download.download {
             try await DownloadRun(
                 built: built, configuration: configuration, transport: transport, options: download,
                 checkStatus: output.checkStatus
             ).run()
+            try saveSession()
             return
         }
 
@@ -139,11 +147,7 @@ struct RequestCommand: AsyncParsableCommand {
         if selection.metrics, let metrics = response.metrics {
             stdout.write("\n" + ExchangePrinter.metricsText(metrics))
         }
-        if let store {
-            var headers = builder.baseHeaders
-            for case .header(let name, let value) in line.items { headers[name] = value }
-            try store.save(jar: manager.cookieJar, headers: headers)
-        }
+        try saveSession()
         if output.checkStatus, let status = ExitStatus.forStatus(head.statusCode) {
             if !stdout.isTerminal {
                 Terminal.standardError.write("curlew: warning: HTTP \(head.statusCode) \(head.reasonPhrase ?? "")\n")

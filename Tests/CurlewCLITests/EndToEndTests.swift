@@ -69,7 +69,8 @@ final class EndToEndTests: XCTestCase {
     func testBadArgumentsAreUsageErrors() throws {
         let result = try run(["\(base)/get", "not-an-item"])
         XCTAssertEqual(result.status, 64)
-        XCTAssertTrue(result.stderr.contains("'not-an-item' is not a request item"), result.stderr)
+        XCTAssertTrue(result.stderr.hasPrefix("curlew: error: 'not-an-item' is not a request item"), result.stderr)
+        XCTAssertEqual(result.stderr.filter { $0 == "\n" }.count, 1, "one line: \(result.stderr)")
         XCTAssertEqual(try run([]).status, 64)
     }
 

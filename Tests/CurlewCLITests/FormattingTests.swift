@@ -86,8 +86,11 @@ final class FormattingTests: XCTestCase {
         XCTAssertEqual(try PrintSelection.resolve(print: "Hh", headers: true, body: true, verbose: false, stdoutIsTerminal: true),
                        PrintSelection(letters: "Hh"))
         XCTAssertNil(PrintSelection(letters: "hx"))
-        XCTAssertEqual(Pretty.resolve(nil, stdoutIsTerminal: true), .all)
+        XCTAssertEqual(Pretty.resolve(nil, stdoutIsTerminal: true, environment: [:]), .all)
         XCTAssertEqual(Pretty.resolve(nil, stdoutIsTerminal: false), .none)
+        XCTAssertEqual(Pretty.resolve(nil, stdoutIsTerminal: true, environment: ["NO_COLOR": "1"]), .format)
+        XCTAssertEqual(Pretty.resolve(nil, stdoutIsTerminal: true, environment: ["NO_COLOR": ""]), .all, "an empty NO_COLOR does not count")
+        XCTAssertEqual(Pretty.resolve(.colors, stdoutIsTerminal: false, environment: ["NO_COLOR": "1"]), .colors, "a flag wins")
     }
 
     func testDownloadNamesStayInTheDirectory() {
