@@ -2,6 +2,7 @@ import Foundation
 import Security
 import Serialization
 import SessionCore
+import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -43,10 +44,22 @@ enum Exchange {
         return manager.dataTask(with: built.request, completionHandler: completion)
     }
 
-    /// Sends the request and returns what came back.
-    static func send(_ built: BuiltRequest, manager: URLSessionManager) async -> DataResponse {
+    /// Sends the request and returns what came back; with a `writer`, the body goes to it
+    /// chunk by chunk (a data task with a data handler) and the response's `data` is nil.
+    static func send(_ built: BuiltRequest, manager: URLSessionManager, streamingTo writer: ResponseWriter? = nil) async -> DataResponse {
         await withCheckedContinuation { continuation in
-            makeTask(built, manager: manager) { continuation.resume(returning: $0) }.resume()
+            guard let writer else {
+                makeTask(built, manager: manager) { continuation.resume(returning: $0) }.resume()
+                return
+            }
+            // The task is made before its handler can run: the handler reads it for the head.
+            let task = Mutex<DataTask?>(nil)
+            let created = manager.dataTask(
+                with: built.request,
+                dataHandler: { chunk in writer.write(chunk: chunk, head: task.withLock { $0 }?.responseHead) },
+                completionHandler: { continuation.resume(returning: $0) })
+            task.withLock { $0 = created }
+            created.resume()
         }
     }
 }

@@ -74,17 +74,21 @@ struct ExchangePrinter: Sendable {
         body(data, mimeType: head?.mimeType, endWithNewline: isTerminal)
     }
 
+    /// JSON is formatted whenever `--pretty` asks (on a pipe too, as `--pretty=format`
+    /// does); everything else reaches a pipe untouched.
     private func body(_ data: Data, mimeType: String?, endWithNewline: Bool) -> Data {
-        guard isTerminal else { return data }
-        if Self.isBinary(data) {
+        let binary = Self.isBinary(data)
+        if isTerminal && binary {
             let kind = mimeType.map { " of \($0)" } ?? ""
             return Data("[binary body: \(data.count) bytes\(kind) not shown on a terminal; save it with -d, -o FILE or > FILE]\n".utf8)
         }
         var text: String
-        if pretty.formats, let formatted = JSONFormatter(style: style).format(data) {
+        if !binary, pretty.formats, let formatted = JSONFormatter(style: style).format(data) {
             text = formatted
-        } else {
+        } else if isTerminal {
             text = String(decoding: data, as: UTF8.self).withoutControlCharacters
+        } else {
+            return data
         }
         if endWithNewline, !text.hasSuffix("\n") { text += "\n" }
         return Data(text.utf8)

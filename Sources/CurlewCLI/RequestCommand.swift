@@ -131,19 +131,14 @@ struct RequestCommand: AsyncParsableCommand {
         }
         if selection.requestHead || selection.requestBody { stdout.write("\n") }
 
-        let response = await Exchange.send(built, manager: manager)
+        let writer = ResponseWriter(
+            printer: printer, selection: selection,
+            sink: try ResponseWriter.sink(outputPath: download.output, printsBody: selection.responseBody),
+            canStream: built.bodyFile == nil && built.request.httpBodyStream == nil)
+        let response = await Exchange.send(built, manager: manager, streamingTo: writer.streams ? writer : nil)
         if let error = response.error { throw ToolFailure(transferError: error) }
         guard let head = response.head else { throw ToolFailure(.error, "no response arrived") }
-
-        if selection.responseHead {
-            stdout.write(printer.responseHead(head))
-            if selection.responseBody { stdout.write("\n") }
-        }
-        if let target = download.output {
-            try OutputFile.write(response.data ?? Data(), to: target)
-        } else if selection.responseBody, let data = response.data, !data.isEmpty {
-            stdout.write(printer.responseBody(data, head: head))
-        }
+        try writer.finish(response)
         if selection.metrics, let metrics = response.metrics {
             stdout.write("\n" + ExchangePrinter.metricsText(metrics))
         }

@@ -112,6 +112,26 @@ final class EndToEndTests: XCTestCase {
         XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("image.png")), png.stdout)
     }
 
+    func testStreamedBodyFollowsTheHeadByteForByte() throws {
+        let size = 102_400
+        let result = try run(["-p", "hb", "\(base)/range/\(size)?chunk_size=4096"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let separator = Data("\n\n".utf8)
+        let split = try XCTUnwrap(result.stdout.range(of: separator))
+        XCTAssertTrue(String(decoding: result.stdout[..<split.lowerBound], as: UTF8.self).hasPrefix("HTTP/1.1 200 OK\n"))
+        XCTAssertEqual(result.stdout[split.upperBound...], Data((0..<size).map { UInt8(ascii: "a") + UInt8($0 % 26) }))
+
+        let file = try run(["-o", "range.bin", "\(base)/range/\(size)"])
+        XCTAssertEqual(file.stdout, Data())
+        XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("range.bin")).count, size)
+    }
+
+    func testPrettyFormatAppliesToAPipeWhenAsked() throws {
+        let result = try run(["--pretty=format", "\(base)/get", "a==1"])
+        XCTAssertTrue(result.text.hasPrefix("{\n    \"args\": {\n        \"a\": \"1\"\n    },\n"), result.text)
+        XCTAssertFalse(result.text.contains("\u{1B}"))
+    }
+
     // MARK: Exit codes
 
     func testCheckStatus() throws {
