@@ -47,7 +47,13 @@ struct DownloadRun {
         var configuration = self.configuration
         configuration.downloadDirectory = directory
 
+        let policy = try await transport.securityPolicy(for: url, configuration: configuration)
+        let manager = try Exchange.makeManager(configuration: configuration, policy: policy, follow: transport.follow)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let stderr = Terminal.standardError
+
         var resumeData: Data?
+        var adopted: URL?
         if options.resume, let target {
             let stored = Self.resumeFile(for: target)
             if DownloadNaming.fileExists(stored) {
@@ -59,20 +65,23 @@ struct DownloadRun {
                 }
                 resumeData = data
             } else if DownloadNaming.fileExists(target) {
-                throw ToolFailure(.error, "\(target.path) exists, and no resume data (\(stored.lastPathComponent)) was kept for it: nothing to continue")
+                switch try await Self.adopt(target, request: built.request, manager: manager) {
+                case .complete(let size):
+                    stderr.write("curlew: \(target.lastPathComponent) is already complete (\(size) bytes)\n")
+                    return
+                case .resume(let data, let partial):
+                    resumeData = data
+                    adopted = partial
+                }
             }
         }
-
-        let policy = try await transport.securityPolicy(for: url, configuration: configuration)
-        let manager = try Exchange.makeManager(configuration: configuration, policy: policy, follow: transport.follow)
-        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
-        let stderr = Terminal.standardError
         if stderr.isTerminal {
             let bar = ProgressBar()
             manager.setDownloadTaskDidWriteDataBlock { _, _, total, expected in bar.update(written: total, expected: expected) }
         }
 
         let request = built.request
+        let adoptedPartial = adopted
         let running = Mutex<DownloadTask?>(nil)
         let trap = SignalTrap(queue: DispatchQueue(label: "curlew.signals")) { _ in
             guard let task = running.withLock({ $0 }) else { exit(ExitStatus.interrupted.rawValue) }
@@ -85,7 +94,8 @@ struct DownloadRun {
             let completion: @Sendable (DataResponse) -> Void = { response in
                 let resumeData = running.withLock { $0 }?.resumeData
                 continuation.resume(
-                    returning: Self.finish(response, resumeData: resumeData, target: target, directory: directory, request: request))
+                    returning: Self.finish(
+                        response, resumeData: resumeData, target: target, directory: directory, request: request, adopted: adoptedPartial))
             }
             let task: DownloadTask
             if let resumeData {
@@ -108,7 +118,7 @@ struct DownloadRun {
     /// Moves a finished download into place, or says why not (on the completion queue,
     /// before Curlew removes the temporary file).
     private static func finish(
-        _ response: DataResponse, resumeData: Data?, target: URL?, directory: URL, request: URLRequest
+        _ response: DataResponse, resumeData: Data?, target: URL?, directory: URL, request: URLRequest, adopted: URL?
     ) -> Outcome {
         if let error = response.error {
             var failure = ToolFailure(transferError: error)
@@ -116,10 +126,13 @@ struct DownloadRun {
             // answering a resumed download carries new resume data in the error.
             var kept = resumeData
             if case .resumeFailed(_, let data)? = error as? SessionError { kept = data ?? kept }
-            if let kept, let name = target ?? response.head.map({ planned($0, directory: directory, url: request.url) }) {
-                if (try? kept.write(to: resumeFile(for: name))) != nil {
-                    failure.message += " (kept for --continue: \(resumeFile(for: name).lastPathComponent))"
-                }
+            if let kept, let name = target ?? response.head.map({ planned($0, directory: directory, url: request.url) }),
+                (try? kept.write(to: resumeFile(for: name))) != nil
+            {
+                failure.message += " (kept for --continue: \(resumeFile(for: name).lastPathComponent))"
+            } else if let adopted, let target, !DownloadNaming.fileExists(target) {
+                // The user's partial file goes back under its own name, untouched.
+                rename(adopted.path, target.path)
             }
             return .failed(failure)
         }

@@ -123,11 +123,26 @@ final class DownloadTests: XCTestCase {
         XCTAssertEqual(try files(), ["file.bin"])
     }
 
-    func testContinueRefusesAFileItKnowsNothingAbout() throws {
+    func testContinueAdoptsAPartialFileAnotherToolLeft() throws {
+        // The first 4,000 bytes, as `curl -o` would have left them when cut off.
+        try rangeBytes(10_000).prefix(4_000).write(to: directory.appendingPathComponent("part.bin"))
+        let result = try CurlewProcess.run(["-d", "-c", "-o", "part.bin", "\(base)/range/10000"], in: directory)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("part.bin")), rangeBytes(10_000))
+        XCTAssertEqual(try files(), ["part.bin"])
+
+        let again = try CurlewProcess.run(["-d", "-c", "-o", "part.bin", "\(base)/range/10000"], in: directory)
+        XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertEqual(again.stderr, "curlew: part.bin is already complete (10000 bytes)\n")
+    }
+
+    func testContinueLeavesAFileAloneWithoutAValidator() throws {
+        // httpbin's /bytes has no ETag or Last-Modified: nothing proves the file is a part of it.
         try Data("abc".utf8).write(to: directory.appendingPathComponent("other.bin"))
-        let result = try CurlewProcess.run(["-d", "-c", "-o", "other.bin", "\(base)/range/100"], in: directory)
+        let result = try CurlewProcess.run(["-d", "-c", "-o", "other.bin", "\(base)/bytes/100"], in: directory)
         XCTAssertEqual(result.status, 1)
-        XCTAssertTrue(result.stderr.hasPrefix("curlew: error: "), result.stderr)
+        XCTAssertTrue(result.stderr.hasPrefix("curlew: error: the server sends no ETag or Last-Modified"), result.stderr)
         XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("other.bin")), Data("abc".utf8), "left alone")
+        XCTAssertEqual(try files(), ["other.bin"])
     }
 }
