@@ -24,7 +24,6 @@ struct DownloadRun {
     let configuration: SessionConfiguration
     let transport: TransportOptions
     let options: DownloadOptions
-    let checkStatus: Bool
 
     /// Where a download's resume data is kept.
     static func resumeFile(for target: URL) -> URL {

@@ -102,8 +102,7 @@ struct RequestCommand: AsyncParsableCommand {
         }
         if download.download {
             try await DownloadRun(
-                built: built, configuration: configuration, transport: transport, options: download,
-                checkStatus: output.checkStatus
+                built: built, configuration: configuration, transport: transport, options: download
             ).run()
             try saveSession()
             return
