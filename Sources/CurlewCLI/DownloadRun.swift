@@ -74,8 +74,8 @@ struct DownloadRun {
                 }
             }
         }
-        if stderr.isTerminal {
-            let bar = ProgressBar()
+        let bar = stderr.isTerminal ? ProgressBar() : nil
+        if let bar {
             manager.setDownloadTaskDidWriteDataBlock { _, _, total, expected in bar.update(written: total, expected: expected) }
         }
 
@@ -105,7 +105,10 @@ struct DownloadRun {
             running.withLock { $0 = task }
             task.resume()
         }
-        if stderr.isTerminal { stderr.write("\n") }
+        if case .saved(_, let bytes) = outcome {
+            bar?.update(written: bytes, expected: bytes, force: true)  // the last state, not the last one drawn
+        }
+        if bar != nil { stderr.write("\n") }
         switch outcome {
         case .saved(let file, let bytes):
             stderr.write("curlew: saved \(file.lastPathComponent) (\(bytes) bytes)\n")

@@ -8,7 +8,7 @@ import CurlewTestSupport
 /// wait forever. The test fails if it finds fewer examples than the page is known to hold,
 /// so a broken extraction cannot pass by running nothing.
 final class DocsExamplesTests: XCTestCase {
-    static let minimumExamples = 25
+    static let minimumExamples = 40
 
     struct Example {
         var line: Int
