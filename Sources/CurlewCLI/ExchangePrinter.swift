@@ -130,6 +130,9 @@ struct ExchangePrinter: Sendable {
                     + "\(last.responseBodyBytesReceived) body received")
         }
         lines.append("Requests: \(metrics.transactionMetrics.count), redirects followed: \(metrics.redirectCount)")
+        for hop in metrics.transactionMetrics.dropLast() {
+            lines.append("  \(hop.statusCode) from \(hop.url?.absoluteString ?? "?")")
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 }

@@ -30,6 +30,9 @@ struct RequestBuilder {
     var mode: BodyMode = .json
     /// Headers sent before the items' own (a `--session`'s).
     var baseHeaders: [String: String] = [:]
+    /// `--auth` for Basic: an `Authorization` field made by the HTTP request serializer
+    /// (an `Authorization:` item wins).
+    var basicCredentials: (user: String, password: String)?
     /// Where relative file paths are read from.
     var directory = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
 
@@ -68,6 +71,11 @@ struct RequestBuilder {
             var request = try HTTPRequestSerializer().request(method: method, urlString: urlString, parameters: nil)
             if mode == .forcedJSON { request.setValue(Self.jsonAccept, forHTTPHeaderField: "Accept") }
             built = BuiltRequest(request: request)
+        }
+        if let basicCredentials {
+            var serializer = HTTPRequestSerializer()
+            serializer.setAuthorizationHeaderField(username: basicCredentials.user, password: basicCredentials.password)
+            built.request.setValue(serializer.value(forHTTPHeaderField: "Authorization"), forHTTPHeaderField: "Authorization")
         }
         for (name, value) in baseHeaders.sorted(by: { $0.key < $1.key }) {
             built.request.setValue(value, forHTTPHeaderField: name)

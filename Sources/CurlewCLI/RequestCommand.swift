@@ -41,6 +41,14 @@ struct RequestCommand: AsyncParsableCommand {
     @Flag(name: [.customShort("f"), .customLong("form")], help: "Send data items as a form (multipart with a file field).")
     var form = false
 
+    @Option(name: [.customShort("a"), .customLong("auth")], help: ArgumentHelp(
+        "Credentials: Basic in the first request, or answering the server's Digest challenge with --auth-type digest.",
+        valueName: "USER[:PASSWORD]"))
+    var auth: String?
+
+    @Option(name: [.customShort("A"), .customLong("auth-type")], help: ArgumentHelp("basic (the default) or digest.", valueName: "basic|digest"))
+    var authType: AuthType = .basic
+
     @OptionGroup(title: "Output") var output: OutputOptions
     @OptionGroup(title: "Downloads") var download: DownloadOptions
     @OptionGroup(title: "TLS and network") var transport: TransportOptions
@@ -76,6 +84,9 @@ struct RequestCommand: AsyncParsableCommand {
         let stdout = Terminal.standardOutput
         var store: SessionStore?
         var builder = RequestBuilder(line: line, mode: json ? .forcedJSON : (form ? .form : .json))
+        if let credentials = AuthType.split(auth), authType == .basic {
+            builder.basicCredentials = credentials
+        }
         if let session {
             let opened = try SessionStore(name: session)
             builder.baseHeaders = try opened.loadHeaders()
@@ -111,6 +122,9 @@ struct RequestCommand: AsyncParsableCommand {
         let policy = try await transport.securityPolicy(for: url, configuration: configuration)
         let manager = try Exchange.makeManager(configuration: configuration, policy: policy, follow: transport.follow)
         defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        if let credentials = AuthType.split(auth), authType == .digest {
+            AuthType.answerChallenges(on: manager, user: credentials.user, password: credentials.password)
+        }
 
         if curl {
             let task = Exchange.makeTask(built, manager: manager) { _ in }
