@@ -44,15 +44,20 @@ struct TransportOptions: ParsableArguments {
     @Flag(name: .customLong("http1.1"), help: "Speak HTTP/1.1 only.")
     var http1 = false
 
-    @Flag(name: .customLong("http2"), help: "Speak HTTP/2: negotiated over https, with prior knowledge over http.")
+    @Flag(name: .customLong("http2"), help: "HTTP/2 where the server offers it over https (ALPN; the default). Over http: HTTP/1.1.")
     var http2 = false
+
+    @Flag(name: .customLong("http2-prior-knowledge"), help: "HTTP/2 without negotiation, over http too (the server must speak it).")
+    var http2PriorKnowledge = false
 
     @Option(name: .customLong("unix-socket"), help: ArgumentHelp(
         "Connect through this Unix domain socket (the URL still gives the Host and path).", valueName: "PATH"))
     var unixSocket: String?
 
     func validate() throws {
-        if http1 && http2 { throw ValidationError("--http1.1 and --http2 exclude each other") }
+        if [http1, http2, http2PriorKnowledge].filter({ $0 }).count > 1 {
+            throw ValidationError("--http1.1, --http2 and --http2-prior-knowledge exclude each other")
+        }
         if let timeout, !timeout.isFinite || timeout < 0 { throw ValidationError("--timeout takes a number of seconds") }
         if maxRedirects < 0 { throw ValidationError("--max-redirects takes a count") }
         if certificateKey != nil && certificate == nil { throw ValidationError("--cert-key needs --cert") }
@@ -78,7 +83,8 @@ struct TransportOptions: ParsableArguments {
         if let timeout { configuration.timeoutIntervalForRequest = timeout == 0 ? .infinity : timeout }
         configuration.maximumRedirects = maxRedirects
         if http1 { configuration.httpVersion = .http1_1 }
-        if http2 { configuration.httpVersion = url.scheme?.lowercased() == "https" ? .http2 : .http2PriorKnowledge }
+        if http2 { configuration.httpVersion = .http2 }
+        if http2PriorKnowledge { configuration.httpVersion = .http2PriorKnowledge }
         if let proxy { configuration.proxy = .url(proxy) }
         configuration.unixSocketPath = unixSocket
         if let certificate {
