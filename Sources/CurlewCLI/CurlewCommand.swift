@@ -1,4 +1,5 @@
 import ArgumentParser
+import Serialization
 
 /// `curlew`: Curlew's command-line HTTP client. The request is the default command, so
 /// `curlew URL` and `curlew POST URL a=b` need no verb; `pin`, `reach` and `image` are verbs
@@ -12,6 +13,7 @@ package struct CurlewCommand: AsyncParsableCommand {
 
             \(ExitStatus.helpText)
             """,
+        version: CurlewVersion.string,
         subcommands: [RequestCommand.self, GetCommand.self, PinCommand.self, ReachCommand.self, ImageCommand.self],
         defaultSubcommand: RequestCommand.self)
 

@@ -94,6 +94,10 @@ enum DownloadNaming {
         while let first = clean.first, first == "." || first == " " || first == "-" { clean.removeFirst() }
         clean = clean.trimmingCharacters(in: .whitespaces)
         while clean.utf8.count > 200 { clean.removeLast() }
+        // Names curlew gives its own files (resume data, Curlew's partial files) are never a
+        // server's to choose: `--continue` would read them.
+        if clean.hasSuffix(".curlew-resume") { clean += ".txt" }
+        if clean.hasPrefix("CurlewDownload-") { clean = "_" + clean }
         return clean.isEmpty ? nil : clean
     }
 

@@ -209,6 +209,7 @@ final class EndToEndTests: XCTestCase {
                      "9   TLS failed", "pin", "reach", "image"] {
             XCTAssertTrue(help.text.contains(line), "\(line) missing from:\n\(help.text)")
         }
+        XCTAssertEqual(try run(["--version"]).text, "0.1.0\n")
         let requestHelp = try run(["help", "request"])
         XCTAssertTrue(requestHelp.text.contains("--check-status"), requestHelp.text)
         XCTAssertTrue(requestHelp.text.contains("Exit codes:"), requestHelp.text)

@@ -106,6 +106,8 @@ final class FormattingTests: XCTestCase {
         XCTAssertEqual(DownloadNaming.fileName(contentDisposition: "inline", url: URL(string: "http://h/")!, mimeType: "application/json"), "index.json")
         XCTAssertEqual(DownloadNaming.fileName(contentDisposition: nil, url: URL(string: "http://h/bytes/10")!, mimeType: "application/octet-stream"), "10.bin")
         XCTAssertEqual(DownloadNaming.sanitize("a\u{1B}b\nc"), "abc")
+        XCTAssertEqual(DownloadNaming.sanitize("big.bin.curlew-resume"), "big.bin.curlew-resume.txt", "never a resume-data name")
+        XCTAssertEqual(DownloadNaming.sanitize("CurlewDownload-1.tmp"), "_CurlewDownload-1.tmp", "never a partial-file name")
     }
 
     func testUnusedNamesGetSuffixes() {
