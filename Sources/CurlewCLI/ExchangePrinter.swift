@@ -83,7 +83,9 @@ struct ExchangePrinter: Sendable {
             return Data("[binary body: \(data.count) bytes\(kind) not shown on a terminal; save it with -d, -o FILE or > FILE]\n".utf8)
         }
         var text: String
-        if !binary, pretty.formats, let formatted = JSONFormatter(style: style).format(data) {
+        if !binary, pretty.formats || pretty.colors,
+            let formatted = JSONFormatter(style: style, reindents: pretty.formats).format(data)
+        {
             text = formatted
         } else if isTerminal {
             text = String(decoding: data, as: UTF8.self).withoutControlCharacters

@@ -8,6 +8,8 @@ import Foundation
 struct JSONFormatter: Sendable {
     var style: ANSIStyle
     var indentWidth = 4
+    /// False (`--pretty=colors`): the server's own layout is kept, only coloured.
+    var reindents = true
 
     /// The formatted text, or nil when `data` is not JSON.
     func format(_ data: Data) -> String? {
@@ -24,6 +26,7 @@ struct JSONFormatter: Sendable {
         var index = 0
 
         func newline() {
+            guard reindents else { return }
             out += "\n" + String(repeating: " ", count: containers.count * indentWidth)
         }
 
@@ -31,6 +34,7 @@ struct JSONFormatter: Sendable {
             let byte = bytes[index]
             switch byte {
             case _ where Self.isWhitespace(byte):
+                if !reindents { out += String(UnicodeScalar(byte)) }
                 index += 1
             case UInt8(ascii: "\""):
                 var end = index + 1
@@ -45,7 +49,7 @@ struct JSONFormatter: Sendable {
                 let close = byte == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
                 var after = index + 1
                 while after < bytes.count, Self.isWhitespace(bytes[after]) { after += 1 }
-                if after < bytes.count, bytes[after] == close {
+                if reindents, after < bytes.count, bytes[after] == close {
                     out += byte == UInt8(ascii: "{") ? "{}" : "[]"
                     index = after + 1
                 } else {
@@ -66,7 +70,7 @@ struct JSONFormatter: Sendable {
                 newline()
                 index += 1
             case UInt8(ascii: ":"):
-                out += ": "
+                out += reindents ? ": " : ":"
                 index += 1
             default:
                 var end = index

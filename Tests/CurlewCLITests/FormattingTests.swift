@@ -73,6 +73,13 @@ final class FormattingTests: XCTestCase {
         XCTAssertTrue(text.contains("\u{1B}[36m2\u{1B}[0m"))
     }
 
+    func testColoursWithoutFormattingKeepTheServersLayout() throws {
+        let text = try XCTUnwrap(JSONFormatter(style: ANSIStyle(enabled: true), reindents: false).format(Data("{\"k\": [1,\n {}]}".utf8)))
+        XCTAssertEqual(text, "{\u{1B}[1;34m\"k\"\u{1B}[0m: [\u{1B}[36m1\u{1B}[0m,\n {}]}")
+        let printed = ExchangePrinter(pretty: .colors, isTerminal: true).responseBody(Data("{\"k\":1}".utf8), head: nil)
+        XCTAssertEqual(String(decoding: printed, as: UTF8.self), "{\u{1B}[1;34m\"k\"\u{1B}[0m:\u{1B}[36m1\u{1B}[0m}\n")
+    }
+
     func testPrintSelection() throws {
         XCTAssertEqual(try PrintSelection.resolve(print: nil, headers: false, body: false, verbose: false, stdoutIsTerminal: true),
                        PrintSelection(letters: "hb"))
