@@ -48,7 +48,12 @@ struct DownloadRun {
 
         let policy = try await transport.securityPolicy(for: url, configuration: configuration)
         let manager = try Exchange.makeManager(configuration: configuration, policy: policy, follow: transport.follow)
-        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        try await Exchange.using(manager) {
+            try await download(url: url, target: target, directory: directory, manager: manager)
+        }
+    }
+
+    private func download(url: URL, target: URL?, directory: URL, manager: URLSessionManager) async throws {
         let stderr = Terminal.standardError
 
         var resumeData: Data?
@@ -83,7 +88,7 @@ struct DownloadRun {
         let adoptedPartial = adopted
         let running = Mutex<DownloadTask?>(nil)
         let trap = SignalTrap(queue: DispatchQueue(label: "curlew.signals")) { _ in
-            guard let task = running.withLock({ $0 }) else { exit(ExitStatus.interrupted.rawValue) }
+            guard let task = running.withLock({ $0 }) else { _exit(ExitStatus.interrupted.rawValue) }
             task.cancel { data in
                 Self.interrupted(task: task, data: data, target: target, directory: directory, url: url)
             }
@@ -201,6 +206,8 @@ struct DownloadRun {
         } else {
             stderr.write("curlew: interrupted; this download cannot be continued (no ETag or Last-Modified, or nothing received)\n")
         }
-        exit(ExitStatus.interrupted.rawValue)
+        // _exit: no exit handlers, so no OpenSSL cleanup under the driver thread's feet;
+        // everything was written with write(2) and the resume data file is closed.
+        _exit(ExitStatus.interrupted.rawValue)
     }
 }

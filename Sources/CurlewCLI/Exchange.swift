@@ -31,6 +31,24 @@ enum Exchange {
         return manager
     }
 
+    /// Runs `body`, then invalidates `manager` and waits until its driver thread is done,
+    /// whether `body` threw or not.
+    ///
+    /// The process exits as soon as a command returns, and exit(3) runs OpenSSL's cleanup
+    /// handlers: a driver thread still closing TLS connections then would use freed state
+    /// (a crash seen once in the TLS tests, before this wait).
+    static func using<T>(_ manager: URLSessionManager, _ body: () async throws -> T) async throws -> T {
+        let result: Result<T, any Error>
+        do {
+            result = .success(try await body())
+        } catch {
+            result = .failure(error)
+        }
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+        return try result.get()
+    }
+
     /// The task that sends `built`: a data task, or an upload task for a file or a stream.
     static func makeTask(
         _ built: BuiltRequest, manager: URLSessionManager, completion: @escaping @Sendable (DataResponse) -> Void

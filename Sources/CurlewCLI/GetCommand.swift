@@ -47,8 +47,7 @@ struct GetCommand: AsyncParsableCommand {
             configuration.timeoutIntervalForRequest = timeout
             // The first version followed redirects (the engine's default): so does this verb.
             let manager = try Exchange.makeManager(configuration: configuration, policy: nil, follow: true)
-            defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
-            let response = await Exchange.send(built, manager: manager)
+            let response = try await Exchange.using(manager) { await Exchange.send(built, manager: manager) }
             if let error = response.error { throw ToolFailure(transferError: error) }
             guard let head = response.head else { throw ToolFailure(.error, "no response arrived") }
             let stdout = Terminal.standardOutput

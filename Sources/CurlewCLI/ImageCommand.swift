@@ -42,8 +42,7 @@ struct ImageCommand: AsyncParsableCommand {
         let configuration = transport.configuration(for: target)
         let policy = try await transport.securityPolicy(for: target, configuration: configuration)
         let manager = try Exchange.makeManager(configuration: configuration, policy: policy, follow: true)
-        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
-        let response = await Exchange.send(built, manager: manager)
+        let response = try await Exchange.using(manager) { await Exchange.send(built, manager: manager) }
         if let error = response.error { throw ToolFailure(transferError: error) }
         guard let head = response.head else { throw ToolFailure(.error, "no response arrived") }
         guard (200..<300).contains(head.statusCode) else {

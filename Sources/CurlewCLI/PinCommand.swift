@@ -43,10 +43,9 @@ struct PinCommand: AsyncParsableCommand {
         var configuration = SessionConfiguration.default
         configuration.timeoutIntervalForRequest = timeout
         let manager = URLSessionManager(configuration: configuration)
-        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
         let trust: ServerTrust
         do {
-            trust = try await manager.peerCertificates(for: target)
+            trust = try await Exchange.using(manager) { try await manager.peerCertificates(for: target) }
         } catch {
             throw ToolFailure(transferError: error).report()
         }

@@ -121,46 +121,47 @@ struct RequestCommand: AsyncParsableCommand {
 
         let policy = try await transport.securityPolicy(for: url, configuration: configuration)
         let manager = try Exchange.makeManager(configuration: configuration, policy: policy, follow: transport.follow)
-        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
-        if let credentials = AuthType.split(auth), authType == .digest {
-            AuthType.answerChallenges(on: manager, user: credentials.user, password: credentials.password)
-        }
-
-        if curl {
-            let task = Exchange.makeTask(built, manager: manager) { _ in }
-            stdout.write(task.curlDescription(showingSecrets: false) + "\n")
-            task.cancel()
-            return
-        }
-
-        let selection = try output.selection(stdoutIsTerminal: stdout.isTerminal)
-        let printer = ExchangePrinter(pretty: output.effectivePretty(stdoutIsTerminal: stdout.isTerminal), isTerminal: stdout.isTerminal)
-        // The request as HTTPie shows it: head, blank line, body, then a blank line before the response.
-        if selection.requestHead { stdout.write(printer.requestHead(built.request)) }
-        if selection.requestBody, let body = printer.requestBody(built) {
-            if selection.requestHead { stdout.write("\n") }
-            stdout.write(body)
-            if body.last != UInt8(ascii: "\n") { stdout.write("\n") }
-        }
-        if selection.requestHead || selection.requestBody { stdout.write("\n") }
-
-        let writer = ResponseWriter(
-            printer: printer, selection: selection,
-            sink: try ResponseWriter.sink(outputPath: download.output, printsBody: selection.responseBody),
-            canStream: built.bodyFile == nil && built.request.httpBodyStream == nil)
-        let response = await Exchange.send(built, manager: manager, streamingTo: writer.streams ? writer : nil)
-        if let error = response.error { throw ToolFailure(transferError: error) }
-        guard let head = response.head else { throw ToolFailure(.error, "no response arrived") }
-        try writer.finish(response)
-        if selection.metrics, let metrics = response.metrics {
-            stdout.write("\n" + ExchangePrinter.metricsText(metrics))
-        }
-        try saveSession()
-        if output.checkStatus, let status = ExitStatus.forStatus(head.statusCode) {
-            if !stdout.isTerminal {
-                Terminal.standardError.write("curlew: warning: HTTP \(head.statusCode) \(head.reasonPhrase ?? "")\n")
+        try await Exchange.using(manager) {
+            if let credentials = AuthType.split(auth), authType == .digest {
+                AuthType.answerChallenges(on: manager, user: credentials.user, password: credentials.password)
             }
-            throw ExitCode(status.rawValue)
+
+            if curl {
+                let task = Exchange.makeTask(built, manager: manager) { _ in }
+                stdout.write(task.curlDescription(showingSecrets: false) + "\n")
+                task.cancel()
+                return
+            }
+
+            let selection = try output.selection(stdoutIsTerminal: stdout.isTerminal)
+            let printer = ExchangePrinter(pretty: output.effectivePretty(stdoutIsTerminal: stdout.isTerminal), isTerminal: stdout.isTerminal)
+            // The request as HTTPie shows it: head, blank line, body, then a blank line before the response.
+            if selection.requestHead { stdout.write(printer.requestHead(built.request)) }
+            if selection.requestBody, let body = printer.requestBody(built) {
+                if selection.requestHead { stdout.write("\n") }
+                stdout.write(body)
+                if body.last != UInt8(ascii: "\n") { stdout.write("\n") }
+            }
+            if selection.requestHead || selection.requestBody { stdout.write("\n") }
+
+            let writer = ResponseWriter(
+                printer: printer, selection: selection,
+                sink: try ResponseWriter.sink(outputPath: download.output, printsBody: selection.responseBody),
+                canStream: built.bodyFile == nil && built.request.httpBodyStream == nil)
+            let response = await Exchange.send(built, manager: manager, streamingTo: writer.streams ? writer : nil)
+            if let error = response.error { throw ToolFailure(transferError: error) }
+            guard let head = response.head else { throw ToolFailure(.error, "no response arrived") }
+            try writer.finish(response)
+            if selection.metrics, let metrics = response.metrics {
+                stdout.write("\n" + ExchangePrinter.metricsText(metrics))
+            }
+            try saveSession()
+            if output.checkStatus, let status = ExitStatus.forStatus(head.statusCode) {
+                if !stdout.isTerminal {
+                    Terminal.standardError.write("curlew: warning: HTTP \(head.statusCode) \(head.reasonPhrase ?? "")\n")
+                }
+                throw ExitCode(status.rawValue)
+            }
         }
     }
 }

@@ -68,13 +68,12 @@ struct TransportOptions: ParsableArguments {
 
     /// The base64 digest of a `--pin` value (`sha256/X`, curl's `sha256//X`, or `X`).
     static func pinHash(_ text: String) -> String? {
-        var value = Substring(text)
-        for prefix in ["sha256//", "sha256/"] where value.hasPrefix(prefix) {
-            value = value.dropFirst(prefix.count)
-            break
+        // A digest may itself begin with "/": each reading is tried, and only one of them is
+        // 44 characters of base64 for 32 bytes.
+        let readings = ["sha256//", "sha256/", ""].compactMap { prefix in
+            text.hasPrefix(prefix) ? String(text.dropFirst(prefix.count)) : nil
         }
-        guard let digest = Data(base64Encoded: String(value)), digest.count == 32 else { return nil }
-        return String(value)
+        return readings.first { Data(base64Encoded: $0)?.count == 32 }
     }
 
     /// The session configuration for a request to `url`.
@@ -132,10 +131,9 @@ struct TransportOptions: ParsableArguments {
             guard url.scheme?.lowercased() == "https" else { throw ToolFailure(.error, "--pin needs an https URL") }
             let wanted = Set(pins.compactMap(Self.pinHash))
             let manager = URLSessionManager(configuration: configuration)
-            defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
             let trust: ServerTrust
             do {
-                trust = try await manager.peerCertificates(for: url)
+                trust = try await Exchange.using(manager) { try await manager.peerCertificates(for: url) }
             } catch {
                 throw ToolFailure(transferError: error)
             }

@@ -57,6 +57,11 @@ final class TransportOptionsTests: XCTestCase {
         XCTAssertEqual(TransportOptions.pinHash("sha256/\(digest)"), digest)
         XCTAssertEqual(TransportOptions.pinHash("sha256//\(digest)"), digest, "curl's spelling")
         XCTAssertEqual(TransportOptions.pinHash(digest), digest)
+        // 0xFC... encodes to a digest that begins with "/": not curl's "sha256//" spelling.
+        let slashed = Data([0xFC] + [UInt8](repeating: 1, count: 31)).base64EncodedString()
+        XCTAssertTrue(slashed.hasPrefix("/"))
+        XCTAssertEqual(TransportOptions.pinHash("sha256/\(slashed)"), slashed)
+        XCTAssertEqual(TransportOptions.pinHash("sha256//\(slashed)"), slashed)
         XCTAssertNil(TransportOptions.pinHash("sha256/" + Data(repeating: 7, count: 20).base64EncodedString()), "not a SHA-256")
     }
 
