@@ -36,6 +36,9 @@ struct RequestBuilder {
     /// Where relative file paths are read from.
     var directory = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
 
+    /// Reads standard input for `@-` (replaceable in tests).
+    var standardInput: () -> Data = { FileHandle.standardInput.readDataToEndOfFile() }
+
     /// The `Accept` HTTPie sends with JSON.
     static let jsonAccept = "application/json, */*;q=0.5"
 
@@ -51,7 +54,13 @@ struct RequestBuilder {
         if hasFileField && mode == .forcedJSON { throw BuildError("file fields (name@file) need a multipart body: drop --json") }
 
         var built: BuiltRequest
-        if let path = bodies.first {
+        if bodies.first == "-" {
+            // `@-`: the body is standard input, read to its end (JSON unless --form says otherwise).
+            var request = try HTTPRequestSerializer().request(method: method, urlString: urlString, parameters: nil)
+            request.httpBody = standardInput()
+            request.setValue(mode == .form ? "application/x-www-form-urlencoded" : "application/json", forHTTPHeaderField: "Content-Type")
+            built = BuiltRequest(request: request)
+        } else if let path = bodies.first {
             var serializer = HTTPRequestSerializer()
             serializer.httpMethodsEncodingParametersInURI = []
             let file = resolve(path)

@@ -18,7 +18,7 @@ enum RequestItem: Equatable, Sendable {
     case jsonFieldFromFile(name: String, path: String)
     /// `name@path`, a file field: the body becomes multipart.
     case fileField(name: String, path: String)
-    /// `@path`, the whole request body from a file.
+    /// `@path`, the whole request body from a file; `@-` reads it from standard input.
     case body(path: String)
 
     /// Whether the item puts something in the body (which makes the default method POST).

@@ -39,15 +39,16 @@ enum CurlewProcess {
     /// Runs `curlew arguments` in `directory` with `environment` added, stdin from /dev/null,
     /// and waits for it (bounded by `timeout` seconds, after which it is killed and the test fails).
     static func run(
-        _ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:], timeout: Double = 60,
-        file: StaticString = #filePath, line: UInt = #line
+        _ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:], input: Data? = nil,
+        timeout: Double = 60, file: StaticString = #filePath, line: UInt = #line
     ) throws -> CurlewRun {
-        try runExecutable(try binary(), arguments, in: directory, environment: environment, timeout: timeout, file: file, line: line)
+        try runExecutable(
+            try binary(), arguments, in: directory, environment: environment, input: input, timeout: timeout, file: file, line: line)
     }
 
     static func runExecutable(
         _ executable: URL, _ arguments: [String], in directory: URL? = nil, environment: [String: String] = [:],
-        timeout: Double = 60, file: StaticString = #filePath, line: UInt = #line
+        input: Data? = nil, timeout: Double = 60, file: StaticString = #filePath, line: UInt = #line
     ) throws -> CurlewRun {
         let process = Process()
         process.executableURL = executable
@@ -61,8 +62,13 @@ enum CurlewProcess {
         let err = Pipe()
         process.standardOutput = out
         process.standardError = err
-        process.standardInput = FileHandle.nullDevice
+        let inputPipe = input.map { _ in Pipe() }
+        process.standardInput = inputPipe ?? FileHandle.nullDevice
         try process.run()
+        if let input, let inputPipe {
+            try inputPipe.fileHandleForWriting.write(contentsOf: input)
+            try inputPipe.fileHandleForWriting.close()
+        }
         // Read both pipes to their end on their own threads so a full pipe never blocks the child.
         let collected = DispatchGroup()
         let outData = Mutex(Data())

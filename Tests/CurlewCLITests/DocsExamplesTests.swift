@@ -34,7 +34,7 @@ final class DocsExamplesTests: XCTestCase {
             }
             guard inShell else { continue }
             var command = line.hasPrefix("$ ") ? String(line.dropFirst(2)) : line
-            guard command.hasPrefix("curlew ") || command == "curlew" else { continue }
+            guard command.hasPrefix("curlew ") || command == "curlew" || command.contains("| curlew ") else { continue }
             if command.contains("# not run") {
                 skipped += 1
                 continue
@@ -50,10 +50,10 @@ final class DocsExamplesTests: XCTestCase {
     }
 
     func testTheExtractionFindsExamples() throws {
-        let sample = "text\n```sh\ncurlew a.b/c   # exit 4\n$ curlew x.y\nnot curlew\n```\n```\ncurlew no\n```\n```sh\ncurlew reach  # not run\n```\n"
+        let sample = "text\n```sh\ncurlew a.b/c   # exit 4\n$ curlew x.y\nnot curlew\necho 1 | curlew z.w @-\n```\n```\ncurlew no\n```\n```sh\ncurlew reach  # not run\n```\n"
         let (found, skipped) = Self.examples(in: sample)
-        XCTAssertEqual(found.map(\.command), ["curlew a.b/c", "curlew x.y"])
-        XCTAssertEqual(found.map(\.expectedStatus), [4, 0])
+        XCTAssertEqual(found.map(\.command), ["curlew a.b/c", "curlew x.y", "echo 1 | curlew z.w @-"])
+        XCTAssertEqual(found.map(\.expectedStatus), [4, 0, 0])
         XCTAssertEqual(skipped, 1)
     }
 

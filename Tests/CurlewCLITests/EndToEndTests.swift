@@ -66,6 +66,12 @@ final class EndToEndTests: XCTestCase {
         XCTAssertEqual(whole["json"] as? [String: Bool], ["whole": true])
     }
 
+    func testBodyFromStandardInput() throws {
+        let result = try CurlewProcess.run(["PUT", "\(base)/put", "@-"], in: directory, input: Data("{\"piped\": [1, 2]}".utf8))
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try json(result)["json"] as? NSDictionary, ["piped": [1, 2]] as NSDictionary)
+    }
+
     func testBadArgumentsAreUsageErrors() throws {
         let result = try run(["\(base)/get", "not-an-item"])
         XCTAssertEqual(result.status, 64)

@@ -65,6 +65,16 @@ final class RequestBuilderTests: XCTestCase {
         XCTAssertThrowsError(try build(["example.com/put", "@body.json", "a=1"], directory: folder))
     }
 
+    func testBodyFromStandardInput() throws {
+        var builder = RequestBuilder(line: try RequestLine.parse(["example.com/post", "@-"]))
+        builder.standardInput = { Data("{\"piped\":true}".utf8) }
+        let built = try builder.build()
+        XCTAssertEqual(built.request.httpMethod, "POST")
+        XCTAssertEqual(built.request.httpBody, Data("{\"piped\":true}".utf8))
+        XCTAssertEqual(built.request.value(forHTTPHeaderField: "Content-Type"), "application/json")
+        XCTAssertNil(built.bodyFile)
+    }
+
     func testEmptyHeaderAndForcedJSON() throws {
         let built = try build(["example.com", "X-Empty:"], mode: .forcedJSON)
         XCTAssertEqual(built.request.httpMethod, "GET")
