@@ -39,6 +39,10 @@ run POST "$H/post" name=Curlew stars:=5 'tags:=["swift","http"]'
 run --form POST "$H/post" name=Curlew bio=@notes.txt
 run -f POST "$H/post" title=Upload doc@notes.txt
 run PUT "$H/put" @body.json
+printf '\n$ echo '"'"'{"from": "a pipe"}'"'"' | curlew POST %s @-\n' "$H/post"
+echo '{"from": "a pipe"}' | "$curlew" POST "$H/post" @-
+run -a ann:s3cret "$H/basic-auth/ann/s3cret"
+run -A digest -a ann:s3cret "$H/digest-auth/auth/ann/s3cret"
 printf '\n$ curlew :%s/get   # :PORT/path means localhost\n' "${H##*:}"
 "$curlew" ":${H##*:}/get" --headers
 
@@ -46,6 +50,7 @@ section "Output: the status line as sent, --print, -v, binary bodies"
 run --headers "$H/status/418"
 run -p Hh "$H/get"
 run -v "$H/post" hello=world
+run --pretty=format "$H/json"
 printf '\n$ curlew %s | wc -c   # not a terminal: the body alone, byte for byte\n' "$H/image/png"
 "$curlew" "$H/image/png" | wc -c
 
@@ -65,7 +70,7 @@ section "Sessions, --curl, redirects"
 run --session demo "$H/cookies/set?flavour=oat" X-Team:blue
 run --session demo "$H/anything"
 run --curl POST "$H/post" name=Curlew 'Authorization:Bearer secret'
-run --follow "$H/redirect/2"
+run -v --follow "$H/redirect/2"
 
 section "More verbs: reach, image, get"
 run reach --once
