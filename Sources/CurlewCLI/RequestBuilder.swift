@@ -15,7 +15,7 @@ enum BodyMode: Sendable, Equatable {
 }
 
 /// A request ready to send, and how its body travels.
-struct BuiltRequest: @unchecked Sendable {  // URLRequest's body stream is only read by the task that sends it
+struct BuiltRequest: Sendable {
     /// The request, with its body (`httpBody`, or a multipart `httpBodyStream`).
     var request: URLRequest
     /// `@path`: the file streamed as the whole body.

@@ -5,7 +5,7 @@ import Glibc
 
 /// Runs a handler on SIGINT and SIGTERM instead of dying at once (a download keeps what
 /// it received), until cancelled.
-final class SignalTrap: @unchecked Sendable {  // `sources` is set once in init and never changed
+final class SignalTrap {
     private let sources: [any DispatchSourceSignal]
 
     init(signals: [Int32] = [SIGINT, SIGTERM], queue: DispatchQueue, handler: @escaping @Sendable (Int32) -> Void) {
