@@ -17,7 +17,7 @@ struct OutputOptions: ParsableArguments {
     var body = false
 
     @Option(name: .customLong("pretty"), help: ArgumentHelp(
-        "all: indent JSON and colour; colors; format; none (default: all on a terminal, none otherwise).",
+        "all: indent JSON and colour; format: indent only; colors: colour only; none (default: all on a terminal, none otherwise).",
         valueName: "all|colors|format|none"))
     var pretty: Pretty?
 
@@ -48,6 +48,6 @@ struct DownloadOptions: ParsableArguments {
         "Save the body to FILE instead of stdout (with or without --download); an existing FILE is replaced.", valueName: "FILE"))
     var output: String?
 
-    @Flag(name: [.customShort("c"), .customLong("continue")], help: "With -d -o FILE: resume an interrupted download of FILE with a Range request.")
+    @Flag(name: [.customShort("c"), .customLong("continue")], help: "With -d -o FILE: finish an interrupted download of FILE (its resume data, or a HEAD and a Range request).")
     var resume = false
 }

@@ -21,7 +21,7 @@ struct RequestCommand: AsyncParsableCommand {
               name=value     string field          name=@file    string field from a file
               name:=json     raw JSON field        name:=@file   raw JSON from a file
               name@file      file field (the body becomes multipart)
-              @file          the whole body from a file
+              @file          the whole body from a file (@- reads standard input)
             Data fields are a JSON object by default; --form makes them a form (multipart \
             with a file field); --json forces JSON. A backslash makes a separator literal (a\\:b=c).
 
