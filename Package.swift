@@ -74,12 +74,20 @@ let package = Package(
         ),
 
         // MARK: Command-line tool
-        .executableTarget(
-            name: "curlew",
+        // The tool's commands and logic live in `CurlewCLI`, a target of its own (not a
+        // product): the unit tests import it to check argument parsing and output formatting
+        // without starting a process, and `curlew` is only the entry point that runs it.
+        .target(
+            name: "CurlewCLI",
             dependencies: [
-                "SessionCore", "Serialization", "Security", "Reachability",
+                "SessionCore", "Serialization", "Security", "Reachability", "ImageLoading",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "curlew",
+            dependencies: ["CurlewCLI"],
             swiftSettings: swiftSettings
         ),
 
@@ -117,6 +125,11 @@ let package = Package(
         .testTarget(
             name: "ImageLoadingTests",
             dependencies: ["ImageLoading", "SessionCore", "Serialization", "CurlewTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "CurlewCLITests",
+            dependencies: ["CurlewCLI", "SessionCore", "Serialization", "Security", "CurlewTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

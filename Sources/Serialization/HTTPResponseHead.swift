@@ -36,6 +36,10 @@ public final class HTTPResponseHead: Sendable, CustomStringConvertible {
     public let statusCode: Int
     /// The protocol from the status line: "HTTP/1.1", "HTTP/2".
     public let httpVersion: String
+    /// The reason phrase exactly as the status line carried it ("OK", "Not Found", or whatever
+    /// the server wrote); nil when the line had none (HTTP/2 and HTTP/3 never send one) or the
+    /// head was not parsed from the wire. Tools that show the status line as sent read this.
+    public let reasonPhrase: String?
     /// The field bytes (names and values, back to back), then each field's offsets into them:
     /// one allocation for the whole head.
     private let storage: [UInt8]
@@ -49,18 +53,22 @@ public final class HTTPResponseHead: Sendable, CustomStringConvertible {
     /// their offsets, `offsetStride` bytes per field; both are copied.
     package convenience init(
         url: URL, statusCode: Int, httpVersion: String, fieldBytes: UnsafeRawBufferPointer,
-        offsets: UnsafeRawBufferPointer
+        offsets: UnsafeRawBufferPointer, reasonPhrase: String? = nil
     ) {
         self.init(
-            url: url, statusCode: statusCode, httpVersion: httpVersion,
+            url: url, statusCode: statusCode, httpVersion: httpVersion, reasonPhrase: reasonPhrase,
             storage: Self.pack(fieldBytes, offsets), offsetsStart: fieldBytes.count,
             fieldCount: offsets.count / Self.offsetStride)
     }
 
-    private init(url: URL, statusCode: Int, httpVersion: String, storage: [UInt8], offsetsStart: Int, fieldCount: Int) {
+    private init(
+        url: URL, statusCode: Int, httpVersion: String, reasonPhrase: String? = nil, storage: [UInt8],
+        offsetsStart: Int, fieldCount: Int
+    ) {
         self.url = url
         self.statusCode = statusCode
         self.httpVersion = httpVersion
+        self.reasonPhrase = reasonPhrase
         self.storage = storage
         self.offsetsStart = offsetsStart
         self.fieldCount = fieldCount
@@ -79,8 +87,11 @@ public final class HTTPResponseHead: Sendable, CustomStringConvertible {
     }
 
     /// A head with these fields, in order (names as spelled, values without surrounding
-    /// whitespace).
-    public convenience init(url: URL, statusCode: Int, httpVersion: String = "HTTP/1.1", fields: [(name: String, value: String)]) {
+    /// whitespace), and the status line's reason phrase if it had one.
+    public convenience init(
+        url: URL, statusCode: Int, httpVersion: String = "HTTP/1.1", reasonPhrase: String? = nil,
+        fields: [(name: String, value: String)]
+    ) {
         var bytes: [UInt8] = []
         var offsets: [Int32] = []
         for (name, value) in fields {
@@ -92,8 +103,8 @@ public final class HTTPResponseHead: Sendable, CustomStringConvertible {
         }
         let storage = bytes.withUnsafeBytes { bytes in offsets.withUnsafeBytes { Self.pack(bytes, $0) } }
         self.init(
-            url: url, statusCode: statusCode, httpVersion: httpVersion, storage: storage, offsetsStart: bytes.count,
-            fieldCount: fields.count)
+            url: url, statusCode: statusCode, httpVersion: httpVersion, reasonPhrase: reasonPhrase, storage: storage,
+            offsetsStart: bytes.count, fieldCount: fields.count)
     }
 
     /// The head of an existing `HTTPURLResponse`, which ``httpURLResponse`` then returns as is.

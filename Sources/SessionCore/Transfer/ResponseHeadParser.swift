@@ -32,6 +32,8 @@ final class ResponseHeadParser {
 
     private(set) var statusCode = 0
     private(set) var httpVersion = "HTTP/1.1"
+    /// The status line's reason phrase as sent (nil: none); `HTTPResponseHead.reasonPhrase`.
+    private(set) var reasonPhrase: String?
     /// Field names and values, back to back; `fieldOffsets` says where each one is.
     private let storage = ByteBuffer()
     /// Per field, three `Int32` offsets into `storage`: where the name starts, where it ends
@@ -60,6 +62,7 @@ final class ResponseHeadParser {
         if let maximumBytes { self.maximumBytes = maximumBytes }
         statusCode = 0
         httpVersion = "HTTP/1.1"
+        reasonPhrase = nil
         clearFields()
         isComplete = false
         headBytes = 0
@@ -271,6 +274,7 @@ final class ResponseHeadParser {
         guard code >= 100 else { return malformed(line) }
         httpVersion = Self.version(line[0..<space])
         statusCode = code
+        reasonPhrase = Self.reason(line, from: codeStart + 3)
         clearFields()
         sawStatusLine = true
         return .needMore
@@ -287,6 +291,16 @@ final class ResponseHeadParser {
         return String(decoding: line, as: UTF8.self)
     }
 
+    /// The reason phrase after the status code (one space, then the rest of the line), a
+    /// control byte made a space as in field values. "OK" without a new string, the common
+    /// case; nil when nothing follows the code.
+    private static func reason(_ line: UnsafeRawBufferPointer, from: Int) -> String? {
+        guard from + 1 < line.count else { return nil }
+        let phrase = UnsafeRawBufferPointer(rebasing: line[(from + 1)...])
+        if phrase.count == 2, phrase[0] == UInt8(ascii: "O"), phrase[1] == UInt8(ascii: "K") { return "OK" }
+        return String(decoding: phrase.map { isValueByte($0) ? $0 : 0x20 }, as: UTF8.self)
+    }
+
     private func malformed(_ line: UnsafeRawBufferPointer) -> Event {
         .invalid("malformed status line '\(String(decoding: line.prefix(80), as: UTF8.self))'")
     }
@@ -297,6 +311,6 @@ final class ResponseHeadParser {
         // The field bytes and the offsets exactly as recorded: one copy into one allocation.
         HTTPResponseHead(
             url: url, statusCode: statusCode, httpVersion: httpVersion, fieldBytes: storage.bytes,
-            offsets: fieldOffsets.bytes)
+            offsets: fieldOffsets.bytes, reasonPhrase: reasonPhrase)
     }
 }

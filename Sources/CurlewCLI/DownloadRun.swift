@@ -1,0 +1,213 @@
+import ArgumentParser
+import Foundation
+import Security
+import Serialization
+import SessionCore
+import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `--download`: the body streamed to a file through a Curlew download task.
+///
+/// The body goes to a temporary file in the target's directory (so the final move is a
+/// rename), then to its name. Interrupted (Ctrl-C, SIGTERM) or cut off by the network, the
+/// task's resume data is kept beside the target as `NAME.curlew-resume`, with the partial
+/// bytes in Curlew's temporary file; `--continue` hands it to
+/// `downloadTask(withResumeData:)`, which asks for the rest with `Range` and `If-Range`
+/// (and starts again from byte 0 if the server's file changed).
+struct DownloadRun {
+    let built: BuiltRequest
+    let configuration: SessionConfiguration
+    let transport: TransportOptions
+    let options: DownloadOptions
+
+    /// Where a download's resume data is kept.
+    static func resumeFile(for target: URL) -> URL {
+        URL(fileURLWithPath: target.path + ".curlew-resume")
+    }
+
+    private enum Outcome: Sendable {
+        case saved(URL, Int64)
+        case failed(ToolFailure)
+    }
+
+    func run() async throws {
+        guard let url = built.request.url else { throw ToolFailure(.error, "the request has no URL") }
+        let cwd = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
+        let target = options.output.map { path -> URL in
+            let expanded = (path as NSString).expandingTildeInPath
+            return expanded.hasPrefix("/") ? URL(fileURLWithPath: expanded) : cwd.appendingPathComponent(expanded)
+        }
+        let directory = target?.deletingLastPathComponent() ?? cwd
+        var configuration = self.configuration
+        configuration.downloadDirectory = directory
+
+        let policy = try await transport.securityPolicy(for: url, configuration: configuration)
+        let manager = try Exchange.makeManager(configuration: configuration, policy: policy, follow: transport.follow)
+        try await Exchange.using(manager) {
+            try await download(url: url, target: target, directory: directory, manager: manager)
+        }
+    }
+
+    private func download(url: URL, target: URL?, directory: URL, manager: URLSessionManager) async throws {
+        let stderr = Terminal.standardError
+
+        var resumeData: Data?
+        var adopted: URL?
+        if options.resume, let target {
+            let stored = Self.resumeFile(for: target)
+            if DownloadNaming.fileExists(stored) {
+                guard let data = try? Data(contentsOf: stored), let decoded = try? DownloadResumeData(encoded: data) else {
+                    throw ToolFailure(.error, "\(stored.path) is not resume data curlew can use")
+                }
+                guard decoded.url == url else {
+                    throw ToolFailure(.error, "\(stored.lastPathComponent) continues \(decoded.url.absoluteString), not \(url.absoluteString)")
+                }
+                resumeData = data
+            } else if DownloadNaming.fileExists(target) {
+                switch try await Self.adopt(target, request: built.request, manager: manager) {
+                case .complete(let size):
+                    stderr.write("curlew: \(target.lastPathComponent) is already complete (\(size) bytes)\n")
+                    return
+                case .resume(let data, let partial):
+                    resumeData = data
+                    adopted = partial
+                }
+            }
+        }
+        let bar = stderr.isTerminal ? ProgressBar() : nil
+        if let bar {
+            manager.setDownloadTaskDidWriteDataBlock { _, _, total, expected in bar.update(written: total, expected: expected) }
+        }
+
+        let request = built.request
+        let adoptedPartial = adopted
+        let running = Mutex<DownloadTask?>(nil)
+        let trap = SignalTrap(queue: DispatchQueue(label: "curlew.signals")) { _ in
+            guard let task = running.withLock({ $0 }) else { _exit(ExitStatus.interrupted.rawValue) }
+            task.cancel { data in
+                Self.interrupted(task: task, data: data, target: target, directory: directory, url: url)
+            }
+        }
+        defer { trap.cancel() }
+        let outcome: Outcome = await withCheckedContinuation { continuation in
+            let completion: @Sendable (DataResponse) -> Void = { response in
+                let resumeData = running.withLock { $0 }?.resumeData
+                continuation.resume(
+                    returning: Self.finish(
+                        response, resumeData: resumeData, target: target, directory: directory, request: request, adopted: adoptedPartial))
+            }
+            let task: DownloadTask
+            if let resumeData {
+                task = manager.downloadTask(withResumeData: resumeData, destination: nil, completionHandler: completion)
+            } else {
+                task = manager.downloadTask(with: request, destination: nil, completionHandler: completion)
+            }
+            running.withLock { $0 = task }
+            task.resume()
+        }
+        if case .saved(_, let bytes) = outcome {
+            bar?.update(written: bytes, expected: bytes, force: true)  // the last state, not the last one drawn
+        }
+        if bar != nil { stderr.write("\n") }
+        switch outcome {
+        case .saved(let file, let bytes):
+            stderr.write("curlew: saved \(file.lastPathComponent) (\(bytes) bytes)\n")
+        case .failed(let failure):
+            throw failure
+        }
+    }
+
+    /// Moves a finished download into place, or says why not (on the completion queue,
+    /// before Curlew removes the temporary file).
+    private static func finish(
+        _ response: DataResponse, resumeData: Data?, target: URL?, directory: URL, request: URLRequest, adopted: URL?
+    ) -> Outcome {
+        if let error = response.error {
+            var failure = ToolFailure(transferError: error)
+            // A lost connection or a timeout leaves the task's resume data; an error status
+            // answering a resumed download carries new resume data in the error.
+            var kept = resumeData
+            if case .resumeFailed(_, let data)? = error as? SessionError { kept = data ?? kept }
+            if let kept, let name = target ?? response.head.map({ planned($0, directory: directory, url: request.url) }),
+                (try? kept.write(to: resumeFile(for: name))) != nil
+            {
+                failure.message += " (kept for --continue: \(resumeFile(for: name).lastPathComponent))"
+            } else if let adopted, let target, !DownloadNaming.fileExists(target) {
+                // The user's partial file goes back under its own name, untouched.
+                rename(adopted.path, target.path)
+            }
+            return .failed(failure)
+        }
+        guard let head = response.head, let temporary = response.fileURL else {
+            return .failed(ToolFailure(.error, "no response arrived"))
+        }
+        guard (200..<300).contains(head.statusCode) else {
+            // Curlew removes the file after this handler; the tool may exit before that.
+            unlink(temporary.path)
+            let status = ExitStatus.forStatus(head.statusCode) ?? .error
+            let hint = (300..<400).contains(head.statusCode) ? " (add --follow to follow redirects)" : ""
+            return .failed(ToolFailure(status, "HTTP \(head.statusCode) \(head.reasonPhrase ?? ""): nothing saved\(hint)"))
+        }
+        let bytes = (try? FileManager.default.attributesOfItem(atPath: temporary.path)[.size] as? Int64) ?? 0
+        if let target {
+            guard rename(temporary.path, target.path) == 0 else {
+                return .failed(ToolFailure(.error, "cannot save \(target.path): \(String(cString: strerror(errno)))"))
+            }
+            unlink(resumeFile(for: target).path)
+            makeReadable(target)
+            return .saved(target, bytes)
+        }
+        let name = DownloadNaming.fileName(
+            contentDisposition: head.value(forHTTPHeaderField: "Content-Disposition"),
+            url: request.url ?? head.url, mimeType: head.mimeType)
+        // link(2) never replaces a file: a name taken meanwhile moves on to the next one.
+        for _ in 0..<100 {
+            let candidate = DownloadNaming.unusedName(name, in: directory)
+            if link(temporary.path, candidate.path) == 0 {
+                unlink(temporary.path)
+                makeReadable(candidate)
+                return .saved(candidate, bytes)
+            }
+            guard errno == EEXIST else { break }
+        }
+        return .failed(ToolFailure(.error, "cannot save \(name) in \(directory.path): \(String(cString: strerror(errno)))"))
+    }
+
+    /// Gives a saved file the mode a new file of the user's gets (0666 less the umask):
+    /// Curlew keeps partial downloads private (0600), a finished one is the user's file.
+    private static func makeReadable(_ file: URL) {
+        let mask = umask(0o022)
+        umask(mask)
+        chmod(file.path, 0o666 & ~mask)
+    }
+
+    /// The name a download would be saved under now.
+    private static func planned(_ head: HTTPResponseHead, directory: URL, url: URL?) -> URL {
+        let name = DownloadNaming.fileName(
+            contentDisposition: head.value(forHTTPHeaderField: "Content-Disposition"), url: url ?? head.url,
+            mimeType: head.mimeType)
+        return DownloadNaming.unusedName(name, in: directory)
+    }
+
+    /// Ctrl-C: keep the resume data beside the file-to-be, say how to continue, exit 130.
+    private static func interrupted(task: DownloadTask, data: Data?, target: URL?, directory: URL, url: URL) -> Never {
+        let stderr = Terminal.standardError
+        if stderr.isTerminal { stderr.write("\n") }
+        let name = target ?? task.responseHead.map { planned($0, directory: directory, url: url) }
+        if let data, let name, (try? data.write(to: resumeFile(for: name))) != nil {
+            stderr.write(
+                "curlew: interrupted after \(task.countOfBytesReceived) bytes; continue with: "
+                    + "curlew -d -c -o \(name.lastPathComponent) \(url.absoluteString)\n")
+        } else {
+            stderr.write("curlew: interrupted; this download cannot be continued (no ETag or Last-Modified, or nothing received)\n")
+        }
+        // _exit: no exit handlers, so no OpenSSL cleanup under the driver thread's feet;
+        // everything was written with write(2) and the resume data file is closed.
+        _exit(ExitStatus.interrupted.rawValue)
+    }
+}

@@ -1,0 +1,212 @@
+import Foundation
+import Serialization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// How data items are encoded.
+enum BodyMode: Sendable, Equatable {
+    /// A JSON object, the default; a file field still makes the body multipart.
+    case json
+    /// `--form`: URL-encoded, or multipart as soon as a file field appears.
+    case form
+    /// `--json`: JSON even where curlew would choose otherwise, and JSON in `Accept`.
+    case forcedJSON
+}
+
+/// A request ready to send, and how its body travels.
+struct BuiltRequest: Sendable {
+    /// The request, with its body (`httpBody`, or a multipart `httpBodyStream`).
+    var request: URLRequest
+    /// `@path`: the file streamed as the whole body.
+    var bodyFile: URL?
+}
+
+/// Builds the request from the request line with Serialization's request serializers: the
+/// JSON serializer for JSON bodies, the HTTP serializer for forms, its multipart builder for
+/// file fields.
+struct RequestBuilder {
+    var line: RequestLine
+    var mode: BodyMode = .json
+    /// Headers sent before the items' own (a `--session`'s).
+    var baseHeaders: [String: String] = [:]
+    /// `--auth` for Basic: an `Authorization` field made by the HTTP request serializer
+    /// (an `Authorization:` item wins).
+    var basicCredentials: (user: String, password: String)?
+    /// Where relative file paths are read from.
+    var directory = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
+
+    /// Reads standard input for `@-` (replaceable in tests).
+    var standardInput: () -> Data = { FileHandle.standardInput.readDataToEndOfFile() }
+
+    /// The `Accept` HTTPie sends with JSON.
+    static let jsonAccept = "application/json, */*;q=0.5"
+
+    func build() throws -> BuiltRequest {
+        let method = line.effectiveMethod
+        let urlString = try urlWithQuery().absoluteString
+        let items = line.items
+        let bodies = items.compactMap { item -> String? in if case .body(let path) = item { return path } else { return nil } }
+        let hasFileField = items.contains { if case .fileField = $0 { return true } else { return false } }
+        let hasFields = items.contains { $0.carriesData && !{ if case .body = $0 { return true } else { return false } }($0) }
+        guard bodies.count <= 1 else { throw BuildError("only one @file body may be given") }
+        if !bodies.isEmpty && hasFields { throw BuildError("a body from @file cannot be combined with fields") }
+        if hasFileField && mode == .forcedJSON { throw BuildError("file fields (name@file) need a multipart body: drop --json") }
+
+        var built: BuiltRequest
+        if bodies.first == "-" {
+            // `@-`: the body is standard input, read to its end (JSON unless --form says otherwise).
+            var request = try HTTPRequestSerializer().request(method: method, urlString: urlString, parameters: nil)
+            request.httpBody = standardInput()
+            request.setValue(mode == .form ? "application/x-www-form-urlencoded" : "application/json", forHTTPHeaderField: "Content-Type")
+            built = BuiltRequest(request: request)
+        } else if let path = bodies.first {
+            var serializer = HTTPRequestSerializer()
+            serializer.httpMethodsEncodingParametersInURI = []
+            let file = resolve(path)
+            try requireReadableFile(file, item: "@" + path)
+            var request = try serializer.request(method: method, urlString: urlString, parameters: nil)
+            request.setValue(MIMETypeTable.mimeType(forPathExtension: file.pathExtension), forHTTPHeaderField: "Content-Type")
+            built = BuiltRequest(request: request, bodyFile: file)
+        } else if hasFileField || (mode == .form && hasFields) {
+            built = BuiltRequest(request: try formRequest(method: method, urlString: urlString, multipart: hasFileField))
+        } else if hasFields {
+            var serializer = JSONRequestSerializer(writingOptions: [.sortedKeys, .withoutEscapingSlashes])
+            serializer.httpMethodsEncodingParametersInURI = []
+            var request = try serializer.request(method: method, urlString: urlString, parameters: try jsonObject())
+            request.setValue(Self.jsonAccept, forHTTPHeaderField: "Accept")
+            built = BuiltRequest(request: request)
+        } else {
+            var request = try HTTPRequestSerializer().request(method: method, urlString: urlString, parameters: nil)
+            if mode == .forcedJSON { request.setValue(Self.jsonAccept, forHTTPHeaderField: "Accept") }
+            built = BuiltRequest(request: request)
+        }
+        if let basicCredentials {
+            var serializer = HTTPRequestSerializer()
+            serializer.setAuthorizationHeaderField(username: basicCredentials.user, password: basicCredentials.password)
+            built.request.setValue(serializer.value(forHTTPHeaderField: "Authorization"), forHTTPHeaderField: "Authorization")
+        }
+        for (name, value) in baseHeaders.sorted(by: { $0.key < $1.key }) {
+            built.request.setValue(value, forHTTPHeaderField: name)
+        }
+        for case .header(let name, let value) in items {
+            built.request.setValue(value, forHTTPHeaderField: name)
+        }
+        return built
+    }
+
+    /// The URL with the `name==value` items appended to its query.
+    func urlWithQuery() throws -> URL {
+        let pairs = line.items.compactMap { item -> String? in
+            guard case .query(let name, let value) = item else { return nil }
+            return percentEscapedString(name) + "=" + percentEscapedString(value)
+        }
+        guard !pairs.isEmpty else { return line.url }
+        guard var components = URLComponents(url: line.url, resolvingAgainstBaseURL: false) else {
+            throw BuildError("'\(line.url.absoluteString)' cannot take query parameters")
+        }
+        let existing = components.percentEncodedQuery.map { $0.isEmpty ? [] : [$0] } ?? []
+        components.percentEncodedQuery = (existing + pairs).joined(separator: "&")
+        guard let url = components.url else { throw BuildError("'\(line.url.absoluteString)' cannot take query parameters") }
+        return url
+    }
+
+    /// The data fields as a JSON object; a name given twice becomes an array.
+    func jsonObject() throws -> JSONValue {
+        var members: [String: JSONValue] = [:]
+        for item in line.items {
+            let name: String
+            let value: JSONValue
+            switch item {
+            case .field(let key, let text):
+                (name, value) = (key, .string(text))
+            case .fieldFromFile(let key, let path):
+                (name, value) = (key, .string(try readText(path, item: "\(key)=@\(path)")))
+            case .jsonField(let key, let json):
+                (name, value) = (key, try parseJSON(json, item: "\(key):=\(json)"))
+            case .jsonFieldFromFile(let key, let path):
+                (name, value) = (key, try parseJSON(try readText(path, item: "\(key):=@\(path)"), item: "\(key):=@\(path)"))
+            default:
+                continue
+            }
+            if let existing = members[name] {
+                members[name] = .array((existing.arrayValue ?? [existing]) + [value])
+            } else {
+                members[name] = value
+            }
+        }
+        return .object(members)
+    }
+
+    private func formRequest(method: String, urlString: String, multipart: Bool) throws -> URLRequest {
+        var parameters: [String: any Sendable] = [:]
+        for item in line.items {
+            let name: String
+            let value: String
+            switch item {
+            case .field(let key, let text): (name, value) = (key, text)
+            case .fieldFromFile(let key, let path): (name, value) = (key, try readText(path, item: "\(key)=@\(path)"))
+            case .jsonField(let key, _), .jsonFieldFromFile(let key, _):
+                throw BuildError("'\(key)' is a raw JSON field (name:=json): a form cannot carry it")
+            default: continue
+            }
+            if let existing = parameters[name] as? [String] {
+                parameters[name] = existing + [value]
+            } else if let existing = parameters[name] as? String {
+                parameters[name] = [existing, value]
+            } else {
+                parameters[name] = value
+            }
+        }
+        var serializer = HTTPRequestSerializer()
+        serializer.httpMethodsEncodingParametersInURI = []
+        guard multipart else {
+            return try serializer.request(method: method, urlString: urlString, parameters: parameters)
+        }
+        var files: [(name: String, url: URL)] = []
+        for case .fileField(let name, let path) in line.items {
+            let file = resolve(path)
+            try requireReadableFile(file, item: "\(name)@\(path)")
+            files.append((name, file))
+        }
+        return try serializer.multipartFormRequest(method: method, urlString: urlString, parameters: parameters) { form in
+            for file in files { try form.appendPart(withFileURL: file.url, name: file.name) }
+        }
+    }
+
+    private func resolve(_ path: String) -> URL {
+        let expanded = (path as NSString).expandingTildeInPath
+        return expanded.hasPrefix("/") ? URL(fileURLWithPath: expanded) : directory.appendingPathComponent(expanded)
+    }
+
+    private func requireReadableFile(_ file: URL, item: String) throws {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: file.path, isDirectory: &isDirectory), !isDirectory.boolValue,
+            FileManager.default.isReadableFile(atPath: file.path)
+        else { throw BuildError("'\(item)': \(file.path) is not a readable file") }
+    }
+
+    private func readText(_ path: String, item: String) throws -> String {
+        let file = resolve(path)
+        try requireReadableFile(file, item: item)
+        guard let data = try? Data(contentsOf: file), let text = String(data: data, encoding: .utf8) else {
+            throw BuildError("'\(item)': \(file.path) is not UTF-8 text")
+        }
+        return text
+    }
+
+    private func parseJSON(_ text: String, item: String) throws -> JSONValue {
+        do {
+            let object = try JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])
+            return try JSONValue(jsonObject: object)
+        } catch {
+            throw BuildError("'\(item)': not valid JSON")
+        }
+    }
+}
+
+/// A request that cannot be built from the arguments.
+struct BuildError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,167 @@
+import ArgumentParser
+import Foundation
+import Serialization
+import SessionCore
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// `curlew [METHOD] URL [ITEM ...]`: the default command.
+struct RequestCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "request",
+        abstract: "Send a request: curlew [METHOD] URL [ITEM ...] (the default command).",
+        discussion: """
+            METHOD is optional: GET, or POST when items carry data. URL may leave out http://, \
+            and :3000/path means http://localhost:3000/path.
+
+            Items:
+              Name:value     request header (Name: sends it empty)
+              name==value    query parameter
+              name=value     string field          name=@file    string field from a file
+              name:=json     raw JSON field        name:=@file   raw JSON from a file
+              name@file      file field (the body becomes multipart)
+              @file          the whole body from a file (@- reads standard input)
+            Data fields are a JSON object by default; --form makes them a form (multipart \
+            with a file field); --json forces JSON. A backslash makes a separator literal (a\\:b=c).
+
+            On a terminal curlew prints the status line as the server sent it, the headers and \
+            the body (JSON indented and coloured, binary bodies as a notice). Otherwise it \
+            writes the body alone, byte for byte.
+
+            \(ExitStatus.helpText)
+            """)
+
+    @Argument(help: ArgumentHelp("[METHOD] URL [ITEM ...]", valueName: "request"))
+    var arguments: [String] = []
+
+    @Flag(name: [.customShort("j"), .customLong("json")], help: "Send data items as JSON (the default), and ask for JSON.")
+    var json = false
+
+    @Flag(name: [.customShort("f"), .customLong("form")], help: "Send data items as a form (multipart with a file field).")
+    var form = false
+
+    @Option(name: [.customShort("a"), .customLong("auth")], help: ArgumentHelp(
+        "Credentials: Basic in the first request, or answering the server's Digest challenge with --auth-type digest.",
+        valueName: "USER[:PASSWORD]"))
+    var auth: String?
+
+    @Option(name: [.customShort("A"), .customLong("auth-type")], help: ArgumentHelp("basic (the default) or digest.", valueName: "basic|digest"))
+    var authType: AuthType = .basic
+
+    @OptionGroup(title: "Output") var output: OutputOptions
+    @OptionGroup(title: "Downloads") var download: DownloadOptions
+    @OptionGroup(title: "TLS and network") var transport: TransportOptions
+
+    @Option(name: .customLong("session"), help: ArgumentHelp(
+        "Keep cookies and headers between runs in this session (files under ~/.config/curlew/sessions, mode 0600).",
+        valueName: "NAME"))
+    var session: String?
+
+    @Flag(name: .customLong("curl"), help: "Print the equivalent curl command (secrets as ***) instead of sending.")
+    var curl = false
+
+    func validate() throws {
+        if json && form { throw ValidationError("--json and --form exclude each other") }
+        if download.resume && download.output == nil { throw ValidationError("--continue needs --output FILE") }
+        if download.resume && !download.download { throw ValidationError("--continue needs --download") }
+    }
+
+    func run() async throws {
+        do {
+            try await perform()
+        } catch let failure as ToolFailure {
+            throw failure.report()
+        } catch let error as RequestLineError {
+            throw ToolFailure(.usage, "\(error.description) (see curlew --help)").report()
+        } catch let error as BuildError {
+            throw ToolFailure(.error, error.description).report()
+        }
+    }
+
+    private func perform() async throws {
+        let line = try RequestLine.parse(arguments)
+        let stdout = Terminal.standardOutput
+        var store: SessionStore?
+        var builder = RequestBuilder(line: line, mode: json ? .forcedJSON : (form ? .form : .json))
+        if let credentials = AuthType.split(auth), authType == .basic {
+            builder.basicCredentials = credentials
+        }
+        if let session {
+            let opened = try SessionStore(name: session)
+            builder.baseHeaders = try opened.loadHeaders()
+            store = opened
+        }
+        let built: BuiltRequest
+        do {
+            built = try builder.build()
+        } catch let error as BuildError {
+            throw error
+        } catch {
+            throw ToolFailure(.error, ToolFailure.oneLine(error))
+        }
+        guard let url = built.request.url else { throw ToolFailure(.error, "the request has no URL") }
+        var configuration = transport.configuration(for: url)
+        if let store { configuration.cookieJar = try store.loadJar() }
+
+        // The jar is a reference: the manager fills it, the session saves it afterwards.
+        let saveSession = { [builder] in
+            guard let store else { return }
+            var headers = builder.baseHeaders
+            for case .header(let name, let value) in line.items { headers[name] = value }
+            try store.save(jar: configuration.cookieJar, headers: headers)
+        }
+        if download.download {
+            try await DownloadRun(
+                built: built, configuration: configuration, transport: transport, options: download
+            ).run()
+            try saveSession()
+            return
+        }
+
+        let policy = try await transport.securityPolicy(for: url, configuration: configuration)
+        let manager = try Exchange.makeManager(configuration: configuration, policy: policy, follow: transport.follow)
+        try await Exchange.using(manager) {
+            if let credentials = AuthType.split(auth), authType == .digest {
+                AuthType.answerChallenges(on: manager, user: credentials.user, password: credentials.password)
+            }
+
+            if curl {
+                let task = Exchange.makeTask(built, manager: manager) { _ in }
+                stdout.write(task.curlDescription(showingSecrets: false) + "\n")
+                task.cancel()
+                return
+            }
+
+            let selection = try output.selection(stdoutIsTerminal: stdout.isTerminal)
+            let printer = ExchangePrinter(pretty: output.effectivePretty(stdoutIsTerminal: stdout.isTerminal), isTerminal: stdout.isTerminal)
+            // The request as HTTPie shows it: head, blank line, body, then a blank line before the response.
+            if selection.requestHead { stdout.write(printer.requestHead(built.request)) }
+            if selection.requestBody, let body = printer.requestBody(built) {
+                if selection.requestHead { stdout.write("\n") }
+                stdout.write(body)
+                if body.last != UInt8(ascii: "\n") { stdout.write("\n") }
+            }
+            if selection.requestHead || selection.requestBody { stdout.write("\n") }
+
+            let writer = ResponseWriter(
+                printer: printer, selection: selection,
+                sink: try ResponseWriter.sink(outputPath: download.output, printsBody: selection.responseBody),
+                canStream: built.bodyFile == nil && built.request.httpBodyStream == nil)
+            let response = await Exchange.send(built, manager: manager, streamingTo: writer.streams ? writer : nil)
+            if let error = response.error { throw ToolFailure(transferError: error) }
+            guard let head = response.head else { throw ToolFailure(.error, "no response arrived") }
+            try writer.finish(response)
+            if selection.metrics, let metrics = response.metrics {
+                stdout.write("\n" + ExchangePrinter.metricsText(metrics))
+            }
+            try saveSession()
+            if output.checkStatus, let status = ExitStatus.forStatus(head.statusCode) {
+                if !stdout.isTerminal {
+                    Terminal.standardError.write("curlew: warning: HTTP \(head.statusCode) \(head.reasonPhrase ?? "")\n")
+                }
+                throw ExitCode(status.rawValue)
+            }
+        }
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import Serialization
+import SessionCore
+
+/// Writes the response: the head once, then the body, to stdout or to `-o FILE`.
+///
+/// A body written as it is (to a pipe, to a file, or not at all) is streamed: each chunk goes
+/// out as it arrives (`dataTask(with:dataHandler:)`), so memory stays flat whatever the size
+/// and `curlew URL | head` sees the first bytes at once. A body that is formatted (JSON
+/// indented, the binary notice) is collected first.
+final class ResponseWriter: @unchecked Sendable {  // `headWritten` and `writeFailure` are guarded by `lock`
+    /// Where the body goes.
+    enum Sink {
+        case standardOutput
+        case file(FileHandle, path: String)
+        case discard
+    }
+
+    private let lock = NSLock()
+    private var headWritten = false
+    private var writeFailure: String?
+    private let printer: ExchangePrinter
+    private let selection: PrintSelection
+    private let sink: Sink
+    private let stdout = Terminal.standardOutput
+    /// Whether the body is streamed (else collected, then written by `finish`).
+    let streams: Bool
+
+    init(printer: ExchangePrinter, selection: PrintSelection, sink: Sink, canStream: Bool) {
+        self.printer = printer
+        self.selection = selection
+        self.sink = sink
+        switch sink {
+        case .file, .discard: streams = canStream
+        case .standardOutput: streams = canStream && !printer.isTerminal && !printer.pretty.formats
+        }
+    }
+
+    /// The sink for `-o FILE` (created or emptied), else stdout when the body is printed.
+    static func sink(outputPath: String?, printsBody: Bool) throws -> Sink {
+        guard let outputPath else { return printsBody ? .standardOutput : .discard }
+        let path = (outputPath as NSString).expandingTildeInPath
+        guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
+            throw ToolFailure(.error, "cannot write \(outputPath)")
+        }
+        return .file(handle, path: outputPath)
+    }
+
+    /// A streamed chunk, the head written first if it was not yet.
+    func write(chunk: Data, head: HTTPResponseHead?) {
+        lock.withLock {
+            writeHead(head)
+            writeBody(chunk)
+        }
+    }
+
+    /// The end of the response: the head if no chunk wrote it, then a collected body.
+    /// - Throws: a `ToolFailure` when `-o FILE` could not be written.
+    func finish(_ response: DataResponse) throws {
+        let failure: String? = lock.withLock {
+            writeHead(response.head)
+            if !streams, let data = response.data, !data.isEmpty {
+                if case .standardOutput = sink {
+                    stdout.write(printer.responseBody(data, head: response.head))
+                } else {
+                    writeBody(data)
+                }
+            }
+            if case .file(let handle, _) = sink { try? handle.close() }
+            return writeFailure
+        }
+        if let failure { throw ToolFailure(.error, failure) }
+    }
+
+    private func writeHead(_ head: HTTPResponseHead?) {
+        guard !headWritten, let head else { return }
+        headWritten = true
+        guard selection.responseHead else { return }
+        stdout.write(printer.responseHead(head))
+        if case .standardOutput = sink { stdout.write("\n") }
+    }
+
+    private func writeBody(_ data: Data) {
+        switch sink {
+        case .standardOutput:
+            stdout.write(data)
+        case .file(let handle, let path):
+            guard writeFailure == nil else { return }
+            do {
+                try handle.write(contentsOf: data)
+            } catch {
+                writeFailure = "cannot write \(path): \(ToolFailure.oneLine(error))"
+            }
+        case .discard:
+            break
+        }
+    }
+}

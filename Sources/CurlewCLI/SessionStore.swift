@@ -1,0 +1,168 @@
+import Foundation
+import SessionCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `--session NAME`: cookies and headers kept between runs.
+///
+/// Two files per session in `$XDG_CONFIG_HOME/curlew/sessions` (else
+/// `~/.config/curlew/sessions`): `NAME.cookies`, the cookie jar in curl's Netscape format
+/// (`CookieJar.save(to:)`, readable by `curl -b`), and `NAME.headers.json`, the headers given
+/// on earlier runs. A NAME with a slash is a path to the cookie file itself.
+///
+/// Cookies and headers are credentials: directories are created 0700, files are written
+/// 0600 through a new file renamed into place, and a directory or file that is a symbolic
+/// link, belongs to someone else or that others may write to is refused, never read.
+struct SessionStore {
+    /// The jar file.
+    let cookieFile: URL
+    /// The headers file.
+    let headerFile: URL
+
+    /// Headers never kept: they describe one request's body or condition, not the session.
+    static func isKept(header name: String) -> Bool {
+        let lower = name.lowercased()
+        return !(lower.hasPrefix("content-") || lower.hasPrefix("if-") || lower == "cookie" || lower == "host")
+    }
+
+    /// The session named `name`, its directory created if needed.
+    init(name: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws {
+        if name.contains("/") {
+            let file = URL(fileURLWithPath: (name as NSString).expandingTildeInPath)
+            cookieFile = file
+            headerFile = URL(fileURLWithPath: file.path + ".headers.json")
+            try Self.checkDirectory(file.deletingLastPathComponent(), create: false)
+        } else {
+            guard !name.isEmpty, !name.hasPrefix("."),
+                name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) })
+            else { throw ToolFailure(.error, "--session: '\(name)' is not a session name (letters, digits, - _ .)") }
+            let directory = try Self.sessionsDirectory(environment: environment)
+            cookieFile = directory.appendingPathComponent(name + ".cookies")
+            headerFile = directory.appendingPathComponent(name + ".headers.json")
+        }
+        try Self.checkFile(cookieFile)
+        try Self.checkFile(headerFile)
+    }
+
+    /// `$XDG_CONFIG_HOME/curlew/sessions` or `~/.config/curlew/sessions`, created 0700.
+    static func sessionsDirectory(environment: [String: String]) throws -> URL {
+        let config: URL
+        if let xdg = environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") {
+            config = URL(fileURLWithPath: xdg)
+        } else if let home = environment["HOME"], home.hasPrefix("/") {
+            config = URL(fileURLWithPath: home).appendingPathComponent(".config")
+        } else {
+            throw ToolFailure(.error, "--session: neither XDG_CONFIG_HOME nor HOME is set")
+        }
+        var directory = config
+        try checkDirectory(directory, create: true)
+        for component in ["curlew", "sessions"] {
+            directory.appendPathComponent(component)
+            try checkDirectory(directory, create: true)
+        }
+        return directory
+    }
+
+    /// Refuses a directory that is a link, someone else's, or writable by others; creates
+    /// it 0700 when missing and `create` is true.
+    private static func checkDirectory(_ directory: URL, create: Bool) throws {
+        var info = stat()
+        if lstat(directory.path, &info) != 0 {
+            guard errno == ENOENT, create else {
+                throw ToolFailure(.error, "--session: \(directory.path): \(String(cString: strerror(errno)))")
+            }
+            guard mkdir(directory.path, 0o700) == 0 || errno == EEXIST else {
+                throw ToolFailure(.error, "--session: cannot create \(directory.path): \(String(cString: strerror(errno)))")
+            }
+            guard lstat(directory.path, &info) == 0 else {
+                throw ToolFailure(.error, "--session: \(directory.path): \(String(cString: strerror(errno)))")
+            }
+        }
+        guard info.st_mode & S_IFMT == S_IFDIR else {
+            throw ToolFailure(.error, "--session: \(directory.path) is not a directory (a link is refused)")
+        }
+        guard info.st_uid == getuid() || info.st_uid == 0 else {
+            throw ToolFailure(.error, "--session: \(directory.path) belongs to another user")
+        }
+        guard info.st_mode & 0o022 == 0 || info.st_mode & S_ISVTX != 0 else {
+            throw ToolFailure(.error, "--session: \(directory.path) may be written by others")
+        }
+    }
+
+    /// Refuses an existing file that is not this user's own regular file, private to them.
+    private static func checkFile(_ file: URL) throws {
+        var info = stat()
+        guard lstat(file.path, &info) == 0 else { return }
+        guard info.st_mode & S_IFMT == S_IFREG, info.st_uid == getuid() else {
+            throw ToolFailure(.error, "--session: \(file.path) is not a file of this user's own (a link is refused)")
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            throw ToolFailure(.error, "--session: \(file.path) may be read by others (chmod 600 it)")
+        }
+    }
+
+    /// The stored headers (none for a new session).
+    func loadHeaders() throws -> [String: String] {
+        guard FileManager.default.fileExists(atPath: headerFile.path) else { return [:] }
+        guard let data = try? Data(contentsOf: headerFile),
+            let headers = try? JSONDecoder().decode([String: String].self, from: data)
+        else { throw ToolFailure(.error, "--session: \(headerFile.path) is not a headers file") }
+        return headers
+    }
+
+    /// A jar with the stored cookies.
+    func loadJar() throws -> CookieJar {
+        let jar = CookieJar()
+        guard FileManager.default.fileExists(atPath: cookieFile.path) else { return jar }
+        do {
+            try jar.load(from: cookieFile)
+        } catch {
+            throw ToolFailure(.error, "--session: \(ToolFailure.oneLine(error))")
+        }
+        return jar
+    }
+
+    /// Keeps the jar's cookies and the headers (those worth keeping) for the next run.
+    func save(jar: CookieJar?, headers: [String: String]) throws {
+        if let jar {
+            do {
+                try jar.save(to: cookieFile)
+            } catch {
+                throw ToolFailure(.error, "--session: \(ToolFailure.oneLine(error))")
+            }
+        }
+        let kept = headers.filter { Self.isKept(header: $0.key) }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
+        guard let data = try? encoder.encode(kept) else { return }
+        try Self.writePrivately(data, to: headerFile)
+    }
+
+    /// Writes a new 0600 file beside `file` and renames it over `file`.
+    private static func writePrivately(_ data: Data, to file: URL) throws {
+        let temporary = file.path + ".\(UUID().uuidString).tmp"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else {
+            throw ToolFailure(.error, "--session: cannot write \(file.path): \(String(cString: strerror(errno)))")
+        }
+        var failed = false
+        data.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count, let base = buffer.baseAddress {
+                let written = Glibc.write(descriptor, base + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    failed = true
+                    return
+                }
+                offset += written
+            }
+        }
+        if close(descriptor) != 0 { failed = true }
+        if failed || rename(temporary, file.path) != 0 {
+            unlink(temporary)
+            throw ToolFailure(.error, "--session: cannot write \(file.path)")
+        }
+    }
+}

@@ -1,0 +1,148 @@
+import Foundation
+import XCTest
+import CurlewTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `--download`: names, never replacing a file, and an interrupted download finished with
+/// `--continue`, bytes compared.
+final class DownloadTests: XCTestCase {
+    private var base = ""
+    private var directory = URL(fileURLWithPath: "/")
+
+    override func setUpWithError() throws {
+        base = try CurlewProcess.httpbin()
+        directory = try CurlewProcess.temporaryDirectory()
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// httpbin's /range/N body: byte i is "a" + i % 26.
+    private func rangeBytes(_ count: Int) -> Data {
+        Data((0..<count).map { UInt8(ascii: "a") + UInt8($0 % 26) })
+    }
+
+    private func files() throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted()
+    }
+
+    func testNamesFromTheURLAndNeverReplacing() throws {
+        let first = try CurlewProcess.run(["-d", "\(base)/range/1000"], in: directory)
+        XCTAssertEqual(first.status, 0, first.stderr)
+        XCTAssertEqual(first.stdout, Data(), "nothing on stdout")
+        XCTAssertEqual(first.stderr, "curlew: saved 1000.bin (1000 bytes)\n")
+        let second = try CurlewProcess.run(["-d", "\(base)/range/1000"], in: directory)
+        XCTAssertEqual(second.stderr, "curlew: saved 1000.bin-1 (1000 bytes)\n")
+        XCTAssertEqual(try files(), ["1000.bin", "1000.bin-1"])
+        XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("1000.bin-1")), rangeBytes(1000))
+        let mask = umask(0o022)
+        umask(mask)
+        let mode = try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent("1000.bin").path)[.posixPermissions] as? NSNumber
+        XCTAssertEqual(mode?.intValue, Int(0o666 & ~mask), "a saved file is the user's, not Curlew's private partial file")
+    }
+
+    func testContentDispositionNameIsSanitised() throws {
+        let disposition = "attachment; filename=\"../../escape.txt\""
+        let encoded = try XCTUnwrap(disposition.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
+        let result = try CurlewProcess.run(["-d", "\(base)/response-headers?Content-Disposition=\(encoded)"], in: directory)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try files(), ["escape.txt"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.deletingLastPathComponent().appendingPathComponent("escape.txt").path))
+    }
+
+    func testAnErrorStatusSavesNothing() throws {
+        let result = try CurlewProcess.run(["-d", "\(base)/status/404"], in: directory)
+        XCTAssertEqual(result.status, 4)
+        XCTAssertEqual(result.stderr, "curlew: error: HTTP 404 NOT FOUND: nothing saved\n")
+        XCTAssertEqual(try files(), [])
+    }
+
+    func testInterruptedDownloadIsFinishedWithContinue() throws {
+        let size = 102_400
+        // 100 chunks of 1 KiB over 8 s: slow enough to be interrupted after the first bytes.
+        let url = "\(base)/range/\(size)?duration=8&chunk_size=1024"
+        let process = Process()
+        process.executableURL = try CurlewProcess.binary()
+        process.arguments = ["-d", "-o", "big.bin", url]
+        process.currentDirectoryURL = directory
+        let errors = Pipe()
+        process.standardError = errors
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+
+        // Wait (bounded) for the first bytes in Curlew's partial file, then press Ctrl-C.
+        var partialBytes = 0
+        for _ in 0..<400 where partialBytes == 0 {
+            let partials = try files().filter { $0.hasPrefix("CurlewDownload-") }
+            partialBytes = partials.compactMap {
+                (try? FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent($0).path)[.size] as? NSNumber)?.intValue
+            }.max() ?? 0
+            if partialBytes == 0 { usleep(50_000) }
+        }
+        XCTAssertGreaterThan(partialBytes, 0, "the download never started")
+        kill(process.processIdentifier, SIGINT)
+        process.waitUntilExit()
+        let interruptedMessage = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        XCTAssertEqual(process.terminationStatus, 130, interruptedMessage)
+        XCTAssertTrue(interruptedMessage.contains("continue with: curlew -d -c -o big.bin \(url)"), interruptedMessage)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.appendingPathComponent("big.bin").path))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: directory.appendingPathComponent("big.bin.curlew-resume").path))
+
+        let resumed = try CurlewProcess.run(["-d", "-c", "-o", "big.bin", url], in: directory)
+        XCTAssertEqual(resumed.status, 0, resumed.stderr)
+        XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("big.bin")), rangeBytes(size))
+        XCTAssertEqual(try files(), ["big.bin"], "the resume data and the partial file are gone")
+    }
+
+    func testADownloadCutOffByTheNetworkIsFinishedWithContinue() throws {
+        let body = Data((0..<10_000).map { UInt8(truncatingIfNeeded: $0 * 7) })
+        let server = try TestServer { request in
+            let range = request.headers.first { $0.name.lowercased() == "range" }?.value
+            guard let range, range.hasPrefix("bytes="), let start = Int(range.dropFirst(6).prefix { $0 != "-" }) else {
+                // The first answer announces every byte, sends 4,000 and closes: cut off.
+                return TestResponse(
+                    status: 200, headers: [("Content-Length", "\(body.count)"), ("ETag", "\"v1\""), ("Accept-Ranges", "bytes")],
+                    body: .data(body.prefix(4_000)), framing: .contentLength, ending: .close)
+            }
+            return TestResponse(
+                status: 206, headers: [("Content-Range", "bytes \(start)-\(body.count - 1)/\(body.count)"), ("ETag", "\"v1\"")],
+                body: body.suffix(from: start))
+        }
+        defer { server.shutdown() }
+        let url = "http://127.0.0.1:\(server.port)/file"
+        let cut = try CurlewProcess.run(["-d", "-o", "file.bin", url], in: directory)
+        XCTAssertEqual(cut.status, 1, cut.stderr)
+        XCTAssertTrue(cut.stderr.contains("(kept for --continue: file.bin.curlew-resume)"), cut.stderr)
+        let resumed = try CurlewProcess.run(["-d", "-c", "-o", "file.bin", url], in: directory)
+        XCTAssertEqual(resumed.status, 0, resumed.stderr)
+        XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("file.bin")), body)
+        XCTAssertEqual(server.requests.last?.headers.first { $0.name.lowercased() == "range" }?.value, "bytes=4000-")
+        XCTAssertEqual(try files(), ["file.bin"])
+    }
+
+    func testContinueAdoptsAPartialFileAnotherToolLeft() throws {
+        // The first 4,000 bytes, as `curl -o` would have left them when cut off.
+        try rangeBytes(10_000).prefix(4_000).write(to: directory.appendingPathComponent("part.bin"))
+        let result = try CurlewProcess.run(["-d", "-c", "-o", "part.bin", "\(base)/range/10000"], in: directory)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("part.bin")), rangeBytes(10_000))
+        XCTAssertEqual(try files(), ["part.bin"])
+
+        let again = try CurlewProcess.run(["-d", "-c", "-o", "part.bin", "\(base)/range/10000"], in: directory)
+        XCTAssertEqual(again.status, 0, again.stderr)
+        XCTAssertEqual(again.stderr, "curlew: part.bin is already complete (10000 bytes)\n")
+    }
+
+    func testContinueLeavesAFileAloneWithoutAValidator() throws {
+        // httpbin's /bytes has no ETag or Last-Modified: nothing proves the file is a part of it.
+        try Data("abc".utf8).write(to: directory.appendingPathComponent("other.bin"))
+        let result = try CurlewProcess.run(["-d", "-c", "-o", "other.bin", "\(base)/bytes/100"], in: directory)
+        XCTAssertEqual(result.status, 1)
+        XCTAssertTrue(result.stderr.hasPrefix("curlew: error: the server sends no ETag or Last-Modified"), result.stderr)
+        XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("other.bin")), Data("abc".utf8), "left alone")
+        XCTAssertEqual(try files(), ["other.bin"])
+    }
+}

@@ -1,0 +1,236 @@
+import Foundation
+import XCTest
+import CurlewTestSupport
+
+/// The built `curlew` binary against httpbin: stdout, stderr and exit codes, with stdout a
+/// pipe (so the body comes alone, byte for byte, unless a flag asks for more).
+final class EndToEndTests: XCTestCase {
+    private var base = ""
+    private var directory = URL(fileURLWithPath: "/")
+
+    override func setUpWithError() throws {
+        base = try CurlewProcess.httpbin()
+        directory = try CurlewProcess.temporaryDirectory()
+    }
+
+    override func tearDown() {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    private func run(_ arguments: [String], environment: [String: String] = [:], file: StaticString = #filePath, line: UInt = #line) throws -> CurlewRun {
+        try CurlewProcess.run(arguments, in: directory, environment: environment, file: file, line: line)
+    }
+
+    private func json(_ run: CurlewRun, file: StaticString = #filePath, line: UInt = #line) throws -> [String: Any] {
+        let object = try? JSONSerialization.jsonObject(with: run.stdout) as? [String: Any]
+        return try XCTUnwrap(object, "stdout is not a JSON object: \(run.text.prefix(300)) / stderr: \(run.stderr)", file: file, line: line)
+    }
+
+    // MARK: Grammar
+
+    func testDataItemsArePostedAsJSON() throws {
+        let result = try run(["\(base)/post", "name=Curlew", "stars:=5", "tags:=[\"a\",\"b\"]", "X-Demo:yes", "q==1"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(result.stderr, "")
+        let echoed = try json(result)
+        XCTAssertEqual(echoed["json"] as? NSDictionary, ["name": "Curlew", "stars": 5, "tags": ["a", "b"]] as NSDictionary)
+        XCTAssertEqual((echoed["headers"] as? [String: String])?["X-Demo"], "yes")
+        XCTAssertEqual((echoed["headers"] as? [String: String])?["Content-Type"], "application/json")
+        XCTAssertEqual((echoed["args"] as? [String: String])?["q"], "1")
+    }
+
+    func testMethodQueryEmptyHeaderAndShorthandURL() throws {
+        let url = try XCTUnwrap(URL(string: base))
+        guard url.host == "127.0.0.1" || url.host == "localhost", let port = url.port else {
+            throw XCTSkip("httpbin is not on this machine's loopback")
+        }
+        let result = try run(["DELETE", ":\(port)/delete", "x==a b", "X-Empty:"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let echoed = try json(result)
+        XCTAssertEqual((echoed["args"] as? [String: String])?["x"], "a b")
+        XCTAssertEqual((echoed["headers"] as? [String: String])?["X-Empty"], "")
+    }
+
+    func testFormMultipartAndBodyFromFile() throws {
+        try Data("hello file".utf8).write(to: directory.appendingPathComponent("note.txt"))
+        try Data("{\"whole\":true}".utf8).write(to: directory.appendingPathComponent("body.json"))
+
+        let form = try json(try run(["--form", "\(base)/post", "a=1", "b=x y"]))
+        XCTAssertEqual(form["form"] as? [String: String], ["a": "1", "b": "x y"])
+
+        let multipart = try json(try run(["-f", "POST", "\(base)/post", "title=T", "doc@note.txt"]))
+        XCTAssertEqual(multipart["form"] as? [String: String], ["title": "T"])
+        XCTAssertEqual(multipart["files"] as? [String: String], ["doc": "hello file"])
+
+        let whole = try json(try run(["PUT", "\(base)/put", "@body.json"]))
+        XCTAssertEqual(whole["json"] as? [String: Bool], ["whole": true])
+    }
+
+    func testBodyFromStandardInput() throws {
+        let result = try CurlewProcess.run(["PUT", "\(base)/put", "@-"], in: directory, input: Data("{\"piped\": [1, 2]}".utf8))
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(try json(result)["json"] as? NSDictionary, ["piped": [1, 2]] as NSDictionary)
+    }
+
+    func testBadArgumentsAreUsageErrors() throws {
+        let result = try run(["\(base)/get", "not-an-item"])
+        XCTAssertEqual(result.status, 64)
+        XCTAssertTrue(result.stderr.hasPrefix("curlew: error: 'not-an-item' is not a request item"), result.stderr)
+        XCTAssertEqual(result.stderr.filter { $0 == "\n" }.count, 1, "one line: \(result.stderr)")
+        XCTAssertEqual(try run([]).status, 64)
+    }
+
+    // MARK: Output
+
+    func testHeadersShowTheStatusLineAsSent() throws {
+        let result = try run(["--headers", "\(base)/status/418"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let lines = result.text.components(separatedBy: "\n")
+        XCTAssertEqual(lines.first, "HTTP/1.1 418 I'M A TEAPOT")
+        XCTAssertTrue(lines.contains("x-more-info: http://tools.ietf.org/html/rfc2324"), result.text)
+        XCTAssertFalse(result.text.contains("teapot\n    "), "no body with --headers")
+    }
+
+    func testPrintLettersAndVerbose() throws {
+        let head = try run(["-p", "Hh", "\(base)/get", "X-A:1"])
+        XCTAssertTrue(head.text.hasPrefix("GET /get HTTP/1.1\n"), head.text)
+        XCTAssertTrue(head.text.contains("\nX-A: 1\n"), head.text)
+        XCTAssertTrue(head.text.contains("\nHTTP/1.1 200 OK\n"), head.text)
+        XCTAssertFalse(head.text.contains("\"url\""), "no response body")
+
+        let verbose = try run(["-v", "\(base)/post", "a=1"])
+        XCTAssertEqual(verbose.status, 0, verbose.stderr)
+        XCTAssertTrue(verbose.text.hasPrefix("POST /post HTTP/1.1\n"), verbose.text)
+        XCTAssertTrue(verbose.text.contains("\n{\"a\":\"1\"}\n"), "the request body: \(verbose.text)")
+        XCTAssertTrue(verbose.text.contains("\nHTTP/1.1 200 OK\n"))
+        XCTAssertTrue(verbose.text.contains("\nElapsed: "), verbose.text)
+        XCTAssertTrue(verbose.text.contains("\nConnection: HTTP/1.1 to 127.0.0.1:"), verbose.text)
+    }
+
+    func testBinaryBodyIsWrittenByteForByteToAPipe() throws {
+        let direct = try run(["\(base)/range/1000"])
+        XCTAssertEqual(direct.stdout, Data((0..<1000).map { UInt8(ascii: "a") + UInt8($0 % 26) }))
+        let png = try run(["\(base)/image/png"])
+        XCTAssertEqual(png.status, 0)
+        XCTAssertEqual(Array(png.stdout.prefix(8)), [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A])
+        let saved = try run(["-o", "image.png", "\(base)/image/png"])
+        XCTAssertEqual(saved.stdout, Data(), "-o takes the body off stdout")
+        XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("image.png")), png.stdout)
+    }
+
+    func testStreamedBodyFollowsTheHeadByteForByte() throws {
+        let size = 102_400
+        let result = try run(["-p", "hb", "\(base)/range/\(size)?chunk_size=4096"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let separator = Data("\n\n".utf8)
+        let split = try XCTUnwrap(result.stdout.range(of: separator))
+        XCTAssertTrue(String(decoding: result.stdout[..<split.lowerBound], as: UTF8.self).hasPrefix("HTTP/1.1 200 OK\n"))
+        XCTAssertEqual(result.stdout[split.upperBound...], Data((0..<size).map { UInt8(ascii: "a") + UInt8($0 % 26) }))
+
+        let file = try run(["-o", "range.bin", "\(base)/range/\(size)"])
+        XCTAssertEqual(file.stdout, Data())
+        XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("range.bin")).count, size)
+    }
+
+    func testPrettyFormatAppliesToAPipeWhenAsked() throws {
+        let result = try run(["--pretty=format", "\(base)/get", "a==1"])
+        XCTAssertTrue(result.text.hasPrefix("{\n    \"args\": {\n        \"a\": \"1\"\n    },\n"), result.text)
+        XCTAssertFalse(result.text.contains("\u{1B}"))
+    }
+
+    // MARK: Exit codes
+
+    func testCheckStatus() throws {
+        let plain = try run(["\(base)/status/404"])
+        XCTAssertEqual(plain.status, 0, "without --check-status a 404 is an answer like any other")
+        let notFound = try run(["--check-status", "\(base)/status/404"])
+        XCTAssertEqual(notFound.status, 4)
+        XCTAssertEqual(notFound.stderr, "curlew: warning: HTTP 404 NOT FOUND\n")
+        XCTAssertEqual(try run(["--check-status", "\(base)/status/503"]).status, 5)
+        XCTAssertEqual(try run(["--check-status", "\(base)/redirect/1"]).status, 3)
+        XCTAssertEqual(try run(["--check-status", "--follow", "\(base)/redirect/1"]).status, 0)
+    }
+
+    func testTransportFailuresHaveTheirOwnCodesAndOneLine() throws {
+        let redirects = try run(["--follow", "--max-redirects", "2", "\(base)/redirect/5"])
+        XCTAssertEqual(redirects.status, 6)
+        let refused = try run(["http://127.0.0.1:9/"])
+        XCTAssertEqual(refused.status, 8, refused.stderr)
+        let timeout = try run(["--timeout", "1", "\(base)/delay/10"])
+        XCTAssertEqual(timeout.status, 2, timeout.stderr)
+        let dns = try run(["http://curlew-test.invalid/"])
+        XCTAssertEqual(dns.status, 7, dns.stderr)
+        for failure in [redirects, refused, timeout, dns] {
+            XCTAssertTrue(failure.stderr.hasPrefix("curlew: error: "), failure.stderr)
+            XCTAssertEqual(failure.stderr.filter { $0 == "\n" }.count, 1, "one line: \(failure.stderr)")
+            XCTAssertEqual(failure.stdout, Data())
+        }
+    }
+
+    // MARK: Sessions, --curl, back-compat, help
+
+    func testSessionKeepsCookiesAndHeadersInPrivateFiles() throws {
+        let config = directory.appendingPathComponent("config")
+        let environment = ["XDG_CONFIG_HOME": config.path]
+        let first = try run(["--session", "s1", "\(base)/cookies/set?flavour=oat", "X-Kept:yes"], environment: environment)
+        XCTAssertEqual(first.status, 0, first.stderr)
+        let second = try run(["--session", "s1", "\(base)/anything"], environment: environment)
+        let echoed = try json(second)
+        XCTAssertEqual((echoed["headers"] as? [String: String])?["Cookie"], "flavour=oat")
+        XCTAssertEqual((echoed["headers"] as? [String: String])?["X-Kept"], "yes")
+        let sessions = config.appendingPathComponent("curlew/sessions")
+        for (path, mode) in [(sessions.path, 0o700), (sessions.appendingPathComponent("s1.cookies").path, 0o600),
+                             (sessions.appendingPathComponent("s1.headers.json").path, 0o600)] {
+            let attributes = try FileManager.default.attributesOfItem(atPath: path)
+            XCTAssertEqual((attributes[.posixPermissions] as? NSNumber)?.intValue, mode, path)
+        }
+        let other = try run(["--session", "s2", "\(base)/anything"], environment: environment)
+        XCTAssertNil((try json(other)["headers"] as? [String: String])?["Cookie"], "sessions do not share cookies")
+        let refused = try run(["--session", ".hidden", "\(base)/get"], environment: environment)
+        XCTAssertEqual(refused.status, 1)
+        XCTAssertTrue(refused.stderr.hasPrefix("curlew: error: --session: '.hidden' is not a session name"), refused.stderr)
+    }
+
+    func testCurlPrintsTheCommandInsteadOfSending() throws {
+        let result = try run(["--curl", "\(base)/post", "a=1", "Authorization:Bearer secret"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.text.hasPrefix("curl "), result.text)
+        XCTAssertTrue(result.text.contains("\(base)/post"), result.text)
+        XCTAssertTrue(result.text.contains("--data-binary '{\"a\":\"1\"}'"), result.text)
+        XCTAssertFalse(result.text.contains("secret"), "secrets are masked")
+    }
+
+    func testTheFirstVersionsGetStillWorks() throws {
+        let result = try run(["get", "\(base)/get?hello=curlew", "-H", "X-Demo: 1", "--metrics"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.text.hasPrefix("HTTP/1.1 200 OK\n"), result.text)
+        XCTAssertTrue(result.text.contains("\"X-Demo\": \"1\""), result.text)
+        XCTAssertTrue(result.stderr.contains("Elapsed: "), result.stderr)
+    }
+
+    func testHelpDocumentsExitCodes() throws {
+        let help = try run(["--help"])
+        XCTAssertEqual(help.status, 0)
+        for line in ["Exit codes:", "7   the host name could not be resolved", "8   the connection could not be made",
+                     "9   TLS failed", "pin", "reach", "image"] {
+            XCTAssertTrue(help.text.contains(line), "\(line) missing from:\n\(help.text)")
+        }
+        XCTAssertEqual(try run(["--version"]).text, "0.1.0\n")
+        let requestHelp = try run(["help", "request"])
+        XCTAssertTrue(requestHelp.text.contains("--check-status"), requestHelp.text)
+        XCTAssertTrue(requestHelp.text.contains("Exit codes:"), requestHelp.text)
+    }
+
+    func testImageAndReach() throws {
+        let image = try run(["image", "\(base)/image/png"])
+        XCTAssertEqual(image.status, 0, image.stderr)
+        XCTAssertTrue(image.text.hasPrefix("Format: PNG\nSize:   100 × 100 pixels\nFrames: 1\n"), image.text)
+        XCTAssertFalse(image.text.contains("▀"), "no preview off a terminal")
+        let preview = try run(["image", "--preview", "--width", "8", "\(base)/image/png"])
+        XCTAssertEqual(preview.text.components(separatedBy: "▀").count - 1, 8 * 4, preview.text)
+
+        let reach = try run(["reach", "--once", "--timeout", "5"])
+        XCTAssertTrue([0, 1].contains(reach.status), reach.stderr)
+        XCTAssertTrue(reach.text.contains(" default route: "), reach.text)
+    }
+}

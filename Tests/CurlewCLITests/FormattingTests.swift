@@ -1,0 +1,156 @@
+import Foundation
+import Serialization
+import SessionCore
+import XCTest
+@testable import CurlewCLI
+
+/// What the tool prints, without a network: heads, bodies, JSON, names, progress, pins.
+final class FormattingTests: XCTestCase {
+    private let url = URL(fileURLWithPath: "/")
+
+    func testStatusLineIsTheServersOwn() {
+        let head = HTTPResponseHead(
+            url: url, statusCode: 200, reasonPhrase: "Ok Then", fields: [("content-TYPE", "text/plain"), ("X-A", "1"), ("x-a", "2")])
+        let text = ExchangePrinter(pretty: .none, isTerminal: false).responseHead(head)
+        XCTAssertEqual(text, "HTTP/1.1 200 Ok Then\ncontent-TYPE: text/plain\nX-A: 1\nx-a: 2\n")
+        let h2 = HTTPResponseHead(url: url, statusCode: 204, httpVersion: "HTTP/2", fields: [])
+        XCTAssertEqual(ExchangePrinter(pretty: .none, isTerminal: false).responseHead(h2), "HTTP/2 204\n")
+    }
+
+    func testColoursOnlyWhenAsked() {
+        let head = HTTPResponseHead(url: url, statusCode: 404, reasonPhrase: "Not Found", fields: [])
+        XCTAssertTrue(ExchangePrinter(pretty: .all, isTerminal: true).responseHead(head).contains("\u{1B}[1;31m404 Not Found"))
+        XCTAssertFalse(ExchangePrinter(pretty: .format, isTerminal: true).responseHead(head).contains("\u{1B}"))
+    }
+
+    func testControlCharactersNeverReachATerminal() {
+        let head = HTTPResponseHead(url: url, statusCode: 200, reasonPhrase: "OK", fields: [("X", "a\u{1B}]0;pwned\u{07}b")])
+        let text = ExchangePrinter(pretty: .none, isTerminal: true).responseHead(head)
+        XCTAssertFalse(text.contains("\u{1B}"))
+        XCTAssertTrue(text.contains("X: a?]0;pwned?b"))
+        let body = ExchangePrinter(pretty: .none, isTerminal: true).responseBody(Data("hi\u{1B}[2J".utf8), head: nil)
+        XCTAssertEqual(String(decoding: body, as: UTF8.self), "hi?[2J\n")
+    }
+
+    func testBodyIsUntouchedOffATerminal() {
+        let bytes = Data([0x89, 0x50, 0x4E, 0x47, 0x00, 0xFF, 0x1B])
+        XCTAssertEqual(ExchangePrinter(pretty: .none, isTerminal: false).responseBody(bytes, head: nil), bytes)
+        let json = Data("{\"a\":1}".utf8)
+        XCTAssertEqual(ExchangePrinter(pretty: .none, isTerminal: false).responseBody(json, head: nil), json)
+    }
+
+    func testBinaryBodyBecomesANoticeOnATerminal() {
+        let head = HTTPResponseHead(url: url, statusCode: 200, fields: [("Content-Type", "image/png")])
+        let text = String(decoding: ExchangePrinter(pretty: .all, isTerminal: true).responseBody(Data([0x89, 0x50, 0x00, 0x01]), head: head), as: UTF8.self)
+        XCTAssertEqual(text, "[binary body: 4 bytes of image/png not shown on a terminal; save it with -d, -o FILE or > FILE]\n")
+        XCTAssertTrue(ExchangePrinter.isBinary(Data([0xC3])), "invalid UTF-8")
+        XCTAssertFalse(ExchangePrinter.isBinary(Data("é".utf8)))
+    }
+
+    func testJSONIsIndentedInTheServersOrderWithNumbersAsSpelled() throws {
+        let formatter = JSONFormatter(style: ANSIStyle(enabled: false))
+        let text = try XCTUnwrap(formatter.format(Data(#"{"z":1.0,"a":[true,null,{}],"s":"x\"y","e":[],"big":12345678901234567890}"#.utf8)))
+        XCTAssertEqual(text, """
+            {
+                "z": 1.0,
+                "a": [
+                    true,
+                    null,
+                    {}
+                ],
+                "s": "x\\"y",
+                "e": [],
+                "big": 12345678901234567890
+            }
+            """)
+        XCTAssertNil(formatter.format(Data("{not json".utf8)))
+        XCTAssertEqual(formatter.format(Data("\"only\"".utf8)), "\"only\"")
+    }
+
+    func testJSONColours() throws {
+        let text = try XCTUnwrap(JSONFormatter(style: ANSIStyle(enabled: true)).format(Data(#"{"k":"v","n":2}"#.utf8)))
+        XCTAssertTrue(text.contains("\u{1B}[1;34m\"k\"\u{1B}[0m: \u{1B}[32m\"v\"\u{1B}[0m"))
+        XCTAssertTrue(text.contains("\u{1B}[36m2\u{1B}[0m"))
+    }
+
+    func testColoursWithoutFormattingKeepTheServersLayout() throws {
+        let text = try XCTUnwrap(JSONFormatter(style: ANSIStyle(enabled: true), reindents: false).format(Data("{\"k\": [1,\n {}]}".utf8)))
+        XCTAssertEqual(text, "{\u{1B}[1;34m\"k\"\u{1B}[0m: [\u{1B}[36m1\u{1B}[0m,\n {}]}")
+        let printed = ExchangePrinter(pretty: .colors, isTerminal: true).responseBody(Data("{\"k\":1}".utf8), head: nil)
+        XCTAssertEqual(String(decoding: printed, as: UTF8.self), "{\u{1B}[1;34m\"k\"\u{1B}[0m:\u{1B}[36m1\u{1B}[0m}\n")
+    }
+
+    func testPrintSelection() throws {
+        XCTAssertEqual(try PrintSelection.resolve(print: nil, headers: false, body: false, verbose: false, stdoutIsTerminal: true),
+                       PrintSelection(letters: "hb"))
+        XCTAssertEqual(try PrintSelection.resolve(print: nil, headers: false, body: false, verbose: false, stdoutIsTerminal: false),
+                       PrintSelection(letters: "b"))
+        var verbose = try XCTUnwrap(PrintSelection(letters: "HBhb"))
+        verbose.metrics = true
+        XCTAssertEqual(try PrintSelection.resolve(print: nil, headers: false, body: false, verbose: true, stdoutIsTerminal: false), verbose)
+        XCTAssertEqual(try PrintSelection.resolve(print: nil, headers: true, body: false, verbose: false, stdoutIsTerminal: false),
+                       PrintSelection(letters: "h"))
+        XCTAssertEqual(try PrintSelection.resolve(print: "Hh", headers: true, body: true, verbose: false, stdoutIsTerminal: true),
+                       PrintSelection(letters: "Hh"))
+        XCTAssertNil(PrintSelection(letters: "hx"))
+        XCTAssertEqual(Pretty.resolve(nil, stdoutIsTerminal: true, environment: [:]), .all)
+        XCTAssertEqual(Pretty.resolve(nil, stdoutIsTerminal: false), .none)
+        XCTAssertEqual(Pretty.resolve(nil, stdoutIsTerminal: true, environment: ["NO_COLOR": "1"]), .format)
+        XCTAssertEqual(Pretty.resolve(nil, stdoutIsTerminal: true, environment: ["NO_COLOR": ""]), .all, "an empty NO_COLOR does not count")
+        XCTAssertEqual(Pretty.resolve(.colors, stdoutIsTerminal: false, environment: ["NO_COLOR": "1"]), .colors, "a flag wins")
+    }
+
+    func testDownloadNamesStayInTheDirectory() {
+        let url = URL(string: "http://example.com/files/report.pdf?x=1")!
+        XCTAssertEqual(DownloadNaming.fileName(contentDisposition: nil, url: url, mimeType: nil), "report.pdf")
+        XCTAssertEqual(DownloadNaming.fileName(contentDisposition: "attachment; filename=\"../../etc/passwd\"", url: url, mimeType: nil), "passwd")
+        XCTAssertEqual(DownloadNaming.fileName(contentDisposition: "attachment; filename=\".bashrc\"", url: url, mimeType: nil), "bashrc")
+        XCTAssertEqual(DownloadNaming.fileName(contentDisposition: "attachment; filename=\"a\\\\b.txt\"", url: url, mimeType: nil), "b.txt")
+        XCTAssertEqual(
+            DownloadNaming.fileName(contentDisposition: "attachment; filename=\"x.txt\"; filename*=UTF-8''caf%C3%A9%20menu.txt", url: url, mimeType: nil),
+            "café menu.txt")
+        XCTAssertEqual(DownloadNaming.fileName(contentDisposition: "attachment; filename=\"..\"", url: url, mimeType: nil), "report.pdf")
+        XCTAssertEqual(DownloadNaming.fileName(contentDisposition: "inline", url: URL(string: "http://h/")!, mimeType: "application/json"), "index.json")
+        XCTAssertEqual(DownloadNaming.fileName(contentDisposition: nil, url: URL(string: "http://h/bytes/10")!, mimeType: "application/octet-stream"), "10.bin")
+        XCTAssertEqual(DownloadNaming.sanitize("a\u{1B}b\nc"), "abc")
+        XCTAssertEqual(DownloadNaming.sanitize("big.bin.curlew-resume"), "big.bin.curlew-resume.txt", "never a resume-data name")
+        XCTAssertEqual(DownloadNaming.sanitize("CurlewDownload-1.tmp"), "_CurlewDownload-1.tmp", "never a partial-file name")
+    }
+
+    func testUnusedNamesGetSuffixes() {
+        let directory = URL(fileURLWithPath: "/d")
+        let taken: Set<String> = ["/d/f.txt", "/d/f.txt-1"]
+        XCTAssertEqual(DownloadNaming.unusedName("f.txt", in: directory) { taken.contains($0.path) }.path, "/d/f.txt-2")
+        XCTAssertEqual(DownloadNaming.unusedName("g", in: directory) { taken.contains($0.path) }.path, "/d/g")
+    }
+
+    func testProgressLine() {
+        XCTAssertEqual(ProgressBar.line(written: 500_000, expected: 1_000_000, startBytes: 0, elapsed: 1),
+                       " 50% [============>           ] 500.0 kB of 1.0 MB  500.0 kB/s  ETA 1s")
+        XCTAssertEqual(ProgressBar.line(written: 999, expected: -1, startBytes: 0, elapsed: 0), "999 B  0 B/s")
+    }
+
+    func testExitStatuses() {
+        XCTAssertEqual(ExitStatus.forStatus(302), .redirection)
+        XCTAssertEqual(ExitStatus.forStatus(404), .clientError)
+        XCTAssertEqual(ExitStatus.forStatus(503), .serverError)
+        XCTAssertNil(ExitStatus.forStatus(204))
+        XCTAssertEqual(ExitStatus.forError(SessionError.timedOut("x")), .timeout)
+        XCTAssertEqual(ExitStatus.forError(SessionError.dnsFailure("x")), .dnsFailure)
+        XCTAssertEqual(ExitStatus.forError(SessionError.cannotConnect("x")), .cannotConnect)
+        XCTAssertEqual(ExitStatus.forError(SessionError.tlsHandshakeFailed("x")), .tlsFailure)
+        XCTAssertEqual(ExitStatus.forError(SessionError.tooManyRedirects(3)), .tooManyRedirects)
+        XCTAssertEqual(Set(ExitStatus.allCases.map(\.rawValue)).count, ExitStatus.allCases.count, "codes are distinct")
+        XCTAssertTrue(ExitStatus.helpText.contains("7   the host name could not be resolved"))
+    }
+
+    func testPinFormats() throws {
+        let url = try XCTUnwrap(URL(string: "https://example.com"))
+        let pins = ["AAAA", "BBBB"]
+        XCTAssertEqual(PinCommand.renderPins(pins, format: .curl, host: "example.com", url: url), "--pinnedpubkey 'sha256//AAAA;sha256//BBBB'\n")
+        XCTAssertEqual(PinCommand.renderPins(pins, format: .okhttp, host: "example.com", url: url),
+                       "CertificatePinner.Builder()\n    .add(\"example.com\", \"sha256/AAAA\")\n    .add(\"example.com\", \"sha256/BBBB\")\n    .build()\n")
+        XCTAssertEqual(PinCommand.renderPins(pins, format: .curlew, host: "example.com", url: url),
+                       "curlew --pin sha256/AAAA --pin sha256/BBBB https://example.com\n")
+    }
+}

@@ -1,0 +1,90 @@
+import Foundation
+import Serialization
+import XCTest
+@testable import CurlewCLI
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The request each item combination builds, through Serialization's serializers.
+final class RequestBuilderTests: XCTestCase {
+    private func build(_ arguments: [String], mode: BodyMode = .json, directory: URL? = nil) throws -> BuiltRequest {
+        var builder = RequestBuilder(line: try RequestLine.parse(arguments), mode: mode)
+        if let directory { builder.directory = directory }
+        return try builder.build()
+    }
+
+    private func jsonBody(_ built: BuiltRequest) throws -> [String: Any] {
+        let body = try XCTUnwrap(built.request.httpBody)
+        return try XCTUnwrap(try JSONSerialization.jsonObject(with: body) as? [String: Any])
+    }
+
+    func testDataItemsMakeAJSONObject() throws {
+        let built = try build(["example.com/post", "name=Curlew", "stars:=5", "ok:=true", "tags:=[\"a\"]", "tags=b", "X-Trace:1", "q==x y"])
+        let request = built.request
+        XCTAssertEqual(request.httpMethod, "POST")
+        XCTAssertEqual(request.url?.absoluteString, "http://example.com/post?q=x%20y")
+        XCTAssertEqual(request.value(forHTTPHeaderField: "Content-Type"), "application/json")
+        XCTAssertEqual(request.value(forHTTPHeaderField: "Accept"), RequestBuilder.jsonAccept)
+        XCTAssertEqual(request.value(forHTTPHeaderField: "X-Trace"), "1")
+        let object = try jsonBody(built)
+        XCTAssertEqual(object["name"] as? String, "Curlew")
+        XCTAssertEqual(object["stars"] as? Int, 5)
+        XCTAssertEqual(object["ok"] as? Bool, true)
+        XCTAssertEqual(object["tags"] as? [String], ["a", "b"], "a name given twice becomes an array")
+    }
+
+    func testFormAndQueryKeepTheirOrderAndEscaping() throws {
+        let built = try build(["example.com/post?x=1", "a=1 2", "b=&", "z==é"], mode: .form)
+        XCTAssertEqual(built.request.url?.absoluteString, "http://example.com/post?x=1&z=%C3%A9")
+        XCTAssertEqual(built.request.value(forHTTPHeaderField: "Content-Type")?.hasPrefix("application/x-www-form-urlencoded"), true)
+        XCTAssertEqual(String(decoding: try XCTUnwrap(built.request.httpBody), as: UTF8.self), "a=1%202&b=%26")
+    }
+
+    func testAFileFieldMakesMultipart() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data("hello".utf8).write(to: folder.appendingPathComponent("note.txt"))
+        let built = try build(["example.com/post", "title=x", "file@note.txt"], mode: .json, directory: folder)
+        XCTAssertEqual(built.request.value(forHTTPHeaderField: "Content-Type")?.hasPrefix("multipart/form-data; boundary="), true)
+        XCTAssertNotNil(built.request.httpBodyStream)
+        XCTAssertThrowsError(try build(["example.com/post", "file@missing.txt"], directory: folder))
+        XCTAssertThrowsError(try build(["example.com/post", "file@note.txt"], mode: .forcedJSON, directory: folder))
+    }
+
+    func testWholeBodyFromAFile() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data("{\"a\":1}".utf8).write(to: folder.appendingPathComponent("body.json"))
+        let built = try build(["PUT", "example.com/put", "@body.json"], directory: folder)
+        XCTAssertEqual(built.request.httpMethod, "PUT")
+        XCTAssertEqual(built.bodyFile?.lastPathComponent, "body.json")
+        XCTAssertEqual(built.request.value(forHTTPHeaderField: "Content-Type"), "application/json")
+        XCTAssertThrowsError(try build(["example.com/put", "@body.json", "a=1"], directory: folder))
+    }
+
+    func testBodyFromStandardInput() throws {
+        var builder = RequestBuilder(line: try RequestLine.parse(["example.com/post", "@-"]))
+        builder.standardInput = { Data("{\"piped\":true}".utf8) }
+        let built = try builder.build()
+        XCTAssertEqual(built.request.httpMethod, "POST")
+        XCTAssertEqual(built.request.httpBody, Data("{\"piped\":true}".utf8))
+        XCTAssertEqual(built.request.value(forHTTPHeaderField: "Content-Type"), "application/json")
+        XCTAssertNil(built.bodyFile)
+    }
+
+    func testEmptyHeaderAndForcedJSON() throws {
+        let built = try build(["example.com", "X-Empty:"], mode: .forcedJSON)
+        XCTAssertEqual(built.request.httpMethod, "GET")
+        XCTAssertEqual(built.request.value(forHTTPHeaderField: "X-Empty"), "")
+        XCTAssertEqual(built.request.value(forHTTPHeaderField: "Accept"), RequestBuilder.jsonAccept)
+        XCTAssertNil(built.request.httpBody)
+    }
+
+    func testBadJSONAndRawJSONInAFormAreRefused() {
+        XCTAssertThrowsError(try build(["example.com", "a:={oops"]))
+        XCTAssertThrowsError(try build(["example.com", "a:=1"], mode: .form))
+    }
+}

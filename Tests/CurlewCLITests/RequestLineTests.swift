@@ -1,0 +1,78 @@
+import Foundation
+import XCTest
+@testable import CurlewCLI
+
+/// HTTPie's grammar: `[METHOD] URL [ITEM ...]`, the items, and the URL shorthands.
+final class RequestLineTests: XCTestCase {
+    func testEveryItemKind() {
+        XCTAssertEqual(RequestItem.parse("X-API-Key:abc"), .header(name: "X-API-Key", value: "abc"))
+        XCTAssertEqual(RequestItem.parse("X-Empty:"), .header(name: "X-Empty", value: ""))
+        XCTAssertEqual(RequestItem.parse("q==swift lang"), .query(name: "q", value: "swift lang"))
+        XCTAssertEqual(RequestItem.parse("name=Curlew"), .field(name: "name", value: "Curlew"))
+        XCTAssertEqual(RequestItem.parse("bio=@bio.txt"), .fieldFromFile(name: "bio", path: "bio.txt"))
+        XCTAssertEqual(RequestItem.parse("stars:=5"), .jsonField(name: "stars", json: "5"))
+        XCTAssertEqual(RequestItem.parse("meta:=@meta.json"), .jsonFieldFromFile(name: "meta", path: "meta.json"))
+        XCTAssertEqual(RequestItem.parse("avatar@photo.png"), .fileField(name: "avatar", path: "photo.png"))
+        XCTAssertEqual(RequestItem.parse("@body.json"), .body(path: "body.json"))
+    }
+
+    func testTheFirstSeparatorWinsAndTheLongestAtThatPlace() {
+        XCTAssertEqual(RequestItem.parse("From:me@example.com"), .header(name: "From", value: "me@example.com"))
+        XCTAssertEqual(RequestItem.parse("email=a@b.c"), .field(name: "email", value: "a@b.c"))
+        XCTAssertEqual(RequestItem.parse("url=http://x:1/"), .field(name: "url", value: "http://x:1/"))
+        XCTAssertEqual(RequestItem.parse("Authorization:Bearer a=b"), .header(name: "Authorization", value: "Bearer a=b"))
+        XCTAssertEqual(RequestItem.parse("a==b==c"), .query(name: "a", value: "b==c"))
+        XCTAssertEqual(RequestItem.parse("list:=[1, 2]"), .jsonField(name: "list", json: "[1, 2]"))
+    }
+
+    func testBackslashMakesASeparatorLiteral() {
+        XCTAssertEqual(RequestItem.parse("a\\:b=c"), .field(name: "a:b", value: "c"))
+        XCTAssertEqual(RequestItem.parse("x\\=y==1"), .query(name: "x=y", value: "1"))
+        XCTAssertEqual(RequestItem.parse("path\\\\=v"), .field(name: "path\\", value: "v"))
+    }
+
+    func testTextsThatAreNoItems() {
+        XCTAssertNil(RequestItem.parse("example.com"))
+        XCTAssertNil(RequestItem.parse(":3000"), "a header needs a name")
+        XCTAssertNil(RequestItem.parse("=value"))
+        XCTAssertNil(RequestItem.parse("@"))
+    }
+
+    func testMethodIsOptionalAndInferred() throws {
+        let get = try RequestLine.parse(["example.com/get"])
+        XCTAssertNil(get.method)
+        XCTAssertEqual(get.effectiveMethod, "GET")
+        XCTAssertEqual(get.url.absoluteString, "http://example.com/get")
+
+        let post = try RequestLine.parse(["example.com/post", "a=1"])
+        XCTAssertEqual(post.effectiveMethod, "POST", "data items make it a POST")
+        XCTAssertEqual(try RequestLine.parse(["example.com", "q==1", "H:v"]).effectiveMethod, "GET")
+
+        let put = try RequestLine.parse(["put", "example.com", "a=1"])
+        XCTAssertEqual(put.method, "PUT")
+        XCTAssertEqual(put.items, [.field(name: "a", value: "1")])
+
+        XCTAssertEqual(try RequestLine.parse(["PURGE", "example.com"]).method, "PURGE")
+        XCTAssertEqual(try RequestLine.parse(["POST", "localhost:3000"]).url.absoluteString, "http://localhost:3000")
+        let host = try RequestLine.parse(["localhost", "a=b"])
+        XCTAssertNil(host.method, "a word followed by an item is the URL")
+        XCTAssertEqual(host.url.absoluteString, "http://localhost")
+    }
+
+    func testURLShorthands() throws {
+        XCTAssertEqual(try RequestLine.expandURL(":3000/x").absoluteString, "http://localhost:3000/x")
+        XCTAssertEqual(try RequestLine.expandURL(":/x").absoluteString, "http://localhost/x")
+        XCTAssertEqual(try RequestLine.expandURL(":").absoluteString, "http://localhost")
+        XCTAssertEqual(try RequestLine.expandURL("://example.com").absoluteString, "http://example.com")
+        XCTAssertEqual(try RequestLine.expandURL("https://example.com/a?b=c").absoluteString, "https://example.com/a?b=c")
+        XCTAssertThrowsError(try RequestLine.expandURL("ftp://example.com"))
+        XCTAssertThrowsError(try RequestLine.expandURL("http://"))
+    }
+
+    func testErrors() {
+        XCTAssertThrowsError(try RequestLine.parse([])) { XCTAssertEqual($0 as? RequestLineError, .missingURL) }
+        XCTAssertThrowsError(try RequestLine.parse(["example.com", "nonsense"])) {
+            XCTAssertEqual($0 as? RequestLineError, .notAnItem("nonsense"))
+        }
+    }
+}

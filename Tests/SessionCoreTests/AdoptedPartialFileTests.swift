@@ -1,0 +1,75 @@
+import CurlewTestSupport
+import Foundation
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import SessionCore
+
+/// A partial file another tool left (curl -C, a killed process) continues through resume data
+/// once it is moved to `DownloadResumeData.newPartialFileURL(in:)`; under any other name the
+/// resume data is refused and the file left alone.
+final class AdoptedPartialFileTests: XCTestCase {
+    private let body = Data((0..<6_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+
+    private func makeServer() throws -> TestServer {
+        let body = self.body
+        return try TestServer { request in
+            let range = request.headers.first { $0.name.lowercased() == "range" }?.value ?? ""
+            guard range.hasPrefix("bytes="), let start = Int(range.dropFirst(6).prefix { $0 != "-" }) else {
+                return TestResponse(status: 200, headers: [("ETag", "\"e1\"")], body: body)
+            }
+            return TestResponse(
+                status: 206, headers: [("ETag", "\"e1\""), ("Content-Range", "bytes \(start)-\(body.count - 1)/\(body.count)")],
+                body: body.suffix(from: start))
+        }
+    }
+
+    private func download(_ resumeData: Data, manager: URLSessionManager, to destination: URL) async -> DataResponse {
+        await withCheckedContinuation { continuation in
+            manager.downloadTask(
+                withResumeData: resumeData, destination: { _, _ in destination },
+                completionHandler: { continuation.resume(returning: $0) }
+            ).resume()
+        }
+    }
+
+    func testAFileMovedToANewPartialFileURLContinues() async throws {
+        let server = try makeServer()
+        defer { server.shutdown() }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-adopt-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var configuration = SessionConfiguration.default
+        configuration.downloadDirectory = folder
+        let manager = URLSessionManager(configuration: configuration)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+
+        let partial = DownloadResumeData.newPartialFileURL(in: folder)
+        XCTAssertEqual(partial.deletingLastPathComponent().standardizedFileURL.path, folder.standardizedFileURL.path)
+        XCTAssertNotEqual(partial, DownloadResumeData.newPartialFileURL(in: folder), "a new name each time")
+        try body.prefix(2_500).write(to: partial)
+        let url = try server.url("/file")
+        let resume = DownloadResumeData(
+            url: url, headers: [:], timeoutInterval: 30, partialFileURL: partial, bytesReceived: 2_500,
+            entityTag: "\"e1\"", lastModified: nil, expectedLength: Int64(body.count))
+        let destination = folder.appendingPathComponent("done.bin")
+        let response = await download(resume.encoded(), manager: manager, to: destination)
+        XCTAssertNil(response.error)
+        XCTAssertEqual(try Data(contentsOf: destination), body)
+        let sent = try XCTUnwrap(server.requests.last)
+        XCTAssertEqual(sent.headers.first { $0.name.lowercased() == "range" }?.value, "bytes=2500-")
+        XCTAssertEqual(sent.headers.first { $0.name.lowercased() == "if-range" }?.value, "\"e1\"")
+
+        // The same bytes under a name of the caller's own are refused and left as they are.
+        let own = folder.appendingPathComponent("own.part")
+        try body.prefix(2_500).write(to: own)
+        var refused = resume
+        refused.partialFileURL = own
+        let failure = await download(refused.encoded(), manager: manager, to: folder.appendingPathComponent("never.bin"))
+        guard case .invalidResumeData? = failure.error as? SessionError else {
+            return XCTFail("expected invalidResumeData, got \(String(describing: failure.error))")
+        }
+        XCTAssertEqual(try Data(contentsOf: own), body.prefix(2_500))
+    }
+}
