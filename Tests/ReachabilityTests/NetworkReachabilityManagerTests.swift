@@ -263,6 +263,10 @@ final class NetworkReachabilityManagerTests: ReachabilityNamespaceTestCase {
         try client.perform { [temporary] in temporary?.startMonitoring() }
         XCTAssertEqual(try userNetlinkSockets(), 2)
         temporary = nil
+        // The closure handed to `perform` held the manager too, and the thread that ran it may
+        // release it a moment after `perform` returned: wait (bounded, a hang guard) for the
+        // last reference to go before counting.
+        for _ in 0 ..< 500 where try userNetlinkSockets() != 0 { usleep(10_000) }
         XCTAssertEqual(try userNetlinkSockets(), 0, "deinit closes the sockets")
     }
 
