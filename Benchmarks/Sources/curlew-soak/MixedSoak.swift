@@ -49,7 +49,7 @@ final class MixedSoak: Sendable {
     }
 
     /// Runs every segment; returns the failures (empty: passed).
-    func run(baseline: ProcessSample) -> [String] {
+    func run(baseline: ProcessSample, baselineDescriptors: [Int32: String]) -> [String] {
         var failures: [String] = []
         let afterManager = ProcessProbe.sample()
         print("before the manager: \(baseline)")
@@ -89,11 +89,16 @@ final class MixedSoak: Sendable {
         let settled = settle(toDrivers: afterManager.driverThreads - 1)
         print(String(format: "%d requests in %.1f s (%.0f req/s)", ledger.handled, seconds, Double(ledger.handled) / seconds))
         print("after invalidation: \(settled)")
-        failures += verdict(samples: samples, afterManager: afterManager, baseline: baseline, settled: settled)
+        failures += verdict(
+            samples: samples, afterManager: afterManager, baseline: baseline, settled: settled,
+            baselineDescriptors: baselineDescriptors)
         return failures
     }
 
-    private func verdict(samples: [ProcessSample], afterManager: ProcessSample, baseline: ProcessSample, settled: ProcessSample) -> [String] {
+    private func verdict(
+        samples: [ProcessSample], afterManager: ProcessSample, baseline: ProcessSample, settled: ProcessSample,
+        baselineDescriptors: [Int32: String]
+    ) -> [String] {
         var failures: [String] = []
         if let warm = samples.first, samples.count > 1 {
             let highest = samples.dropFirst().map(\.rssBytes).max() ?? warm.rssBytes
@@ -111,7 +116,8 @@ final class MixedSoak: Sendable {
             failures.append("more idle sockets than connections allowed: \(sample)")
         }
         if settled.descriptors != baseline.descriptors {
-            failures.append("descriptors after invalidation \(settled.descriptors), before the manager \(baseline.descriptors)")
+            let extra = ProcessProbe.opened(since: baselineDescriptors, now: ProcessProbe.descriptorTable())
+            failures.append("descriptors after invalidation \(settled.descriptors), before the manager \(baseline.descriptors): \(extra)")
         }
         if settled.driverThreads != baseline.driverThreads { failures.append("driver threads left: \(settled.driverThreads)") }
         let missing = ledger.missing(in: 0..<options.count)

@@ -66,6 +66,28 @@ enum ProcessProbe {
         return (sockets, files, other)
     }
 
+    /// Every open descriptor and what it points at (for naming the ones left open).
+    static func descriptorTable() -> [Int32: String] {
+        var table: [Int32: String] = [:]
+        guard let directory = opendir("/proc/self/fd") else { return table }
+        let own = dirfd(directory)
+        var target = [CChar](repeating: 0, count: 512)
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            guard let number = Int32(name), number != own else { continue }
+            let length = readlink("/proc/self/fd/\(name)", &target, target.count - 1)
+            guard length > 0 else { continue }
+            table[number] = String(decoding: target[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+        closedir(directory)
+        return table
+    }
+
+    /// The descriptors in `now` that `before` did not have, as "fd 9 -> anon_inode:[eventfd]".
+    static func opened(since before: [Int32: String], now: [Int32: String]) -> [String] {
+        now.filter { before[$0.key] != $0.value }.sorted { $0.key < $1.key }.map { "fd \($0.key) -> \($0.value)" }
+    }
+
     /// All threads, and the manager driver threads among them.
     ///
     /// A driver thread is a Foundation `Thread`; Curlew names it `curlew.drv.N`, but that name

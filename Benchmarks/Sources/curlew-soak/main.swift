@@ -12,18 +12,26 @@ guard let options = SoakOptions.parse(Array(CommandLine.arguments.dropFirst())) 
     exit(2)
 }
 try? FileManager.default.createDirectory(at: options.directory, withIntermediateDirectories: true)
-// libdispatch opens its event descriptors (epoll, eventfd, timerfd) on first use: before
-// the baseline, so that they are not counted as the run's.
+// libdispatch opens its event descriptors (epoll, eventfd, timerfds) on first use, some on
+// its manager thread after the first timer fired: used here (timers on the global and on a
+// concurrent queue, as the run does), and given a moment, before the baseline, so that they
+// are not counted as the run's.
 let dispatchReady = DispatchSemaphore(value: 0)
 DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(1)) { dispatchReady.signal() }
+DispatchQueue(label: "curlew-soak.warm-up", attributes: .concurrent).asyncAfter(deadline: .now() + .milliseconds(2)) {
+    dispatchReady.signal()
+}
 dispatchReady.wait()
+dispatchReady.wait()
+usleep(100_000)
 let baseline = ProcessProbe.sample()
+let baselineDescriptors = ProcessProbe.descriptorTable()
 let started = ProcessProbe.now()
 let failures: [String]
 switch options.mode {
 case .mixed:
     print("mixed soak: \(options.count) requests, concurrency \(options.concurrency), seed \(options.seed)")
-    failures = MixedSoak(options: options).run(baseline: baseline)
+    failures = MixedSoak(options: options).run(baseline: baseline, baselineDescriptors: baselineDescriptors)
 case .cancelStorm:
     print("cancel storm: \(options.count) slow transfers x \(options.rounds) rounds")
     failures = CancelStorm(options: options).run(baseline: baseline)
