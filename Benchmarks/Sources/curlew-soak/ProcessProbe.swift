@@ -111,6 +111,37 @@ enum ProcessProbe {
         return (all, drivers)
     }
 
+    /// Resident bytes by where they live, from /proc/self/smaps: the main heap (`[heap]`),
+    /// anonymous mappings (other malloc arenas, large allocations, thread stacks), the rest
+    /// (code, libraries). For telling what holds memory after a storm.
+    static func residentByMapping() -> (heap: Int, anonymous: Int, other: Int) {
+        let descriptor = open("/proc/self/smaps", O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return (-1, -1, -1) }
+        defer { close(descriptor) }
+        var text: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            guard count > 0 else { break }
+            text.append(contentsOf: chunk[0..<count])
+        }
+        var heap = 0, anonymous = 0, other = 0
+        var kind = 2
+        for line in String(decoding: text, as: UTF8.self).split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            if let first = fields.first, first.contains("-"), first.first?.isHexDigit == true {
+                kind = fields.count < 6 ? 1 : (fields[5] == "[heap]" ? 0 : 2)
+            } else if fields.first == "Rss:", fields.count > 1, let kilobytes = Int(fields[1]) {
+                switch kind {
+                case 0: heap += kilobytes * 1024
+                case 1: anonymous += kilobytes * 1024
+                default: other += kilobytes * 1024
+                }
+            }
+        }
+        return (heap, anonymous, other)
+    }
+
     /// Up to 4 KiB of a /proc file, read with read(2).
     static func readSmallFile(_ path: String) -> String? {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
