@@ -48,5 +48,14 @@ let package = Package(
             ],
             swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
         ),
+        // The soak and load runs (Scripts/soak.sh, Docs/Reliability.md "Soak and load").
+        .executableTarget(
+            name: "curlew-soak",
+            dependencies: [
+                .product(name: "SessionCore", package: curlewPackage),
+                .product(name: "Serialization", package: curlewPackage),
+            ],
+            swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
+        ),
     ]
 )
