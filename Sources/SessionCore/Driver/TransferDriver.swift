@@ -68,7 +68,12 @@ final class TransferDriver: Sendable {
         multi = MultiPointer(raw: handle)
         self.identifier = identifier
         let multi = self.multi
+        let name = "curlew.drv.\(identifier)"  // Linux thread names hold 15 bytes
         let thread = Thread { [self] in
+            // The kernel's name too: Foundation keeps `Thread.name` to itself on Linux, and
+            // `top -H`, `ps -L`, crash reports and perf read the kernel's (which the thread
+            // otherwise inherits from whichever thread created the manager).
+            TransferDriver.nameKernelThread(name)
             threadID.withLock { $0 = TransferDriver.currentThreadID() }
             engine.debugLog?.debug("driver curlew.drv.\(identifier) started")
             // The loop and everything it owns are born here and die here.
@@ -78,8 +83,19 @@ final class TransferDriver: Sendable {
             }
             loop.run()
         }
-        thread.name = "curlew.drv.\(identifier)"  // Linux thread names hold 15 bytes
+        thread.name = name
         thread.start()
+    }
+
+    /// Sets the calling thread's kernel name (15 bytes at most) by writing
+    /// "/proc/thread-self/comm" (pthread_setname_np and prctl are not imported by Glibc's
+    /// Swift module). Best effort: a name is a diagnostic.
+    static func nameKernelThread(_ name: String) {
+        let file = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard file >= 0 else { return }
+        defer { Glibc.close(file) }
+        let bytes = Array(name.utf8.prefix(15))
+        _ = bytes.withUnsafeBytes { write(file, $0.baseAddress, $0.count) }
     }
 
     /// The calling thread's kernel id: "/proc/thread-self" links to "PID/task/TID"
