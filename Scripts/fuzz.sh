@@ -24,6 +24,8 @@ if ! command -v swiftc >/dev/null && [[ -x /opt/swift/usr/bin/swiftc ]]; then
     export PATH="/opt/swift/usr/bin:$PATH"
 fi
 
+# The clang of the same toolchain: its libFuzzer and ASan runtimes are the ones swiftc links.
+clang="$(dirname "$(command -v swiftc)")/clang"
 out="$root/.build-fuzz"
 lock="${CURLEW_BUILD_LOCK:-/tmp/curlew-build.lock}"
 modules="$out/modules"
@@ -152,7 +154,7 @@ build_target() {
         png|jpeg|gif|webp)
             build_if_stale "$modules/CImageCodecsJPEG.o" Sources/CImageCodecs/CImageCodecsJPEG.c \
                 Sources/CImageCodecs/include/CImageCodecs.h "$0" -- \
-                clang "${c_flags[@]}" -I Sources/CImageCodecs/include -c Sources/CImageCodecs/CImageCodecsJPEG.c \
+                "$clang" "${c_flags[@]}" -I Sources/CImageCodecs/include -c Sources/CImageCodecs/CImageCodecsJPEG.c \
                 -o "$modules/CImageCodecsJPEG.o"
             extra_inputs=("$modules/CImageCodecsJPEG.o") ;;
     esac
@@ -167,8 +169,8 @@ build_target() {
 # decoders allocate pixels, so their targets also cap the pixel budget they decode with.
 run_options() {
     case "$1" in
-        png|jpeg|gif|webp) echo "-rss_limit_mb=1024 -malloc_limit_mb=256 -timeout=10 -max_len=65536" ;;
-        *) echo "-rss_limit_mb=1024 -malloc_limit_mb=128 -timeout=5" ;;
+        png|jpeg|gif|webp) echo "-rss_limit_mb=2048 -malloc_limit_mb=256 -timeout=10 -max_len=65536" ;;
+        *) echo "-rss_limit_mb=2048 -malloc_limit_mb=256 -timeout=5" ;;
     esac
 }
 
@@ -187,6 +189,18 @@ for target in "${selected[@]}"; do
     dict=()
     [[ -f "Fuzz/Dictionaries/$target.dict" ]] && dict=("-dict=Fuzz/Dictionaries/$target.dict")
     logfile="$out/$target.log"
+    # First the inputs earlier runs found, under the same budgets: a fixed finding must stay fixed.
+    if compgen -G "Fuzz/Regressions/$target/*" >/dev/null; then
+        log "replaying Fuzz/Regressions/$target"
+        # shellcheck disable=SC2046  # run_options is a list of flags
+        if ! SWIFT_BACKTRACE=enable=no nice -n 10 "$out/bin/$target" $(run_options "$target") \
+            "Fuzz/Regressions/$target"/* >"$out/$target-regressions.log" 2>&1; then
+            summary+=("$(printf '%-14s a committed regression input fails again (see %s)' "$target" "$out/$target-regressions.log")")
+            echo "${summary[-1]}"
+            failed+=("$target")
+            continue
+        fi
+    fi
     log "fuzzing $target for ${seconds}s"
     status=0
     # shellcheck disable=SC2046  # run_options is a list of flags
