@@ -8,8 +8,9 @@
 #   TARGET...      the targets to build and run (default: all of them)
 #
 # Per target it prints the executions, the coverage (libFuzzer's final `cov:` edges and `ft:`
-# features) and the crashes found; it exits non-zero when any target crashed, leaked, timed
-# out or ran out of memory (the input is then in .build-fuzz/artifacts/TARGET/). New inputs
+# features), the slowest input's time, the peak RSS and the crashes found; it exits non-zero
+# when any target crashed, leaked, timed out, ran out of memory or broke a property (the input
+# is then in .build-fuzz/artifacts/TARGET/), or a committed regression input fails. New inputs
 # found are kept in .build-fuzz/corpus/TARGET (not in git); the committed seeds in
 # Fuzz/Corpus/TARGET are only read. Fuzz/README.md says how the targets are built and why.
 #
@@ -26,7 +27,7 @@ fi
 
 # The clang of the same toolchain: its libFuzzer and ASan runtimes are the ones swiftc links.
 clang="$(dirname "$(command -v swiftc)")/clang"
-out="$root/.build-fuzz"
+out="${CURLEW_FUZZ_BUILD:-$root/.build-fuzz}"  # another directory: a build from scratch
 lock="${CURLEW_BUILD_LOCK:-/tmp/curlew-build.lock}"
 modules="$out/modules"
 seconds=60
@@ -44,7 +45,7 @@ while (($#)); do
         --seconds=*) seconds="${1#--seconds=}"; shift ;;
         --build-only) build_only=1; shift ;;
         --list) printf '%s\n' "${all_targets[@]}"; exit 0 ;;
-        -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
         -*) echo "unknown option $1" >&2; exit 2 ;;
         *) selected+=("$1"); shift ;;
     esac
@@ -213,8 +214,11 @@ for target in "${selected[@]}"; do
     last="$(grep -E '^#[0-9]+' "$logfile" | tail -1 || true)"
     cov="$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")"
     ft="$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")"
+    slowest="$(sed -n 's/^stat::slowest_unit_time_sec: *//p' "$logfile" | tail -1)"
+    rss="$(sed -n 's/^stat::peak_rss_mb: *//p' "$logfile" | tail -1)"
     crashes=$(($(find "$artifacts" -type f | wc -l) - before))
-    line="$(printf '%-14s execs %-10s cov %-6s ft %-7s crashes %s' "$target" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$crashes")"
+    line="$(printf '%-14s execs %-10s cov %-6s ft %-7s slowest %ss  rss %sMB  crashes %s' "$target" "${execs:-?}" \
+        "${cov:-?}" "${ft:-?}" "${slowest:-?}" "${rss:-?}" "$crashes")"
     if ((status != 0)); then
         line+="  FAILED (exit $status; see $logfile)"
         failed+=("$target")
