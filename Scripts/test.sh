@@ -20,5 +20,8 @@ Scripts/check-docs.sh
 log "checking that every public symbol has a doc comment"
 Scripts/check-doc-comments.sh
 
+log "fuzz smoke run: every fuzz target builds and runs 1 second (Docs/Reliability.md)"
+Scripts/fuzz.sh --seconds 1
+
 log "running the tests"
 swift test --skip-build --disable-swift-testing "$@"

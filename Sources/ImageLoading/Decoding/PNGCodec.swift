@@ -8,6 +8,7 @@ enum PNGCodec {
     static func decode(_ data: Data, options: Image.DecodingOptions) throws -> ImageDecoderOutput {
         try data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws -> ImageDecoderOutput in
             guard let base = raw.baseAddress else { throw ImageError.emptyData }
+            guard chunksFit(raw) else { throw ImageError.truncated(.png) }
             var image = png_image()
             image.version = CImagePNGImageVersion
             defer { png_image_free(&image) }
@@ -55,6 +56,24 @@ enum PNGCodec {
             output.count = Int(size)
             return output
         }
+    }
+
+    /// Whether every chunk up to `IEND` fits in the data. libpng allocates a chunk's declared
+    /// length before reading it (the simplified API cannot lower its unlimited default), so a
+    /// 118-byte file declaring a 1.9 GB `tEXt` made it allocate 1.9 GB; data that is all in
+    /// memory cannot hold a chunk longer than what remains of it.
+    static func chunksFit(_ raw: UnsafeRawBufferPointer) -> Bool {
+        var offset = 8  // the signature, checked when the format was recognised
+        while offset + 8 <= raw.count {
+            let length = (0..<4).reduce(0) { $0 << 8 | Int(raw[offset + $1]) }
+            let isEnd = raw[offset + 4] == 0x49 && raw[offset + 5] == 0x45 && raw[offset + 6] == 0x4E
+                && raw[offset + 7] == 0x44  // "IEND"
+            // Length, type, data and CRC must all be there.
+            guard length <= raw.count - offset - 12 else { return false }
+            if isEnd { return true }
+            offset += 12 + length
+        }
+        return true  // what is left is too short for a chunk header: libpng reports it
     }
 
     /// libpng's message, as a truncation when it says the data ran out.

@@ -47,7 +47,10 @@ public struct Cookie: Sendable, Hashable {
     ) {
         self.name = name
         self.value = value
-        self.domain = domain.hasPrefix(".") ? String(domain.dropFirst()).lowercased() : domain.lowercased()
+        // The dot is looked for as a scalar: "." and a combining mark after it are one Character,
+        // and a Character test would keep the dot (and a file line would gain one per save).
+        let scalars = domain.unicodeScalars
+        self.domain = (scalars.first == "." ? String(scalars.dropFirst()) : domain).lowercased()
         self.includesSubdomains = includesSubdomains
         self.path = path
         self.isSecure = isSecure

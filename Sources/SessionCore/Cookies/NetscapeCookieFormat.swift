@@ -106,7 +106,9 @@ enum NetscapeCookieFormat {
         guard cookie.name.utf8.count + cookie.value.utf8.count <= maximumNameAndValueBytes else {
             throw .invalidCookie("name and value of '\(cookie.name)' exceed \(maximumNameAndValueBytes) bytes")
         }
-        guard !cookie.domain.isEmpty, !cookie.domain.hasPrefix("#"),
+        // A dot left after `Cookie` dropped one ("..a.com", a URL host "..a") would be read back
+        // as another domain: the line of a host-only cookie drops it too.
+        guard !cookie.domain.isEmpty, !cookie.domain.hasPrefix("#"), cookie.domain.unicodeScalars.first != ".",
             !cookie.domain.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F || $0 == "/" })
         else { throw .invalidCookie("the domain \(cookie.domain.debugDescription) is empty or not a host name") }
         guard cookie.path.hasPrefix("/"), !hasControlCharacter(cookie.path) else {
