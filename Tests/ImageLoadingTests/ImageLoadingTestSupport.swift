@@ -87,7 +87,9 @@ enum MemoryStatus {
     static func kilobytes(_ field: String) -> Int? {
         guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return nil }
         for line in text.split(separator: "\n") where line.hasPrefix(field + ":") {
-            return line.split(separator: " ").dropFirst().lazy.compactMap { Int($0) }.first
+            // "VmSize:\t    3892 kB": the number is padded after a tab, and a value of 8 digits
+            // or more (a sanitizer's shadow reservation) follows the tab directly.
+            return line.split(whereSeparator: { $0 == " " || $0 == "\t" }).dropFirst().lazy.compactMap { Int($0) }.first
         }
         return nil
     }

@@ -114,7 +114,10 @@ final class ResponseCacheDiskSecurityTests: XCTestCase {
         let one = manager(first), two = manager(second)
         for index in 0..<8 {
             _ = try await get(index.isMultiple(of: 2) ? one : two, "/item\(index)")
-            try await eventually({ first.currentDiskUsage > 0 }, "stored")
+            // A completion does not wait for the store (the cache's queue writes it after), and
+            // the limit and "/item7" checks below need every write done.
+            let request = URLRequest(url: try server.url("/item\(index)"))
+            try await eventually({ first.cachedResponse(for: request) != nil }, "item\(index) stored")
         }
         try await eventually({ first.currentDiskUsage == second.currentDiskUsage }, "one store")
         XCTAssertLessThanOrEqual(try totalSize(directory), 100_000, "the limit holds across both caches")

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Builds the tests with ThreadSanitizer or AddressSanitizer, runs them against httpbin on
+# loopback, and summarises the sanitizer reports by kind and first frame.
+#
+# Usage: Scripts/sanitize.sh [thread|address] [--filter REGEX]... [--all] [--leaks]
+#   thread (default)  `--sanitize=thread` with -DCURLEW_TSAN, which swaps each module's `Mutex`
+#                     for a pthread-based one TSan can see (Sources/*/Support/Mutex.swift);
+#   address           `--sanitize=address` (with LeakSanitizer), the real `Mutex`;
+#   --filter REGEX    passed to `swift test` (repeatable); the default is
+#                     SessionCoreTests and ImageLoadingTests; --all runs every test;
+#   --leaks           with address: LeakSanitizer too. Off by default: it cannot follow the
+#                     pointers Swift keeps with tag bits (Data's storage, weak-reference side
+#                     tables), so every run reports such blocks as leaked (Docs/Reliability.md).
+# Each sanitizer builds into its own scratch path (.build-tsan, .build-asan) so the debug build
+# stays as it is. Every build takes /tmp/curlew-build.lock (CURLEW_BUILD_LOCK overrides it): on
+# a shared machine only one build runs at a time. The full log is kept in the scratch path
+# (sanitize.log); the exit status is non-zero if a test failed or a sanitizer reported anything.
+set -euo pipefail
+source "$(dirname "$0")/lib/setup.sh"
+cd "$CURLEW_ROOT"
+
+kind=thread
+filters=()
+all=0
+leaks=0
+while (($#)); do
+    case "$1" in
+        thread|address) kind="$1"; shift ;;
+        --filter) filters+=(--filter "${2:?--filter needs a pattern}"); shift 2 ;;
+        --all) all=1; shift ;;
+        --leaks) leaks=1; shift ;;
+        *) echo "usage: $0 [thread|address] [--filter REGEX]... [--all] [--leaks]" >&2; exit 2 ;;
+    esac
+done
+if ((${#filters[@]} == 0 && !all)); then
+    filters=(--filter SessionCoreTests --filter ImageLoadingTests)
+fi
+
+case "$kind" in
+    thread)
+        scratch=.build-tsan
+        build_args=(--sanitize=thread -Xswiftc -DCURLEW_TSAN)
+        # halt_on_error=0: see every report of a run, not only the first.
+        export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=0 second_deadlock_stack=1 history_size=4}"
+        pattern='WARNING: ThreadSanitizer: '
+        ;;
+    address)
+        scratch=.build-asan
+        build_args=(--sanitize=address)
+        export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=$leaks}"
+        pattern='ERROR: (AddressSanitizer|LeakSanitizer): '
+        ;;
+esac
+build_args+=(--scratch-path "$scratch")
+log_file="$scratch/sanitize.log"
+
+ensure_system_packages
+ensure_swift
+ensure_python_peers
+
+log "building the tests with --sanitize=$kind into $scratch (slow: the dependencies too, the first time)"
+started=$SECONDS
+flock "${CURLEW_BUILD_LOCK:-/tmp/curlew-build.lock}" swift build --build-tests "${build_args[@]}"
+log "built in $((SECONDS - started)) s"
+
+trap stop_httpbin EXIT INT TERM
+start_httpbin
+
+log "running the tests (${filters[*]:-all}); log in $log_file"
+started=$SECONDS
+status=0
+swift test --skip-build --disable-swift-testing "${build_args[@]}" "${filters[@]}" >"$log_file" 2>&1 || status=$?
+log "tests ran in $((SECONDS - started)) s (exit status $status)"
+
+grep -E '^Test Suite .(All tests|Selected tests). (passed|failed)' -A1 "$log_file" | tail -1 >&2 || true
+grep -E "error: .* : " "$log_file" | head -20 >&2 || true
+
+# Summary: one line per (kind, first frame of the report's first stack), most frequent first.
+reports="$(grep -cE "$pattern" "$log_file" || true)"
+log "$reports $kind sanitizer report(s)"
+if ((reports > 0)); then
+    awk -v pattern="$pattern" '
+        $0 ~ pattern { sub(/.*Sanitizer: /, ""); sub(/ \(pid=.*/, ""); what = $0; want = 1; next }
+        want && /^ *#0 / { sub(/^ *#0 (0x[0-9a-f]+ in )?/, ""); sub(/ \/.*$/, ""); print what " | " $0; want = 0 }
+    ' "$log_file" | swift demangle --simplified --compact | sort | uniq -c | sort -rn >&2
+fi
+
+if ((reports > 0 || status != 0)); then
+    exit 1
+fi
