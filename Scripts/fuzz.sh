@@ -96,7 +96,10 @@ build_module() {
 # and the modules it needs. Package sources are compiled into the fuzzer's own module (so
 # their internal API is reachable without changing the package); Serialization and Security
 # are linked as modules because the sources import them.
-cookies_sources=(Sources/SessionCore/Cookies/{SetCookieParser,NetscapeCookieFormat,Cookie,CookieJarError,PublicSuffixList}.swift)
+cookies_sources=(
+    Sources/SessionCore/Cookies/{SetCookieParser,NetscapeCookieFormat,Cookie,CookieJarError,PublicSuffixList}.swift
+    Sources/SessionCore/Driver/CurlDate.swift  # libcurl's date parser, which cookie expiry uses
+)
 download_sources=(
     Sources/SessionCore/Download/{DownloadFile,DownloadFileClaim,DownloadResumeData}.swift
     Sources/SessionCore/Engine/SessionError.swift
