@@ -1,17 +1,25 @@
 import Foundation
 import Glibc
+import Synchronization
 
 /// A one-shot loopback HTTP server that writes a large body from one reused buffer, so the
 /// server side of a memory test costs no memory. Runs on its own thread; bounded by `bytes`.
 final class StreamingServer: Sendable {
     let port: UInt16
     private let listener: LoopbackListener
+    private let counter = SentCounter()
+
+    /// Body bytes the server has handed to its socket so far (a closed receive window stops it).
+    var bytesSent: Int { counter.value.load(ordering: .acquiring) }
+
+    private final class SentCounter: Sendable { let value = Atomic<Int>(0) }
 
     /// Serves exactly one request: `200 OK` with `Content-Length: bytes` of a repeating pattern.
     init(bytes: Int) throws {
         listener = try LoopbackListener()
         port = listener.port
         let descriptor = listener.descriptorForServing
+        let counter = self.counter
         let thread = Thread {
             let client = accept(descriptor, nil, nil)
             guard client >= 0 else { return }
@@ -25,6 +33,7 @@ final class StreamingServer: Sendable {
             while remaining > 0 {
                 let count = min(remaining, chunk.count)
                 guard sendAll(client, Array(chunk[0..<count])) else { return }
+                counter.value.add(count, ordering: .releasing)
                 remaining -= count
             }
         }

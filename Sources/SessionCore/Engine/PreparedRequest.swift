@@ -211,6 +211,8 @@ enum RequestBody: @unchecked Sendable {
     case stream(InputStream, length: Int64?)
     /// A file read lazily on the driver thread.
     case file(URL)
+    /// A caller's async sequence, iterated in a task of its own (`upload(for:from:)`).
+    case feed(AsyncBodyFeed)
 
     var isEmpty: Bool {
         if case .none = self { return true }

@@ -304,6 +304,13 @@ final class SessionEngine: Sendable {
             if credit.consume(chunk.count) { submit(.resumeReading(task)) }
         }
     }
+
+    /// Shows a streamed response's chunk to the data-received hook (operation queue); the
+    /// chunk itself went to the stream's consumer, which does the backpressure.
+    func deliverToHook(_ chunk: Data, for task: SessionTask, hook: @escaping @Sendable (DataTask, Data) -> Void) {
+        guard let dataTask = task as? DataTask else { return }
+        operationQueue.async { hook(dataTask, chunk) }
+    }
 }
 
 extension Result {

@@ -279,6 +279,7 @@ extension SessionTask {
             guard let prepared = state.prepared else { return }
             state.prepared = prepared.with(body: body)
             if case .file(let url) = body { state.bodyFile = url }
+            if case .feed(let feed) = body, let length = feed.length { state.bytesExpectedToSend = length }
             if case .file(let url) = body,
                 let size = (try? FileManager.default.attributesOfItem(atPath: url.path))?[.size] as? Int64
             {

@@ -126,6 +126,10 @@ struct CurlCommand {
             options.append("--data-binary @-")
             if length == nil { options.append("-H 'Transfer-Encoding: chunked'") }
             mayExpect = true
+        case .feed(let feed):
+            options.append("--data-binary @-")
+            if feed.length == nil { options.append("-H 'Transfer-Encoding: chunked'") }
+            mayExpect = true
         }
         // Curlew never sends `Expect` unless the request sets it (TaskDelegate.configure).
         if mayExpect && !prepared.hasExpectHeader { options.append("-H 'Expect:'") }

@@ -168,7 +168,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         var stored = options
         stored.callbacks = TaskCallbacks()
         self.options = stored
-        streamsBody = options.callbacks.dataHandler != nil
+        streamsBody = options.callbacks.dataHandler != nil || options.responseStream != nil
         reportsProgress = options.callbacks.uploadProgress != nil || options.callbacks.downloadProgress != nil
         self.engine = engine
         var initial = MutableState(callbacks: options.callbacks)

@@ -26,6 +26,9 @@ struct TaskOptions: Sendable {
     var skipsSerializer = false
     /// Set for download tasks: the body goes to this file, not to memory.
     var download: DownloadOptions?
+    /// Set for a streamed response (`bytes(for:)`): the head and the body chunks go there, to
+    /// an async consumer, instead of to a data handler or memory.
+    var responseStream: ResponseStreamBuffer?
 
     init(
         collectsBody: Bool, completionHandler: (@Sendable (DataResponse) -> Void)? = nil,

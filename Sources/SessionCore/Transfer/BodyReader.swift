@@ -19,6 +19,8 @@ final class BodyReader {
         /// Read on the pump's queue; `stream` is kept for rewinding a multipart body.
         case pumped(BodyPump, stream: InputStream)
         case file(descriptor: Int32)
+        /// A caller's async sequence (read through the feed's buffer; never rewound once read).
+        case feed(AsyncBodyFeed)
     }
 
     /// What a read gave curl.
@@ -64,6 +66,10 @@ final class BodyReader {
             }
             source = .file(descriptor: descriptor)
             length = Int64(info.st_size)
+        case .feed(let feed):
+            feed.attach(wake: wake)
+            source = .feed(feed)
+            length = feed.length
         }
     }
 
@@ -117,6 +123,13 @@ final class BodyReader {
             case .wait: return .pause
             case .failed(let error): return .failed(error)
             }
+        case .feed(let feed):
+            switch feed.take(into: UnsafeMutableRawBufferPointer(start: base, count: wanted)) {
+            case .bytes(let taken): count = taken
+            case .end: count = 0
+            case .wait: return .pause
+            case .failed(let error): return .failed(error)
+            }
         case .file(let descriptor):
             var result: Int
             repeat { result = Glibc.read(descriptor, base, wanted) } while result < 0 && errno == EINTR
@@ -151,6 +164,8 @@ final class BodyReader {
             source = .pumped(BodyPump(stream: copy, wake: wake), stream: copy)
         case .file(let descriptor):
             guard lseek(descriptor, 0, SEEK_SET) == 0 else { return false }
+        case .feed(let feed):
+            guard feed.isRewindable else { return false }
         }
         bytesRead = 0
         return true
@@ -161,6 +176,8 @@ final class BodyReader {
         switch source {
         case .stream(let stream, _) where bytesRead > 0, .pumped(_, let stream) where bytesRead > 0:
             return (stream as? MultipartBodyStream)?.isRewindable ?? false
+        case .feed(let feed):
+            return feed.isRewindable
         default:
             return true
         }

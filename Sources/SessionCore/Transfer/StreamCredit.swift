@@ -7,7 +7,11 @@ final class StreamCredit: Sendable {
     // Shared by the driver (add, shouldPause) and the operation queue (consume): the Mutex
     // makes that safe.
     private let state = Mutex(State())
-    let limit = 4 << 20
+    /// Bytes that may wait in user code before the transfer pauses (at least 1).
+    let limit: Int
+
+    /// `limit`: 4 MiB for data handlers; a response byte stream's buffer is smaller.
+    init(limit: Int = 4 << 20) { self.limit = max(1, limit) }
 
     func add(_ count: Int) { state.withLock { $0.outstanding += count } }
 

@@ -72,6 +72,10 @@ extension TaskDelegate {
                     reportDownloadResumed(download, expectedLength: expected)
                 }
                 task.didReceive(head: response, announced: expected, offset: download?.plannedOffset ?? 0)
+                if let responseStream {
+                    headWentToStream = true
+                    responseStream.receive(head: response)
+                }
                 if let hub = engine.monitorHub { hub.emit(.received(task, response)) }
                 if asksResponseHook { askResponseHook(response) }
                 if task.options.collectsBody { body.expect(expected) }
@@ -109,7 +113,12 @@ extension TaskDelegate {
             }
             let chunk = Data(bytes)
             streamCredit.add(chunk.count)
-            engine.deliver(chunk, for: task, hook: dataReceivedHook, credit: streamCredit)
+            if let responseStream {
+                responseStream.append(chunk)
+                if let dataReceivedHook { engine.deliverToHook(chunk, for: task, hook: dataReceivedHook) }
+            } else {
+                engine.deliver(chunk, for: task, hook: dataReceivedHook, credit: streamCredit)
+            }
         }
         if let download {
             if download.dropsBody { return .accepted }  // dropped: sent again, or the task fails

@@ -57,7 +57,12 @@ final class TaskDelegate {
     /// task, with the hook set when the transfer started).
     let asksResponseHook: Bool
     /// Whether body bytes already went to user code (such an attempt cannot be retried).
-    var hasStreamedBody: Bool { deliversBody && bodyBytesDelivered > 0 }
+    /// A streamed response's head counts too: `bytes(for:)` has already returned it.
+    var hasStreamedBody: Bool { deliversBody && (bodyBytesDelivered > 0 || headWentToStream) }
+    /// A streamed response (`bytes(for:)`): where the head and chunks go (nil otherwise).
+    let responseStream: ResponseStreamBuffer?
+    /// The delivered head went to ``responseStream``'s consumer.
+    var headWentToStream = false
     /// Whether body chunks go to user code (a data handler, or the data-received hook as it
     /// was when the transfer started): asked once, not under the engine's lock per chunk.
     let deliversBody: Bool
@@ -103,8 +108,11 @@ final class TaskDelegate {
         // follows the decision (`TransferOutcome.bodyWentToUserCode`).
         self.dataReceivedHook = isDataTask ? hooks.dataReceived : nil
         self.deliversBody = task.streamsBody || dataReceivedHook != nil
-        self.streamCredit = deliversBody ? StreamCredit() : nil
-        self.asksResponseHook = isDataTask && hooks.dataTaskDidReceiveResponse != nil
+        self.responseStream = task.options.responseStream
+        self.streamCredit = responseStream?.credit ?? (deliversBody ? StreamCredit() : nil)
+        // A streamed response is the consumer's to judge as it reads (it may stop at once):
+        // the manager's response hook, which could turn it into a download, is not asked.
+        self.asksResponseHook = isDataTask && hooks.dataTaskDidReceiveResponse != nil && responseStream == nil
         self.state = TransferStateMachine(
             // The task's first prepared request is its original request's (`makeTask`).
             timeouts: TransferTimeouts(

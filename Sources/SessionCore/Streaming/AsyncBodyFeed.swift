@@ -1,0 +1,186 @@
+import Foundation
+import Synchronization
+
+/// A request body produced by a caller's `AsyncSequence` of `Data`
+/// (`URLSessionManager.upload(for:from:)`), read by the driver thread through a bounded
+/// buffer.
+///
+/// The sequence is iterated in a Swift task of its own, started at the first read: the
+/// driver never runs the caller's code or waits on it. When the buffer is empty the read
+/// answers `.wait` and the transfer pauses (`CURL_READFUNC_PAUSE`) until the next chunk calls
+/// the wake closure; when it is full the producer waits. The sequence is iterated once, so
+/// the body can be sent again (a dead reused connection, a retry) only while nothing of it
+/// was read.
+final class AsyncBodyFeed: Sendable {
+    private struct State {
+        var chunks: [Data] = []
+        var headOffset = 0
+        var buffered = 0
+        var isFinished = false
+        var failure: SessionError?
+        var readerIsWaiting = false
+        var producerWaiter: CheckedContinuation<Void, Never>?
+        var producer: Task<Void, Never>?
+        var producerStarted = false
+        var isCancelled = false
+        /// Some byte was handed to curl: the body can no longer start over.
+        var hasDelivered = false
+        var wake: (@Sendable () -> Void)?
+    }
+
+    /// The declared length; nil sends the body with chunked transfer coding.
+    let length: Int64?
+    /// The producer stops reading ahead once this much is buffered.
+    let capacity: Int
+    private let produce: @Sendable (AsyncBodyFeed) async -> Void
+    private let state = Mutex(State())
+
+    /// `produce` iterates the caller's sequence into ``put(_:)`` and ends with ``finish(_:)``.
+    init(length: Int64?, capacity: Int = 256 << 10, produce: @escaping @Sendable (AsyncBodyFeed) async -> Void) {
+        self.length = length
+        self.capacity = max(1, capacity)
+        self.produce = produce
+    }
+
+    /// The producer for a caller's sequence: each chunk into ``put(_:)``, then ``finish(_:)``.
+    static func producing<Body: AsyncSequence & Sendable>(_ body: Body) -> @Sendable (AsyncBodyFeed) async -> Void
+    where Body.Element == Data {
+        { feed in
+            do {
+                for try await chunk in body {
+                    guard await feed.put(chunk) else { return }
+                }
+                feed.finish(nil)
+            } catch {
+                feed.finish(error)
+            }
+        }
+    }
+
+    // MARK: - Producer side
+
+    /// Buffers a chunk, waiting while the buffer is full; false once the transfer ended and
+    /// wants nothing more.
+    func put(_ chunk: Data) async -> Bool {
+        if chunk.isEmpty { return !state.withLock { $0.isCancelled } }
+        let (accepted, wake, mustWait) = state.withLock { state -> (Bool, (@Sendable () -> Void)?, Bool) in
+            guard !state.isCancelled, !state.isFinished else { return (false, nil, false) }
+            state.chunks.append(chunk)
+            state.buffered += chunk.count
+            var wake: (@Sendable () -> Void)?
+            if state.readerIsWaiting {
+                state.readerIsWaiting = false
+                wake = state.wake
+            }
+            return (true, wake, state.buffered >= capacity)
+        }
+        wake?()
+        guard accepted else { return false }
+        if mustWait {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state -> Bool in
+                    guard !state.isCancelled, state.buffered >= capacity else { return true }
+                    state.producerWaiter = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        }
+        return !state.withLock { $0.isCancelled }
+    }
+
+    /// The sequence ended (`error` nil) or threw.
+    func finish(_ error: (any Error)?) {
+        let wake = state.withLock { state -> (@Sendable () -> Void)? in
+            guard !state.isFinished, state.failure == nil else { return nil }
+            if let error {
+                state.failure = .bodyStreamFailed("the body sequence threw: \(error)")
+            } else {
+                state.isFinished = true
+            }
+            guard state.readerIsWaiting else { return nil }
+            state.readerIsWaiting = false
+            return state.wake
+        }
+        wake?()
+    }
+
+    // MARK: - Driver side
+
+    /// The closure that resumes a paused read (set by each attempt's body reader).
+    func attach(wake: @escaping @Sendable () -> Void) {
+        state.withLock { $0.wake = wake }
+    }
+
+    /// Whether the body can still be sent from its start.
+    var isRewindable: Bool { !state.withLock { $0.hasDelivered } }
+
+    /// Copies buffered bytes into `buffer` (driver thread).
+    func take(into buffer: UnsafeMutableRawBufferPointer) -> BodyPump.Take {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return .bytes(0) }
+        var startProducer = false
+        var resumeProducer: CheckedContinuation<Void, Never>?
+        let result: BodyPump.Take = state.withLock { state in
+            if state.buffered > 0 {
+                var copied = 0
+                while copied < buffer.count, let head = state.chunks.first {
+                    let count = min(buffer.count - copied, head.count - state.headOffset)
+                    head.withUnsafeBytes { bytes in
+                        if let from = bytes.baseAddress {
+                            (base + copied).copyMemory(from: from + state.headOffset, byteCount: count)
+                        }
+                    }
+                    copied += count
+                    state.headOffset += count
+                    if state.headOffset == head.count {
+                        state.chunks.removeFirst()
+                        state.headOffset = 0
+                    }
+                }
+                state.buffered -= copied
+                state.hasDelivered = true
+                if state.buffered < capacity / 2, let waiter = state.producerWaiter {
+                    state.producerWaiter = nil
+                    resumeProducer = waiter
+                }
+                return .bytes(copied)
+            }
+            if let failure = state.failure { return .failed(failure) }
+            if state.isFinished { return .end }
+            if state.isCancelled { return .failed(.cancelled) }
+            state.readerIsWaiting = true
+            if !state.producerStarted {
+                state.producerStarted = true
+                startProducer = true
+            }
+            return .wait
+        }
+        resumeProducer?.resume()
+        if startProducer { start() }
+        return result
+    }
+
+    /// Stops the producer and drops what is buffered (the task completed).
+    func cancel() {
+        let (producer, waiter) = state.withLock { state -> (Task<Void, Never>?, CheckedContinuation<Void, Never>?) in
+            state.isCancelled = true
+            state.chunks.removeAll()
+            state.buffered = 0
+            state.wake = nil
+            defer { state.producerWaiter = nil }
+            return (state.producer, state.producerWaiter)
+        }
+        waiter?.resume()
+        producer?.cancel()
+    }
+
+    private func start() {
+        let produce = self.produce
+        let task = Task { [self] in await produce(self) }
+        let cancelled = state.withLock { state -> Bool in
+            state.producer = task
+            return state.isCancelled
+        }
+        if cancelled { task.cancel() }
+    }
+}

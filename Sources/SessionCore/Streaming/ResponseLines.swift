@@ -1,0 +1,67 @@
+import Foundation
+
+/// A response body as UTF-8 lines, from `URLSessionManager.lines(for:)`.
+///
+/// LF, CRLF or a lone CR ends a line; lines come without their terminator, empty lines as
+/// `""`; the last line needs no terminator; invalid UTF-8 becomes U+FFFD. A line longer than
+/// ``maximumLineLength`` bytes ends the iteration with ``ResponseStreamError/lineTooLong(limit:)``
+/// (and cancels the transfer) rather than growing without bound. Backpressure, cancellation
+/// and single iteration are those of ``ResponseBytes``.
+public struct ResponseLines: AsyncSequence, Sendable {
+    /// One line, without its terminator.
+    public typealias Element = String
+
+    /// The bytes underneath.
+    public let bytes: ResponseBytes
+    /// The longest line accepted, in bytes (8 MiB unless given).
+    public let maximumLineLength: Int
+
+    /// Lines of `bytes`.
+    public init(_ bytes: ResponseBytes, maximumLineLength: Int = 8 << 20) {
+        self.bytes = bytes
+        self.maximumLineLength = maximumLineLength
+    }
+
+    /// Creates the one iterator of this sequence.
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(bytes.makeAsyncIterator(), splitter: LineSplitter(maximumLineLength: maximumLineLength))
+    }
+
+    /// Reads chunks and hands out the lines they complete.
+    public struct Iterator: AsyncIteratorProtocol {
+        private var chunks: ResponseBytes.Iterator
+        private var splitter: LineSplitter
+        private var ready: [String] = []
+        private var readyIndex = 0
+        private var isDone = false
+
+        init(_ chunks: ResponseBytes.Iterator, splitter: LineSplitter) {
+            self.chunks = chunks
+            self.splitter = splitter
+        }
+
+        /// The next line, or nil after the last one.
+        public mutating func next() async throws -> String? {
+            while true {
+                if readyIndex < ready.count {
+                    defer { readyIndex += 1 }
+                    return ready[readyIndex]
+                }
+                guard !isDone else { return nil }
+                ready.removeAll(keepingCapacity: true)
+                readyIndex = 0
+                guard let chunk = try await chunks.next() else {
+                    isDone = true
+                    return splitter.finish()
+                }
+                do {
+                    ready = try splitter.push(chunk)
+                } catch {
+                    isDone = true
+                    chunks = ResponseBytes.Iterator(nil)  // drops the iteration: cancels the transfer
+                    throw error
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import Serialization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The events of a `text/event-stream` resource, from `URLSessionManager.events(for:)`:
+/// parsed as the WHATWG EventSource specification says, reconnecting after a dropped
+/// connection as long as the consumer iterates.
+///
+/// Each connection sends `Accept: text/event-stream` and, once an event ID was seen,
+/// `Last-Event-ID`. After a clean close or a cut mid-body (a half-received event is
+/// discarded), or a connection that could not be made, the iterator waits the server's last
+/// `retry:` value (3 s by default) and connects again. A 204 ends the sequence without an
+/// error; another status than 200, or a content type other than `text/event-stream`, ends it
+/// with ``ResponseStreamError`` and no reconnection. Cancelling the consuming task, or
+/// leaving the loop, closes the connection. Each iterator runs its own connection.
+public struct ServerSentEvents: AsyncSequence, Sendable {
+    /// One dispatched event.
+    public typealias Element = ServerSentEvent
+
+    let manager: URLSessionManager
+    let request: URLRequest
+    /// The wait before reconnecting when the server gave no `retry:`, in milliseconds.
+    public var defaultRetryInterval: Int = 3000
+    /// The most bytes one event's data may reach before its blank line.
+    public var maximumEventSize: Int = 16 << 20
+
+    init(manager: URLSessionManager, request: URLRequest) {
+        self.manager = manager
+        self.request = request
+    }
+
+    /// Starts reading; the first connection is made on the first `next()`.
+    public func makeAsyncIterator() -> Iterator { Iterator(self) }
+
+    /// Connects, reads, and reconnects.
+    public struct Iterator: AsyncIteratorProtocol {
+        private let source: ServerSentEvents
+        private var parser: ServerSentEventParser
+        private var splitter = LineSplitter(maximumLineLength: 16 << 20)
+        private var chunks: ResponseBytes.Iterator?
+        private var ready: [ServerSentEvent] = []
+        private var readyIndex = 0
+        private var isDone = false
+        /// A connection was made before: the next one waits the retry interval first.
+        private var reconnects = false
+
+        init(_ source: ServerSentEvents) {
+            self.source = source
+            parser = ServerSentEventParser(maximumEventSize: source.maximumEventSize)
+        }
+
+        /// The next event; nil after a 204 or once the iterator ended.
+        public mutating func next() async throws -> ServerSentEvent? {
+            while true {
+                if readyIndex < ready.count {
+                    defer { readyIndex += 1 }
+                    return ready[readyIndex]
+                }
+                ready.removeAll(keepingCapacity: true)
+                readyIndex = 0
+                guard !isDone else { return nil }
+                do {
+                    try await readMore()
+                } catch {
+                    isDone = true
+                    chunks = nil
+                    throw error
+                }
+            }
+        }
+
+        /// Connects when needed, then parses one chunk into `ready` (maybe nothing).
+        private mutating func readMore() async throws {
+            guard var current = chunks else {
+                if reconnects {
+                    let delay = parser.reconnectionTime ?? source.defaultRetryInterval
+                    try await Task.sleep(nanoseconds: UInt64(Swift.min(delay, 24 * 3_600_000)) * 1_000_000)
+                }
+                reconnects = true
+                chunks = try await connect()
+                return
+            }
+            let chunk: Data?
+            do {
+                chunk = try await current.next()
+                chunks = current
+            } catch let error as SessionError where error != .cancelled && error != .sessionInvalidated {
+                // Cut mid-body (or a failed read): reconnect, as after a clean close.
+                dropConnection()
+                return
+            }
+            guard let chunk else {
+                dropConnection()
+                return
+            }
+            for line in try splitter.push(chunk) {
+                if let event = try parser.consume(line: line) { ready.append(event) }
+            }
+        }
+
+        /// Opens the stream; nil when this attempt failed in a way that reconnects. Throws
+        /// for answers that end the sequence.
+        private mutating func connect() async throws -> ResponseBytes.Iterator? {
+            var request = source.request
+            request.setValue("text/event-stream", forHTTPHeaderField: "Accept")
+            request.setValue("no-cache", forHTTPHeaderField: "Cache-Control")
+            if !parser.lastEventID.isEmpty {
+                request.setValue(parser.lastEventID, forHTTPHeaderField: "Last-Event-ID")
+            }
+            let bytes: ResponseBytes
+            let response: HTTPURLResponse
+            do {
+                (bytes, response) = try await source.manager.bytes(for: request, bufferSize: 256 << 10)
+            } catch let error as SessionError where error != .cancelled && error != .sessionInvalidated {
+                return nil  // no connection: try again after the retry interval
+            }
+            if response.statusCode == 204 {
+                isDone = true
+                return nil
+            }
+            guard response.statusCode == 200 else { throw ResponseStreamError.unexpectedStatus(response.statusCode) }
+            let mimeType = response.mimeType?.lowercased()
+            guard mimeType == "text/event-stream" else { throw ResponseStreamError.unexpectedContentType(mimeType) }
+            return bytes.makeAsyncIterator()
+        }
+
+        private mutating func dropConnection() {
+            chunks = nil
+            splitter.reset()
+            parser.discardPendingEvent()
+        }
+    }
+}
+
+extension URLSessionManager {
+    /// The server-sent events of `request`'s resource; see ``ServerSentEvents``. Nothing is
+    /// sent until the sequence is iterated.
+    public func events(for request: URLRequest) -> ServerSentEvents {
+        ServerSentEvents(manager: self, request: request)
+    }
+}

@@ -1,0 +1,134 @@
+import CurlewTestSupport
+import Foundation
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// `events(for:)` against an event-stream server of the test's own: partial lines, dropped
+/// connections, `Last-Event-ID` on reconnection, and the answers that end the stream.
+final class ServerSentEventsTests: XCTestCase {
+    var manager: URLSessionManager!
+    var server: TestServer!
+
+    override func setUp() async throws {
+        manager = URLSessionManager.raw()
+        server = try TestServer()
+    }
+
+    override func tearDown() async throws {
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+        manager = nil
+        server.shutdown()
+        server = nil
+    }
+
+    private static func eventStream(_ pieces: [String], ending: TestResponse.Ending, delay: Duration = .zero) -> TestResponse {
+        var response = TestResponse(status: 200, headers: [("Content-Type", "text/event-stream; charset=utf-8")])
+        response.body = .stream(pieces.map { TestResponse.Chunk(Data($0.utf8), delay: delay) })
+        response.framing = .chunked
+        response.ending = ending
+        return response
+    }
+
+    func testEventsAcrossADroppedConnectionResumeFromTheLastEventID() async throws {
+        let connections = Mutex<[String?]>([])
+        server.route("/stream") { request in
+            let attempt = connections.withLock { list -> Int in
+                list.append(request.header("Last-Event-ID"))
+                return list.count
+            }
+            switch attempt {
+            case 1:
+                // Partial lines across writes, a retry of 10 ms, then a cut in the middle of
+                // an event (its half must be discarded).
+                return Self.eventStream(
+                    ["retry: 10\nid: 1\nda", "ta: first\n", "\nid: 2\ndata: sec", "ond\n\n", "data: half"],
+                    ending: .close)
+            case 2:
+                return Self.eventStream(["id: 3\nevent: update\ndata: third\ndata: line two\n\n"], ending: .close)
+            default:
+                return TestResponse(status: 204)
+            }
+        }
+        var received: [ServerSentEvent] = []
+        for try await event in manager.events(for: URLRequest(url: try server.url("/stream"))) {
+            received.append(event)
+        }
+        XCTAssertEqual(received, [
+            ServerSentEvent(id: "1", data: "first", retry: 10),
+            ServerSentEvent(id: "2", data: "second"),
+            ServerSentEvent(id: "3", event: "update", data: "third\nline two"),
+        ])
+        XCTAssertEqual(connections.withLock { $0 }, [nil, "2", "3"], "each reconnection sends the last event ID")
+        let accept = server.requests.map { $0.header("Accept") }
+        XCTAssertEqual(accept, Array(repeating: "text/event-stream", count: 3))
+    }
+
+    func testAConnectionThatFailsIsRetried() async throws {
+        let attempts = Mutex(0)
+        server.route("/flaky") { _ in
+            let attempt = attempts.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            if attempt == 1 { return .fault(.resetImmediately) }
+            if attempt == 2 { return Self.eventStream(["retry: 5\ndata: after the reset\n\n"], ending: .close) }
+            return TestResponse(status: 204)
+        }
+        var events = manager.events(for: URLRequest(url: try server.url("/flaky")))
+        events.defaultRetryInterval = 5
+        var received: [String] = []
+        for try await event in events { received.append(event.data) }
+        XCTAssertEqual(received, ["after the reset"])
+    }
+
+    func testAnotherStatusEndsTheStreamWithAnErrorAndNoReconnection() async throws {
+        server.route("/denied", response: .text("no", status: 403))
+        do {
+            for try await _ in manager.events(for: URLRequest(url: try server.url("/denied"))) {}
+            XCTFail("403 must end the stream with an error")
+        } catch let error as ResponseStreamError {
+            XCTAssertEqual(error, .unexpectedStatus(403))
+        }
+        XCTAssertEqual(server.requests.count, 1)
+    }
+
+    func testAnotherContentTypeEndsTheStreamWithAnError() async throws {
+        server.route("/json", response: .json("{}"))
+        do {
+            for try await _ in manager.events(for: URLRequest(url: try server.url("/json"))) {}
+            XCTFail("application/json is not an event stream")
+        } catch let error as ResponseStreamError {
+            XCTAssertEqual(error, .unexpectedContentType("application/json"))
+        }
+        XCTAssertEqual(server.requests.count, 1)
+    }
+
+    func testCancellingTheConsumerClosesTheConnection() async throws {
+        server.route("/live", response: Self.eventStream(
+            ["data: one\n\n"] + Array(repeating: ": keep-alive\n", count: 1000), ending: .complete, delay: .milliseconds(50)))
+        let first = expectation(description: "first event")
+        let consumer = Task { [manager, server] in
+            var count = 0
+            for try await _ in manager!.events(for: URLRequest(url: try server!.url("/live"))) {
+                count += 1
+                first.fulfill()
+            }
+            return count
+        }
+        await fulfillment(of: [first], timeout: 30)
+        consumer.cancel()
+        do {
+            _ = try await consumer.value
+            XCTFail("a cancelled consumer must throw")
+        } catch {
+            XCTAssertTrue(error is CancellationError || (error as? SessionError) == .cancelled, "\(error)")
+        }
+        XCTAssertTrue(server.waitForAllConnectionsClosed())
+        XCTAssertEqual(server.requests.count, 1, "no reconnection after the consumer left")
+    }
+}
