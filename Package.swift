@@ -15,6 +15,11 @@ let package = Package(
         .library(name: "Security", targets: ["Security"]),
         .library(name: "Reachability", targets: ["Reachability"]),
         .library(name: "ImageLoading", targets: ["ImageLoading"]),
+        // swift-http-types conversions and calls; a product of its own so that SessionCore's
+        // users build no extra package.
+        .library(name: "CurlewHTTPTypes", targets: ["CurlewHTTPTypes"]),
+        // The swift-openapi-runtime transport; only its users build swift-openapi-runtime.
+        .library(name: "CurlewOpenAPI", targets: ["CurlewOpenAPI"]),
         .executable(name: "curlew", targets: ["curlew"]),
     ],
     dependencies: [
@@ -22,6 +27,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
     ],
     targets: [
         // MARK: C shims (only what Swift cannot call: variadic functions and macros)
@@ -65,6 +72,23 @@ let package = Package(
         ),
         .target(
             name: "Reachability",
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "CurlewHTTPTypes",
+            dependencies: [
+                "SessionCore", "Serialization",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "CurlewOpenAPI",
+            dependencies: [
+                "SessionCore", "CurlewHTTPTypes",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -130,6 +154,18 @@ let package = Package(
         .testTarget(
             name: "CurlewCLITests",
             dependencies: ["CurlewCLI", "SessionCore", "Serialization", "Security", "CurlewTestSupport"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "CurlewOpenAPITests",
+            dependencies: [
+                "CurlewOpenAPI", "CurlewHTTPTypes", "SessionCore", "Serialization", "Security", "CurlewTestSupport",
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+            ],
+            // The document and the generator's settings the committed `Generated/` code was
+            // made from (Tests/CurlewOpenAPITests/OpenAPI/README.md says how to make it again).
+            exclude: ["OpenAPI"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -11,15 +11,24 @@ extension URLSessionManager {
     /// Cancelling the calling Swift `Task` cancels the transfer promptly with
     /// `SessionError.cancelled`.
     public func data(for request: URLRequest) async throws -> (Data, HTTPURLResponse) {
-        let response = try await perform { completion in
-            var options = TaskOptions(collectsBody: true, completionHandler: completion)
-            options.skipsSerializer = true
-            return engine.makeTask(DataTask.self, request: request, options: options)
-        }
+        let response = try await dataResponse(for: request)
         guard let http = response.response else {
             throw SessionError.badServerResponse("no HTTP response")
         }
         return (response.data ?? Data(), http)
+    }
+
+    /// ``data(for:)`` with everything the transfer produced: the response head with its
+    /// fields in arrival order (`head`), the raw body (`data`, also the `result`'s value),
+    /// the metrics and the final request. The response serializer is not applied.
+    ///
+    /// - Throws: `SessionError` when the transfer fails (a 4xx or 5xx is a response).
+    public func dataResponse(for request: URLRequest) async throws -> DataResponse {
+        try await perform { completion in
+            var options = TaskOptions(collectsBody: true, completionHandler: completion)
+            options.skipsSerializer = true
+            return engine.makeTask(DataTask.self, request: request, options: options)
+        }
     }
 
     /// Runs a task made by `makeTask` (which must hand the given completion to the task) and

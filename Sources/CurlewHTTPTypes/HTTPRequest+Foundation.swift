@@ -1,0 +1,65 @@
+import Foundation
+import HTTPTypes
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension HTTPRequest {
+    /// The request `urlRequest` describes: its method, URL (as `:scheme`, `:authority` and
+    /// `:path` with the query) and header fields.
+    ///
+    /// `URLRequest` keeps its fields in a dictionary, so their order is not known (they come
+    /// sorted by name, for a stable result) and a field it holds combined stays combined.
+    /// The body is not part of an `HTTPRequest`: send it alongside.
+    ///
+    /// - Throws: ``HTTPTypesConversionError`` when the request has no usable URL or method.
+    public init(_ urlRequest: URLRequest) throws(HTTPTypesConversionError) {
+        guard let url = urlRequest.url, let components = URLComponents(url: url, resolvingAgainstBaseURL: true),
+            let scheme = components.scheme, let host = components.percentEncodedHost, !host.isEmpty
+        else { throw .missingURL }
+        let methodName = urlRequest.httpMethod ?? "GET"
+        guard let method = HTTPRequest.Method(methodName) else { throw .invalidMethod(methodName) }
+        var authority = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        if let port = components.port { authority += ":\(port)" }
+        var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
+        if let query = components.percentEncodedQuery { path += "?" + query }
+        var fields = HTTPFields()
+        for (name, value) in (urlRequest.allHTTPHeaderFields ?? [:]).sorted(by: { $0.key < $1.key }) {
+            guard let fieldName = HTTPField.Name(name) else { continue }  // not a token: never sendable
+            fields.append(HTTPField(name: fieldName, value: value))
+        }
+        self.init(method: method, scheme: scheme.lowercased(), authority: authority, path: path, headerFields: fields)
+    }
+}
+
+extension URLRequest {
+    /// The `URLRequest` for `request`: the URL from `:scheme`, `:authority` and `:path`, the
+    /// method, and the header fields. A repeated field is combined the way HTTP allows: values
+    /// joined with ", ", or with "; " for `Cookie` (RFC 9113 §8.2.3).
+    ///
+    /// - Throws: ``HTTPTypesConversionError`` when there is no scheme or authority, or the
+    ///   target cannot be sent (`OPTIONS *`, extended CONNECT).
+    public init(_ request: HTTPRequest) throws(HTTPTypesConversionError) {
+        guard let scheme = request.scheme, let authority = request.authority, !authority.isEmpty else {
+            throw .missingSchemeOrAuthority
+        }
+        if let extended = request.extendedConnectProtocol { throw .unsupportedTarget(":protocol \(extended)") }
+        let path = request.path ?? "/"
+        guard path.hasPrefix("/") else { throw .unsupportedTarget(path) }
+        let text = "\(scheme)://\(authority)\(path)"
+        guard let url = URL(string: text), url.host != nil else { throw .invalidURL(text) }
+        self.init(url: url)
+        httpMethod = request.method.rawValue
+        for name in Self.orderedNames(request.headerFields) {
+            let values = request.headerFields[values: name]
+            let separator = name == .cookie ? "; " : ", "
+            setValue(values.joined(separator: separator), forHTTPHeaderField: name.rawName)
+        }
+    }
+
+    /// Each field name once, in the order of its first appearance.
+    private static func orderedNames(_ fields: HTTPFields) -> [HTTPField.Name] {
+        var seen = Set<HTTPField.Name>()
+        return fields.compactMap { seen.insert($0.name).inserted ? $0.name : nil }
+    }
+}

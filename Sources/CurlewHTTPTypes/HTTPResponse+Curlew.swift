@@ -1,0 +1,43 @@
+import Foundation
+import HTTPTypes
+import Serialization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension HTTPResponse {
+    /// The response `head` holds, with its fields in arrival order and repeated fields kept
+    /// apart (each `Set-Cookie` its own field). A field name that is not a valid token, or a
+    /// status outside 100...999, cannot come from Curlew's parser; such a field is skipped.
+    public init(_ head: HTTPResponseHead) {
+        var fields = HTTPFields()
+        fields.reserveCapacity(head.fieldCount)
+        for (name, value) in head.fields {
+            guard let fieldName = HTTPField.Name(name) else { continue }
+            fields.append(HTTPField(name: fieldName, value: value))
+        }
+        let status = HTTPResponse.Status(code: Swift.min(999, Swift.max(100, head.statusCode)), reasonPhrase: head.reasonPhrase ?? "")
+        self.init(status: status, headerFields: fields)
+    }
+
+    /// The response Foundation's `response` describes. Its fields come from a dictionary:
+    /// order is not known (sorted by name) and repeated fields arrive combined. Prefer
+    /// ``init(_:)-(HTTPResponseHead)`` where the head is at hand.
+    public init(_ response: HTTPURLResponse) {
+        if let head = HTTPResponseHead(response) {
+            self.init(head)
+            return
+        }
+        self.init(status: .init(code: Swift.min(999, Swift.max(100, response.statusCode))))
+    }
+}
+
+extension HTTPResponseHead {
+    /// A head for `response` at `url`: the status, reason phrase and fields in order.
+    public convenience init(_ response: HTTPResponse, url: URL) {
+        self.init(
+            url: url, statusCode: response.status.code,
+            reasonPhrase: response.status.reasonPhrase.isEmpty ? nil : response.status.reasonPhrase,
+            fields: response.headerFields.map { ($0.name.rawName, $0.value) })
+    }
+}

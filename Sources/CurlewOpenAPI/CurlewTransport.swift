@@ -1,0 +1,84 @@
+import CurlewHTTPTypes
+import Foundation
+import HTTPTypes
+import OpenAPIRuntime
+import SessionCore
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A swift-openapi-runtime `ClientTransport` that sends every request through a Curlew
+/// `URLSessionManager`: the manager's `SecurityPolicy` and pins are enforced in the TLS
+/// handshake, and its cookies, event monitors, metrics, retrier and limits apply, as to any
+/// other task of the manager.
+///
+/// Bodies stream both ways: a request `HTTPBody` is read as libcurl sends it (through a
+/// bounded buffer), and the response `HTTPBody` is the transfer's ``ResponseBytes``, paused in
+/// libcurl while the reader falls behind; no body is ever held whole. Cancelling the task that
+/// awaits `send` or iterates the response body cancels the transfer.
+///
+/// ```swift-fragment
+/// let client = Client(serverURL: try Servers.Server1.url(), transport: CurlewTransport(manager: manager))
+/// ```
+public struct CurlewTransport: ClientTransport {
+    /// The manager every request goes through.
+    public let manager: URLSessionManager
+    /// The most response bytes buffered for a slow reader before the transfer pauses.
+    public var bufferSize: Int
+
+    /// A transport over `manager`.
+    public init(manager: URLSessionManager, bufferSize: Int = 1 << 20) {
+        self.manager = manager
+        self.bufferSize = bufferSize
+    }
+
+    /// Sends `request` (its path relative to `baseURL`) with `body`, and returns at the
+    /// response head with the body still streaming.
+    public func send(
+        _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String
+    ) async throws -> (HTTPResponse, HTTPBody?) {
+        let urlRequest = try Self.urlRequest(for: request, baseURL: baseURL)
+        let bytes: ResponseBytes
+        let response: HTTPURLResponse
+        if let body {
+            let length: Int64? = if case .known(let count) = body.length { count } else { nil }
+            (bytes, response) = try await manager.bytes(
+                for: urlRequest, uploading: body.map { Data($0) }, length: length, bufferSize: bufferSize)
+        } else {
+            (bytes, response) = try await manager.bytes(for: urlRequest, bufferSize: bufferSize)
+        }
+        let head = bytes.task?.responseHead.map(HTTPResponse.init) ?? HTTPResponse(response)
+        // No body can follow a HEAD, a 204 or a 304: say so rather than hand out an empty one.
+        if request.method == .head || head.status.code == 204 || head.status.code == 304 {
+            return (head, nil)
+        }
+        let announced = response.expectedContentLength
+        return (head, HTTPBody(
+            bytes.map { ArraySlice($0) }, length: announced >= 0 ? .known(announced) : .unknown,
+            iterationBehavior: .single))
+    }
+
+    /// `baseURL` with the request's path appended (the base's own path kept) and its query.
+    static func urlRequest(for request: HTTPRequest, baseURL: URL) throws -> URLRequest {
+        guard var components = URLComponents(url: baseURL, resolvingAgainstBaseURL: true) else {
+            throw HTTPTypesConversionError.invalidURL(baseURL.absoluteString)
+        }
+        let target = request.path ?? "/"
+        guard let requested = URLComponents(string: target) else { throw HTTPTypesConversionError.invalidURL(target) }
+        var basePath = components.percentEncodedPath
+        if basePath.hasSuffix("/") { basePath.removeLast() }
+        components.percentEncodedPath = basePath + requested.percentEncodedPath
+        components.percentEncodedQuery = requested.percentEncodedQuery
+        guard let url = components.url else { throw HTTPTypesConversionError.invalidURL(components.description) }
+        var urlRequest = URLRequest(url: url)
+        urlRequest.httpMethod = request.method.rawValue
+        var seen = Set<HTTPField.Name>()
+        for field in request.headerFields where seen.insert(field.name).inserted {
+            let separator = field.name == .cookie ? "; " : ", "
+            urlRequest.setValue(
+                request.headerFields[values: field.name].joined(separator: separator),
+                forHTTPHeaderField: field.name.rawName)
+        }
+        return urlRequest
+    }
+}

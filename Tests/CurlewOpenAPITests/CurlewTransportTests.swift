@@ -1,0 +1,245 @@
+import CurlewHTTPTypes
+import CurlewOpenAPI
+import CurlewTestSupport
+import Foundation
+import HTTPTypes
+import OpenAPIRuntime
+import Security
+import Serialization
+import SessionCore
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The client swift-openapi-generator made from `OpenAPI/openapi.yaml` (committed in
+/// `Generated/`), running on `CurlewTransport` against servers on loopback.
+final class CurlewTransportTests: XCTestCase {
+    var manager: URLSessionManager!
+
+    override func setUp() {
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .none
+        manager = URLSessionManager(configuration: configuration)
+    }
+
+    override func tearDown() async throws {
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+        manager = nil
+    }
+
+    private func client(_ server: TestServer) throws -> Client {
+        Client(serverURL: try server.url("/api"), transport: CurlewTransport(manager: manager))
+    }
+
+    private func notesServer() throws -> TestServer {
+        let server = try TestServer()
+        server.route("/api/greet") { request in
+            let name = URLComponents(string: request.uri)?.queryItems?.first { $0.name == "name" }?.value ?? "stranger"
+            return .json("{\"message\":\"Hello, \(name)!\"}")
+        }
+        server.route("/api/notes", method: "POST") { request in
+            guard var note = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any],
+                let title = note["title"] as? String, !title.isEmpty
+            else {
+                return .json("{\"reason\":\"a note needs a title\"}", status: 400)
+            }
+            note["id"] = 42
+            let body = (try? JSONSerialization.data(withJSONObject: note, options: [.sortedKeys])) ?? Data()
+            return .json(String(decoding: body, as: UTF8.self), status: 201)
+        }
+        return server
+    }
+
+    func testJSONRoundTrips() async throws {
+        let server = try notesServer()
+        defer { server.shutdown() }
+        let client = try client(server)
+
+        let greeting = try await client.greet(query: .init(name: "Curlew"))
+        XCTAssertEqual(try greeting.ok.body.json.message, "Hello, Curlew!")
+
+        let created = try await client.createNote(body: .json(.init(title: "pins", tags: ["tls", "spki"], pinned: true)))
+        let note = try created.created.body.json
+        XCTAssertEqual(note.id, 42)
+        XCTAssertEqual(note.title, "pins")
+        XCTAssertEqual(note.tags, ["tls", "spki"])
+        XCTAssertEqual(note.pinned, true)
+        let sent = try XCTUnwrap(server.requests.last)
+        XCTAssertEqual(sent.header("Content-Type"), "application/json; charset=utf-8")
+
+        let refused = try await client.createNote(body: .json(.init(title: "", tags: [])))
+        XCTAssertEqual(try refused.badRequest.body.json.reason, "a note needs a title")
+    }
+
+    func testAHundredMegabyteDownloadStreamsWithFlatMemory() async throws {
+        let total = 100 << 20
+        let server = try RawLoopbackServer(.serve(bytes: total))
+        let client = Client(
+            serverURL: URL(string: "http://127.0.0.1:\(server.port)/api")!, transport: CurlewTransport(manager: manager))
+        XCTAssertTrue(resetPeakResident())
+        let baseline = residentKilobytes()
+        let output = try await client.downloadBlob()
+        let body = try output.ok.body.binary
+        XCTAssertEqual(body.length, .known(Int64(total)))
+        var received = 0
+        var mismatch = false
+        for try await chunk in body {
+            // The pattern the server writes: byte i of each 64 KiB block is i * 7 (checked at
+            // every 997th position of the body, cheap in a debug build).
+            var offset = (997 - received % 997) % 997
+            while offset < chunk.count {
+                if chunk[chunk.startIndex + offset] != UInt8(truncatingIfNeeded: ((received + offset) % 65536) &* 7) { mismatch = true }
+                offset += 997
+            }
+            received += chunk.count
+        }
+        let peak = residentKilobytes("VmHWM")
+        XCTAssertEqual(received, total)
+        XCTAssertFalse(mismatch, "the body must arrive byte for byte")
+        XCTAssertLessThan(peak - baseline, 48 * 1024, "RSS grew by \(peak - baseline) KiB reading 100 MiB")
+    }
+
+    func testAHundredMegabyteUploadStreamsWithFlatMemory() async throws {
+        let total = 100 << 20
+        let piece = 256 << 10
+        let server = try RawLoopbackServer(.count)
+        let client = Client(
+            serverURL: URL(string: "http://127.0.0.1:\(server.port)/api")!, transport: CurlewTransport(manager: manager))
+        // Made on demand: the body exists only as the transport asks for it.
+        let made = Mutex(0)
+        let variants = (0..<4).map { variant in ArraySlice((0..<piece).map { UInt8(truncatingIfNeeded: $0 &+ variant) }) }
+        let chunks = AsyncStream<ArraySlice<UInt8>> {
+            let index = made.withLock { count -> Int in
+                defer { count += 1 }
+                return count
+            }
+            guard index < total / piece else { return nil }
+            return variants[index % 4]
+        }
+        XCTAssertTrue(resetPeakResident())
+        let baseline = residentKilobytes()
+        let output = try await client.uploadBlob(body: .binary(HTTPBody(chunks, length: .known(Int64(total)))))
+        let receipt = try output.ok.body.json
+        XCTAssertEqual(receipt.bytes, Int64(total))
+        var checksum: UInt64 = 0
+        for position in stride(from: 0, to: total, by: 997) {
+            checksum = checksum &* 31 &+ UInt64(UInt8(truncatingIfNeeded: position % piece &+ (position / piece) % 4))
+        }
+        XCTAssertEqual(receipt.checksum, Int64(bitPattern: checksum))
+        let grown = residentKilobytes("VmHWM") - baseline
+        XCTAssertLessThan(grown, 48 * 1024, "peak RSS grew by \(grown) KiB sending 100 MiB")
+    }
+
+    func testThePinnedServerIsAcceptedAndAnotherRefusedInTheHandshake() async throws {
+        let certificates = try TestCertificates.shared()
+        let server = try TestServer(tls: TestServerTLS(
+            certificateChain: certificates.leaf.chainPEM, privateKey: certificates.leaf.privateKeyPEM))
+        defer { server.shutdown() }
+        server.route("/api/greet", response: .json("{\"message\":\"pinned\"}"))
+        let root = try Certificate(contentsOf: certificates.root.certificatePEM)
+
+        var pinned = SecurityPolicy(
+            pinningMode: .publicKey, pinnedCertificates: [try Certificate(contentsOf: certificates.leaf.certificatePEM)])
+        pinned.trustedRootCertificates = [root]
+        manager.securityPolicy = pinned
+        let accepted = try await client(server).greet()
+        XCTAssertEqual(try accepted.ok.body.json.message, "pinned")
+
+        let other = URLSessionManager(configuration: manager.configuration)
+        defer { other.invalidateSessionCancelingTasks(true, resetSession: false) }
+        var wrong = SecurityPolicy(
+            pinningMode: .publicKey, pinnedCertificates: [try Certificate(contentsOf: certificates.leafNewKey.certificatePEM)])
+        wrong.trustedRootCertificates = [root]
+        other.securityPolicy = wrong
+        let refusing = Client(serverURL: try server.url("/api"), transport: CurlewTransport(manager: other))
+        do {
+            _ = try await refusing.greet()
+            XCTFail("a server whose key is not pinned must be refused")
+        } catch let error as ClientError {
+            guard case .serverTrustEvaluationFailed = error.underlyingError as? SessionError else {
+                return XCTFail("unexpected \(error.underlyingError)")
+            }
+        }
+        XCTAssertEqual(server.requests.count, 1, "the refused request never reached the server")
+    }
+
+    func testCancellingTheCallerCancelsTheTransfer() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        var slow = TestResponse(status: 200, headers: [("Content-Type", "application/json")])
+        slow.body = .stream([TestResponse.Chunk(Data("{}".utf8), delay: .seconds(600))])
+        slow.framing = .chunked
+        server.route("/api/greet", response: slow)
+        let client = try client(server)
+        let call = Task { try await client.greet() }
+        XCTAssertTrue(server.waitForRequests(count: 1))
+        call.cancel()
+        do {
+            _ = try await call.value
+            XCTFail("a cancelled call must throw")
+        } catch {}
+        XCTAssertTrue(server.waitForAllConnectionsClosed())
+    }
+
+    func testHTTPTypesKeepFieldOrderAndRepeatedFields() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/fields", response: TestResponse(
+            status: 200,
+            headers: [("Set-Cookie", "a=1"), ("X-Order", "first"), ("Set-Cookie", "b=2"), ("Content-Type", "text/plain")],
+            body: Data("ok".utf8)))
+        var request = HTTPRequest(method: .get, url: try server.url("/fields?x=1"))
+        request.headerFields.append(HTTPField(name: .cookie, value: "c=3"))
+        request.headerFields.append(HTTPField(name: .cookie, value: "d=4"))
+        let (data, response) = try await manager.data(for: request)
+        XCTAssertEqual(data, Data("ok".utf8))
+        XCTAssertEqual(response.status, .ok)
+        XCTAssertEqual(response.headerFields[values: .setCookie], ["a=1", "b=2"])
+        let names = response.headerFields.map(\.name.rawName).filter { $0 != "Content-Length" && $0 != "Connection" }
+        XCTAssertEqual(names, ["Set-Cookie", "X-Order", "Set-Cookie", "Content-Type"])
+        XCTAssertEqual(server.requests.last?.header("Cookie"), "c=3; d=4")
+        XCTAssertEqual(server.requests.last?.uri, "/fields?x=1")
+    }
+
+    func testConversionEdgeCases() throws {
+        var bare = HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/x")
+        XCTAssertThrowsError(try URLRequest(bare)) { XCTAssertEqual($0 as? HTTPTypesConversionError, .missingSchemeOrAuthority) }
+        bare = HTTPRequest(method: .options, scheme: "https", authority: "example.com", path: "*")
+        XCTAssertThrowsError(try URLRequest(bare)) { XCTAssertEqual($0 as? HTTPTypesConversionError, .unsupportedTarget("*")) }
+
+        var urlRequest = URLRequest(url: URL(string: "https://[::1]:8443/a%20b?q=1")!)
+        urlRequest.httpMethod = "PATCH"
+        urlRequest.setValue("v", forHTTPHeaderField: "X-B")
+        urlRequest.setValue("u", forHTTPHeaderField: "X-A")
+        let request = try HTTPRequest(urlRequest)
+        XCTAssertEqual(request.method, .patch)
+        XCTAssertEqual(request.authority, "[::1]:8443")
+        XCTAssertEqual(request.path, "/a%20b?q=1")
+        XCTAssertEqual(request.headerFields.map(\.name.rawName), ["X-A", "X-B"])
+        let back = try URLRequest(request)
+        XCTAssertEqual(back.url?.absoluteString, "https://[::1]:8443/a%20b?q=1")
+        XCTAssertEqual(back.httpMethod, "PATCH")
+
+        XCTAssertThrowsError(try HTTPRequest(URLRequest(url: URL(string: "file:///etc/passwd")!))) {
+            XCTAssertEqual($0 as? HTTPTypesConversionError, .missingURL)
+        }
+        var badMethod = URLRequest(url: URL(string: "http://example.com/")!)
+        badMethod.httpMethod = "GET POST"
+        XCTAssertThrowsError(try HTTPRequest(badMethod)) {
+            XCTAssertEqual($0 as? HTTPTypesConversionError, .invalidMethod("GET POST"))
+        }
+
+        let head = HTTPResponseHead(
+            url: URL(string: "http://example.com/")!, statusCode: 299, reasonPhrase: "Odd",
+            fields: [("X-One", "1"), ("x-one", "2")])
+        let response = HTTPResponse(head)
+        XCTAssertEqual(response.status.code, 299)
+        XCTAssertEqual(response.status.reasonPhrase, "Odd")
+        XCTAssertEqual(response.headerFields[values: HTTPField.Name("X-One")!], ["1", "2"])
+        let again = HTTPResponseHead(response, url: head.url)
+        XCTAssertEqual(again.fields.map(\.value), ["1", "2"])
+    }
+}
