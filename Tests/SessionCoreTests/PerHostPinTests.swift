@@ -142,6 +142,42 @@ final class PerHostPinTests: XCTestCase {
         assertPinRefused(refused, server)
     }
 
+    /// A challenge handler is never asked to overrule a pin, and a leaf it trusted in the
+    /// policy's place still has to pass the pins.
+    func testAChallengeHandlerCannotOverruleAPin() async throws {
+        let certificates = try TLSFixture.certificates()
+        let calls = Mutex(0)
+        let handler: @Sendable (SessionTask, URLAuthenticationChallenge) -> AuthChallengeDisposition = { _, _ in
+            calls.withLock { $0 += 1 }
+            return .useCredential(URLCredential(user: "", password: "", persistence: .none))
+        }
+        let server = try TLSFixture.server(certificates.leaf)
+        defer { server.shutdown() }
+        let pinned = try Self.manager([PinSet(host: "127.0.0.1", pins: [try Self.pin(certificates.leafNewKey)])])
+        pinned.setAuthenticationChallengeHandler(handler)
+        assertPinRefused(await pinned.get(try server.url("/x")), server)
+        await pinned.waitUntilInvalidatedAfterUse()
+        XCTAssertEqual(calls.withLock { $0 }, 0, "a pin refusal is not a challenge")
+
+        // The policy refuses a self-signed server, the handler trusts its leaf: the pins still judge it.
+        let selfSigned = try TLSFixture.server(certificates.selfSigned)
+        defer { selfSigned.shutdown() }
+        for (pins, accepted) in [([try Self.pin(certificates.leaf)], false), ([try Self.pin(certificates.selfSigned)], true)] {
+            calls.withLock { $0 = 0 }
+            let manager = try Self.manager([PinSet(host: "127.0.0.1", pins: Set(pins))])
+            manager.setAuthenticationChallengeHandler(handler)
+            let response = await manager.get(try selfSigned.url("/x"))
+            await manager.waitUntilInvalidatedAfterUse()
+            if accepted {
+                assertAccepted(response)
+            } else {
+                XCTAssertEqual(TLSFixture.trustFailure(response)?.reason, .noPinMatched, "\(response.result)")
+            }
+            XCTAssertEqual(calls.withLock { $0 }, 1, "asked once, about the policy's refusal")
+        }
+        XCTAssertEqual(selfSigned.requests.count, 1)
+    }
+
     // MARK: - Host patterns
 
     /// Exact names compare case-insensitively and without a trailing dot; an IP address pin
