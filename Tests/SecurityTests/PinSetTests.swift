@@ -34,6 +34,10 @@ final class PinSetTests: XCTestCase {
         XCTAssertTrue(tree.matches(host: "a.b.example.com"))
         XCTAssertFalse(tree.matches(host: "notexample.com"))
         XCTAssertFalse(tree.matches(host: "example.com.evil"))
+        // On a one-label wildcard it widens the pattern to any depth, like `**.`.
+        let wideStar = set("*.example.com", subdomains: true)
+        XCTAssertTrue(wideStar.matches(host: "a.b.example.com"))
+        XCTAssertFalse(wideStar.matches(host: "example.com"))
     }
 
     func testSingleStarMatchesExactlyOneLabel() {
