@@ -62,7 +62,7 @@ struct PinCommand: AsyncParsableCommand {
             let role = index == 0 ? "leaf" : "sent #\(index)"
             return "[\(index)] \(role): \(certificate.subjectName)\n"
                 + "    valid:  \(dates.string(from: certificate.notValidBefore)) – \(dates.string(from: certificate.notValidAfter))\n"
-                + "    pin:    sha256//\(certificate.publicKeySHA256)\n"
+                + "    pin:    sha256/\(certificate.publicKeySHA256)\n"
         }.joined()
     }
 
@@ -70,7 +70,7 @@ struct PinCommand: AsyncParsableCommand {
     static func renderPins(_ pins: [String], format: Format, host: String, url: URL) -> String {
         switch format {
         case .text:
-            return pins.map { "sha256//\($0)\n" }.joined()
+            return pins.map { "sha256/\($0)\n" }.joined()
         case .okhttp:
             return "CertificatePinner.Builder()\n"
                 + pins.map { "    .add(\"\(host)\", \"sha256/\($0)\")\n" }.joined()

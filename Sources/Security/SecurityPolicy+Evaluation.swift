@@ -44,6 +44,16 @@ extension SecurityPolicy {
     package func evaluateWithReason(
         _ trust: ServerTrust, forDomain domain: String?, settings: VerificationSettings
     ) -> Result<Void, TrustEvaluationError> {
+        evaluateChain(trust, forDomain: domain, settings: settings).map { _ in () }
+    }
+
+    /// The same decision as `evaluateWithReason(_:forDomain:settings:)`; on acceptance, the
+    /// chain that per-host pins are judged against: the verified path (leaf to trust anchor)
+    /// or, when invalid certificates are allowed and none verified, the signature-linked
+    /// path from the leaf through the sent certificates.
+    package func evaluateChain(
+        _ trust: ServerTrust, forDomain domain: String?, settings: VerificationSettings
+    ) -> Result<[Certificate], TrustEvaluationError> {
         guard let leaf = trust.certificates.first else {
             return .failure(TrustEvaluationError(reason: .emptyChain, detail: "the server presented no certificate"))
         }
@@ -58,7 +68,7 @@ extension SecurityPolicy {
                 detail: "validating a domain name while allowing invalid (e.g. self-signed) certificates requires pinning"))
         }
         if pinningMode == .none && allowInvalidCertificates {
-            return .success(())
+            return .success(Self.signatureLinkedPath(trust.certificates))
         }
 
         guard let roots = anchors.trustedRoots() else {
@@ -76,14 +86,14 @@ extension SecurityPolicy {
             if case .failure(let error) = HostNameCheck.check(leaf, host: domain) { return .failure(error) }
         }
 
+        let candidates = verifiedChain ?? Self.signatureLinkedPath(trust.certificates)
         switch pinningMode {
         case .none:
-            return .success(())
+            return .success(candidates)
         case .certificate:
-            return evaluateCertificatePins(trust, settings: settings)
+            return evaluateCertificatePins(trust, settings: settings).map { candidates }
         case .publicKey:
-            let candidates = verifiedChain ?? Self.signatureLinkedPath(trust.certificates)
-            return evaluatePublicKeyPins(candidates, leaf: leaf)
+            return evaluatePublicKeyPins(candidates, leaf: leaf).map { candidates }
         }
     }
 

@@ -19,10 +19,19 @@ extension SecurityPolicy {
     package func evaluateHandshake(
         storeContext context: OpaquePointer, forDomain domain: String?, verificationDate: Date = .now
     ) -> Result<Void, TrustEvaluationError> {
-        let result: Result<Void, TrustEvaluationError>
+        evaluateHandshakeChain(storeContext: context, forDomain: domain, verificationDate: verificationDate).map { _ in () }
+    }
+
+    /// `evaluateHandshake(storeContext:forDomain:verificationDate:)`, returning on acceptance
+    /// the chain per-host pins are judged against (see `evaluateChain(_:forDomain:settings:)`).
+    /// A caller that refuses the chain afterwards (a per-host pin) sets the context's error again.
+    package func evaluateHandshakeChain(
+        storeContext context: OpaquePointer, forDomain domain: String?, verificationDate: Date = .now
+    ) -> Result<[Certificate], TrustEvaluationError> {
+        let result: Result<[Certificate], TrustEvaluationError>
         do {
             let trust = try ServerTrust(storeContext: context, verificationDate: verificationDate)
-            result = evaluateWithReason(trust, forDomain: domain, settings: VerificationSettings(handshake: context))
+            result = evaluateChain(trust, forDomain: domain, settings: VerificationSettings(handshake: context))
         } catch let error as TrustEvaluationError {
             result = .failure(error)
         } catch {

@@ -147,6 +147,8 @@ final class FormattingTests: XCTestCase {
     func testPinFormats() throws {
         let url = try XCTUnwrap(URL(string: "https://example.com"))
         let pins = ["AAAA", "BBBB"]
+        // The text form is OkHttp's `sha256/BASE64`, which `PinSet` takes as it is.
+        XCTAssertEqual(PinCommand.renderPins(pins, format: .text, host: "example.com", url: url), "sha256/AAAA\nsha256/BBBB\n")
         XCTAssertEqual(PinCommand.renderPins(pins, format: .curl, host: "example.com", url: url), "--pinnedpubkey 'sha256//AAAA;sha256//BBBB'\n")
         XCTAssertEqual(PinCommand.renderPins(pins, format: .okhttp, host: "example.com", url: url),
                        "CertificatePinner.Builder()\n    .add(\"example.com\", \"sha256/AAAA\")\n    .add(\"example.com\", \"sha256/BBBB\")\n    .build()\n")

@@ -51,6 +51,17 @@ final class TLSHandshakeContext {
     /// The request may go through an HTTPS proxy (an `https://` proxy URL, or the
     /// environment's choice): a handshake with another host than the origin is the proxy's.
     var mayUseHTTPSProxy = false
+    /// Per-host pins of the origin (`SessionConfiguration.pinningPolicy`).
+    var pinning: PinningPolicy?
+    /// Per-host pins of an HTTPS proxy's own handshake (`SessionConfiguration.proxyPinningPolicy`).
+    var proxyPinning: PinningPolicy?
+    /// The proxy's configured host and port, as its pins and reports name it.
+    var proxyEndpoint: (host: String, port: Int)?
+    /// False when the request's origin is plain http: every handshake is then an HTTPS
+    /// proxy's (the context is installed only to check that proxy's pins).
+    var originIsHTTPS = true
+    /// The origin's port (for pin failure reports).
+    private(set) var port = 443
 
     // Results of the current request.
     private(set) var failure: TrustEvaluationError?
@@ -71,6 +82,7 @@ final class TLSHandshakeContext {
         policy = snapshot.policy
         policyTag = snapshot.tag
         host = url.host
+        port = URLOrigin.port(of: url, assumedScheme: "https")
         if let trustOverride, !RedirectPolicy.isSameOrigin(trustOverride.origin, url) {
             self.trustOverride = nil
         }
@@ -101,13 +113,13 @@ final class TLSHandshakeContext {
     /// Decides the handshake. Returns true to continue it.
     func verify(_ store: OpaquePointer) -> Bool {
         let ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()).map(OpaquePointer.init)
-        if isProxyHandshake(ssl) {
+        if !originIsHTTPS || isProxyHandshake(ssl) {
             // libcurl gives an HTTPS proxy's own handshake the same SSL_CTX callback: that
             // certificate is the proxy's, judged as OpenSSL does by default against the proxy's
-            // authorities (CURLOPT_PROXY_CAINFO; libcurl then checks its name), never against
-            // the origin's policy or pins. Nothing is stamped: only the origin's own handshake
-            // admits a request.
-            return X509_verify_cert(store) == 1
+            // authorities (CURLOPT_PROXY_CAINFO; libcurl then checks its name), then by the
+            // proxy's own pins, never against the origin's policy or pins. Nothing is stamped:
+            // only the origin's own handshake admits a request.
+            return verifyProxy(store, ssl)
         }
         if isInspection {
             if let trust = try? ServerTrust(storeContext: store) {
@@ -125,12 +137,18 @@ final class TLSHandshakeContext {
                         detail: "the server presented another certificate than the one the challenge handler trusted"))
             }
             X509_STORE_CTX_set_error(store, X509_V_OK)
+            // The handler vouched for the leaf in the policy's place, never for the pins.
+            guard passesPins(pinning, host: host, port: port, chain: trust?.certificates ?? [], store: store, peer: "the server")
+            else { return false }
             accept(ssl, tag: overrideTag)
             return true
         }
         let domain = security.skipsPolicyHostCheck.load(ordering: .relaxed) ? nil : host
-        switch policy.evaluateHandshake(storeContext: store, forDomain: domain) {
-        case .success:
+        switch policy.evaluateHandshakeChain(storeContext: store, forDomain: domain) {
+        case .success(let chain):
+            // Pins add to the policy's trust: judged only on a chain the policy accepted. A pin
+            // refusal keeps no rejected chain, so no challenge handler is asked to overrule it.
+            guard passesPins(pinning, host: host, port: port, chain: chain, store: store, peer: "the server") else { return false }
             accept(ssl, tag: policyTag)
             return true
         case .failure(let error):
@@ -153,7 +171,8 @@ final class TLSHandshakeContext {
         return String(cString: name).lowercased() != host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
     }
 
-    private func refuse(_ store: OpaquePointer, _ error: TrustEvaluationError) -> Bool {
+    /// Records `error` as the transfer's failure and fails the handshake.
+    func refuse(_ store: OpaquePointer, _ error: TrustEvaluationError) -> Bool {
         failure = error
         X509_STORE_CTX_set_error(store, X509_V_ERR_APPLICATION_VERIFICATION)
         security.count { $0.refusedHandshakes += 1 }

@@ -30,7 +30,7 @@ extension TaskDelegate {
         }
         securityState.libcurlChecksHost = false
         securityState.tlsAdmission = nil
-        guard prepared.urlOrigin.isHTTPS else { return nil }
+        guard prepared.urlOrigin.isHTTPS else { return configureProxyPins() }
         guard case .success(let info) = CurlRuntime.state, info.isOpenSSL else {
             return .tlsHandshakeFailed(
                 "libcurl's TLS backend is '\(CurlRuntime.versionDescription)', not OpenSSL: Curlew cannot enforce its security policy (pinning, host checks), so https is refused")
@@ -46,11 +46,7 @@ extension TaskDelegate {
         context.prepare(snapshot: snapshot, url: url)
         context.recordsRejectedChain = engine.hooks.answersServerTrust && securityState.mayAskHandler
         context.isInspection = security.isInspecting(task.taskIdentifier)
-        switch engine.configuration.proxy {
-        case .none: context.mayUseHTTPSProxy = false
-        case .environment: context.mayUseHTTPSProxy = true
-        case .url: context.mayUseHTTPSProxy = engine.configuration.proxy.isHTTPS
-        }
+        configurePins(of: context, originIsHTTPS: true)
         let pointer = context.retainedReference()
 
         // libcurl verifies the peer, and the policy decides inside that verification (the
@@ -82,9 +78,61 @@ extension TaskDelegate {
         } else if securityState.requiresFreshConnection {
             easy.set(CURLOPT_FRESH_CONNECT, 1)
             easy.set(CURLOPT_SSL_SESSIONID_CACHE, 0)
+        } else if context.mayUseHTTPSProxy, context.proxyPinning != nil {
+            // A resumed proxy session skips the verify callback and carries no stamp this
+            // check could read (CURLINFO_TLS_SSL_PTR is the origin's): with proxy pins, every
+            // new proxy connection makes a full handshake (libcurl applies this to both).
+            easy.set(CURLOPT_SSL_SESSIONID_CACHE, 0)
         }
         if let certificate = engine.configuration.clientCertificate, !configureClientCertificate(certificate) {
             return .tlsHandshakeFailed("libcurl refused the client certificate settings")
+        }
+        return nil
+    }
+
+    /// The per-host pins and proxy settings of the request about to be configured.
+    private func configurePins(of context: TLSHandshakeContext, originIsHTTPS: Bool) {
+        let configuration = engine.configuration
+        switch configuration.proxy {
+        case .none: context.mayUseHTTPSProxy = false
+        case .environment: context.mayUseHTTPSProxy = true
+        case .url: context.mayUseHTTPSProxy = configuration.proxy.isHTTPS
+        }
+        context.originIsHTTPS = originIsHTTPS
+        context.pinning = configuration.pinningPolicy
+        context.proxyPinning = configuration.proxyPinningPolicy
+        context.proxyEndpoint = configuration.proxyPinningPolicy == nil
+            ? nil : TLSHandshakeContext.proxyEndpoint(configuration.proxy, originIsHTTPS: originIsHTTPS)
+    }
+
+    /// A plain http request through an HTTPS proxy with pins of its own: the verify callback
+    /// judges that proxy's handshake (every handshake of such a request is the proxy's).
+    /// Nothing else about TLS applies: there is no origin handshake to admit.
+    private func configureProxyPins() -> SessionError? {
+        let configuration = engine.configuration
+        guard configuration.proxyPinningPolicy != nil, configuration.proxy != .none,
+            configuration.proxy == .environment || configuration.proxy.isHTTPS
+        else { return nil }
+        guard case .success(let info) = CurlRuntime.state, info.isOpenSSL else {
+            return .tlsHandshakeFailed(
+                "libcurl's TLS backend is '\(CurlRuntime.versionDescription)', not OpenSSL: the HTTPS proxy's pins cannot be enforced")
+        }
+        let security = engine.security
+        let context = securityState.handshake
+            ?? TLSHandshakeContext(easy: easy.raw, security: security, taskIdentifier: task.taskIdentifier)
+        securityState.handshake = context
+        context.prepare(snapshot: security.snapshot, url: prepared.url)
+        context.recordsRejectedChain = false
+        context.isInspection = false
+        configurePins(of: context, originIsHTTPS: false)
+        let pointer = context.retainedReference()
+        easy.noteTransferSpecificOption()
+        var ok = curlew_easy_setopt_ssl_ctx_function(easy.raw, TLSCallbacks.configureContext) == CURLE_OK
+        ok = ok && easy.set(CURLOPT_SSL_CTX_DATA, pointer: pointer)
+        // No resumption: a resumed proxy session would skip the pins (see configureSecurity).
+        ok = ok && easy.set(CURLOPT_SSL_SESSIONID_CACHE, 0)
+        guard ok else {
+            return .tlsHandshakeFailed("libcurl refused the TLS verification callbacks: the HTTPS proxy's pins cannot be enforced")
         }
         return nil
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Security
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -88,7 +89,8 @@ public struct SessionConfiguration: Sendable {
     /// Credentials may be part of the proxy URL (`http://user:password@proxy:3128`) or given
     /// as ``proxyCredential``. An `https://` proxy's own certificate is verified against the system's
     /// certificate authorities (and ``certificateAuthorityFile``) by libcurl: the manager's
-    /// `SecurityPolicy` and its pins apply to the origin server only.
+    /// `SecurityPolicy` and its pins apply to the origin server only (``proxyPinningPolicy``
+    /// pins the proxy).
     public var proxy: Proxy = .environment
     /// The user and password sent to the proxy, with Basic authentication from the first
     /// request (no 407 round trip per request).
@@ -132,6 +134,20 @@ public struct SessionConfiguration: Sendable {
     public var certificateAuthorityFile: String?
     /// The certificate presented to servers that ask for one (mutual TLS). `nil`: none.
     public var clientCertificate: ClientCertificate?
+    /// Per-host public-key pins, checked inside every TLS handshake with an origin server
+    /// (also behind an HTTPS proxy) after the manager's `SecurityPolicy` accepted the chain:
+    /// pins add to that trust, they never replace it. A refused handshake fails the task with
+    /// `SessionError.serverTrustEvaluationFailed` (reason `.noPinMatched`) before any request
+    /// byte is sent, and no challenge handler can overrule it. Kept-alive connections and
+    /// resumed TLS sessions are only used when a handshake of this manager accepted them.
+    /// `nil` (the default): no per-host pins.
+    public var pinningPolicy: PinningPolicy?
+    /// Per-host pins for an `https://` proxy's own certificate (its host is the proxy's),
+    /// checked after the proxy's chain verified against the system authorities and
+    /// ``certificateAuthorityFile``; the origin behind the proxy is judged by ``pinningPolicy``.
+    /// While it is set, TLS sessions are not resumed, so each new proxy connection makes a
+    /// full handshake that the pins see. `nil` (the default): no proxy pins.
+    public var proxyPinningPolicy: PinningPolicy?
     /// Where the engine writes its own debug messages: its driver thread starting and
     /// stopping, transfers waiting for a connection slot, retries. Written at `.debug`, never
     /// from the driver thread. `nil` (the default): silent. For one line per request, give

@@ -56,6 +56,10 @@ final class SessionSecurity: Sendable {
     /// prove that libcurl's own check (`CURLOPT_SSL_VERIFYHOST`) still refuses a wrong host.
     let skipsPolicyHostCheck = Atomic<Bool>(false)
 
+    /// Where `PinningPolicy.report` runs: serial, so one manager's reports arrive in order,
+    /// and never the driver thread, which runs no user code.
+    let pinReportQueue = DispatchQueue(label: "Curlew.PinFailureReports")
+
     private static let tagCounter = Mutex<UInt>(0)
 
     /// A tag never handed out before in this process (policy generations and per-task
