@@ -65,7 +65,7 @@ let package = Package(
         .target(
             name: "SessionCore",
             dependencies: [
-                "CCurl", "Serialization", "Security", "COpenSSL",
+                "CCurl", "Serialization", "Security", "COpenSSL", "Reachability",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -170,7 +170,8 @@ let package = Package(
         ),
         .testTarget(
             name: "ReachabilityTests",
-            dependencies: ["Reachability"],
+            // SessionCore for `waitsForConnectivity`, whose tests need the namespaces here.
+            dependencies: ["Reachability", "SessionCore"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -142,6 +142,23 @@ final class TransferStateMachineTests: XCTestCase {
         XCTAssertFalse(machine.nextResponseBegins())
     }
 
+    func testARouteThatReturnsSendsAgainWithoutCountingARetry() {
+        var machine = Machine(timeouts: TransferTimeouts(idle: 100, total: 10_000), maximumRedirects: 16, now: 0)
+        XCTAssertTrue(machine.connectivityAwaited(error: .cannotConnect("unreachable"), now: 1))
+        XCTAssertFalse(machine.connectivityAwaited(error: .cannotConnect("unreachable"), now: 1), "awaited once")
+        XCTAssertTrue(machine.holds.contains(.decision), "no idle clock while waiting for a route")
+        XCTAssertEqual(machine.connectivityDecided(returned: true, now: 2), .retryNow(error: .cannotConnect("unreachable")))
+        XCTAssertEqual(machine.retryCount, 0, "a route coming back is not the retrier's retry")
+        XCTAssertEqual(machine.phase, .ready)
+        XCTAssertEqual(machine.connectivityDecided(returned: true, now: 3), .ignore, "nothing awaited any more")
+    }
+
+    func testARouteThatWasThereLetsTheErrorStand() {
+        var machine = Machine(timeouts: TransferTimeouts(idle: 100, total: 10_000), maximumRedirects: 16, now: 0)
+        XCTAssertTrue(machine.connectivityAwaited(error: .dnsFailure("no such host"), now: 1))
+        XCTAssertEqual(machine.connectivityDecided(returned: false, now: 2), .finish(.dnsFailure("no such host")))
+    }
+
     // MARK: - Every event in every phase
 
     /// A named way to reach each phase (and the variants of `.attached` that matter).
@@ -173,6 +190,8 @@ final class TransferStateMachineTests: XCTestCase {
         _ = response.exchangeEnded(Machine.EndFacts(), now: 0)
         var retrier = ready
         retrier.retrierAsked(error: .timedOut("idle"), now: 0)
+        var awaitingRoute = ready
+        XCTAssertTrue(awaitingRoute.connectivityAwaited(error: .cannotConnect("unreachable"), now: 0))
         var backingOff = retrier
         _ = backingOff.retryDecided(.retryAfter(1), now: 0)
         var finished = delivering
@@ -184,7 +203,8 @@ final class TransferStateMachineTests: XCTestCase {
             ("attached, response hook pending", hookPending), ("attached, backpressured", backpressured),
             ("attached, suspended", suspended), ("awaiting the challenge handler", challenge),
             ("awaiting the redirection hook", redirect), ("awaiting the response hook", response),
-            ("awaiting the retrier", retrier), ("awaiting a retry's back-off", backingOff), ("finished", finished),
+            ("awaiting the retrier", retrier), ("awaiting a retry's back-off", backingOff),
+            ("awaiting a route", awaitingRoute), ("finished", finished),
         ]
     }
 
@@ -209,6 +229,8 @@ final class TransferStateMachineTests: XCTestCase {
             ("retryDue", { "\(String(describing: $0.retryDue(now: 5)))" }),
             ("attemptTimedOut", { $0.attemptTimedOut(now: 5); return "" }),
             ("retrierAsked", { "\($0.retrierAsked(error: nil, now: 5))" }),
+            ("connectivityAwaited", { "\($0.connectivityAwaited(error: .cannotConnect("x"), now: 5))" }),
+            ("connectivityReturned", { "\($0.connectivityDecided(returned: true, now: 5))" }),
             ("restart", { $0.restart(now: 5); return "" }),
             ("redirectFollowed", { $0.redirectFollowed(now: 5); return "\($0.redirectCount)" }),
             ("headReceived", { $0.headReceived(.deliver); return "" }),
@@ -233,13 +255,17 @@ final class TransferStateMachineTests: XCTestCase {
         "redirectAnswered": ["awaiting the redirection hook": "ready"],
         "retryDecided": ["awaiting the retrier": "ready"],
         "retrierAsked": ["ready": "awaitingDecision(retrier)"],
+        "connectivityAwaited": ["ready": "awaitingDecision(connectivity)"],
+        "connectivityReturned": ["awaiting a route": "ready"],
         "restart": [
             "awaiting the challenge handler": "ready", "awaiting the redirection hook": "ready",
             "awaiting the response hook": "ready", "awaiting the retrier": "ready", "awaiting a retry's back-off": "ready",
+            "awaiting a route": "ready",
         ],
         "redirectFollowed": [
             "awaiting the challenge handler": "ready", "awaiting the redirection hook": "ready",
             "awaiting the response hook": "ready", "awaiting the retrier": "ready", "awaiting a retry's back-off": "ready",
+            "awaiting a route": "ready",
         ],
         "attemptTimedOut": [
             "attached, connecting": "ready", "attached, connected": "ready", "attached, delivering": "ready",
@@ -268,7 +294,7 @@ final class TransferStateMachineTests: XCTestCase {
 
     func testEveryEventInEveryPhase() throws {
         let phases = try everyPhase()
-        XCTAssertEqual(phases.count, 14)
+        XCTAssertEqual(phases.count, 15)
         for (eventName, event) in everyEvent() {
             for (phaseName, start) in phases {
                 var machine = start

@@ -14,6 +14,15 @@ extension DriverLoop {
     /// whether another follows, else the task completes. Every failed attempt goes through
     /// here, an idle timeout included, so one rule decides them all.
     func endAttempt(_ delegate: TaskDelegate, error: SessionError?) {
+        // Only an attempt that could be sent again: no body bytes went to user code, and the
+        // request body can be replayed (the retrier's own rule).
+        if let error, engine.configuration.waitsForConnectivity, ConnectivityWait.mayBeForWantOfARoute(error),
+            !delegate.hasStreamedBody, delegate.canReplayBody,
+            let target = ConnectivityWait.Target(delegate.request.url)
+        {
+            awaitConnectivity(delegate, target: target, error: error)
+            return
+        }
         if let retrier = engine.requestRetrier, asksRetrier(delegate, error: error) {
             askRetrier(retrier, delegate: delegate, error: error)
             return
@@ -77,6 +86,44 @@ extension DriverLoop {
             noteRetry(of: delegate, after: delay, error: error, attempt: attempt)
             scheduledRetries.append((deadline, delegate))
             nextRetry = min(nextRetry, deadline)
+        }
+    }
+
+    /// Detaches the transfer while `ConnectivityWait` finds out whether a route is missing
+    /// and, if so, waits for one (off this thread); the answer comes back as
+    /// `.connectivityDecision`. The resource timeout bounds the wait.
+    func awaitConnectivity(_ delegate: TaskDelegate, target: ConnectivityWait.Target, error: SessionError) {
+        transition(delegate) { $0.connectivityAwaited(error: error, now: TaskDelegate.uptime) }
+        let task = delegate.task
+        let driver = self.driver
+        let hub = engine.monitorHub
+        delegate.connectivityWait = ConnectivityWait(
+            target: target,
+            waiting: { hub?.emit(.waitingForConnectivity(task)) },
+            decided: { returned in driver.submit(.connectivityDecision(task, returned: returned)) })
+    }
+
+    /// Carries out the end of a wait for a route.
+    func connectivityDecided(_ delegate: TaskDelegate, returned: Bool) {
+        delegate.connectivityWait = nil
+        switch transition(delegate, { $0.connectivityDecided(returned: returned, now: TaskDelegate.uptime) }) {
+        case .ignore:
+            break
+        case .finish(let error):
+            // A route was there: the failure was not for want of one, and the retrier is
+            // asked about it as about any other.
+            if let retrier = engine.requestRetrier, asksRetrier(delegate, error: error) {
+                askRetrier(retrier, delegate: delegate, error: error)
+            } else {
+                finish(delegate, outcome: outcome(of: delegate, error: error))
+            }
+        case .retryNow(let error):
+            if let log = engine.debugLog {
+                log.debug("task #\(delegate.task.taskIdentifier) is sent again: a route to its host appeared")
+            }
+            retry(delegate, otherwise: error)
+        case .retryAt:
+            break  // not an answer this decision gives
         }
     }
 

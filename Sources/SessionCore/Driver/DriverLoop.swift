@@ -266,6 +266,9 @@ final class DriverLoop {
                 }
             }
             retryDecided(delegate, decision)
+        case .connectivityDecision(let task, let returned):
+            guard let delegate = delegates[ObjectIdentifier(task)] else { return }
+            connectivityDecided(delegate, returned: returned)
         case .shutdown(let completion):
             shutdownRequests.append(completion)
         }

@@ -37,6 +37,8 @@ final class TransferDriver: Sendable {
         /// The request retrier answered about a failed attempt; with a request adapter, the
         /// request to send next (or why it cannot be sent).
         case retryDecision(SessionTask, RetryDecision, Result<AdaptedRequest, SessionError>?)
+        /// The wait for a route ended (`ConnectivityWait`): it `returned`, or was there all along.
+        case connectivityDecision(SessionTask, returned: Bool)
         /// Tear down once no transfer is left, then call the closure (from the driver thread).
         case shutdown(@Sendable () -> Void)
     }

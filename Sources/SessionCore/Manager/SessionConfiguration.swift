@@ -107,6 +107,14 @@ public struct SessionConfiguration: Sendable {
     public var tlsMinimumVersion: TLSVersion = .tls1_2
     /// The most redirects followed before a task fails with `.tooManyRedirects`. Default: 16.
     public var maximumRedirects: Int = 16
+    /// Whether a request that fails for want of a route to its host (no network, an
+    /// interface down) waits for one instead of failing at once, as URLSession's
+    /// `waitsForConnectivity`: Reachability's rtnetlink monitor watches the routing table, an
+    /// `EventMonitor` hears `taskIsWaitingForConnectivity`, and the request is sent again when a
+    /// route appears. The wait holds no connection slot and no idle timeout runs; the resource
+    /// timeout (`timeoutIntervalForResource`) bounds it. A failure with a route in place (a
+    /// refused connection, an unknown host while the network is up) fails as before.
+    public var waitsForConnectivity = false
     /// The largest response head accepted, in bytes. Default: 256 KiB.
     public var maximumResponseHeaderBytes: Int = 256 * 1024
     /// The largest ratio of decoded to received body bytes accepted for a compressed response

@@ -54,6 +54,11 @@ public struct CompositeEventMonitor: EventMonitor {
     public func task(_ task: SessionTask, willRetryAfter delay: TimeInterval, dueTo error: any Error) {
         forward { $0.task(task, willRetryAfter: delay, dueTo: error) }
     }
+
+    /// Forwards to each monitor.
+    public func taskIsWaitingForConnectivity(_ task: SessionTask) {
+        forward { $0.taskIsWaitingForConnectivity(task) }
+    }
     /// Forwards to each monitor.
     public func task(_ task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
         forward { $0.task(task, didFinishCollecting: metrics) }

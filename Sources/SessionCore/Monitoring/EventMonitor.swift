@@ -40,6 +40,10 @@ public protocol EventMonitor: Sendable {
     /// The request retrier asked for another attempt after `delay` seconds because of `error`
     /// (a transport error, or `SerializationError.unacceptableStatusCode` for a status of 400 or more).
     func task(_ task: SessionTask, willRetryAfter delay: TimeInterval, dueTo error: any Error)
+    /// An attempt failed for want of a route to the host and the task now waits for one
+    /// (`SessionConfiguration.waitsForConnectivity`), up to its resource timeout. When a route
+    /// appears the request is sent again (a new `willSend`).
+    func taskIsWaitingForConnectivity(_ task: SessionTask)
     /// The task's metrics are final (no transaction for a task that sent nothing, such as
     /// one answered from the response cache).
     func task(_ task: SessionTask, didFinishCollecting metrics: TaskMetrics)
@@ -73,6 +77,8 @@ extension EventMonitor {
     public func task(_ task: SessionTask, didReceive response: HTTPURLResponse) {}
     /// Does nothing.
     public func task(_ task: SessionTask, willRetryAfter delay: TimeInterval, dueTo error: any Error) {}
+    /// Does nothing.
+    public func taskIsWaitingForConnectivity(_ task: SessionTask) {}
     /// Does nothing.
     public func task(_ task: SessionTask, didFinishCollecting metrics: TaskMetrics) {}
     /// Does nothing.

@@ -79,6 +79,11 @@ public struct LoggingEventMonitor: EventMonitor {
         debug(task, "will retry after \(delay) s: \(error)")
     }
 
+    /// Logs the wait for a route at `.info`: the task is stalled, not failing.
+    public func taskIsWaitingForConnectivity(_ task: SessionTask) {
+        info(task, "waiting for connectivity: no route to the host")
+    }
+
     /// Logs the number of exchanges and the duration at `.debug`.
     public func task(_ task: SessionTask, didFinishCollecting metrics: TaskMetrics) {
         debug(task, "metrics: \(metrics.transactionMetrics.count) exchange(s), \(Self.seconds(metrics.taskDuration)), \(metrics.redirectCount) redirect(s)")
@@ -148,6 +153,10 @@ public struct LoggingEventMonitor: EventMonitor {
 
     private func debug(_ task: SessionTask, _ message: @autoclosure () -> String) {
         logger.debug("task #\(task.taskIdentifier) \(message())", metadata: ["curlew.task": "\(task.taskIdentifier)"])
+    }
+
+    private func info(_ task: SessionTask, _ message: @autoclosure () -> String) {
+        logger.info("task #\(task.taskIdentifier) \(message())", metadata: ["curlew.task": "\(task.taskIdentifier)"])
     }
 
     private func method(of request: URLRequest?) -> String { request?.httpMethod ?? "GET" }

@@ -18,6 +18,8 @@ enum MonitorEvent: Sendable {
     case received(SessionTask, HTTPResponseHead)
     /// The retrier's delay, and the failed attempt's error or (for a status of 400 or more) head.
     case willRetry(SessionTask, TimeInterval, SessionError?, HTTPResponseHead?)
+    /// The attempt failed for want of a route; the task waits for one (`waitsForConnectivity`).
+    case waitingForConnectivity(SessionTask)
     /// The completion: `didFinishCollecting`, `didCompleteWithError`, `didProduce`, in order.
     case finished(SessionTask, TaskMetrics, SessionError?, DataResponse)
     case invalidated
@@ -91,6 +93,8 @@ final class MonitorHub: Sendable {
         case .willRetry(let task, let delay, let error, let head):
             let reason: any Error = error ?? Self.statusError(head)
             return { $0.task(task, willRetryAfter: delay, dueTo: reason) }
+        case .waitingForConnectivity(let task):
+            return { $0.taskIsWaitingForConnectivity(task) }
         case .finished(let task, let metrics, let error, let response):
             return {
                 $0.task(task, didFinishCollecting: metrics)

@@ -71,6 +71,11 @@ final class TaskDelegate {
     /// Streaming: bytes handed to user code and not yet consumed (backpressure); nil when
     /// no chunk goes to user code.
     let streamCredit: StreamCredit?
+    /// The wait for a route, while the transfer is detached for it; cancelled when the task
+    /// ends any other way (cancel, resource timeout) so that no watcher outlives its task.
+    var connectivityWait: ConnectivityWait? {
+        willSet { if newValue !== connectivityWait { connectivityWait?.cancel() } }
+    }
     /// Set once a redirect crossed origins: credentials from the configuration stay behind.
     var hasCrossedOrigin = false
     /// How the current exchange uses the cookie jar, decided when it was configured
@@ -79,6 +84,8 @@ final class TaskDelegate {
     /// TLS enforcement and challenge state (Features/Security: `TransferSecurityState`,
     /// `TaskDelegate+Security.swift`).
     @exclusivity(unchecked) var securityState = TransferSecurityState()
+
+    deinit { connectivityWait?.cancel() }
 
     init(
         task: SessionTask, easy: EasyHandle, engine: SessionEngine, prepared: PreparedRequest,

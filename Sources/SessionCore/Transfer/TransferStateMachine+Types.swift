@@ -28,6 +28,9 @@ extension TransferStateMachine {
 
     /// What a detached transfer waits for.
     enum Decision: Equatable {
+        /// The network: the attempt failed for want of a route (`waitsForConnectivity`),
+        /// and the transfer waits, detached, for one to appear (its error in `pendingError`).
+        case connectivity
         /// The authentication challenge handler.
         case challenge
         /// The redirection hook.

@@ -325,6 +325,30 @@ struct TransferStateMachine {
         return true
     }
 
+    /// The attempt failed for want of a route and the configuration waits for one: the
+    /// transfer is detached (no slot, no idle clock; the resource timeout still runs). False
+    /// (and no change) unless it is between exchanges (`.ready`).
+    @discardableResult
+    mutating func connectivityAwaited(error: SessionError, now: UInt64) -> Bool {
+        guard phase == .ready else { return false }
+        phase = .awaitingDecision(.connectivity)
+        pendingError = error
+        settleClock(now)
+        return true
+    }
+
+    /// The wait for a route ended: `returned` (a route appeared: send the request again, not
+    /// counted as a retry) or not (a route was there all along: the attempt's error stands).
+    mutating func connectivityDecided(returned: Bool, now: UInt64) -> RetryStep {
+        guard phase == .awaitingDecision(.connectivity) else { return .ignore }
+        let error = pendingError
+        guard returned else { return .finish(error) }
+        pendingError = nil
+        phase = .ready
+        settleClock(now)
+        return .retryNow(error: error)
+    }
+
     /// The retrier answered. A delay that is negative, not finite or more than a century
     /// means no retry. The response of the failed attempt stays until the driver prepares
     /// the next one (`restart`): a retry that cannot be sent completes with it.

@@ -1,0 +1,143 @@
+import Foundation
+import Glibc
+import Reachability
+import Synchronization
+
+/// One task's wait for a route to its host (`SessionConfiguration.waitsForConnectivity`):
+/// asks Reachability's rtnetlink monitor whether a route is missing and, if so, waits until
+/// one appears. Runs in a Swift task of its own, never on the driver thread; the driver
+/// cancels it when the task ends another way (cancel, resource timeout).
+final class ConnectivityWait: Sendable {
+    /// What is watched: the route to an address literal, or (for a host name, whose address
+    /// cannot be known without the network) the default route.
+    enum Target: Hashable, Sendable {
+        case ipv4(String)
+        case ipv6(String)
+        case defaultRoute
+
+        /// The target for `url`'s host; nil without one.
+        init?(_ url: URL?) {
+            guard var host = url?.host, !host.isEmpty else { return nil }
+            if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            var v4 = in_addr()
+            var v6 = in6_addr()
+            if inet_pton(AF_INET, host, &v4) == 1 {
+                self = .ipv4(host)
+            } else if inet_pton(AF_INET6, host, &v6) == 1 {
+                self = .ipv6(host)
+            } else {
+                self = .defaultRoute
+            }
+        }
+
+        /// A reachability manager for this target (not started).
+        fileprivate func makeManager() -> NetworkReachabilityManager {
+            switch self {
+            case .ipv4(let text):
+                var address = sockaddr_in()
+                address.sin_family = sa_family_t(AF_INET)
+                _ = inet_pton(AF_INET, text, &address.sin_addr)
+                return NetworkReachabilityManager(address: address)
+            case .ipv6(let text):
+                var address = sockaddr_in6()
+                address.sin6_family = sa_family_t(AF_INET6)
+                _ = inet_pton(AF_INET6, text, &address.sin6_addr)
+                return NetworkReachabilityManager(address: address)
+            case .defaultRoute:
+                return NetworkReachabilityManager()
+            }
+        }
+    }
+
+    private let watcher: Task<Void, Never>
+
+    /// Starts finding out (on the driver thread). `waiting` is called once the route is
+    /// known to be missing; `decided(true)` when one appeared, `decided(false)` when none was
+    /// missing (or the routing table cannot be read: the attempt's error then stands).
+    ///
+    /// The monitor is started here, on the thread that runs the transfers, so that it reads
+    /// the routing table of the network namespace their sockets live in (its netlink sockets
+    /// and thread are made in the calling thread's namespace); the wait itself runs in a task.
+    init(target: Target, waiting: @escaping @Sendable () -> Void, decided: @escaping @Sendable (Bool) -> Void) {
+        let monitor = Monitors.acquire(target)
+        watcher = Task.detached {
+            defer { Monitors.release(target) }
+            // Without a working monitor nothing can be known: the attempt's error stands.
+            guard monitor.monitoringError == nil else {
+                decided(false)
+                return
+            }
+            // The stream starts with the first evaluated status (the monitor publishes it
+            // shortly after starting) and then yields each change.
+            var waited = false
+            for await status in monitor.statusUpdates {
+                if status.isReachable {
+                    decided(waited)
+                    return
+                }
+                if !waited {
+                    waited = true
+                    waiting()
+                }
+            }
+            // Cancelled: the task ended meanwhile, and nobody waits for an answer.
+        }
+    }
+
+    /// Stops waiting.
+    func cancel() { watcher.cancel() }
+
+    /// Whether `error` can come from a missing route: a connection that could not be made, a
+    /// name that could not be resolved, a connection lost. Only these are checked against the
+    /// routing table.
+    static func mayBeForWantOfARoute(_ error: SessionError) -> Bool {
+        switch error {
+        case .cannotConnect, .dnsFailure, .networkLost: true
+        default: false
+        }
+    }
+
+    /// One running monitor per target for the whole process, however many tasks wait: a
+    /// thousand waiting tasks share one netlink socket pair, not a thousand.
+    /// How many targets have a running monitor (for tests: none once no task waits).
+    static var runningMonitorCount: Int { Monitors.count }
+
+    private enum Monitors {
+        private struct Entry {
+            let monitor: NetworkReachabilityManager
+            var users: Int
+        }
+
+        private static let entries = Mutex<[Target: Entry]>([:])
+
+        static var count: Int { entries.withLock { $0.count } }
+
+        static func acquire(_ target: Target) -> NetworkReachabilityManager {
+            entries.withLock { entries in
+                if var entry = entries[target] {
+                    entry.users += 1
+                    entries[target] = entry
+                    return entry.monitor
+                }
+                let monitor = target.makeManager()
+                monitor.startMonitoring()  // reads the routing table before it returns
+                entries[target] = Entry(monitor: monitor, users: 1)
+                return monitor
+            }
+        }
+
+        static func release(_ target: Target) {
+            let last = entries.withLock { entries -> NetworkReachabilityManager? in
+                guard var entry = entries[target] else { return nil }
+                entry.users -= 1
+                if entry.users > 0 {
+                    entries[target] = entry
+                    return nil
+                }
+                entries[target] = nil
+                return entry.monitor
+            }
+            last?.stopMonitoring()
+        }
+    }
+}

@@ -1,0 +1,177 @@
+import Foundation
+import Glibc
+@testable import SessionCore
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import Reachability
+
+/// `SessionConfiguration.waitsForConnectivity` in network namespaces of the test's own: the
+/// manager's driver runs in the client namespace, an HTTP responder listens on the host side
+/// of the veth pair, and the client's route to it is removed and restored (the link taken down
+/// and up) while a request waits.
+final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
+    /// Records the monitor events of interest, in order.
+    final class Events: EventMonitor, @unchecked Sendable {  // `lock` guards `names`
+        private let lock = NSLock()
+        private var names: [String] = []
+        let queue = DispatchQueue(label: "WaitsForConnectivityTests.events")
+        var recorded: [String] { lock.withLock { names } }
+        private func add(_ name: String) { lock.withLock { names.append(name) } }
+        func task(_ task: SessionTask, willSend request: URLRequest) { add("willSend") }
+        func taskIsWaitingForConnectivity(_ task: SessionTask) { add("waiting") }
+        func task(_ task: SessionTask, didCompleteWithError error: (any Error)?) { add(error == nil ? "completed" : "failed") }
+    }
+
+    /// Connects the namespaces and waits until the client's route to the host is usable (a
+    /// veth link takes a moment to get its carrier after it is set up).
+    private func connectAndSettle() throws {
+        try connectHost()
+        let (_, recorder) = try startManager { NetworkReachabilityManager(address: Self.ipv4(Self.hostAddress)) }
+        XCTAssertTrue(recorder.wait(for: .reachableViaEthernet), "the veth link never came up")
+    }
+
+    /// A responder on the host side: answers every connection with `200 {}` and closes.
+    private func startResponder() throws -> UInt16 {
+        let listener: (Int32, UInt16) = try host.perform {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = Self.ipv4(Self.hostAddress)
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            _ = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+            }
+            guard fd >= 0, bound == 0, listen(fd, 8) == 0 else { throw POSIXError(.EADDRNOTAVAIL) }
+            return (fd, UInt16(bigEndian: address.sin_port))
+        }
+        let (fd, port) = listener
+        addTeardownBlock { Glibc.close(fd) }
+        Thread {
+            while true {
+                let client = accept(fd, nil, nil)
+                guard client >= 0 else { return }
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                _ = recv(client, &buffer, buffer.count, 0)
+                let answer = Array("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}".utf8)
+                _ = answer.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                Glibc.close(client)
+            }
+        }.start()
+        return port
+    }
+
+    /// A manager whose driver thread (made at init) lives in the client namespace.
+    private func makeManager(waits: Bool, resourceTimeout: TimeInterval = 120, events: Events) throws -> URLSessionManager {
+        let manager: URLSessionManager = try client.perform {
+            var configuration = SessionConfiguration.default
+            configuration.proxy = .none
+            configuration.waitsForConnectivity = waits
+            configuration.timeoutIntervalForResource = resourceTimeout
+            return URLSessionManager(configuration: configuration, eventMonitors: [events])
+        }
+        addTeardownBlock { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        return manager
+    }
+
+    private func waitUntil(_ condition: () -> Bool) -> Bool {
+        for _ in 0..<3000 where !condition() { usleep(10_000) }  // bounded: 30 s
+        return condition()
+    }
+
+    func testARequestWaitsForARouteAndGoesOutWhenItAppears() throws {
+        try connectAndSettle()
+        let port = try startResponder()
+        try client.ip("link", "set", "crl0", "down")  // no route to 198.18.0.0/24 now
+        let events = Events()
+        let manager = try makeManager(waits: true, events: events)
+        let done = Mutex<DataResponse?>(nil)
+        let url = try XCTUnwrap(URL(string: "http://\(Self.hostAddress):\(port)/"))
+        let task = manager.dataTask(with: URLRequest(url: url)) { response in done.withLock { $0 = response } }
+        task.resume()
+        XCTAssertTrue(waitUntil { events.recorded.contains("waiting") }, "no waiting event: \(events.recorded)")
+        XCTAssertNil(done.withLock { $0 }, "the task must wait, not fail")
+        try client.ip("link", "set", "crl0", "up")  // the connected route is back
+        XCTAssertTrue(waitUntil { done.withLock { $0 } != nil }, "the task never completed")
+        let response = try XCTUnwrap(done.withLock { $0 })
+        XCTAssertNil(response.error, "\(String(describing: response.error))")
+        XCTAssertEqual(response.response?.statusCode, 200)
+        XCTAssertEqual(events.recorded, ["willSend", "waiting", "willSend", "completed"])
+        XCTAssertTrue(waitUntil { ConnectivityWait.runningMonitorCount == 0 }, "the route monitor must stop after the wait")
+    }
+
+    func testWithoutWaitingTheRequestFailsAtOnce() throws {
+        try connectAndSettle()
+        let port = try startResponder()
+        try client.ip("link", "set", "crl0", "down")
+        let events = Events()
+        let manager = try makeManager(waits: false, events: events)
+        let done = Mutex<DataResponse?>(nil)
+        let task = manager.dataTask(with: URLRequest(url: URL(string: "http://\(Self.hostAddress):\(port)/")!)) { response in
+            done.withLock { $0 = response }
+        }
+        task.resume()
+        XCTAssertTrue(waitUntil { done.withLock { $0 } != nil })
+        guard case .cannotConnect = done.withLock({ $0 })?.error as? SessionError else {
+            return XCTFail("expected cannotConnect, got \(String(describing: done.withLock { $0 }?.error))")
+        }
+        XCTAssertFalse(events.recorded.contains("waiting"))
+    }
+
+    func testARouteThatIsThereMeansTheFailureStands() throws {
+        // Connected, but nothing listens on that port: refused with a route in place.
+        try connectAndSettle()
+        let events = Events()
+        let manager = try makeManager(waits: true, events: events)
+        let done = Mutex<DataResponse?>(nil)
+        let task = manager.dataTask(with: URLRequest(url: URL(string: "http://\(Self.hostAddress):9/")!)) { response in
+            done.withLock { $0 = response }
+        }
+        task.resume()
+        XCTAssertTrue(waitUntil { done.withLock { $0 } != nil })
+        guard case .cannotConnect = done.withLock({ $0 })?.error as? SessionError else {
+            return XCTFail("expected cannotConnect, got \(String(describing: done.withLock { $0 }?.error))")
+        }
+        XCTAssertFalse(events.recorded.contains("waiting"))
+    }
+
+    func testTheResourceTimeoutEndsTheWait() throws {
+        try connectAndSettle()
+        try client.ip("link", "set", "crl0", "down")
+        let events = Events()
+        let manager = try makeManager(waits: true, resourceTimeout: 1, events: events)
+        let done = Mutex<DataResponse?>(nil)
+        let task = manager.dataTask(with: URLRequest(url: URL(string: "http://\(Self.hostAddress):80/")!)) { response in
+            done.withLock { $0 = response }
+        }
+        task.resume()
+        XCTAssertTrue(waitUntil { done.withLock { $0 } != nil })
+        guard case .timedOut = done.withLock({ $0 })?.error as? SessionError else {
+            return XCTFail("expected timedOut, got \(String(describing: done.withLock { $0 }?.error))")
+        }
+        XCTAssertTrue(events.recorded.contains("waiting"))
+        XCTAssertTrue(waitUntil { ConnectivityWait.runningMonitorCount == 0 }, "the route monitor must stop")
+    }
+
+    func testCancellingAWaitingTaskEndsItAndItsMonitor() throws {
+        try connectAndSettle()
+        try client.ip("link", "set", "crl0", "down")
+        let events = Events()
+        let manager = try makeManager(waits: true, events: events)
+        let tasks = (0..<20).map { _ in
+            manager.dataTask(with: URLRequest(url: URL(string: "http://\(Self.hostAddress):80/")!), completionHandler: nil)
+        }
+        let completed = Mutex(0)
+        for task in tasks { task.resume() }
+        XCTAssertTrue(waitUntil { events.recorded.filter { $0 == "waiting" }.count == 20 })
+        XCTAssertEqual(ConnectivityWait.runningMonitorCount, 1, "twenty waits share one monitor")
+        for task in tasks { task.cancel() }
+        XCTAssertTrue(waitUntil { tasks.allSatisfy { $0.state == .completed } })
+        for task in tasks where (task.error as? SessionError) == .cancelled { completed.withLock { $0 += 1 } }
+        XCTAssertEqual(completed.withLock { $0 }, 20)
+        XCTAssertTrue(waitUntil { ConnectivityWait.runningMonitorCount == 0 }, "the route monitor must stop")
+    }
+}
