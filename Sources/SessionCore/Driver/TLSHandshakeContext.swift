@@ -51,6 +51,9 @@ final class TLSHandshakeContext {
     /// The request may go through an HTTPS proxy (an `https://` proxy URL, or the
     /// environment's choice): a handshake with another host than the origin is the proxy's.
     var mayUseHTTPSProxy = false
+    /// The request's URL is `http://` (installed because HSTS may upgrade it): a connection
+    /// without TLS is admitted; one with TLS is checked like any other.
+    var allowsPlainConnection = false
 
     // Results of the current request.
     private(set) var failure: TrustEvaluationError?
@@ -189,6 +192,11 @@ final class TLSHandshakeContext {
             return false
         }
         var raw: UnsafeMutableRawPointer?
+        if allowsPlainConnection, curlew_easy_getinfo_pointer(easy, CURLINFO_TLS_SSL_PTR, &raw) == CURLE_OK,
+            raw?.assumingMemoryBound(to: curl_tlssessioninfo.self).pointee.internals == nil
+        {
+            return true
+        }
         guard curlew_easy_getinfo_pointer(easy, CURLINFO_TLS_SSL_PTR, &raw) == CURLE_OK,
             let info = raw?.assumingMemoryBound(to: curl_tlssessioninfo.self).pointee,
             info.backend == CURLSSLBACKEND_OPENSSL, let internals = info.internals
