@@ -184,6 +184,17 @@ final class CookieShare: Sendable {
         }
     }
 
+    /// Writes the share's HSTS cache to its file: a handle joined to it is freed while still
+    /// joined (libcurl's only way to save it). Call on the driver thread of the one manager
+    /// whose HSTS cache this share holds.
+    func saveHSTS() {
+        state.withLock { state in
+            guard let easy = curl_easy_init() else { return }
+            _ = curlew_easy_setopt_pointer(easy, CURLOPT_SHARE, state.current.raw)
+            curl_easy_cleanup(easy)
+        }
+    }
+
     private static func withEasyHandle<T>(on handle: Handle, _ body: (UnsafeMutableRawPointer) -> T) -> T? {
         guard let easy = curl_easy_init() else { return nil }
         // curl_easy_cleanup takes the handle out of the share again; the store is the share's,

@@ -70,6 +70,9 @@ final class NetworkOptions {
         configurationError = failure
     }
 
+    /// The share's HSTS cache has a file to be written to when the manager ends.
+    var savesHSTSFile: Bool { hstsFile != nil }
+
     /// A new share (after a security policy change) starts from the file again.
     func shareReplaced() { hstsFileToLoad = hstsFile }
 
@@ -116,7 +119,7 @@ final class NetworkOptions {
     /// reads the files named on a handle at every transfer of it, and a re-read would bring
     /// back an entry a `max-age=0` removed. The handle forgets the file at its next reset
     /// (`EasyHandle.reset`); the share's cache remembers it and writes itself back to it
-    /// whenever one of its handles is freed.
+    /// when the driver ends (`DriverLoop.teardown`).
     func loadHSTSFileIfNeeded(on easy: EasyHandle) {
         guard let path = hstsFileToLoad else { return }
         if easy.set(CURLOPT_HSTS, path) {

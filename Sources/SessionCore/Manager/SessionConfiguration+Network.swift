@@ -32,9 +32,9 @@ extension SessionConfiguration {
         /// HSTS remembered in memory for the manager's life.
         case inMemory
         /// HSTS remembered in memory, read from this file (libcurl's HSTS cache format) by
-        /// the manager's first transfer and written back to it, atomically, whenever one of
-        /// the manager's connection handles is freed (at the latest when the manager is
-        /// invalidated). A missing file is an empty cache.
+        /// the manager's first transfer and written back to it, atomically, when the manager
+        /// is invalidated (libcurl may also write it when it frees a connection handle that
+        /// still uses the cache). A missing file is an empty cache.
         case file(String)
     }
 
