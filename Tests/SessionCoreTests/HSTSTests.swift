@@ -134,3 +134,23 @@ final class HSTSTests: XCTestCase {
 private final class HeaderValue: Sendable {
     let value = Mutex<String?>("max-age=3600")
 }
+
+extension HSTSTests {
+    /// libcurl 7.88 cannot share an HSTS cache between threads: a manager given another HSTS
+    /// manager's own jar fails its tasks with a typed error instead of racing on the cache.
+    func testAnHSTSManagersJarCannotBeHandedToAnotherManager() async throws {
+        let owner = try manager(.inMemory)
+        defer { owner.invalidateSessionCancelingTasks(true, resetSession: false) }
+        _ = try await get(owner, "https://\(host)/")
+        var configuration = SessionConfiguration.default
+        configuration.cookieJar = owner.cookieJar
+        configuration.proxy = .none
+        let second = URLSessionManager.raw(configuration)
+        defer { second.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let response = await second.get(try XCTUnwrap(URL(string: "http://127.0.0.1:\(plain.port)/")))
+        guard case .invalidConfiguration? = response.error as? SessionError else {
+            return XCTFail("expected invalidConfiguration, got \(response.result)")
+        }
+        XCTAssertEqual(plain.acceptedConnectionCount, 0)
+    }
+}

@@ -42,6 +42,8 @@ final class CookieShare: Sendable {
     /// The share also holds an HSTS cache (`CURL_LOCK_DATA_HSTS`): only for the jar a manager
     /// made for itself, whose one driver thread is the only one to use it.
     let sharesHSTS: Bool
+    /// The one manager (engine) whose driver uses the share's HSTS cache; nil until claimed.
+    private let hstsOwner = Mutex<ObjectIdentifier?>(nil)
 
     /// Creates the share; nil when libcurl is unusable or out of memory.
     init?(sharesHSTS: Bool) {
@@ -84,6 +86,15 @@ final class CookieShare: Sendable {
         guard curl_share_cleanup(handle.raw) == CURLSHE_OK else { return false }
         handle.locks.release()
         return true
+    }
+
+    /// Claims the share's HSTS cache for `owner`; false when another manager has it (its jar
+    /// was handed on), since libcurl 7.88 takes no lock around HSTS.
+    func claimHSTS(by owner: ObjectIdentifier) -> Bool {
+        hstsOwner.withLock { claimed in
+            if claimed == nil { claimed = owner }
+            return claimed == owner
+        }
     }
 
     // MARK: - Driver threads

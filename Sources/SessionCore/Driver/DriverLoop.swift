@@ -49,6 +49,11 @@ final class DriverLoop {
         let sharesHSTS = NetworkOptions.sharesHSTS(engine.configuration)
         guard let share = DriverLoop.makeShare(hsts: sharesHSTS) else { return nil }
         network = NetworkOptions(engine.configuration)
+        if let cookieShare = engine.cookieShare, cookieShare.sharesHSTS, !cookieShare.claimHSTS(by: ObjectIdentifier(engine)) {
+            network.refuse(.invalidConfiguration(
+                "the cookie jar holds another manager's HSTS cache, which libcurl cannot share between threads: "
+                    + "give this manager a jar of its own"))
+        }
         self.multi = multi
         self.share = share
         self.driver = driver

@@ -19,7 +19,7 @@ final class NetworkOptions {
     private let alternativeServices: SessionConfiguration.AlternativeServices
     /// Why no transfer of this manager can run as configured (a setting this libcurl cannot
     /// apply), or nil.
-    let configurationError: SessionError?
+    private(set) var configurationError: SessionError?
     /// The HSTS file, and whether it still has to be read into the share (by the next transfer).
     private let hstsFile: String?
     private var hstsFileToLoad: String?
@@ -68,6 +68,11 @@ final class NetworkOptions {
         if case .file(let path) = configuration.strictTransportSecurity { hstsFile = path } else { hstsFile = nil }
         hstsFileToLoad = hstsFile
         configurationError = failure
+    }
+
+    /// Fails every transfer with `error` (a setting that cannot be applied safely).
+    func refuse(_ error: SessionError) {
+        if configurationError == nil { configurationError = error }
     }
 
     /// The share's HSTS cache has a file to be written to when the manager ends.

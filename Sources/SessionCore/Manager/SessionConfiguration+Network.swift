@@ -24,7 +24,8 @@ extension SessionConfiguration {
     /// one, or the cookie jar's when the manager made its jar itself. libcurl 7.88 cannot
     /// share an HSTS cache between threads, so a manager given a ``CookieJar`` in its
     /// configuration (which other managers may use too) keeps no HSTS cache: there, HSTS is
-    /// off. A security policy change that replaces the session caches
+    /// off. For the same reason, another manager given an HSTS manager's own jar
+    /// (`URLSessionManager.cookieJar`) fails each task with `SessionError.invalidConfiguration`. A security policy change that replaces the session caches
     /// (`replacesSessionCacheOnPolicyChange`) starts an empty HSTS cache too.
     public enum StrictTransportSecurity: Sendable, Hashable {
         /// No HSTS: `http://` URLs are always sent as written (the default).
