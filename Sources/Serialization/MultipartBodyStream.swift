@@ -24,9 +24,10 @@ import Darwin
 /// exactly ``contentLength`` bytes) and -1 on failure with ``streamError`` set (a file that
 /// shrank, a caller stream that ended early). It never blocks except on file I/O, on a
 /// caller's stream part and, when throttling was requested, on the ``delay`` after each
-/// packet. (Curlew's own engine never lets it block its driver thread: a throttled body or one
-/// with a caller's stream is read on another queue, and the throttle pauses the transfer.) ``makeRewoundCopy()`` gives a
-/// fresh stream over the same parts for a redirect or a retry.
+/// packet. (Curlew's own engine never sleeps in it: it reads the body without the packet
+/// pauses and sends it under a send-rate cap of ``packetSize`` / ``delay`` bytes per second,
+/// paced by libcurl; a body with a caller's stream is read on another queue.)
+/// ``makeRewoundCopy()`` gives a fresh stream over the same parts for a redirect or a retry.
 ///
 /// **Threads.** Not thread-safe, like every `InputStream`: read it from one thread at a time
 /// (successive calls may come from different threads if they never overlap).
@@ -162,10 +163,18 @@ public final class MultipartBodyStream: InputStream {
         return total
     }
 
-    /// ``read(_:maxLength:)`` without the throttle's sleep: at most ``packetSize`` bytes, and
-    /// the caller waits ``delay`` before the next packet in its own way. The session engine
-    /// uses it so that no thread sleeps: it pauses the transfer and wakes it on a timer.
-    package func readPacket(_ buffer: UnsafeMutablePointer<UInt8>, maxLength len: Int) -> Int {
+    /// The throttle as a rate, in bytes per second (``packetSize`` / ``delay``); nil when not
+    /// throttled or without a delay. The session engine sends the body under this cap
+    /// (libcurl's `CURLOPT_MAX_SEND_SPEED_LARGE`) instead of pausing between packets.
+    package var sendRateCap: Double? {
+        guard let packetSize, delay > 0 else { return nil }
+        return Double(packetSize) / delay
+    }
+
+    /// ``read(_:maxLength:)`` without the throttle's sleep: at most ``packetSize`` bytes
+    /// unless `ignoringPacketSize` (the session engine, which paces the body with
+    /// ``sendRateCap``, reads as much as curl asks for).
+    package func readPacket(_ buffer: UnsafeMutablePointer<UInt8>, maxLength len: Int, ignoringPacketSize: Bool = false) -> Int {
         switch status {
         case .notOpen: status = .open
         case .open, .reading: break
@@ -173,7 +182,7 @@ public final class MultipartBodyStream: InputStream {
         default: return -1
         }
         guard len > 0 else { return 0 }
-        let limit = min(len, packetSize ?? Int.max)
+        let limit = ignoringPacketSize ? len : min(len, packetSize ?? Int.max)
         status = .reading
         var total = 0
         do {

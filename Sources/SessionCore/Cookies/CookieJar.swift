@@ -33,7 +33,13 @@ public final class CookieJar: Sendable {
 
     /// Creates an empty jar.
     public init() {
-        share = CookieShare()
+        share = CookieShare(sharesHSTS: false)
+    }
+
+    /// A jar for one manager, whose share also holds that manager's HSTS cache (libcurl 7.88
+    /// cannot share HSTS between threads: only a jar no other manager is given may hold it).
+    init(holdingHSTSForOneManager: Bool) {
+        share = CookieShare(sharesHSTS: holdingHSTSForOneManager)
     }
 
     /// Whether libcurl's cookie store could be created. When false (libcurl unusable or out

@@ -39,12 +39,18 @@ final class CookieShare: Sendable {
     }
 
     private let state: Mutex<State>
+    /// The share also holds an HSTS cache (`CURL_LOCK_DATA_HSTS`): only for the jar a manager
+    /// made for itself, whose one driver thread is the only one to use it.
+    let sharesHSTS: Bool
+    /// The one manager (engine) whose driver uses the share's HSTS cache; nil until claimed.
+    private let hstsOwner = Mutex<ObjectIdentifier?>(nil)
 
     /// Creates the share; nil when libcurl is unusable or out of memory.
-    init?() {
+    init?(sharesHSTS: Bool) {
         if case .failure = CurlRuntime.state { return nil }
-        guard let handle = CookieShare.makeHandle() else { return nil }
+        guard let handle = CookieShare.makeHandle(hsts: sharesHSTS) else { return nil }
         state = Mutex(State(current: handle))
+        self.sharesHSTS = sharesHSTS
     }
 
     deinit {
@@ -57,14 +63,14 @@ final class CookieShare: Sendable {
         }
     }
 
-    private static func makeHandle() -> Handle? {
+    private static func makeHandle(hsts: Bool) -> Handle? {
         guard let share = curl_share_init() else { return nil }
         let locks = Unmanaged.passRetained(ShareLocks())
         // Lock callbacks first: curl refuses setopt once a handle uses the share.
         var ok = curlew_share_setopt_lock_function(share, ShareLocks.lock) == CURLSHE_OK
         ok = ok && curlew_share_setopt_unlock_function(share, ShareLocks.unlock) == CURLSHE_OK
         ok = ok && curlew_share_setopt_pointer(share, CURLSHOPT_USERDATA, locks.toOpaque()) == CURLSHE_OK
-        for data in [CURL_LOCK_DATA_COOKIE, CURL_LOCK_DATA_DNS, CURL_LOCK_DATA_SSL_SESSION] {
+        for data in [CURL_LOCK_DATA_COOKIE, CURL_LOCK_DATA_DNS, CURL_LOCK_DATA_SSL_SESSION] + (hsts ? [CURL_LOCK_DATA_HSTS] : []) {
             ok = ok && curlew_share_setopt_long(share, CURLSHOPT_SHARE, Int(data.rawValue)) == CURLSHE_OK
         }
         let handle = Handle(raw: share, locks: locks)
@@ -80,6 +86,15 @@ final class CookieShare: Sendable {
         guard curl_share_cleanup(handle.raw) == CURLSHE_OK else { return false }
         handle.locks.release()
         return true
+    }
+
+    /// Claims the share's HSTS cache for `owner`; false when another manager has it (its jar
+    /// was handed on), since libcurl 7.88 takes no lock around HSTS.
+    func claimHSTS(by owner: ObjectIdentifier) -> Bool {
+        hstsOwner.withLock { claimed in
+            if claimed == nil { claimed = owner }
+            return claimed == owner
+        }
     }
 
     // MARK: - Driver threads
@@ -154,7 +169,7 @@ final class CookieShare: Sendable {
     /// old share: it is kept (`retired`) until each has moved on at its next `join`, or left.
     func replaceSessionCachesIfIdle() -> Bool {
         state.withLock { state in
-            guard state.activeTransfers == 0, let fresh = CookieShare.makeHandle() else { return false }
+            guard state.activeTransfers == 0, let fresh = CookieShare.makeHandle(hsts: sharesHSTS) else { return false }
             var copied = false
             if let lines = CookieShare.withEasyHandle(on: state.current, { CookieShare.cookieLines($0) }) ?? nil {
                 copied = CookieShare.withEasyHandle(on: fresh) { CookieShare.addLines(lines, $0) } ?? false
@@ -180,11 +195,27 @@ final class CookieShare: Sendable {
         }
     }
 
+    /// Writes the share's HSTS cache to its file: a handle joined to it is freed while still
+    /// joined (libcurl's only way to save it). Call on the driver thread of the one manager
+    /// whose HSTS cache this share holds.
+    func saveHSTS() {
+        state.withLock { state in
+            guard let easy = curl_easy_init() else { return }
+            _ = curlew_easy_setopt_pointer(easy, CURLOPT_SHARE, state.current.raw)
+            curl_easy_cleanup(easy)
+        }
+    }
+
     private static func withEasyHandle<T>(on handle: Handle, _ body: (UnsafeMutableRawPointer) -> T) -> T? {
         guard let easy = curl_easy_init() else { return nil }
         // curl_easy_cleanup takes the handle out of the share again; the store is the share's,
         // so it stays (lib/cookie.c Curl_flush_cookies frees only a handle's private store).
-        defer { curl_easy_cleanup(easy) }
+        // The handle leaves the share first: otherwise libcurl's cleanup would write a shared
+        // HSTS cache to its file from this thread while the driver thread may change it.
+        defer {
+            _ = curlew_easy_setopt_pointer(easy, CURLOPT_SHARE, nil)
+            curl_easy_cleanup(easy)
+        }
         guard curlew_easy_setopt_pointer(easy, CURLOPT_SHARE, handle.raw) == CURLE_OK else { return nil }
         return body(easy)
     }

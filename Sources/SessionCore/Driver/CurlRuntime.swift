@@ -20,6 +20,8 @@ enum CurlRuntime {
         let supportsZstd: Bool
         let supportsLibz: Bool
         let isOpenSSL: Bool
+        /// Built with c-ares, the one resolver `CURLOPT_DNS_SERVERS` works with.
+        let hasCAres: Bool
 
         /// What libcurl sends for `CURLOPT_ACCEPT_ENCODING` "" (every coding it decodes), in
         /// its order: "deflate, gzip, br, zstd" with all of them built in.
@@ -49,7 +51,8 @@ enum CurlRuntime {
             supportsBrotli: features & Int(CURL_VERSION_BROTLI) != 0,
             supportsZstd: features & Int(CURL_VERSION_ZSTD) != 0,
             supportsLibz: features & Int(CURL_VERSION_LIBZ) != 0,
-            isOpenSSL: ssl.hasPrefix("OpenSSL/")
+            isOpenSSL: ssl.hasPrefix("OpenSSL/"),
+            hasCAres: data.ares != nil
         )
         // Curlew needs CURLOPT_PREREQFUNCTION (7.80), thread-safe global init (7.84) and the
         // CA-store cache (7.87).
@@ -67,6 +70,12 @@ enum CurlRuntime {
         guard case .success(let info) = state else { return "Accept-Encoding: identity" }
         return "Accept-Encoding: " + info.allContentEncodings
     }()
+
+    /// Whether `CURLOPT_DNS_SERVERS` can work here (libcurl built with c-ares).
+    static var supportsDNSServers: Bool {
+        guard case .success(let info) = state else { return false }
+        return info.hasCAres
+    }
 
     /// Human-readable libcurl version, e.g. "libcurl/7.88.1 OpenSSL/3.0.19".
     static var versionDescription: String {

@@ -89,7 +89,7 @@ extension DriverLoop {
     /// Adds the transfer, which holds its slot if it needs one, to the multi handle.
     func connect(_ delegate: TaskDelegate) {
         refreshShareIfPolicyChanged()
-        if let error = delegate.configure(share: share) {
+        if let error = delegate.configure(share: share, network: network, shareHoldsHSTS: shareHoldsHSTS) {
             finish(delegate, outcome: outcome(of: delegate, error: error))
             return
         }

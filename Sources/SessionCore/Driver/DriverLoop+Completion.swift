@@ -187,6 +187,16 @@ extension DriverLoop {
     /// Frees every curl resource on this thread, then answers the shutdown requests.
     func teardown() {
         idleHandles.removeAll()  // curl_easy_cleanup in EasyHandle.deinit
+        if network.savesHSTSFile && shareHoldsHSTS {
+            // libcurl writes an HSTS cache to its file only when a handle that uses it is
+            // freed: one is made and freed for that, before the cache goes with its share.
+            if let cookieShare = engine.cookieShare {
+                cookieShare.saveHSTS()
+            } else if let easy = curl_easy_init() {
+                _ = curlew_easy_setopt_pointer(easy, CURLOPT_SHARE, share)
+                curl_easy_cleanup(easy)
+            }
+        }
         // Commands that raced with shutdown are answered, not dropped.
         for command in driver.close() { DriverLoop.reject(command, engine: engine) }
         curl_multi_cleanup(multi)

@@ -18,6 +18,8 @@ final class DriverLoop {
     var retiredShares: [UnsafeMutableRawPointer] = []
     let driver: TransferDriver
     let engine: SessionEngine
+    /// The manager's resolution, address, HSTS and alt-svc options, set on each handle.
+    let network: NetworkOptions
     // The three tables below, like the delegate's body and metrics, are touched on every
     // request and only by this thread, and no access to one overlaps another (none is passed
     // `inout` into code that reaches it again): `@exclusivity(unchecked)` drops the dynamic
@@ -44,7 +46,14 @@ final class DriverLoop {
     let idleHandleLimit = 256
 
     init?(multi: UnsafeMutableRawPointer, driver: TransferDriver, engine: SessionEngine) {
-        guard let share = DriverLoop.makeShare() else { return nil }
+        let sharesHSTS = NetworkOptions.sharesHSTS(engine.configuration)
+        guard let share = DriverLoop.makeShare(hsts: sharesHSTS) else { return nil }
+        network = NetworkOptions(engine.configuration)
+        if let cookieShare = engine.cookieShare, cookieShare.sharesHSTS, !cookieShare.claimHSTS(by: ObjectIdentifier(engine)) {
+            network.refuse(.invalidConfiguration(
+                "the cookie jar holds another manager's HSTS cache, which libcurl cannot share between threads: "
+                    + "give this manager a jar of its own"))
+        }
         self.multi = multi
         self.share = share
         self.driver = driver
@@ -56,12 +65,25 @@ final class DriverLoop {
         _ = curlew_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
     }
 
-    /// A DNS + TLS session cache. Used from this thread only, so it needs no lock callbacks.
-    static func makeShare() -> UnsafeMutableRawPointer? {
+    /// A DNS + TLS session cache, and the HSTS cache when the manager keeps one. Used from
+    /// this thread only, so it needs no lock callbacks (and libcurl 7.88 could not share HSTS
+    /// between threads anyway: it takes no lock for it).
+    static func makeShare(hsts: Bool) -> UnsafeMutableRawPointer? {
         guard let share = curl_share_init() else { return nil }
         _ = curlew_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_DNS.rawValue))
         _ = curlew_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_SSL_SESSION.rawValue))
+        if hsts, curlew_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_HSTS.rawValue)) != CURLSHE_OK {
+            curl_share_cleanup(share)
+            return nil
+        }
         return share
+    }
+
+    /// Whether the share this manager's handles join holds an HSTS cache: the driver's own
+    /// when the configuration keeps one; a cookie jar's only when the manager made the jar.
+    var shareHoldsHSTS: Bool {
+        if let cookieShare = engine.cookieShare { return cookieShare.sharesHSTS }
+        return NetworkOptions.sharesHSTS(engine.configuration)
     }
 
     /// After a security policy change, new transfers get a new, empty TLS session cache:
@@ -84,11 +106,13 @@ final class DriverLoop {
             // now, so it is freed at once instead of when the last of them is used again.
             // (Another manager's pooled handles let go of it at their next transfer.)
             for easy in idleHandles { cookieShare.leave(easy) }
+            network.shareReplaced()
             shareSecurityTag = tag
             engine.security.count { $0.sessionCacheReplacements += 1 }
             return
         }
-        guard let fresh = DriverLoop.makeShare() else { return }
+        guard let fresh = DriverLoop.makeShare(hsts: NetworkOptions.sharesHSTS(engine.configuration)) else { return }
+        network.shareReplaced()
         shareSecurityTag = tag
         retiredShares.append(share)
         share = fresh

@@ -50,6 +50,15 @@ final class EasyHandle {
     /// libcurl's cookie engine as last set: on (`CURLOPT_COOKIEFILE` "", the store attached),
     /// off (NULL, the store detached), nil when not known (a new or reset handle).
     var cookieEngineIsOn: Bool?
+    /// The manager's network options this handle was given (`CURLOPT_RESOLVE` and
+    /// `CURLOPT_CONNECT_TO` borrow their lists): kept while the handle may use them.
+    var networkOptions: NetworkOptions?
+    /// `CURLOPT_ALTSVC` named a file for the handle's alt-svc cache, which survives
+    /// `curl_easy_reset`: it is read once per handle.
+    var hasAltSvcFile = false
+    /// `CURLOPT_HSTS` named a file on this handle since its last reset. libcurl 7.88 reads it
+    /// at every transfer and leaks the list on `curl_easy_reset`: it is cleared first.
+    var hasHSTSFileList = false
     /// The response head parser of the handle's transfers, one at a time: reset by each
     /// transfer, so its buffers are allocated once per handle, not once per request.
     let headParser = ResponseHeadParser(maximumBytes: SessionConfiguration.default.maximumResponseHeaderBytes)
@@ -80,6 +89,11 @@ final class EasyHandle {
     /// Forgets every option of the previous transfer, keeping connection-independent caches.
     func reset() {
         leaveCookieEngine()
+        if hasHSTSFileList {
+            // NULL frees the file list; the share's cache itself stays.
+            _ = curlew_easy_setopt_string(raw, CURLOPT_HSTS, nil)
+            hasHSTSFileList = false
+        }
         curl_easy_reset(raw)  // zeroes CURLOPT_CURLU with every other option
         curlURL = nil
         needsReset = false
@@ -155,7 +169,9 @@ final class EasyHandle {
             CURLOPT_HTTP_VERSION, CURLOPT_ACCEPT_ENCODING, CURLOPT_HTTPHEADER, CURLOPT_HTTPGET,
             CURLOPT_BUFFERSIZE, CURLOPT_PROXY, CURLOPT_NOPROXY, CURLOPT_PROXY_CAINFO,
             CURLOPT_PROXYUSERNAME, CURLOPT_PROXYPASSWORD, CURLOPT_PROXYAUTH, CURLOPT_UNIX_SOCKET_PATH,
-            CURLOPT_ERRORBUFFER:
+            CURLOPT_ERRORBUFFER, CURLOPT_RESOLVE, CURLOPT_CONNECT_TO, CURLOPT_INTERFACE, CURLOPT_IPRESOLVE,
+            CURLOPT_HAPPY_EYEBALLS_TIMEOUT_MS, CURLOPT_DNS_CACHE_TIMEOUT, CURLOPT_DNS_SERVERS, CURLOPT_ALTSVC,
+            CURLOPT_ALTSVC_CTRL:
             return true
         default:
             return false
@@ -194,6 +210,13 @@ final class EasyHandle {
     func set(_ option: CURLoption, pointer value: UnsafeMutableRawPointer?) -> Bool {
         note(option)
         return curlew_easy_setopt_pointer(raw, option, value) == CURLE_OK
+    }
+
+    /// Sets a list option the caller keeps alive while the handle may use it.
+    @discardableResult
+    func set(_ option: CURLoption, list: UnsafeMutablePointer<curl_slist>?) -> Bool {
+        note(option)
+        return curlew_easy_setopt_slist(raw, option, list) == CURLE_OK
     }
 
     /// Sets `CURLOPT_ACCEPT_ENCODING` (nil: no decoding), unless the handle has it already.

@@ -13,7 +13,7 @@ extension SessionError {
         switch code {
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
             self = .dnsFailure(detail)
-        case CURLE_COULDNT_CONNECT:
+        case CURLE_COULDNT_CONNECT, CURLE_INTERFACE_FAILED:
             self = .cannotConnect(detail)
         case CURLE_OPERATION_TIMEDOUT:
             self = .timedOut(detail)

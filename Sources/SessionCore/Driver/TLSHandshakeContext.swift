@@ -62,6 +62,9 @@ final class TLSHandshakeContext {
     var originIsHTTPS = true
     /// The origin's port (for pin failure reports).
     private(set) var port = 443
+    /// The request's URL is `http://` (installed because HSTS may upgrade it): a connection
+    /// without TLS is admitted; one with TLS is checked like any other.
+    var allowsPlainConnection = false
 
     // Results of the current request.
     private(set) var failure: TrustEvaluationError?
@@ -208,6 +211,11 @@ final class TLSHandshakeContext {
             return false
         }
         var raw: UnsafeMutableRawPointer?
+        if allowsPlainConnection, curlew_easy_getinfo_pointer(easy, CURLINFO_TLS_SSL_PTR, &raw) == CURLE_OK,
+            raw?.assumingMemoryBound(to: curl_tlssessioninfo.self).pointee.internals == nil
+        {
+            return true
+        }
         guard curlew_easy_getinfo_pointer(easy, CURLINFO_TLS_SSL_PTR, &raw) == CURLE_OK,
             let info = raw?.assumingMemoryBound(to: curl_tlssessioninfo.self).pointee,
             info.backend == CURLSSLBACKEND_OPENSSL, let internals = info.internals

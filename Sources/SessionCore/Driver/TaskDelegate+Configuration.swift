@@ -12,7 +12,7 @@ extension TaskDelegate {
 
     /// Sets every option of the next request on the easy handle: freshly reset, or reused as
     /// it was when its last transfer set only options this sets again (`EasyHandle.needsReset`).
-    func configure(share: UnsafeMutableRawPointer) -> SessionError? {
+    func configure(share: UnsafeMutableRawPointer, network: NetworkOptions, shareHoldsHSTS: Bool) -> SessionError? {
         let url = prepared.url
         // Parsed on the caller's thread (`CurlURL`): curl copies the parsed handle instead of
         // parsing the string again; the handle keeps it while curl may read it.
@@ -72,6 +72,7 @@ extension TaskDelegate {
                 configureProxyCredential()
             }
             if let path = engine.configuration.unixSocketPath { easy.set(CURLOPT_UNIX_SOCKET_PATH, path) }
+            if let error = network.apply(to: easy) { return error }
             easy.hasBaseOptions = ok
         }
         easy.transferSlot.pointee = unmanagedSelf
@@ -85,6 +86,10 @@ extension TaskDelegate {
             easy.set(CURLOPT_NOPROGRESS, 0)
         }
         joinShare(share)  // and libcurl's cookie engine on or off (Features/Cookies)
+        // After the join: a file named on a handle without the share's cache would fill a
+        // private one.
+        if shareHoldsHSTS { network.loadHSTSFileIfNeeded(on: easy) }
+        let receiveIsCapped = configureRates()
 
         // PIPEWAIT makes a transfer wait for a connection whose multiplexing is not known
         // yet rather than open another. Only where multiplexing can happen: on a cleartext
@@ -113,6 +118,9 @@ extension TaskDelegate {
         guard easy.setHeaders(headerLines) else { return .curl(code: Int(CURLE_OUT_OF_MEMORY.rawValue), message: "out of memory") }
 
         configureMethodAndBody()
+        // libcurl upgrades an http:// URL of a host it knows from HSTS while it connects,
+        // after this: the security policy must already be in place for that handshake.
+        mayBecomeHTTPS = shareHoldsHSTS && !prepared.urlOrigin.isHTTPS
         // Timeouts are the driver's (`TransferClock`), not curl's low-speed check: curl's
         // averages over a window and fired seconds after the last byte moved.
         if let error = configureTLS() { return error }
@@ -124,7 +132,9 @@ extension TaskDelegate {
         // transfer ends on an HTTP/2 connection still in use, `curl_easy_reset` sets the size
         // back to 16 KiB, and a new size is refused while the old buffer exists. A smaller
         // buffer kept that way would then be read into as if it held 16 KiB.
-        easy.set(CURLOPT_BUFFERSIZE, max(16 << 10, min(bufferSize, 10 << 20)))
+        // A capped receive reads through the smallest buffer: libcurl 7.88 reads up to 100
+        // buffers in one pass before its rate check, so the buffer bounds the burst.
+        easy.set(CURLOPT_BUFFERSIZE, receiveIsCapped ? 16 << 10 : max(16 << 10, min(bufferSize, 10 << 20)))
         return ok ? nil : .badURL("libcurl rejected '\(url.absoluteString)'")
     }
 
@@ -157,7 +167,7 @@ extension TaskDelegate {
     func configureTLS() -> SessionError? {
         // Each hop is configured afresh, so an http:// hop needs no TLS options (a redirect
         // to https:// sets them when it is configured).
-        guard prepared.urlOrigin.isHTTPS else { return configureSecurity() }
+        guard prepared.urlOrigin.isHTTPS || mayBecomeHTTPS else { return configureSecurity() }
         // Name the CA *file* and clear the CA *path*: only then does libcurl cache the parsed
         // store between handshakes (17 ms → 0.4 ms of CPU per new TLS connection here).
         easy.set(CURLOPT_CAINFO, engine.configuration.certificateAuthorityFile ?? CurlRuntime.systemCABundle)
@@ -167,5 +177,22 @@ extension TaskDelegate {
         case .tls1_3: easy.set(CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_3))
         }
         return configureSecurity()
+    }
+}
+
+extension TaskDelegate {
+    /// The receive and send caps of this exchange: the manager's, the task's and (for
+    /// sending) a throttled multipart body's, the lowest of each. Only a cap is set: a handle
+    /// that had one is reset before its next transfer (`EasyHandle.needsReset`). Returns
+    /// whether receiving is capped.
+    func configureRates() -> Bool {
+        let configuration = engine.configuration
+        let (taskReceive, taskSend) = task.protected.withLock { ($0.maximumReceiveRate, $0.maximumSendRate) }
+        let receive = TransferRate.cap(configuration.maximumReceiveRate, taskReceive)
+        if let receive { easy.set(CURLOPT_MAX_RECV_SPEED_LARGE, offset: receive) }
+        if let bodyReader, let send = TransferRate.cap(configuration.maximumSendRate, taskSend, bodyReader.sendRateCap) {
+            easy.set(CURLOPT_MAX_SEND_SPEED_LARGE, offset: send)
+        }
+        return receive != nil
     }
 }

@@ -30,7 +30,7 @@ extension TaskDelegate {
         }
         securityState.libcurlChecksHost = false
         securityState.tlsAdmission = nil
-        guard prepared.urlOrigin.isHTTPS else { return configureProxyPins() }
+        guard prepared.urlOrigin.isHTTPS || mayBecomeHTTPS else { return configureProxyPins() }
         guard case .success(let info) = CurlRuntime.state, info.isOpenSSL else {
             return .tlsHandshakeFailed(
                 "libcurl's TLS backend is '\(CurlRuntime.versionDescription)', not OpenSSL: Curlew cannot enforce its security policy (pinning, host checks), so https is refused")
@@ -44,6 +44,7 @@ extension TaskDelegate {
         securityState.handshake = context
         // Also drops a challenge override given for another origin (after a redirect).
         context.prepare(snapshot: snapshot, url: url)
+        context.allowsPlainConnection = mayBecomeHTTPS
         context.recordsRejectedChain = engine.hooks.answersServerTrust && securityState.mayAskHandler
         context.isInspection = security.isInspecting(task.taskIdentifier)
         configurePins(of: context, originIsHTTPS: true)

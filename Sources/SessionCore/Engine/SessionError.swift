@@ -56,6 +56,9 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
     /// A header name is not an RFC 9110 token, or a value holds a control character other than
     /// tab (CR, LF and NUL would corrupt the request; the rule is the serializers').
     case invalidHeader(String)
+    /// A `SessionConfiguration` setting cannot be applied by this process's libcurl (DNS
+    /// servers without c-ares, say) or was refused by it; the message names the setting.
+    case invalidConfiguration(String)
     /// Any other libcurl failure, with its `CURLcode` and message.
     case curl(code: Int, message: String)
 
@@ -85,6 +88,7 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
         case .badURL(let detail): return "The URL cannot be used: \(detail)"
         case .unsupportedScheme(let scheme): return "Unsupported URL scheme '\(scheme)': Curlew speaks http and https."
         case .invalidHeader(let detail): return "Invalid HTTP header: \(detail)"
+        case .invalidConfiguration(let detail): return "The session configuration cannot be applied: \(detail)"
         case .curl(let code, let message): return "libcurl error \(code): \(message)"
         }
     }

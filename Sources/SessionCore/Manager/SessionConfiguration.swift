@@ -156,6 +156,50 @@ public struct SessionConfiguration: Sendable {
     /// While it is set, TLS sessions are not resumed, so each new proxy connection makes a
     /// full handshake that the pins see. `nil` (the default): no proxy pins.
     public var proxyPinningPolicy: PinningPolicy?
+    // MARK: Rates, name resolution, local address, HSTS and alt-svc (libcurl's own engines;
+    // Docs/SessionCore.md, "Rates, names and addresses")
+
+    /// The most response bytes per second each transfer receives
+    /// (`CURLOPT_MAX_RECV_SPEED_LARGE`). A cap per transfer, not for the manager as a whole:
+    /// libcurl paces every transfer on its own, so ten parallel transfers may receive ten
+    /// times this. A task may lower it (`SessionTask.maximumReceiveRate`). `0`, a negative
+    /// value, `.infinity` or NaN: no cap (the default).
+    public var maximumReceiveRate: Double = 0
+    /// The most request body bytes per second each transfer sends
+    /// (`CURLOPT_MAX_SEND_SPEED_LARGE`); per transfer, like ``maximumReceiveRate``. A task may
+    /// lower it (`SessionTask.maximumSendRate`), and so does a multipart body's
+    /// `throttleBandwidth(withPacketSize:delay:)`. `0`, negative, `.infinity` or NaN: no cap.
+    public var maximumSendRate: Double = 0
+    /// Host names answered or routed by the manager instead of DNS: "send requests for
+    /// api.example.com:443 to 127.0.0.1:8443" (`CURLOPT_RESOLVE`, `CURLOPT_CONNECT_TO`).
+    /// The URL, `Host` header, TLS server name and certificate check stay those of the URL.
+    /// Default: none.
+    public var hostOverrides: [HostOverride] = []
+    /// The local interface or address connections are made from (`CURLOPT_INTERFACE`).
+    /// `nil` (the default): the system chooses.
+    public var localEndpoint: LocalEndpoint?
+    /// Which IP versions names resolve to (`CURLOPT_IPRESOLVE`). Default: `.any`.
+    public var addressFamily: AddressFamily = .any
+    /// How long a connection attempt to the first address family gets before the other one
+    /// is tried in parallel (Happy Eyeballs, `CURLOPT_HAPPY_EYEBALLS_TIMEOUT_MS`).
+    /// `nil`: libcurl's 200 ms. Values are clamped to 0...60 s.
+    public var happyEyeballsDelay: TimeInterval?
+    /// How long a resolved name is reused (`CURLOPT_DNS_CACHE_TIMEOUT`). `nil`: libcurl's
+    /// 60 s; `0`: never cached; a negative value or `.infinity`: cached for the manager's life.
+    public var dnsCacheLifetime: TimeInterval?
+    /// DNS servers used instead of the system's (`CURLOPT_DNS_SERVERS`). Only a libcurl built
+    /// with c-ares can do this (``SessionConfiguration/supportsDNSServers``); with any other
+    /// (Debian's uses its threaded resolver), every task of a manager given servers fails
+    /// with `SessionError.invalidConfiguration` rather than silently using the system's.
+    /// Default: none (the system's resolver).
+    public var dnsServers: [DNSServer] = []
+    /// HTTP Strict Transport Security through libcurl's HSTS engine. Default: `.disabled`:
+    /// with HSTS on, every `http://` request carries the TLS policy in case libcurl upgrades
+    /// it, which costs plain-http requests their cheap handle reuse.
+    public var strictTransportSecurity: StrictTransportSecurity = .disabled
+    /// Alt-Svc through libcurl's engine (`CURLOPT_ALTSVC_CTRL`). Default: `.disabled`.
+    public var alternativeServices: AlternativeServices = .disabled
+
     /// Where the engine writes its own debug messages: its driver thread starting and
     /// stopping, transfers waiting for a connection slot, retries. Written at `.debug`, never
     /// from the driver thread. `nil` (the default): silent. For one line per request, give

@@ -37,7 +37,7 @@ open class URLSessionManager: @unchecked Sendable {
     public init(configuration: SessionConfiguration = .default, eventMonitors: [any EventMonitor] = []) {
         var configuration = configuration
         if configuration.httpShouldSetCookies && configuration.cookieJar == nil {
-            configuration.cookieJar = CookieJar()
+            configuration.cookieJar = CookieJar(holdingHSTSForOneManager: configuration.strictTransportSecurity != .disabled)
         }
         self.configuration = configuration
         engine = SessionEngine(configuration: configuration, eventMonitors: eventMonitors)

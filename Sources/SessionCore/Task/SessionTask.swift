@@ -37,6 +37,9 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         var bytesExpectedToReceive: Int64 = -1
         var bytesExpectedToSend: Int64 = -1
         var priority: Float = 0.5
+        /// Per-task rate caps in bytes per second (`SessionTask+Rates.swift`); 0: none.
+        var maximumReceiveRate: Double = 0
+        var maximumSendRate: Double = 0
         var taskDescription: String?
         /// Ownership of the prepared request passes to the driver when the task starts.
         var prepared: PreparedRequest?

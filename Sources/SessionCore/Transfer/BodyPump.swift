@@ -3,20 +3,21 @@ import Foundation
 import Serialization
 import Synchronization
 
-/// Reads a request body that may block — a caller's `InputStream`, or a throttled multipart
-/// body — on a queue of its own, into a bounded buffer that the driver thread drains.
+/// Reads a request body that may block — a caller's `InputStream`, or a multipart body with
+/// one among its parts — on a queue of its own, into a bounded buffer that the driver thread
+/// drains.
 ///
 /// The driver thread never waits on it: when the buffer is empty, ``take(into:)`` answers
 /// `.wait` and the transfer pauses (`CURL_READFUNC_PAUSE`); the next chunk the pump reads
 /// calls `wake`, which asks the driver to resume the transfer. A throttled multipart body is
-/// read one packet at a time with the packet delay waited on a timer, not a sleeping thread.
+/// read without its packet pauses: the transfer's send-rate cap paces it (`BodyReader.sendRateCap`).
 ///
 /// Lifetime: the pump holds the stream, never the task; `wake` must hold the task and the
 /// engine weakly. ``cancel()`` (the body reader's deinit, a rewind) stops it; a read already
 /// blocked in the caller's stream finishes first, then the stream is closed on the pump queue.
 final class BodyPump: @unchecked Sendable {
-    // @unchecked: `state` is guarded by its Mutex; `stream`, `isOpen` and `notBefore` are
-    // touched only on `queue`, a serial queue.
+    // @unchecked: `state` is guarded by its Mutex; `stream` and `isOpen` are touched only on
+    // `queue`, a serial queue.
 
     /// What ``take(into:)`` found.
     enum Take: Equatable {
@@ -47,27 +48,17 @@ final class BodyPump: @unchecked Sendable {
     private let state = Mutex(State())
     private let stream: InputStream
     private let queue: DispatchQueue
-    /// The most bytes read per chunk (a throttled body's packet size).
-    private let chunkSize: Int
-    /// The pause between packets of a throttled body, in nanoseconds; 0 otherwise.
-    private let delay: UInt64
+    /// The most bytes read per chunk.
+    private let chunkSize = 64 << 10
     /// The pump stops reading ahead once this much is buffered.
     private let capacity: Int
     private let wake: @Sendable () -> Void
     private var isOpen = false
-    private var notBefore = DispatchTime(uptimeNanoseconds: 0)
 
     /// Starts reading `stream` ahead. `wake` is called (from the pump queue) when data, the
     /// end or a failure arrives while the driver is waiting.
     init(stream: InputStream, capacity: Int = 256 << 10, wake: @escaping @Sendable () -> Void) {
         self.stream = stream
-        if let multipart = stream as? MultipartBodyStream, let packet = multipart.packetSize {
-            chunkSize = max(1, packet)
-            delay = TransferTimeouts.nanoseconds(multipart.delay) ?? 0
-        } else {
-            chunkSize = 64 << 10
-            delay = 0
-        }
         self.capacity = max(capacity, chunkSize)
         self.wake = wake
         queue = DispatchQueue(label: "curlew.body-pump")
@@ -136,12 +127,6 @@ final class BodyPump: @unchecked Sendable {
             closeStream()
             return
         }
-        // A throttled body: the next packet waits for its time on a timer, not a sleep.
-        let now = DispatchTime.now()
-        if now < notBefore {
-            queue.asyncAfter(deadline: notBefore) { self.pump() }
-            return
-        }
         if !isOpen {
             stream.open()
             isOpen = true
@@ -150,7 +135,7 @@ final class BodyPump: @unchecked Sendable {
         let count = chunk.withUnsafeMutableBytes { bytes -> Int in
             guard let base = bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else { return -1 }
             if let multipart = stream as? MultipartBodyStream {
-                return multipart.readPacket(base, maxLength: bytes.count)
+                return multipart.readPacket(base, maxLength: bytes.count, ignoringPacketSize: true)
             }
             return stream.read(base, maxLength: bytes.count)
         }
@@ -159,9 +144,6 @@ final class BodyPump: @unchecked Sendable {
             failure = .bodyStreamFailed(stream.streamError.map { "\($0)" } ?? "the stream reported an error")
         } else if count < chunk.count {
             chunk.removeSubrange(count...)
-        }
-        if delay > 0, count > 0 {
-            notBefore = DispatchTime(uptimeNanoseconds: DispatchTime.now().uptimeNanoseconds &+ delay)
         }
         var shouldWake = false
         let continues: Bool = state.withLock { state in

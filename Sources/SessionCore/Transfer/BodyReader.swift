@@ -8,14 +8,15 @@ import Glibc
 ///
 /// Files are read with `read(2)` straight into curl's buffer, so an upload never holds more
 /// than one buffer of its body in memory. A multipart body made of data and files is read
-/// the same way. Any stream that may block — a caller's `InputStream`, a multipart body with
-/// a caller's stream part, a throttled multipart body — is read on a ``BodyPump``'s queue
-/// into a bounded buffer: the driver thread never waits on caller code or sleeps.
+/// the same way, throttled or not: a throttle is a send-rate cap (``sendRateCap``), paced by
+/// libcurl, not a pause in the stream. Any stream that may block — a caller's `InputStream`,
+/// a multipart body with a caller's stream part — is read on a ``BodyPump``'s queue into a
+/// bounded buffer: the driver thread never waits on caller code or sleeps.
 final class BodyReader {
     private enum Source {
         case data(Data, offset: Int)
-        /// Read on the driver thread: a multipart body of data and files only, unthrottled.
-        case stream(InputStream, opened: Bool)
+        /// Read on the driver thread: a multipart body of data and files only.
+        case stream(MultipartBodyStream, opened: Bool)
         /// Read on the pump's queue; `stream` is kept for rewinding a multipart body.
         case pumped(BodyPump, stream: InputStream)
         case file(descriptor: Int32)
@@ -38,12 +39,16 @@ final class BodyReader {
     private var source: Source
     /// The declared length; nil means unknown (chunked transfer coding).
     let length: Int64?
+    /// A throttled multipart body's rate in bytes per second
+    /// (`MultipartBodyStream.sendRateCap`), sent as a cap on the transfer; nil otherwise.
+    let sendRateCap: Double?
     private(set) var bytesRead: Int64 = 0
 
     /// Opens `body`; throws when a file cannot be opened. `wake` is called from another queue
     /// when a read that answered `.pause` can go on.
     init?(_ body: RequestBody, wake: @escaping @Sendable () -> Void) throws(SessionError) {
         self.wake = wake
+        if case .stream(let stream, _) = body { sendRateCap = (stream as? MultipartBodyStream)?.sendRateCap } else { sendRateCap = nil }
         switch body {
         case .none:
             return nil
@@ -75,8 +80,8 @@ final class BodyReader {
 
     /// Streams that never block are read here; every other one through a pump.
     private static func streamSource(_ stream: InputStream, wake: @escaping @Sendable () -> Void) -> Source {
-        if let multipart = stream as? MultipartBodyStream, multipart.isRewindable, multipart.packetSize == nil {
-            return .stream(stream, opened: false)
+        if let multipart = stream as? MultipartBodyStream, multipart.isRewindable {
+            return .stream(multipart, opened: false)
         }
         return .pumped(BodyPump(stream: stream, wake: wake), stream: stream)
     }
@@ -110,7 +115,7 @@ final class BodyReader {
                 stream.open()
                 source = .stream(stream, opened: true)
             }
-            let result = stream.read(base.assumingMemoryBound(to: UInt8.self), maxLength: wanted)
+            let result = stream.readPacket(base.assumingMemoryBound(to: UInt8.self), maxLength: wanted, ignoringPacketSize: true)
             if result < 0 {
                 let reason = stream.streamError.map { "\($0)" } ?? "the stream reported an error"
                 return .failed(.bodyStreamFailed(reason))
@@ -153,7 +158,7 @@ final class BodyReader {
             guard bytesRead > 0 else { return true }
             // A multipart body can be rebuilt over the same parts (files are reopened);
             // any other stream is spent once read.
-            guard let copy = (stream as? MultipartBodyStream)?.makeRewoundCopy() else { return false }
+            guard let copy = stream.makeRewoundCopy() else { return false }
             if opened { stream.close() }
             source = .stream(copy, opened: false)
         case .pumped(let pump, let stream):
@@ -174,7 +179,9 @@ final class BodyReader {
     /// Whether the body can be sent again from the start.
     var isRewindable: Bool {
         switch source {
-        case .stream(let stream, _) where bytesRead > 0, .pumped(_, let stream) where bytesRead > 0:
+        case .stream(let stream, _) where bytesRead > 0:
+            return stream.isRewindable
+        case .pumped(_, let stream) where bytesRead > 0:
             return (stream as? MultipartBodyStream)?.isRewindable ?? false
         case .feed(let feed):
             return feed.isRewindable

@@ -20,6 +20,9 @@ final class TaskDelegate {
     var request: URLRequest
     var prepared: PreparedRequest
     var bodyReader: BodyReader?
+    /// This exchange's `http://` URL may be sent as `https://` by libcurl's HSTS engine: the
+    /// TLS policy is installed for it too (`TaskDelegate+Configuration.swift`).
+    var mayBecomeHTTPS = false
     /// A download task's file (nil for data tasks, unless the response hook turned the data
     /// task into a download): the delivered body goes there.
     var download: DownloadFile?
