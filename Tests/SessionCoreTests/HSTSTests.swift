@@ -41,9 +41,11 @@ final class HSTSTests: XCTestCase {
     }
 
     private func manager(
-        _ hsts: SessionConfiguration.StrictTransportSecurity, cookies: Bool = true, policy: SecurityPolicy? = nil
+        _ hsts: SessionConfiguration.StrictTransportSecurity, cookies: Bool = true, policy: SecurityPolicy? = nil,
+        pins: PinningPolicy? = nil
     ) throws -> URLSessionManager {
         var configuration = SessionConfiguration.default
+        configuration.pinningPolicy = pins
         configuration.strictTransportSecurity = hsts
         configuration.httpShouldSetCookies = cookies
         configuration.hostOverrides = [
@@ -116,6 +118,32 @@ final class HSTSTests: XCTestCase {
         XCTAssertEqual(TLSFixture.trustFailure(response)?.reason, .unknownIssuer, "\(response.result)")
         XCTAssertEqual(plain.acceptedConnectionCount, 0)
         XCTAssertEqual(tls.requests.count, 0)
+    }
+
+    /// Two features meeting: a request that HSTS upgrades is held to the per-host pins like
+    /// any https request. The host is known from the file; its pin set names another key, so
+    /// the upgraded handshake is refused and nothing reaches either listener; with the
+    /// served key's pin it goes through.
+    func testAnUpgradedRequestIsHeldToThePerHostPins() async throws {
+        let file = directory.appendingPathComponent("hsts-pins.txt")
+        try Data("\(host) \"20351231 00:00:00\"\n".utf8).write(to: file)
+        let certificates = try TLSFixture.certificates()
+        let otherKey = PinSet.pin(of: try TLSFixture.certificate(certificates.leafNewKey))
+        let servedKey = PinSet.pin(of: try TLSFixture.certificate(certificates.wildcardLeaf))
+
+        let refusing = try manager(.file(file.path), pins: PinningPolicy(pinSets: [PinSet(host: "*.wild.test", pins: [otherKey])]))
+        let (refused, _) = try await get(refusing, "http://\(host)/")
+        refusing.invalidateSessionCancelingTasks(true, resetSession: false)
+        await refusing.waitUntilInvalidated()
+        XCTAssertEqual(TLSFixture.trustFailure(refused)?.reason, .noPinMatched, "\(refused.result)")
+        XCTAssertEqual(plain.acceptedConnectionCount, 0, "no byte in the clear")
+        XCTAssertEqual(tls.requests.count, 0, "no request byte to a host whose pin failed")
+
+        let accepting = try manager(.file(file.path), pins: PinningPolicy(pinSets: [PinSet(host: "*.wild.test", pins: [servedKey])]))
+        defer { accepting.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let (accepted, body) = try await get(accepting, "http://\(host)/")
+        XCTAssertEqual(body, "tls", "\(accepted.result)")
+        XCTAssertEqual(plain.acceptedConnectionCount, 0)
     }
 
     func testTheCacheIsWrittenToItsFile() async throws {
