@@ -2,6 +2,9 @@
 enum BenchClientKind: String, CaseIterable, Sendable {
     case libcurl
     case curlew
+    /// Curlew with one `EventMonitor` attached (every event delivered on the monitor's queue):
+    /// what the event seam costs a user who logs or measures.
+    case curlewMonitor = "curlew-monitor"
     case urlsession
     case ahc
 
@@ -10,6 +13,7 @@ enum BenchClientKind: String, CaseIterable, Sendable {
         switch self {
         case .libcurl: return try LibcurlClient().run(spec)
         case .curlew: return try await CurlewClient().run(spec)
+        case .curlewMonitor: return try await CurlewClient(monitored: true).run(spec)
         case .urlsession: return try await URLSessionClient().run(spec)
         case .ahc: return try await AHCClient().run(spec)
         }

@@ -13,6 +13,23 @@ struct CurlewClient {
     /// Thrown for a URL the workload table got wrong.
     struct BadURL: Error {}
 
+    /// Attach one `EventMonitor` that counts what it hears (the `curlew-monitor` client).
+    var monitored = false
+
+    /// Counts the events a user's metrics monitor would typically look at.
+    final class CountingMonitor: EventMonitor, @unchecked Sendable {  // `lock` guards the counts
+        let queue = DispatchQueue(label: "curlew-bench.monitor")
+        private let lock = NSLock()
+        private var responses = 0
+        private var completions = 0
+        func task(_ task: SessionTask, didReceive response: HTTPURLResponse) {
+            lock.withLock { responses += 1 }
+        }
+        func task(_ task: SessionTask, didCompleteWithError error: (any Error)?) {
+            lock.withLock { completions += 1 }
+        }
+    }
+
     func run(_ spec: WorkloadSpec) async throws -> Outcome {
         guard let url = URL(string: spec.url) else { throw BadURL() }
         var configuration = SessionConfiguration.default
@@ -22,7 +39,7 @@ struct CurlewClient {
         // The temporary file next to its destination, as the documentation advises: the final
         // move is a rename.
         configuration.downloadDirectory = spec.download?.directoryURL
-        let manager = URLSessionManager(configuration: configuration)
+        let manager = URLSessionManager(configuration: configuration, eventMonitors: monitored ? [CountingMonitor()] : [])
         manager.responseSerializer = HTTPResponseSerializer()
 
         var request = URLRequest(url: url)
