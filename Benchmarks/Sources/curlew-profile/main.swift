@@ -14,6 +14,7 @@ import Synchronization
 //   curlew-profile URL [REQUESTS] [CONCURRENCY]
 //   valgrind --tool=callgrind --separate-threads=yes \
 //       Benchmarks/.build/release/curlew-profile http://127.0.0.1:27180/small.txt 5000 64
+//   CURLEW_PROFILE_MONITOR=1 attaches one EventMonitor.
 
 let arguments = CommandLine.arguments
 guard arguments.count >= 2, let url = URL(string: arguments[1]) else {
@@ -28,7 +29,18 @@ configuration.httpMaximumConnectionsPerHost = concurrency
 if let size = ProcessInfo.processInfo.environment["CURLEW_PROFILE_BUFFER"].flatMap({ Int($0) }) {
     configuration.receiveBufferSize = size  // experiments: the receive buffer's effect
 }
-let manager = URLSessionManager(configuration: configuration)
+/// One monitor that counts responses and completions (`CURLEW_PROFILE_MONITOR=1`): what the
+/// event seam costs, as bench.sh's `curlew-monitor` client.
+final class CountingMonitor: EventMonitor, @unchecked Sendable {  // `lock` guards the counts
+    let queue = DispatchQueue(label: "curlew-profile.monitor")
+    private let lock = NSLock()
+    private var responses = 0
+    private var completions = 0
+    func task(_ task: SessionTask, didReceive response: HTTPURLResponse) { lock.withLock { responses += 1 } }
+    func task(_ task: SessionTask, didCompleteWithError error: (any Error)?) { lock.withLock { completions += 1 } }
+}
+let monitors: [any EventMonitor] = ProcessInfo.processInfo.environment["CURLEW_PROFILE_MONITOR"] == "1" ? [CountingMonitor()] : []
+let manager = URLSessionManager(configuration: configuration, eventMonitors: monitors)
 manager.responseSerializer = HTTPResponseSerializer()
 
 /// Started and finished counts, and the failures.
