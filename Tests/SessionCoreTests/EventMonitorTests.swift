@@ -1,6 +1,7 @@
 import CurlewTestSupport
 import Foundation
-import Serialization
+import Logging
+@testable import Serialization
 import Synchronization
 import XCTest
 #if canImport(FoundationNetworking)
@@ -77,6 +78,34 @@ final class EventMonitorTests: XCTestCase {
         await manager.waitUntilInvalidated()
         try await eventually({ monitor.allEntries.last?.line == "invalidate" }, "managerDidInvalidate")
         XCTAssertEqual(monitor.allEntries.filter { $0.line == "invalidate" }.count, 1)
+    }
+
+    func testAMonitorThatTakesTheHeadNeverCostsAFoundationResponse() async throws {
+        let headOnly = RecordingMonitor(label: "test.head-only", foundationResponses: false)
+        let composite = CompositeEventMonitor(monitors: [RecordingMonitor(label: "test.inner", foundationResponses: false)])
+        XCTAssertFalse(composite.receivesFoundationResponses)
+        let manager = manager([headOnly, composite, LoggingEventMonitor(logger: Logger(label: "test"))])
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/ok")), completionHandler: nil)
+        try await run(task, headOnly)
+        XCTAssertEqual(
+            headOnly.lines(for: task),
+            ["create", "resume", "send GET /ok", "head 200 \(task.responseHead?.fieldCount ?? -1) fields", "metrics 1",
+             "complete ok", "produce ok"])
+        // Nobody asked for Foundation's response and the completion handler is nil: it was
+        // never built (the head builds it on first use only).
+        let head = try XCTUnwrap(task.responseHead)
+        XCTAssertFalse(head.isResponseBuilt, "a Foundation response was built that nobody reads")
+
+        // One monitor that does take it makes the hub build it, once, for that monitor only.
+        let both = RecordingMonitor(label: "test.foundation")
+        let other = self.manager([headOnly, both])
+        let second = other.dataTask(with: URLRequest(url: try server.url("/ok")), completionHandler: nil)
+        try await run(second, both)
+        try await waitForProduce(second, headOnly)
+        XCTAssertTrue(both.lines(for: second).contains("receive 200"))
+        XCTAssertFalse(headOnly.lines(for: second).contains { $0.hasPrefix("receive") })
+        XCTAssertTrue(headOnly.lines(for: second).contains { $0.hasPrefix("head 200") })
+        other.invalidateSessionCancelingTasks(true, resetSession: false)
     }
 
     func testARefusedConnectionReportsTheFailure() async throws {

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Serialization
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -24,7 +25,11 @@ final class RecordingMonitor: EventMonitor {
     /// Called (on the monitor's queue) after each event is recorded.
     private let onEvent: (@Sendable (Entry) -> Void)?
 
-    init(label: String = "test.recording-monitor", onEvent: (@Sendable (Entry) -> Void)? = nil) {
+    /// Whether Foundation's response is wanted (`didReceive`); false records `head` lines.
+    let receivesFoundationResponses: Bool
+
+    init(label: String = "test.recording-monitor", foundationResponses: Bool = true, onEvent: (@Sendable (Entry) -> Void)? = nil) {
+        receivesFoundationResponses = foundationResponses
         queue = DispatchQueue(label: label)
         queue.setSpecific(key: key, value: true)
         self.onEvent = onEvent
@@ -65,6 +70,10 @@ final class RecordingMonitor: EventMonitor {
         record(task, "redirect \(response.statusCode) \(Self.path(newRequest.url))")
     }
     func task(_ task: SessionTask, didReceive response: HTTPURLResponse) { record(task, "receive \(response.statusCode)") }
+    func task(_ task: SessionTask, didReceiveHead head: HTTPResponseHead) {
+        // Recorded only for monitors that take the head instead, so the usual sequences stay.
+        if !receivesFoundationResponses { record(task, "head \(head.statusCode) \(head.fieldCount) fields") }
+    }
     func task(_ task: SessionTask, willRetryAfter delay: TimeInterval, dueTo error: any Error) {
         record(task, "retry")
     }

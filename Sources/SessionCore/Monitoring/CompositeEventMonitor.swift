@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Serialization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -11,14 +12,17 @@ public struct CompositeEventMonitor: EventMonitor {
     /// A serial queue of the composite's own: events leave it for each monitor's queue in the
     /// order they arrived, so each monitor sees them in order.
     public let queue: DispatchQueue
-    /// Each monitor's queue, read once.
-    private let targets: [(monitor: any EventMonitor, queue: DispatchQueue)]
+    /// Each monitor's queue and whether it takes Foundation responses, read once.
+    private let targets: [(monitor: any EventMonitor, queue: DispatchQueue, foundation: Bool)]
+    /// True when any of the monitors takes Foundation's response in `didReceive`.
+    public let receivesFoundationResponses: Bool
 
     /// A monitor that forwards every event to `monitors`.
     public init(monitors: [any EventMonitor]) {
         self.monitors = monitors
         queue = DispatchQueue(label: "Curlew.CompositeEventMonitor")
-        targets = monitors.map { ($0, $0.queue) }
+        targets = monitors.map { ($0, $0.queue, $0.receivesFoundationResponses) }
+        receivesFoundationResponses = targets.contains { $0.foundation }
     }
 
     private func forward(_ event: @escaping @Sendable (any EventMonitor) -> Void) {
@@ -48,7 +52,14 @@ public struct CompositeEventMonitor: EventMonitor {
     /// Forwards to each monitor.
     public func task(_ task: SessionTask, didReceive response: HTTPURLResponse) {
         let response = SendableResponse(response)
-        forward { $0.task(task, didReceive: response.value) }
+        for target in targets where target.foundation {
+            let monitor = target.monitor
+            target.queue.async { monitor.task(task, didReceive: response.value) }
+        }
+    }
+    /// Forwards to each monitor.
+    public func task(_ task: SessionTask, didReceiveHead head: HTTPResponseHead) {
+        forward { $0.task(task, didReceiveHead: head) }
     }
     /// Forwards to each monitor.
     public func task(_ task: SessionTask, willRetryAfter delay: TimeInterval, dueTo error: any Error) {

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Serialization
 import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -23,6 +24,12 @@ public protocol EventMonitor: Sendable {
     /// The queue this monitor's methods run on (default: a serial queue of Curlew's for the
     /// monitor's type). Read once, when the manager is made.
     var queue: DispatchQueue { get }
+    /// Whether ``task(_:didReceive:)`` is called with Foundation's `HTTPURLResponse`
+    /// (default: true). On Linux that object costs about as much CPU to build as the rest of
+    /// a small request (its initialiser canonicalises every field name), so a monitor that
+    /// does not read it — one that implements ``task(_:didReceiveHead:)`` instead, or neither —
+    /// returns false, and Curlew builds nothing for it. Read once, when the manager is made.
+    var receivesFoundationResponses: Bool { get }
     /// The task was made (it has not started yet).
     func taskDidCreate(_ task: SessionTask)
     /// `resume()` started the task, or continued it after `suspend()`.
@@ -33,6 +40,11 @@ public protocol EventMonitor: Sendable {
     func taskDidCancel(_ task: SessionTask)
     /// Each attempt, as it goes out: after adapters, redirects and retries (a redirect or retry is a new attempt).
     func task(_ task: SessionTask, willSend request: URLRequest)
+    /// The task's response head arrived (or was answered from the response cache), as Curlew
+    /// parsed it: status, version, reason phrase and the fields in arrival order with repeated
+    /// fields apart. Called for every monitor, before ``task(_:didReceive:)``; cheap, since
+    /// nothing is built for it.
+    func task(_ task: SessionTask, didReceiveHead head: HTTPResponseHead)
     /// A redirect is about to be followed with `newRequest` (after the redirection hook, if any).
     func task(_ task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest: URLRequest)
     /// The task's response head arrived (or was answered from the response cache).
@@ -61,6 +73,10 @@ public protocol EventMonitor: Sendable {
 extension EventMonitor {
     /// A serial queue of Curlew's, one per monitor type.
     public var queue: DispatchQueue { EventMonitorQueues.queue(for: Self.self) }
+    /// True: ``task(_:didReceive:)`` is called with Foundation's response.
+    public var receivesFoundationResponses: Bool { true }
+    /// Does nothing.
+    public func task(_ task: SessionTask, didReceiveHead head: HTTPResponseHead) {}
     /// Does nothing.
     public func taskDidCreate(_ task: SessionTask) {}
     /// Does nothing.

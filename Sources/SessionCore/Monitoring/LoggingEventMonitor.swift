@@ -66,13 +66,16 @@ public struct LoggingEventMonitor: EventMonitor {
     }
 
     /// Logs the status and header fields (secrets redacted) at `.debug`.
-    public func task(_ task: SessionTask, didReceive response: HTTPURLResponse) {
-        var headers: [String: String] = [:]
-        for (name, value) in response.allHeaderFields {
-            headers["\(name)"] = "\(value)"
-        }
-        debug(task, "received \(response.statusCode) \(fields(headers))")
+    ///
+    /// Read from Curlew's parsed head (``receivesFoundationResponses`` is false): logging a
+    /// response never builds Foundation's `HTTPURLResponse`, and the fields are only
+    /// formatted when `.debug` is enabled.
+    public func task(_ task: SessionTask, didReceiveHead head: HTTPResponseHead) {
+        debug(task, "received \(head.statusCode) \(fields(head.headerDictionary))")
     }
+
+    /// False: the response is logged from its head (``task(_:didReceiveHead:)``).
+    public var receivesFoundationResponses: Bool { false }
 
     /// Logs the coming retry at `.debug`.
     public func task(_ task: SessionTask, willRetryAfter delay: TimeInterval, dueTo error: any Error) {

@@ -29,20 +29,27 @@ enum MonitorEvent: Sendable {
 ///
 /// Events come from several threads — the caller's (create, resume, suspend, cancel), the
 /// driver's (each attempt, redirects, response heads, retries), the completion queue — each
-/// in the order its causes happened. They all pass through one serial queue of the hub's own,
-/// which forwards each to every monitor's queue: each monitor sees one task's events in
-/// order, and the driver only ever makes one `async` call per event. The engine has a hub
-/// only when monitors were given, so without them the request path checks one `let`.
+/// in the order its causes happened. They are appended to one list under a lock and drained
+/// by one serial queue of the hub's own, which forwards them to every monitor's queue in
+/// batches: each monitor sees one task's events in order, the driver only appends to a list
+/// (one `async` call when the list was empty), and under load one dispatch carries many
+/// events instead of two dispatches per event. The engine has a hub only when monitors were
+/// given, so without them the request path checks one `let`.
 final class MonitorHub: Sendable {
     private struct Target: Sendable {
         let monitor: any EventMonitor
         let queue: DispatchQueue
+        let receivesFoundationResponses: Bool
     }
 
     /// The monitors given at init, in order.
     let monitors: [any EventMonitor]
     private let targets: [Target]
     private let queue: DispatchQueue
+    /// Whether any monitor takes Foundation's `HTTPURLResponse` in `didReceive`.
+    private let buildsResponses: Bool
+    /// Events not yet drained; a drain is scheduled whenever this goes from empty to not.
+    private let pending = Mutex<[MonitorEvent]>([])
     /// The manager, for `managerDidInvalidate` (weak: the engine must not keep it alive).
     private let owner = Mutex<WeakManager>(WeakManager())
 
@@ -54,7 +61,10 @@ final class MonitorHub: Sendable {
     init?(monitors: [any EventMonitor], identifier: Int) {
         guard !monitors.isEmpty else { return nil }
         self.monitors = monitors
-        targets = monitors.map { Target(monitor: $0, queue: $0.queue) }
+        targets = monitors.map {
+            Target(monitor: $0, queue: $0.queue, receivesFoundationResponses: $0.receivesFoundationResponses)
+        }
+        buildsResponses = targets.contains { $0.receivesFoundationResponses }
         queue = DispatchQueue(label: "Curlew.monitors.\(identifier)")
     }
 
@@ -64,46 +74,71 @@ final class MonitorHub: Sendable {
 
     /// Queues `event` for every monitor; returns at once.
     func emit(_ event: MonitorEvent) {
-        queue.async { [self] in
-            guard let call = makeCall(for: event) else { return }
-            for target in targets {
-                let monitor = target.monitor
-                target.queue.async { call(monitor) }
+        let schedules = pending.withLock { events -> Bool in
+            events.append(event)
+            return events.count == 1
+        }
+        if schedules { queue.async { [self] in drain() } }
+    }
+
+    /// Forwards everything queued so far, one block per monitor (on the hub's queue).
+    private func drain() {
+        let events = pending.withLock { events -> [MonitorEvent] in
+            defer { events.removeAll(keepingCapacity: true) }
+            return events
+        }
+        var calls: [MonitorCall] = []
+        calls.reserveCapacity(events.count)
+        for event in events {
+            if let call = makeCall(for: event) { calls.append(call) }
+        }
+        guard !calls.isEmpty else { return }
+        let batch = calls
+        for target in targets {
+            let monitor = target.monitor
+            let foundation = target.receivesFoundationResponses
+            target.queue.async {
+                for call in batch { call(monitor, foundation) }
             }
         }
     }
 
+    /// One event for one monitor: the monitor, and whether it takes Foundation responses.
+    private typealias MonitorCall = @Sendable (any EventMonitor, Bool) -> Void
+
     /// What each monitor is called with (on the hub's queue: Foundation values are built here,
-    /// once, not on the driver thread).
-    private func makeCall(for event: MonitorEvent) -> (@Sendable (any EventMonitor) -> Void)? {
+    /// once, not on the driver thread, and only when some monitor takes them).
+    private func makeCall(for event: MonitorEvent) -> MonitorCall? {
         switch event {
-        case .created(let task): return { $0.taskDidCreate(task) }
-        case .resumed(let task): return { $0.taskDidResume(task) }
-        case .suspended(let task): return { $0.taskDidSuspend(task) }
-        case .cancelled(let task): return { $0.taskDidCancel(task) }
-        case .willSend(let task, let request): return { $0.task(task, willSend: request) }
+        case .created(let task): return { monitor, _ in monitor.taskDidCreate(task) }
+        case .resumed(let task): return { monitor, _ in monitor.taskDidResume(task) }
+        case .suspended(let task): return { monitor, _ in monitor.taskDidSuspend(task) }
+        case .cancelled(let task): return { monitor, _ in monitor.taskDidCancel(task) }
+        case .willSend(let task, let request): return { monitor, _ in monitor.task(task, willSend: request) }
         case .redirect(let task, let head, let request):
             guard let built = head.httpURLResponse else { return nil }
             let response = SendableResponse(built)
-            return { $0.task(task, willPerformHTTPRedirection: response.value, newRequest: request) }
+            return { monitor, _ in monitor.task(task, willPerformHTTPRedirection: response.value, newRequest: request) }
         case .received(let task, let head):
-            guard let built = head.httpURLResponse else { return nil }
-            let response = SendableResponse(built)
-            return { $0.task(task, didReceive: response.value) }
+            let response = buildsResponses ? head.httpURLResponse.map(SendableResponse.init) : nil
+            return { monitor, foundation in
+                monitor.task(task, didReceiveHead: head)
+                if foundation, let response { monitor.task(task, didReceive: response.value) }
+            }
         case .willRetry(let task, let delay, let error, let head):
             let reason: any Error = error ?? Self.statusError(head)
-            return { $0.task(task, willRetryAfter: delay, dueTo: reason) }
+            return { monitor, _ in monitor.task(task, willRetryAfter: delay, dueTo: reason) }
         case .waitingForConnectivity(let task):
-            return { $0.taskIsWaitingForConnectivity(task) }
+            return { monitor, _ in monitor.taskIsWaitingForConnectivity(task) }
         case .finished(let task, let metrics, let error, let response):
-            return {
-                $0.task(task, didFinishCollecting: metrics)
-                $0.task(task, didCompleteWithError: error)
-                $0.task(task, didProduce: response)
+            return { monitor, _ in
+                monitor.task(task, didFinishCollecting: metrics)
+                monitor.task(task, didCompleteWithError: error)
+                monitor.task(task, didProduce: response)
             }
         case .invalidated:
             guard let manager = owner.withLock({ $0.manager }) else { return nil }
-            return { $0.managerDidInvalidate(manager, error: nil) }
+            return { monitor, _ in monitor.managerDidInvalidate(manager, error: nil) }
         }
     }
 
