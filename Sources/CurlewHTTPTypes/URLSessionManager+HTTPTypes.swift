@@ -51,7 +51,7 @@ extension URLSessionManager {
 
     /// The head as received when the task has it (order and repeated fields kept).
     private static func httpResponse(_ bytes: ResponseBytes, _ response: HTTPURLResponse) -> HTTPResponse {
-        if let head = bytes.task?.responseHead { return HTTPResponse(head) }
+        if let head = bytes.responseHead { return HTTPResponse(head) }
         return HTTPResponse(response)
     }
 }

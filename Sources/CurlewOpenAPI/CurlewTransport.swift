@@ -47,12 +47,15 @@ public struct CurlewTransport: ClientTransport {
         } else {
             (bytes, response) = try await manager.bytes(for: urlRequest, bufferSize: bufferSize)
         }
-        let head = bytes.task?.responseHead.map(HTTPResponse.init) ?? HTTPResponse(response)
+        let head = bytes.responseHead.map(HTTPResponse.init) ?? HTTPResponse(response)
         // No body can follow a HEAD, a 204 or a 304: say so rather than hand out an empty one.
         if request.method == .head || head.status.code == 204 || head.status.code == 304 {
             return (head, nil)
         }
-        let announced = response.expectedContentLength
+        // libcurl decodes a content-coded body: its Content-Length is the encoded size, not
+        // the length of what the body yields.
+        let coding = head.headerFields[.contentEncoding]?.lowercased()
+        let announced = coding == nil || coding == "identity" ? response.expectedContentLength : -1
         return (head, HTTPBody(
             bytes.map { ArraySlice($0) }, length: announced >= 0 ? .known(announced) : .unknown,
             iterationBehavior: .single))

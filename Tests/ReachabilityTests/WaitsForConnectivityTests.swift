@@ -138,6 +138,26 @@ final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
         XCTAssertFalse(events.recorded.contains("waiting"))
     }
 
+    /// Two features meeting: the wait finds a route, so the refusal stands, and the retrier
+    /// is then asked about it — the task must not be left detached until its resource timeout.
+    func testARefusalWithARouteGoesToTheRetrier() throws {
+        try connectAndSettle()
+        let events = Events()
+        let manager = try makeManager(waits: true, events: events)
+        let retrier = CountingRetrier()
+        manager.requestRetrier = retrier
+        let done = Mutex<DataResponse?>(nil)
+        let task = manager.dataTask(with: URLRequest(url: URL(string: "http://\(Self.hostAddress):9/")!)) { response in
+            done.withLock { $0 = response }
+        }
+        task.resume()
+        XCTAssertTrue(waitUntil { done.withLock { $0 } != nil }, "the task was left waiting")
+        XCTAssertEqual(retrier.count, 1, "the retrier is asked once about the refusal")
+        guard case .cannotConnect = done.withLock({ $0 })?.error as? SessionError else {
+            return XCTFail("expected cannotConnect, got \(String(describing: done.withLock { $0 }?.error))")
+        }
+    }
+
     func testTheResourceTimeoutEndsTheWait() throws {
         try connectAndSettle()
         try client.ip("link", "set", "crl0", "down")
@@ -173,5 +193,16 @@ final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
         for task in tasks where (task.error as? SessionError) == .cancelled { completed.withLock { $0 += 1 } }
         XCTAssertEqual(completed.withLock { $0 }, 20)
         XCTAssertTrue(waitUntil { ConnectivityWait.runningMonitorCount == 0 }, "the route monitor must stop")
+    }
+}
+
+/// Counts the questions and never retries.
+private final class CountingRetrier: RequestRetrier, @unchecked Sendable {  // `lock` guards `asked`
+    private let lock = NSLock()
+    private var asked = 0
+    var count: Int { lock.withLock { asked } }
+    func retry(_ task: SessionTask, attempt: Int, error: SessionError?, response: HTTPURLResponse?) -> RetryDecision {
+        lock.withLock { asked += 1 }
+        return .doNotRetry
     }
 }

@@ -72,6 +72,19 @@ final class ResponseStreamTests: XCTestCase {
         XCTAssertEqual(String(decoding: body, as: UTF8.self), "not here")
     }
 
+    func testARedirectTheHookDeclinesIsTheStreamedResponse() async throws {
+        var moved = TestResponse.redirect(to: "/elsewhere", status: 302)
+        moved.body = .data(Data("see elsewhere".utf8))
+        server.route("/moved", response: moved)
+        manager.setTaskWillPerformHTTPRedirectionBlock { _, _, _ in nil }
+        let (bytes, response) = try await manager.bytes(for: URLRequest(url: try server.url("/moved")))
+        XCTAssertEqual(response.statusCode, 302)
+        XCTAssertEqual(bytes.responseHead?.statusCode, 302)
+        var body = Data()
+        for try await chunk in bytes { body.append(chunk) }
+        XCTAssertEqual(String(decoding: body, as: UTF8.self), "see elsewhere")
+    }
+
     func testAFailureBeforeTheHeadIsThrownByBytes() async throws {
         let url = URL(string: "http://127.0.0.1:\(try LoopbackPort.closed())/nothing")!
         do {

@@ -95,11 +95,20 @@ final class ServerSentEventParserTests: XCTestCase {
     func testADroppedConnectionDiscardsTheHalfEventButKeepsTheID() throws {
         var parser = ServerSentEventParser()
         for line in ["id: 42", "data: whole", ""] { _ = try parser.consume(line: line) }
-        for line in ["event: half", "data: half"] { XCTAssertNil(try parser.consume(line: line)) }
+        // The half event's own id: is not in force until its blank line, which never comes.
+        for line in ["id: 43", "event: half", "data: half"] { XCTAssertNil(try parser.consume(line: line)) }
         parser.discardPendingEvent()
         XCTAssertEqual(parser.lastEventID, "42")
         XCTAssertEqual(try parser.consume(line: "data: next"), nil)
         XCTAssertEqual(try parser.consume(line: ""), ServerSentEvent(id: "42", data: "next"))
+    }
+
+    func testAnIDTakesEffectAtTheBlankLineEvenWithoutData() throws {
+        var parser = ServerSentEventParser()
+        XCTAssertNil(try parser.consume(line: "id: 5"))
+        XCTAssertEqual(parser.lastEventID, "", "not before its block ends")
+        XCTAssertNil(try parser.consume(line: ""))
+        XCTAssertEqual(parser.lastEventID, "5", "a block with only id: sets it, dispatching nothing")
     }
 
     func testAnEventOverTheSizeLimitThrows() throws {

@@ -86,6 +86,32 @@ final class ServerSentEventsTests: XCTestCase {
         XCTAssertEqual(received, ["after the reset"])
     }
 
+    func testAnErrorAReconnectionCannotCureEndsTheStream() async throws {
+        // A scheme Curlew does not speak: every reconnection would fail the same way.
+        do {
+            for try await _ in manager.events(for: URLRequest(url: URL(string: "ftp://127.0.0.1/stream")!)) {}
+            XCTFail("an unsupported scheme must end the stream")
+        } catch let error as SessionError {
+            guard case .unsupportedScheme = error else { return XCTFail("unexpected \(error)") }
+        }
+    }
+
+    func testAnIDThatCannotBeAHeaderIsNotSentBack() async throws {
+        let lastIDs = Mutex<[String?]>([])
+        server.route("/odd") { request in
+            let attempt = lastIDs.withLock { list -> Int in
+                list.append(request.header("Last-Event-ID"))
+                return list.count
+            }
+            if attempt == 1 { return Self.eventStream(["retry: 5\nid: a\u{1}b\ndata: one\n\n"], ending: .close) }
+            return TestResponse(status: 204)
+        }
+        var received: [ServerSentEvent] = []
+        for try await event in manager.events(for: URLRequest(url: try server.url("/odd"))) { received.append(event) }
+        XCTAssertEqual(received, [ServerSentEvent(id: "a\u{1}b", data: "one", retry: 5)])
+        XCTAssertEqual(lastIDs.withLock { $0 }, [nil, nil], "the reconnection goes out without it instead of failing")
+    }
+
     func testAnotherStatusEndsTheStreamWithAnErrorAndNoReconnection() async throws {
         server.route("/denied", response: .text("no", status: 403))
         do {

@@ -157,6 +157,8 @@ final class TransferStateMachineTests: XCTestCase {
         var machine = Machine(timeouts: TransferTimeouts(idle: 100, total: 10_000), maximumRedirects: 16, now: 0)
         XCTAssertTrue(machine.connectivityAwaited(error: .dnsFailure("no such host"), now: 1))
         XCTAssertEqual(machine.connectivityDecided(returned: false, now: 2), .finish(.dnsFailure("no such host")))
+        XCTAssertEqual(machine.phase, .ready, "between exchanges: the retrier can be asked about the error")
+        XCTAssertTrue(machine.retrierAsked(error: .dnsFailure("no such host"), now: 3))
     }
 
     // MARK: - Every event in every phase

@@ -137,6 +137,17 @@ final class UploadSequenceTests: XCTestCase {
         }
     }
 
+    func testASequenceLongerThanItsLengthMakesTheCallThrow() async throws {
+        let (stream, body) = chunks(count: 4, size: 1_000)
+        do {
+            _ = try await manager.upload(for: try post(), from: stream, length: Int64(body.count - 500))
+            XCTFail("a body longer than its Content-Length must not pass for complete")
+        } catch let error as SessionError {
+            guard case .bodyStreamFailed(let reason) = error else { return XCTFail("unexpected \(error)") }
+            XCTAssertTrue(reason.contains("longer"), reason)
+        }
+    }
+
     func testCancellingTheCallerStopsTheProducer() async throws {
         // A producer that never ends: cancelling the upload must cancel its iteration.
         let iterations = Mutex(0)

@@ -301,7 +301,7 @@ final class SessionEngine: Sendable {
         operationQueue.async { [self] in
             task.callbacks.dataHandler?(chunk)
             if let hook, let dataTask = task as? DataTask { hook(dataTask, chunk) }
-            if credit.consume(chunk.count) { submit(.resumeReading(task)) }
+            if credit.consume(StreamCredit.cost(of: chunk.count)) { submit(.resumeReading(task)) }
         }
     }
 

@@ -13,7 +13,9 @@ import Synchronization
 /// was read.
 final class AsyncBodyFeed: Sendable {
     private struct State {
+        /// Chunks not yet taken are `chunks[first...]` (the prefix is compacted away).
         var chunks: [Data] = []
+        var first = 0
         var headOffset = 0
         var buffered = 0
         var isFinished = false
@@ -26,6 +28,8 @@ final class AsyncBodyFeed: Sendable {
         /// Some byte was handed to curl: the body can no longer start over.
         var hasDelivered = false
         var wake: (@Sendable () -> Void)?
+        /// The declared length (copied here for `finishTransfer`).
+        var length: Int64?
     }
 
     /// The declared length; nil sends the body with chunked transfer coding.
@@ -40,12 +44,16 @@ final class AsyncBodyFeed: Sendable {
         self.length = length
         self.capacity = max(1, capacity)
         self.produce = produce
+        state.withLock { $0.length = length }
     }
 
     /// The producer for a caller's sequence: each chunk into ``put(_:)``, then ``finish(_:)``.
     static func producing<Body: AsyncSequence & Sendable>(_ body: Body) -> @Sendable (AsyncBodyFeed) async -> Void
     where Body.Element == Data {
         { feed in
+            // Cancelled before it began (the upload ended first): not one step of the
+            // caller's sequence is taken.
+            if feed.isCancelled { return }
             do {
                 for try await chunk in body {
                     guard await feed.put(chunk) else { return }
@@ -112,6 +120,18 @@ final class AsyncBodyFeed: Sendable {
         state.withLock { $0.wake = wake }
     }
 
+    /// Whether the transfer ended and wants nothing more.
+    var isCancelled: Bool { state.withLock { $0.isCancelled } }
+
+    /// Called when the transfer completed: the error to report when the sequence yielded
+    /// more than its declared length (libcurl stops reading at the length, so the surplus
+    /// sits in the buffer), else nil. Then stops the producer.
+    func finishTransfer() -> SessionError? {
+        let surplus = state.withLock { $0.length != nil && $0.buffered > 0 }
+        cancel()
+        return surplus ? .bodyStreamFailed("the body sequence is longer than its declared length; the surplus was not sent") : nil
+    }
+
     /// Whether the body can still be sent from its start.
     var isRewindable: Bool { !state.withLock { $0.hasDelivered } }
 
@@ -123,7 +143,8 @@ final class AsyncBodyFeed: Sendable {
         let result: BodyPump.Take = state.withLock { state in
             if state.buffered > 0 {
                 var copied = 0
-                while copied < buffer.count, let head = state.chunks.first {
+                while copied < buffer.count, state.first < state.chunks.count {
+                    let head = state.chunks[state.first]
                     let count = min(buffer.count - copied, head.count - state.headOffset)
                     head.withUnsafeBytes { bytes in
                         if let from = bytes.baseAddress {
@@ -133,13 +154,22 @@ final class AsyncBodyFeed: Sendable {
                     copied += count
                     state.headOffset += count
                     if state.headOffset == head.count {
-                        state.chunks.removeFirst()
+                        state.chunks[state.first] = Data()
+                        state.first += 1
                         state.headOffset = 0
                     }
                 }
+                // Compacted when half is spent: amortised O(1) per chunk, however small.
+                if state.first == state.chunks.count {
+                    state.chunks.removeAll(keepingCapacity: true)
+                    state.first = 0
+                } else if state.first >= 64 && state.first * 2 > state.chunks.count {
+                    state.chunks.removeFirst(state.first)
+                    state.first = 0
+                }
                 state.buffered -= copied
                 state.hasDelivered = true
-                if state.buffered < capacity / 2, let waiter = state.producerWaiter {
+                if state.buffered <= capacity / 2, let waiter = state.producerWaiter {
                     state.producerWaiter = nil
                     resumeProducer = waiter
                 }
@@ -165,6 +195,7 @@ final class AsyncBodyFeed: Sendable {
         let (producer, waiter) = state.withLock { state -> (Task<Void, Never>?, CheckedContinuation<Void, Never>?) in
             state.isCancelled = true
             state.chunks.removeAll()
+            state.first = 0
             state.buffered = 0
             state.wake = nil
             defer { state.producerWaiter = nil }

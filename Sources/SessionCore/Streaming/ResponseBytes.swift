@@ -1,4 +1,5 @@
 import Foundation
+import Serialization
 
 /// A response body as it arrives: an `AsyncSequence` of chunks, from
 /// `URLSessionManager.bytes(for:)`.
@@ -15,6 +16,9 @@ public struct ResponseBytes: AsyncSequence, Sendable {
     let consumer: ResponseStreamConsumer
 
     init(_ consumer: ResponseStreamConsumer) { self.consumer = consumer }
+
+    /// The response head as Curlew parsed it: fields in arrival order, repeated fields apart.
+    public var responseHead: HTTPResponseHead? { consumer.buffer.receivedHead }
 
     /// The task that runs the transfer (for its progress, metrics or `cancel()`).
     public var task: DataTask? { consumer.task as? DataTask }

@@ -76,7 +76,7 @@ final class ResponseStreamBuffer: Sendable {
         guard let waiter else { return }
         // Handed straight to a waiting consumer: consumed now. The transfer is running (it
         // just delivered), so there is nothing to resume.
-        _ = credit.consume(chunk.count)
+        _ = credit.consume(StreamCredit.cost(of: chunk.count))
         waiter.resume(returning: chunk)
     }
 
@@ -102,6 +102,9 @@ final class ResponseStreamBuffer: Sendable {
     }
 
     // MARK: - Consumer side
+
+    /// The head handed to the consumer, once it arrived.
+    var receivedHead: HTTPResponseHead? { state.withLock { $0.head } }
 
     /// Whether the transfer completed.
     var isFinished: Bool { state.withLock { $0.end != nil } }
@@ -135,7 +138,7 @@ final class ResponseStreamBuffer: Sendable {
                     if state.first == state.chunks.count {
                         state.chunks.removeAll(keepingCapacity: true)
                         state.first = 0
-                    } else if state.first >= 64 {
+                    } else if state.first >= 64 && state.first * 2 > state.chunks.count {
                         state.chunks.removeFirst(state.first)
                         state.first = 0
                     }
@@ -170,7 +173,7 @@ final class ResponseStreamBuffer: Sendable {
 
     /// Counts a taken chunk; resumes the paused transfer once enough was taken.
     private func resumeIfCaughtUp(after count: Int) {
-        guard credit.consume(count), let task = state.withLock({ $0.task }) else { return }
+        guard credit.consume(StreamCredit.cost(of: count)), let task = state.withLock({ $0.task }) else { return }
         _ = task.engine.submit(.resumeReading(task))
     }
 }

@@ -6,8 +6,12 @@ import Foundation
 struct ServerSentEventParser {
     /// The most bytes of data one event may gather before its blank line.
     let maximumEventSize: Int
-    /// The last event ID (the spec's "last event ID string"); survives reconnections.
+    /// The last event ID (the spec's "last event ID string"): set from the ID buffer at each
+    /// blank line, so an `id:` of an event that never completed does not count; survives
+    /// reconnections.
     private(set) var lastEventID = ""
+    /// The spec's "last event ID buffer": what `id:` fields set until the block ends.
+    private var idBuffer = ""
     /// The reconnection time the stream asked for, in milliseconds.
     private(set) var reconnectionTime: Int?
     private var data = ""
@@ -51,7 +55,7 @@ struct ServerSentEventParser {
             data += "\n"
             hasData = true
         case "id":
-            if !value.utf8.contains(0) { lastEventID = String(value) }
+            if !value.utf8.contains(0) { idBuffer = String(value) }
         case "retry":
             if !value.isEmpty, value.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
                 // Absurdly long digit strings saturate rather than overflow.
@@ -68,6 +72,7 @@ struct ServerSentEventParser {
     /// Forgets a half-received event: a dropped connection discards it. The last event ID
     /// and the reconnection time stay.
     mutating func discardPendingEvent() {
+        idBuffer = lastEventID
         data = ""
         dataBytes = 0
         hasData = false
@@ -77,6 +82,8 @@ struct ServerSentEventParser {
     }
 
     private mutating func dispatch() -> ServerSentEvent? {
+        // The ID takes effect at every blank line, with or without data (the spec's step 1).
+        lastEventID = idBuffer
         defer {
             data = ""
             dataBytes = 0

@@ -45,6 +45,8 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         private var isDone = false
         /// A connection was made before: the next one waits the retry interval first.
         private var reconnects = false
+        /// Connection attempts in a row that failed: the wait doubles with each (up to 64x).
+        private var failures = 0
 
         init(_ source: ServerSentEvents) {
             self.source = source
@@ -75,19 +77,23 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         private mutating func readMore() async throws {
             guard var current = chunks else {
                 if reconnects {
-                    let delay = parser.reconnectionTime ?? source.defaultRetryInterval
-                    try await Task.sleep(nanoseconds: UInt64(Swift.min(delay, 24 * 3_600_000)) * 1_000_000)
+                    // The server's retry: value, doubled for each failed attempt in a row, so
+                    // a dead endpoint is not hit in a loop; capped at a day.
+                    let base = Swift.max(0, parser.reconnectionTime ?? source.defaultRetryInterval)
+                    let delay = Swift.min(base.multipliedReportingOverflow(by: 1 << Swift.min(failures, 6)).partialValue, 86_400_000)
+                    try await Task.sleep(nanoseconds: UInt64(Swift.max(0, delay)) * 1_000_000)
                 }
                 reconnects = true
                 chunks = try await connect()
+                failures = chunks == nil && !isDone ? failures + 1 : 0
                 return
             }
             let chunk: Data?
             do {
                 chunk = try await current.next()
                 chunks = current
-            } catch let error as SessionError where error != .cancelled && error != .sessionInvalidated {
-                // Cut mid-body (or a failed read): reconnect, as after a clean close.
+            } catch let error as SessionError where Self.reconnects(after: error) {
+                // Cut mid-body: reconnect, as after a clean close.
                 dropConnection()
                 return
             }
@@ -106,14 +112,16 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
             var request = source.request
             request.setValue("text/event-stream", forHTTPHeaderField: "Accept")
             request.setValue("no-cache", forHTTPHeaderField: "Cache-Control")
-            if !parser.lastEventID.isEmpty {
+            // An ID that cannot be sent as a header value (a control character) is left out
+            // rather than failing every reconnection.
+            if !parser.lastEventID.isEmpty, HTTPHeaderValidation.isValidValue(parser.lastEventID) {
                 request.setValue(parser.lastEventID, forHTTPHeaderField: "Last-Event-ID")
             }
             let bytes: ResponseBytes
             let response: HTTPURLResponse
             do {
                 (bytes, response) = try await source.manager.bytes(for: request, bufferSize: 256 << 10)
-            } catch let error as SessionError where error != .cancelled && error != .sessionInvalidated {
+            } catch let error as SessionError where Self.reconnects(after: error) {
                 return nil  // no connection: try again after the retry interval
             }
             if response.statusCode == 204 {
@@ -124,6 +132,17 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
             let mimeType = response.mimeType?.lowercased()
             guard mimeType == "text/event-stream" else { throw ResponseStreamError.unexpectedContentType(mimeType) }
             return bytes.makeAsyncIterator()
+        }
+
+        /// The failures a reconnection can cure: the network's (the EventSource "network
+        /// error"). A refused policy, a bad URL, a pin or trust failure, too many redirects or a
+        /// cancellation end the sequence with the error instead of a loop.
+        static func reconnects(after error: SessionError) -> Bool {
+            switch error {
+            case .cannotConnect, .dnsFailure, .networkLost, .timedOut: return true
+            case .badServerResponse, .curl: return true  // a body cut in its framing
+            default: return false
+            }
         }
 
         private mutating func dropConnection() {

@@ -19,8 +19,8 @@ extension URLSessionManager {
     /// - Throws: `SessionError` when the transfer fails before the head arrives, or when the
     ///   calling task is cancelled meanwhile.
     public func bytes(for request: URLRequest, bufferSize: Int = 1 << 20) async throws -> (ResponseBytes, HTTPURLResponse) {
-        let consumer = try await openStream(request, bufferSize: bufferSize, type: DataTask.self, body: nil)
-        return try (ResponseBytes(consumer), Self.httpResponse(of: consumer))
+        let (consumer, head) = try await openStream(request, bufferSize: bufferSize, type: DataTask.self, body: nil)
+        return try (ResponseBytes(consumer), Self.httpResponse(head))
     }
 
     /// Sends `request` and returns at the response head with the body as UTF-8 lines (LF,
@@ -35,7 +35,8 @@ extension URLSessionManager {
     ///
     /// The sequence is iterated once, in a task of Curlew's, as libcurl asks for data: at
     /// most a bounded buffer (256 KiB) is read ahead. With `length` the body goes out with
-    /// that `Content-Length` (a sequence that ends early or runs long fails the transfer);
+    /// that `Content-Length` (a sequence that ends early fails the transfer; one that runs long
+    /// makes the call throw `SessionError.bodyStreamFailed` once the response is in, the surplus unsent);
     /// without it, with chunked transfer coding (HTTP/1.1) or as DATA frames (HTTP/2). A
     /// redirect that needs the body again (307, 308) or a retry after part of it was sent
     /// fails with `SessionError.bodyStreamFailed`: the sequence cannot start over. An error the
@@ -47,9 +48,10 @@ extension URLSessionManager {
         var request = request
         request.httpBody = nil
         request.httpBodyStream = nil
+        let surplus = Mutex<SessionError?>(nil)
         let response = try await perform { completion in
             var options = TaskOptions(collectsBody: true, completionHandler: { response in
-                feed.cancel()
+                surplus.withLock { $0 = feed.finishTransfer() }
                 completion(response)
             })
             options.skipsSerializer = true
@@ -57,6 +59,7 @@ extension URLSessionManager {
             task.replaceBody(with: .feed(feed))
             return task
         }
+        if let error = surplus.withLock({ $0 }) { throw error }
         guard let http = response.response else { throw SessionError.badServerResponse("no HTTP response") }
         return (response.data ?? Data(), http)
     }
@@ -68,19 +71,19 @@ extension URLSessionManager {
         for request: URLRequest, uploading body: Body, length: Int64? = nil, bufferSize: Int = 1 << 20
     ) async throws -> (ResponseBytes, HTTPURLResponse) where Body.Element == Data {
         let feed = AsyncBodyFeed(length: length.map { max(0, $0) }, produce: AsyncBodyFeed.producing(body))
-        let consumer = try await openStream(request, bufferSize: bufferSize, type: UploadTask.self, body: feed)
-        return try (ResponseBytes(consumer), Self.httpResponse(of: consumer))
+        let (consumer, head) = try await openStream(request, bufferSize: bufferSize, type: UploadTask.self, body: feed)
+        return try (ResponseBytes(consumer), Self.httpResponse(head))
     }
 
     /// Starts a streamed transfer and waits for its head. Cancelling the calling task
     /// meanwhile cancels the transfer.
     func openStream<T: SessionTask>(
         _ request: URLRequest, bufferSize: Int, type: T.Type, body feed: AsyncBodyFeed?
-    ) async throws -> ResponseStreamConsumer {
+    ) async throws -> (ResponseStreamConsumer, HTTPResponseHead) {
         let buffer = ResponseStreamBuffer(limit: bufferSize)
         var options = TaskOptions(collectsBody: false, completionHandler: { response in
-            feed?.cancel()
-            buffer.finish(error: response.result.failureValue)
+            let surplus = feed?.finishTransfer()
+            buffer.finish(error: response.result.failureValue ?? surplus)
         })
         options.skipsSerializer = true
         options.responseStream = buffer
@@ -94,17 +97,17 @@ extension URLSessionManager {
         buffer.attach(task)
         let consumer = ResponseStreamConsumer(buffer: buffer, task: task)
         task.resume()
-        _ = try await withTaskCancellationHandler {
+        let head = try await withTaskCancellationHandler {
             try await buffer.awaitHead()
         } onCancel: {
             task.cancel()
         }
-        return consumer
+        return (consumer, head)
     }
 
     /// Foundation's response for a stream's head, built off the driver thread.
-    static func httpResponse(of consumer: ResponseStreamConsumer) throws -> HTTPURLResponse {
-        guard let response = consumer.task.response else { throw SessionError.badServerResponse("no HTTP response") }
+    static func httpResponse(_ head: HTTPResponseHead) throws -> HTTPURLResponse {
+        guard let response = head.httpURLResponse else { throw SessionError.badServerResponse("no HTTP response") }
         return response
     }
 }

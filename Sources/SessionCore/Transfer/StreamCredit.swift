@@ -13,6 +13,11 @@ final class StreamCredit: Sendable {
     /// `limit`: 4 MiB for data handlers; a response byte stream's buffer is smaller.
     init(limit: Int = 4 << 20) { self.limit = max(1, limit) }
 
+    /// What a chunk of `count` bytes is charged: at least 256, so that a flood of tiny
+    /// chunks (a hostile server's 1-byte pieces) cannot hold a million `Data` values within
+    /// the byte limit.
+    static func cost(of count: Int) -> Int { max(count, 256) }
+
     func add(_ count: Int) { state.withLock { $0.outstanding += count } }
 
     /// True when the writer must pause; remembers that it did.

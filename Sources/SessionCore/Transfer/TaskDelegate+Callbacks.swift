@@ -87,6 +87,13 @@ extension TaskDelegate {
     func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> WriteDecision {
         // Suspended, or the response hook has not answered (`TransferStateMachine.bodyArrived`).
         guard state.bodyArrived(now: passClock.now) == .take else { return .pause }
+        // Backpressure first: libcurl hands a paused chunk over again on every unpause, so a
+        // chunk refused here must not have been counted (the decompression guard) yet.
+        if state.deliversResponse, let streamCredit, streamCredit.shouldPause() {
+            // The consumer fell behind: not the server's silence, so not idle time.
+            state.consumerFellBehind(now: passClock.now)
+            return .pause
+        }
         decodedBodyBytes += Int64(bytes.count)
         if isContentEncoded {
             // Compression-bomb guard, over every body (held back or not): curl counts the
@@ -106,13 +113,8 @@ extension TaskDelegate {
             return .accepted
         }
         if let streamCredit {
-            if streamCredit.shouldPause() {
-                // The consumer fell behind: not the server's silence, so not idle time.
-                state.consumerFellBehind(now: passClock.now)
-                return .pause
-            }
             let chunk = Data(bytes)
-            streamCredit.add(chunk.count)
+            streamCredit.add(StreamCredit.cost(of: chunk.count))
             if let responseStream {
                 responseStream.append(chunk)
                 if let dataReceivedHook { engine.deliverToHook(chunk, for: task, hook: dataReceivedHook) }

@@ -342,11 +342,10 @@ struct TransferStateMachine {
     mutating func connectivityDecided(returned: Bool, now: UInt64) -> RetryStep {
         guard phase == .awaitingDecision(.connectivity) else { return .ignore }
         let error = pendingError
-        guard returned else { return .finish(error) }
         pendingError = nil
-        phase = .ready
+        phase = .ready  // between exchanges either way: the retrier may be asked next
         settleClock(now)
-        return .retryNow(error: error)
+        return returned ? .retryNow(error: error) : .finish(error)
     }
 
     /// The retrier answered. A delay that is negative, not finite or more than a century
