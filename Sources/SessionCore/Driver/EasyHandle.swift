@@ -67,6 +67,9 @@ final class EasyHandle {
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
         transferSlot = .allocate(capacity: 1)
         transferSlot.initialize(to: nil)
+        // From the first transfer on: `reset()` sets it again, but a new handle's first
+        // transfer runs without one, and its failure would carry only curl's generic text.
+        _ = curlew_easy_setopt_pointer(raw, CURLOPT_ERRORBUFFER, errorBuffer)
     }
 
     deinit {
