@@ -82,6 +82,10 @@ final class FaultDNSTests: XCTestCase {
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         let testName = name
+        if !text.contains("Test Case '\(testName)'") && process.terminationStatus != 0 {
+            // The namespaces could not be made (no user namespaces here): nothing was tested.
+            throw XCTSkip("no private network namespace for the DNS responder: \(text.prefix(300))")
+        }
         let passed = text.contains("Test Case '\(testName)' passed")
         if !passed || process.terminationStatus != 0 {
             let failures = text.split(separator: "\n").filter { $0.contains(": error: ") || $0.contains("unshare") || $0.contains("mount") }
