@@ -53,11 +53,14 @@ public final class TestServer: Sendable {
     ///   - fault: A fault applied to every new connection (changeable later through ``fault``).
     ///   - keepAlive: Whether connections are kept open between requests (changeable through ``keepAlive``).
     ///   - handler: The handler for requests no route matches; default ``notFound``.
+    ///   - port: The loopback port to listen on; 0 (the default) for any free one. A test that
+    ///     replaces a server with another on the same address passes the first one's port.
     /// - Throws: Errors loading the TLS files or binding the socket.
     public init(
         tls: TestServerTLS? = nil,
         fault: TestServerFault? = nil,
         keepAlive: Bool = true,
+        port requestedPort: Int = 0,
         handler: @escaping @Sendable (TestRequest) -> TestResponse = TestServer.notFound
     ) throws {
         let state = TestServerState(fault: fault, keepAlive: keepAlive, defaultHandler: handler)
@@ -72,7 +75,7 @@ public final class TestServer: Sendable {
                 .childChannelInitializer { channel in
                     Self.initializeConnection(channel, state: state, sslContext: sslContext)
                 }
-                .bind(host: "127.0.0.1", port: 0)
+                .bind(host: "127.0.0.1", port: requestedPort)
                 .wait()
         } catch {
             try? group.syncShutdownGracefully()

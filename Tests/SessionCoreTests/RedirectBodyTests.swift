@@ -30,6 +30,12 @@ final class RedirectBodyTests: XCTestCase {
         return file
     }
 
+    /// httpbin's `/redirect-to` answers before it reads the upload, with `Connection:
+    /// keep-alive`; gunicorn 27 then drains at most 64 KiB of the unread body and closes the
+    /// connection. The follow-up PUT, sent at once on that kept-alive connection, can lose it
+    /// while its body is being written (seen under TSan and on one core: "Send failure: Broken
+    /// pipe" after 131,226 bytes, no answer). The engine sends such a request once more on a
+    /// new connection (`DriverLoop.lostReusedConnection`); these tests keep that server.
     private func redirectingPut(status: Int) throws -> URLRequest {
         var request = URLRequest(url: try Peer.url("/redirect-to?url=/anything&status_code=\(status)"))
         request.httpMethod = "PUT"

@@ -30,7 +30,7 @@ extension DriverLoop {
         let hooks = engine.hooks
         var facts = TransferStateMachine.EndFacts()
         facts.error = delegate.error(for: code)
-        facts.refusedStaleConnection = delegate.shouldRetryOnFreshConnection(code: code)
+        facts.refusedStaleConnection = delegate.shouldRetryOnFreshConnection(code: code) || lostReusedConnection(delegate, code: code)
         // Asked only when it can matter: taking a challenge counts an attempt.
         let answerable = hooks.answersChallenges || !engine.credentialStore.isEmpty
         let challenge = facts.refusedStaleConnection || !answerable ? nil : delegate.takePendingChallenge(code: code)
@@ -42,6 +42,24 @@ extension DriverLoop {
         // while a hook decides).
         guard let action = transition(delegate, { $0.exchangeEnded(facts, now: TaskDelegate.uptime) }) else { return }
         act(on: action, delegate: delegate, facts: facts, challenge: challenge, hooks: hooks)
+    }
+
+    /// Whether the exchange failed only because the kept-alive connection it reused was closed
+    /// by the server as the request went out (an idle timeout; gunicorn 27 closing, after its
+    /// answer, a connection whose unread upload exceeds its 64 KiB drain limit): then it is
+    /// sent once more, on another connection. libcurl 7.88 does this itself when the loss shows
+    /// as an end of stream, but not when it shows while the request body is being written
+    /// ("Send failure: Broken pipe", seen on RedirectBodyTests' follow-up PUT to httpbin under
+    /// TSan). Its own rule applies: a reused connection, no byte of an answer, a body that can
+    /// be sent again.
+    func lostReusedConnection(_ delegate: TaskDelegate, code: CURLcode) -> Bool {
+        guard code == CURLE_SEND_ERROR || code == CURLE_RECV_ERROR || code == CURLE_GOT_NOTHING,
+            !delegate.resentAfterLostReusedConnection, delegate.failure == nil, delegate.canReplayBody,
+            delegate.responseHead == nil, let exchange = delegate.transactions.last,
+            exchange.isReusedConnection, exchange.responseHeaderBytesReceived == 0
+        else { return false }
+        delegate.resentAfterLostReusedConnection = true
+        return true
     }
 
     /// Carries out what the state machine chose for an exchange that ended.

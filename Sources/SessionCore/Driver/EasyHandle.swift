@@ -76,6 +76,19 @@ final class EasyHandle {
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
         transferSlot = .allocate(capacity: 1)
         transferSlot.initialize(to: nil)
+        // From the first transfer on: `reset()` sets it again, but a new handle's first
+        // transfer runs without one, and its failure would carry only curl's generic text.
+        _ = curlew_easy_setopt_pointer(raw, CURLOPT_ERRORBUFFER, errorBuffer)
+        Self.neverWaitForTheResolver(raw)
+    }
+
+    /// Without `CURLOPT_QUICK_EXIT`, libcurl 7.88 ends a transfer that is still resolving its
+    /// host (a cancel, a timeout) by joining the resolver thread: the driver thread, and so
+    /// every transfer of the manager, waited until `getaddrinfo` returned (up to the system
+    /// resolver's timeout; FaultDNSTests). With it, the lookup thread is left to finish and
+    /// free itself. Set outside `set` (it is the same for every transfer) and after each reset.
+    private static func neverWaitForTheResolver(_ raw: UnsafeMutableRawPointer) {
+        _ = curlew_easy_setopt_long(raw, CURLOPT_QUICK_EXIT, 1)
     }
 
     deinit {
@@ -102,6 +115,7 @@ final class EasyHandle {
         urlString = nil
         errorBuffer[0] = 0
         _ = curlew_easy_setopt_pointer(raw, CURLOPT_ERRORBUFFER, errorBuffer)
+        Self.neverWaitForTheResolver(raw)
     }
 
     /// Makes the handle ready for another transfer: a full `reset()` when the last transfer

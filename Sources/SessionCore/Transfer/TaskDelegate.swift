@@ -81,6 +81,9 @@ final class TaskDelegate {
     }
     /// Set once a redirect crossed origins: credentials from the configuration stay behind.
     var hasCrossedOrigin = false
+    /// Set once the request was sent again because the kept-alive connection it went out on
+    /// was lost before any answer (`DriverLoop.lostReusedConnection`): at most once per task.
+    var resentAfterLostReusedConnection = false
     /// How the current exchange uses the cookie jar, decided when it was configured
     /// (`joinShare`); `.none` without a jar.
     var exchangeCookieUse: CookieUse = .none

@@ -1,0 +1,163 @@
+import CurlewTestSupport
+import Foundation
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// A server that answers an upload before reading it. A server that then reads (drains) the
+/// rest before closing gives the client its answer every time; one that closes at once, with
+/// the upload unread, resets the connection, and the client either reads the answer first or
+/// loses the connection while still sending: the task completes once, with the server's answer
+/// or `networkLost`, never hangs and never reports a body the server did not get.
+final class FaultUploadEarlyAnswerTests: XCTestCase {
+    /// 8 MiB: more than loopback's socket buffers hold, so the client is still sending when the
+    /// answer comes.
+    private let body = Data(repeating: UInt8(ascii: "u"), count: 8 << 20)
+    private let rounds = 8
+
+    private func upload(to url: URL, manager: URLSessionManager) async -> (DataResponse, calls: Int) {
+        var request = URLRequest(url: url)
+        request.httpMethod = "PUT"
+        let calls = Mutex(0)
+        let response: DataResponse = await withCheckedContinuation { continuation in
+            manager.uploadTask(with: request, from: body) { response in
+                // A second call would resume the continuation twice and trap.
+                if calls.withLock({ count -> Int in
+                    count += 1
+                    return count
+                }) == 1 { continuation.resume(returning: response) }
+            }.resume()
+        }
+        // A late second call lands on the completion queue after the first.
+        await withCheckedContinuation { continuation in manager.completionQueue.async { continuation.resume() } }
+        return (response, calls.withLock { $0 })
+    }
+
+    private func manager() -> URLSessionManager {
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .none
+        configuration.timeoutIntervalForRequest = 30  // the bound on a hang
+        return URLSessionManager.raw(configuration)
+    }
+
+    /// `status` sent right after the request head; then `drain` reads the rest of the upload
+    /// before closing, or the socket is closed at once with the upload unread.
+    private func earlyAnswerer(status: String, drain: Bool) throws -> ScriptedServer {
+        try ScriptedServer { socket, server in
+            guard server.readHead(socket) != nil else { return }
+            server.write(socket, "HTTP/1.1 \(status)\r\nContent-Length: 5\r\nConnection: close\r\n\r\nearly")
+            if drain {
+                shutdown(socket, Int32(SHUT_WR))  // FIN after the answer; read what is still coming
+                var sink = [UInt8](repeating: 0, count: 65536)
+                for _ in 0..<100_000 where recv(socket, &sink, sink.count, 0) > 0 {}
+            }
+        }
+    }
+
+    /// The outcomes seen, by kind: "413", "networkLost", or anything else (a failure).
+    private func outcomes(of status: String, drain: Bool) async throws -> [String: Int] {
+        let server = try earlyAnswerer(status: status, drain: drain)
+        defer { server.stop() }
+        let manager = manager()
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        var seen: [String: Int] = [:]
+        for _ in 0..<rounds {
+            let (response, calls) = await upload(to: try XCTUnwrap(URL(string: "\(server.baseURLString)/upload")), manager: manager)
+            XCTAssertEqual(calls, 1, "the completion handler ran \(calls) times")
+            let kind: String
+            if let error = response.error {
+                kind = (error as? SessionError).map { caseName(of: $0) } ?? "\(error)"
+            } else {
+                kind = response.response.map { "\($0.statusCode)" } ?? "no response"
+                XCTAssertEqual(response.data, Data("early".utf8), "the early answer's body")
+            }
+            seen[kind, default: 0] += 1
+        }
+        try await eventually({ manager.tasks.isEmpty }, "a task stayed in the manager")
+        return seen
+    }
+
+    func testA413BeforeTheUploadIsReadIsDeliveredWhenTheServerDrains() async throws {
+        let seen = try await outcomes(of: "413 Content Too Large", drain: true)
+        XCTAssertEqual(seen, ["413": rounds], "\(seen)")
+    }
+
+    func testA413AndAnImmediateCloseIsThe413OrANetworkLoss() async throws {
+        let seen = try await outcomes(of: "413 Content Too Large", drain: false)
+        XCTAssertEqual(seen.keys.filter { !["413", "networkLost"].contains($0) }, [], "\(seen)")
+        print("early 413 and close: \(seen)")
+    }
+
+    func testA200AndAnImmediateCloseIsThe200OrANetworkLoss() async throws {
+        let seen = try await outcomes(of: "200 OK", drain: false)
+        XCTAssertEqual(seen.keys.filter { !["200", "networkLost"].contains($0) }, [], "\(seen)")
+        print("early 200 and close: \(seen)")
+    }
+
+    /// A 307 answered before the upload is read, then a reset: the redirect is followed with
+    /// the whole body, or the task fails; it never arrives with part of the body.
+    func testA307BeforeTheUploadIsReadNeverArrivesWithAShortBody() async throws {
+        let target = try TestServer()
+        defer { target.shutdown() }
+        target.route("/target") { request in .text("got \(request.body.count)") }
+        let redirector = try ScriptedServer { socket, server in
+            guard server.readHead(socket) != nil else { return }
+            server.write(socket, "HTTP/1.1 307 Temporary Redirect\r\nLocation: \(target.baseURLString)/target\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            server.resetOnClose(socket)
+        }
+        defer { redirector.stop() }
+        let manager = manager()
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        var seen: [String: Int] = [:]
+        for _ in 0..<rounds {
+            let (response, calls) = await upload(to: try XCTUnwrap(URL(string: "\(redirector.baseURLString)/moved")), manager: manager)
+            XCTAssertEqual(calls, 1)
+            if let error = response.error as? SessionError {
+                seen[caseName(of: error), default: 0] += 1
+                XCTAssertEqual(caseName(of: error), "networkLost", "\(error)")
+            } else {
+                seen["followed", default: 0] += 1
+                XCTAssertEqual(response.data.map { String(decoding: $0, as: UTF8.self) }, "got \(body.count)")
+            }
+        }
+        XCTAssertTrue(target.requests.allSatisfy { $0.body.count == body.count }, "a short body reached the target")
+        print("early 307 and reset: \(seen)")
+    }
+
+    /// A server that closes a kept-alive connection just as the client sends the next upload on
+    /// it (its idle timeout, or gunicorn 27 giving up on a body it did not read when it is over
+    /// its 64 KiB drain limit). Here the first connection serves one request, then reads the
+    /// head of the second and resets. No byte of an answer came, so libcurl sends the request
+    /// again on a new connection, rewinding the body through Curlew's seek callback: the caller
+    /// sees one exchange, on the new connection, with the whole body.
+    func testAnUploadOnAKeptAliveConnectionTheServerDroppedIsSentAgain() async throws {
+        let server = try ScriptedServer { socket, server in
+            let connection = server.acceptedCount
+            var served = 0
+            while let head = server.readHead(socket) {
+                if connection == 1 && served == 1 {
+                    server.resetOnClose(socket)
+                    return
+                }
+                guard let length = server.readBody(socket, after: head) else { return }
+                served += 1
+                server.write(socket, "HTTP/1.1 200 OK\r\nContent-Length: \(length.description.count)\r\nConnection: keep-alive\r\n\r\n\(length)")
+            }
+        }
+        defer { server.stop() }
+        let manager = manager()
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let url = try XCTUnwrap(URL(string: "\(server.baseURLString)/put"))
+        let (first, _) = await upload(to: url, manager: manager)
+        XCTAssertEqual(first.data.map { String(decoding: $0, as: UTF8.self) }, "\(body.count)")
+        let (second, calls) = await upload(to: url, manager: manager)
+        XCTAssertEqual(calls, 1)
+        XCTAssertNil(second.error, "the reused connection's loss reached the caller")
+        XCTAssertEqual(second.data.map { String(decoding: $0, as: UTF8.self) }, "\(body.count)", "the whole body, on the new connection")
+        XCTAssertEqual(server.acceptedCount, 2)
+        XCTAssertEqual(second.metrics?.transactionMetrics.map(\.isReusedConnection), [false], "libcurl's own retry is one exchange")
+    }
+}
