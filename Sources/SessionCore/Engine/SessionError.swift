@@ -58,6 +58,11 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
     case invalidHeader(String)
     /// Any other libcurl failure, with its `CURLcode` and message.
     case curl(code: Int, message: String)
+    /// A request interceptor ended the task with an error of its own: an adapter threw, or a
+    /// retrier threw or answered `RetryDecision.doNotRetryWithError`. Event monitors and logs
+    /// see this case; the task's `error` and its response's result carry
+    /// `InterceptorFailure.underlying` itself.
+    case interceptorFailed(InterceptorFailure)
 
     /// A one-line, human readable description of the failure.
     public var description: String {
@@ -86,6 +91,7 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
         case .unsupportedScheme(let scheme): return "Unsupported URL scheme '\(scheme)': Curlew speaks http and https."
         case .invalidHeader(let detail): return "Invalid HTTP header: \(detail)"
         case .curl(let code, let message): return "libcurl error \(code): \(message)"
+        case .interceptorFailed(let failure): return failure.description
         }
     }
 

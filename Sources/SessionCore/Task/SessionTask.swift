@@ -30,6 +30,9 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         init(callbacks: TaskCallbacks) { self.callbacks = callbacks }
         var lifecycle = TaskLifecycle()
         var currentRequest: URLRequest?
+        /// The caller's request, replaced by the adapted one when the first attempt's request
+        /// was adapted (`SessionEngine.adaptThenStart`).
+        var originalRequest: URLRequest?
         var head: HTTPResponseHead?
         var error: (any Error)?
         var bytesReceived: Int64 = 0
@@ -63,8 +66,10 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
 
     /// Unique within its manager.
     public let taskIdentifier: Int
-    /// The request the task was created with.
-    public let originalRequest: URLRequest?
+    /// The request the task was created with; once the task started under a request adapter
+    /// (`URLSessionManager.requestAdapter` or `interceptor`), the request as adapted for its
+    /// first attempt.
+    public var originalRequest: URLRequest? { protected.withLock { $0.originalRequest } }
     /// The task's fixed choices. Its closures are not kept here but in `protected`, so that
     /// they can be released when the task completes.
     let options: TaskOptions
@@ -164,7 +169,6 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
 
     required init(identifier: Int, request: URLRequest, prepared: PreparedRequest, options: TaskOptions, engine: SessionEngine) {
         taskIdentifier = identifier
-        originalRequest = request
         var stored = options
         stored.callbacks = TaskCallbacks()
         self.options = stored
@@ -173,6 +177,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         self.engine = engine
         var initial = MutableState(callbacks: options.callbacks)
         initial.currentRequest = request
+        initial.originalRequest = request
         initial.prepared = prepared
         if case .data(let data) = prepared.body { initial.bytesExpectedToSend = Int64(data.count) }
         protected = Mutex(initial)
