@@ -196,6 +196,31 @@ final class InterceptorTests: XCTestCase {
         XCTAssertEqual(server.requests.map { $0.header("Authorization") }, ["Bearer stale", "Bearer fresh"])
     }
 
+    func testATasksOwnInterceptorRunsAfterTheManagersAndOnlyForThatTask() async throws {
+        let flaky = Mutex(0)
+        server.route("/flaky") { request in
+            flaky.withLock { count -> TestResponse in
+                count += 1
+                return count == 1 ? TestResponse(status: 503) : .text(request.header("X-Chain") ?? "-")
+            }
+        }
+        manager.interceptor = Interceptor(adapters: [ChainMark(mark: "manager")])
+        let retries = OrderedRetrier(.retry)
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/flaky"))) { _ in }
+        task.interceptor = Interceptor(adapters: [ChainMark(mark: "task")], retriers: [retries])
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        await fulfillment(of: [done], timeout: 30)
+        XCTAssertNil(task.error)
+        XCTAssertEqual(task.response?.statusCode, 200, "the task's own retrier retried its 503")
+        XCTAssertEqual(retries.calls.withLock { $0 }, 1)
+        XCTAssertEqual(server.requests.map { $0.header("X-Chain") }, ["manager,task", "manager,task,manager,task"],
+                       "each attempt adapts the request sent before it: the manager's adapter, then the task's")
+
+        let other = await manager.response(for: URLRequest(url: try server.url("/echo")))
+        XCTAssertEqual(text(other), "manager", "another task has only the manager's")
+    }
+
     func testRetryDecisionsCompare() {
         XCTAssertEqual(RetryDecision.retry, .retry)
         XCTAssertEqual(RetryDecision.retryAfter(1), .retryAfter(1))

@@ -14,7 +14,7 @@ extension DriverLoop {
     /// whether another follows, else the task completes. Every failed attempt goes through
     /// here, an idle timeout included, so one rule decides them all.
     func endAttempt(_ delegate: TaskDelegate, error: SessionError?) {
-        if let retrier = engine.retrying, asksRetrier(delegate, error: error) {
+        if let retrier = engine.retrier(for: delegate.task), asksRetrier(delegate, error: error) {
             askRetrier(retrier, delegate: delegate, error: error)
             return
         }
@@ -46,7 +46,7 @@ extension DriverLoop {
         let omitsCredentials = delegate.hasCrossedOrigin
         let driver = self.driver
         let engine = self.engine
-        let adapter = engine.adaptation
+        let adapter = engine.adapter(for: task)
         Task {
             let decision: RetryDecision
             do {

@@ -8,6 +8,23 @@ import FoundationNetworking
 /// driver thread, before the task holds anything (no easy handle, no connection slot, no place
 /// in line). The driver learns of the task only once its request is final.
 extension SessionEngine {
+    /// What adapts `task`'s requests: the manager's chain, then the task's own interceptor.
+    func adapter(for task: SessionTask) -> (any RequestAdapter)? {
+        let manager = adaptation
+        guard let own = task.interceptor else { return manager }
+        guard let manager else { return own }
+        return Interceptor(adapters: [manager, own])
+    }
+
+    /// What decides about `task`'s failed attempts: the manager's chain, then the task's own
+    /// interceptor.
+    func retrier(for task: SessionTask) -> (any RequestRetrier)? {
+        let manager = retrying
+        guard let own = task.interceptor else { return manager }
+        guard let manager else { return own }
+        return Interceptor(retriers: [manager, own])
+    }
+
     /// Adapts `task`'s request in a Swift concurrency task, then starts it with the adapted
     /// request, or completes it with the adapter's error (wrapped as
     /// `SessionError.interceptorFailed`, surfaced unwrapped) or the validation error of the

@@ -283,7 +283,7 @@ final class SessionEngine: Sendable {
 
     func start(_ task: SessionTask) {
         if resetPending.load(ordering: .acquiring), parkForReset(task) { return }
-        if let adapter = adaptation {
+        if let adapter = adapter(for: task) {
             // Adapted first (Engine/SessionEngine+Adaptation.swift), so the cache and the
             // driver see the request that is sent.
             adaptThenStart(task, adapter: adapter)

@@ -33,6 +33,8 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         /// The caller's request, replaced by the adapted one when the first attempt's request
         /// was adapted (`SessionEngine.adaptThenStart`).
         var originalRequest: URLRequest?
+        /// The task's own interceptor (`interceptor`).
+        var interceptor: (any RequestInterceptor)?
         var head: HTTPResponseHead?
         var error: (any Error)?
         var bytesReceived: Int64 = 0
@@ -78,6 +80,8 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     let streamsBody: Bool
     /// Whether a progress closure was given (fixed at creation).
     let reportsProgress: Bool
+    /// Set once `interceptor` was given, so tasks without one take no lock for it.
+    let hasOwnInterceptor = Atomic<Bool>(false)
     let engine: SessionEngine
     let protected: Mutex<MutableState>
     /// The two `Progress` objects, made on first use: most tasks never need them, and each
@@ -210,6 +214,19 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         get { protected.withLock { $0.priority } }
         set { protected.withLock { $0.priority = min(1, max(0, newValue)) } }
     }
+    /// This task's own adapter and retrier (nil, the default), beside the manager's: set it
+    /// before `resume()`. Its adapter runs after the manager's (`requestAdapter`, then
+    /// `interceptor`) and is given their output; its retrier is asked after the manager's,
+    /// only when they answer `.doNotRetry`. A change after `resume()` applies from the next
+    /// failed attempt on.
+    public var interceptor: (any RequestInterceptor)? {
+        get { hasOwnInterceptor.load(ordering: .acquiring) ? protected.withLock { $0.interceptor } : nil }
+        set {
+            protected.withLock { $0.interceptor = newValue }
+            hasOwnInterceptor.store(true, ordering: .releasing)
+        }
+    }
+
     /// A description of your choosing.
     public var taskDescription: String? {
         get { protected.withLock { $0.taskDescription } }
