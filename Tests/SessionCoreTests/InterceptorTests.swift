@@ -120,6 +120,33 @@ final class InterceptorTests: XCTestCase {
         XCTAssertEqual(server.requests.count, 1)
     }
 
+    /// One connection per host: a task whose adapter is suspended holds neither the slot nor
+    /// the driver, so a later task is adapted, sent and completed meanwhile.
+    func testATaskWhoseAdapterSuspendsHoldsNoSlotAndHoldsUpNoOtherTask() async throws {
+        var configuration = SessionConfiguration.default
+        configuration.httpMaximumConnectionsPerHost = 1
+        let limited = URLSessionManager.raw(configuration)
+        let gate = GateAdapter()
+        let waiting = limited.dataTask(with: URLRequest(url: try server.url("/echo"))) { _ in }
+        waiting.interceptor = Interceptor(adapters: [gate])
+        let waitingDone = expectation(forNotification: .taskDidComplete, object: waiting)
+        waiting.resume()
+        let other = limited.dataTask(with: URLRequest(url: try server.url("/echo"))) { _ in }
+        other.interceptor = Interceptor(adapters: [ChainMark(mark: "other")])
+        let otherDone = expectation(forNotification: .taskDidComplete, object: other)
+        other.resume()
+        await fulfillment(of: [otherDone], timeout: 30)
+        XCTAssertNil(other.error)
+        XCTAssertEqual(waiting.state, .running, "still being adapted")
+        XCTAssertEqual(server.requests.map { $0.header("X-Chain") }, ["other"])
+        gate.open()
+        await fulfillment(of: [waitingDone], timeout: 30)
+        XCTAssertNil(waiting.error)
+        XCTAssertEqual(server.requests.count, 2)
+        limited.invalidateSessionCancelingTasks(true, resetSession: false)
+        await limited.waitUntilInvalidated()
+    }
+
     func testAnAsyncAdapterThatThrowsFailsTheTaskWithItsErrorWithoutSendingIt() async throws {
         manager.interceptor = Interceptor(adapters: [ChainMark(mark: "a"), ThrowingAdapter(), ChainMark(mark: "never")])
         let task = manager.dataTask(with: URLRequest(url: try server.url("/echo"))) { _ in }
