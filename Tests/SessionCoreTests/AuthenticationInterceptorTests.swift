@@ -203,6 +203,35 @@ final class AuthenticationInterceptorTests: XCTestCase {
         XCTAssertEqual(tokens.tokenRequests, 3)
     }
 
+    /// The retry rule alone: a 401 for a request sent with an older token is retried at once,
+    /// with no refresh; one sent with the current token refreshes first; anything but a 401 is
+    /// not the interceptor's business.
+    func testA401ForAnOlderTokenIsRetriedWithoutAnotherRefresh() async throws {
+        let interceptor = try interceptor(TestToken(token: "t5", requiresRefresh: false))
+        let url = try tokens.server.url("/resource")
+        let refused = try XCTUnwrap(HTTPURLResponse(url: url, statusCode: 401, httpVersion: "HTTP/1.1", headerFields: nil))
+        let unavailable = try XCTUnwrap(HTTPURLResponse(url: url, statusCode: 503, httpVersion: "HTTP/1.1", headerFields: nil))
+        var older = URLRequest(url: url)
+        older.setValue("Bearer t4", forHTTPHeaderField: "Authorization")
+        let olderTask = manager.dataTask(with: older) { _ in }  // never resumed: only its request is read
+        let decision = try await interceptor.shouldRetry(olderTask, attempt: 0, error: nil, response: refused)
+        XCTAssertEqual(decision, .retry)
+        XCTAssertEqual(tokens.tokenRequests, 0, "no refresh for a token already replaced")
+
+        let notAuthentication = try await interceptor.shouldRetry(olderTask, attempt: 0, error: nil, response: unavailable)
+        XCTAssertEqual(notAuthentication, .doNotRetry)
+
+        var current = URLRequest(url: url)
+        current.setValue("Bearer t5", forHTTPHeaderField: "Authorization")
+        let currentTask = manager.dataTask(with: current) { _ in }
+        let refreshed = try await interceptor.shouldRetry(currentTask, attempt: 0, error: nil, response: refused)
+        XCTAssertEqual(refreshed, .retry)
+        XCTAssertEqual(tokens.tokenRequests, 1, "the current token was refused: one refresh")
+        XCTAssertEqual(interceptor.credential?.token, "t1")
+        olderTask.cancel()
+        currentTask.cancel()
+    }
+
     func testWithoutACredentialRequestsFailWithMissingCredential() async throws {
         _ = try interceptor(nil)
         let responses = try await fetchConcurrently(2)
