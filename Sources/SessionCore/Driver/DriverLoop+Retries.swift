@@ -23,7 +23,7 @@ extension DriverLoop {
             awaitConnectivity(delegate, target: target, error: error)
             return
         }
-        if let retrier = engine.requestRetrier, asksRetrier(delegate, error: error) {
+        if let retrier = engine.retrier(for: delegate.task), asksRetrier(delegate, error: error) {
             askRetrier(retrier, delegate: delegate, error: error)
             return
         }
@@ -39,8 +39,10 @@ extension DriverLoop {
             hasStreamedBody: delegate.hasStreamedBody, canReplayBody: delegate.canReplayBody)
     }
 
-    /// Detaches the transfer and asks the retrier on the operation queue (user code never runs
-    /// here); the answer comes back as `.retryDecision`.
+    /// Detaches the transfer and asks the retrier in a Swift concurrency task (user code never
+    /// runs here; it may suspend, e.g. for a token refresh, while the driver goes on); then,
+    /// when it asks for another attempt, the adapter for that attempt's request. The answer
+    /// comes back as `.retryDecision`.
     func askRetrier(_ retrier: any RequestRetrier, delegate: TaskDelegate, error: SessionError?) {
         // Detached while user code decides: not the server's silence, and no slot held.
         transition(delegate) { $0.retrierAsked(error: error, now: TaskDelegate.uptime) }
@@ -53,17 +55,27 @@ extension DriverLoop {
         let omitsCredentials = delegate.hasCrossedOrigin
         let driver = self.driver
         let engine = self.engine
-        engine.operationQueue.async {
-            let decision = retrier.retry(task, attempt: attempt, error: error, response: head?.httpURLResponse)
+        let adapter = engine.adapter(for: task)
+        Task {
+            let decision: RetryDecision
+            do {
+                decision = try await retrier.shouldRetry(task, attempt: attempt, error: error, response: head?.httpURLResponse)
+            } catch {
+                decision = .doNotRetryWithError(error)
+            }
             var adapted: Result<AdaptedRequest, SessionError>?
-            if decision != .doNotRetry, let adapter = engine.requestAdapter {
-                let request = adapter.adapt(current, attempt: attempt + 1)
-                adapted = Result { () throws(SessionError) -> AdaptedRequest in
-                    AdaptedRequest(
-                        request: request,
-                        prepared: try PreparedRequest.prepare(
-                            request, configuration: engine.configuration, omittingCredentials: omitsCredentials,
-                            urls: engine.parsedURLs))
+            if decision.asksForAnotherAttempt, let adapter {
+                do {
+                    let request = try await adapter.adapt(current, for: task, attempt: attempt + 1)
+                    adapted = Result { () throws(SessionError) -> AdaptedRequest in
+                        AdaptedRequest(
+                            request: request,
+                            prepared: try PreparedRequest.prepare(
+                                request, configuration: engine.configuration, omittingCredentials: omitsCredentials,
+                                urls: engine.parsedURLs))
+                    }
+                } catch {
+                    adapted = .failure(.interceptorFailed(InterceptorFailure(stage: .adaptation, underlying: error)))
                 }
             }
             driver.submit(.retryDecision(task, decision, adapted))
@@ -112,7 +124,7 @@ extension DriverLoop {
         case .finish(let error):
             // A route was there: the failure was not for want of one, and the retrier is
             // asked about it as about any other.
-            if let retrier = engine.requestRetrier, asksRetrier(delegate, error: error) {
+            if let retrier = engine.retrier(for: delegate.task), asksRetrier(delegate, error: error) {
                 askRetrier(retrier, delegate: delegate, error: error)
             } else {
                 finish(delegate, outcome: outcome(of: delegate, error: error))

@@ -281,7 +281,7 @@ final class DriverLoop {
             guard let delegate = delegates[ObjectIdentifier(task)],
                 case .awaitingDecision(.retrier) = delegate.state.phase
             else { return }
-            if decision != .doNotRetry, let adapted {
+            if decision.asksForAnotherAttempt, let adapted {
                 switch adapted {
                 case .success(let next): delegate.adopt(next.request, prepared: next.prepared)
                 case .failure(let error):

@@ -120,7 +120,7 @@ extension SessionEngine {
         if let precomputed {
             result = precomputed
         } else if let error = outcome.error {
-            result = .failure(error)
+            result = .failure(error.surfaced)
         } else if task is DownloadTask || outcome.fileURL != nil {
             // As AFNetworking's: a download's response object is where its file is (a data
             // task the response hook turned into a download too).

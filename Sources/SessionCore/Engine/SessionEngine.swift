@@ -64,6 +64,10 @@ final class SessionEngine: Sendable {
         var responseSerializer: any ResponseSerialization = JSONResponseSerializer()
         var requestRetrier: (any RequestRetrier)?
         var requestAdapter: (any RequestAdapter)?
+        var interceptor: (any RequestInterceptor)?
+        /// The chains made from the three above (`updateInterception`).
+        var adaptation: (any RequestAdapter)?
+        var retrying: (any RequestRetrier)?
         var invalidation: Invalidation = .active
         var invalidationWaiters: [@Sendable () -> Void] = []
         /// Start a fresh driver once this invalidation is done (AFNetworking's
@@ -172,31 +176,51 @@ final class SessionEngine: Sendable {
         }
     }
 
-    /// The manager's retrier; `hasRequestRetrier` lets the driver skip the lock when none is set.
+    /// The manager's retrier (`URLSessionManager.requestRetrier`).
     var requestRetrier: (any RequestRetrier)? {
-        get { hasRequestRetrier.load(ordering: .acquiring) ? state.withLock { $0.requestRetrier } : nil }
-        set {
-            state.withLock { state in
-                state.requestRetrier = newValue
-                hasRequestRetrier.store(newValue != nil, ordering: .releasing)
-            }
-        }
+        get { state.withLock { $0.requestRetrier } }
+        set { updateInterception { $0.requestRetrier = newValue } }
     }
 
-    let hasRequestRetrier = Atomic<Bool>(false)
-
-    /// The manager's adapter; `hasRequestAdapter` lets task creation skip the lock when none is set.
+    /// The manager's adapter (`URLSessionManager.requestAdapter`).
     var requestAdapter: (any RequestAdapter)? {
-        get { hasRequestAdapter.load(ordering: .acquiring) ? state.withLock { $0.requestAdapter } : nil }
-        set {
-            state.withLock { state in
-                state.requestAdapter = newValue
-                hasRequestAdapter.store(newValue != nil, ordering: .releasing)
-            }
+        get { state.withLock { $0.requestAdapter } }
+        set { updateInterception { $0.requestAdapter = newValue } }
+    }
+
+    /// The manager's interceptor (`URLSessionManager.interceptor`).
+    var interceptor: (any RequestInterceptor)? {
+        get { state.withLock { $0.interceptor } }
+        set { updateInterception { $0.interceptor = newValue } }
+    }
+
+    /// Changes one of the three settings and remakes the chains the transfers use.
+    private func updateInterception(_ body: (inout State) -> Void) {
+        state.withLock { state in
+            body(&state)
+            let adapters: [any RequestAdapter] = [state.requestAdapter, state.interceptor].compactMap { $0 }
+            let retriers: [any RequestRetrier] = [state.requestRetrier, state.interceptor].compactMap { $0 }
+            state.adaptation = adapters.count > 1 ? Interceptor(adapters: adapters) : adapters.first
+            state.retrying = retriers.count > 1 ? Interceptor(retriers: retriers) : retriers.first
+            hasAdaptation.store(state.adaptation != nil, ordering: .releasing)
+            hasRetrying.store(state.retrying != nil, ordering: .releasing)
         }
     }
 
-    let hasRequestAdapter = Atomic<Bool>(false)
+    /// What adapts every request: `requestAdapter`, then `interceptor` (nil: neither is set).
+    /// `hasAdaptation` lets the start of a task skip the lock when none is set.
+    var adaptation: (any RequestAdapter)? {
+        hasAdaptation.load(ordering: .acquiring) ? state.withLock { $0.adaptation } : nil
+    }
+
+    /// What decides about failed attempts: `requestRetrier`, then `interceptor`, asked in that
+    /// order until one asks for anything but `.doNotRetry` (nil: neither is set).
+    var retrying: (any RequestRetrier)? {
+        hasRetrying.load(ordering: .acquiring) ? state.withLock { $0.retrying } : nil
+    }
+
+    let hasAdaptation = Atomic<Bool>(false)
+    let hasRetrying = Atomic<Bool>(false)
 
     /// Whether a send-body-data hook is set: read for every upload progress event, so it is
     /// an atomic rather than the hooks behind the lock.
@@ -215,9 +239,8 @@ final class SessionEngine: Sendable {
 
     /// Validates the request and registers a new, suspended task.
     func makeTask<T: SessionTask>(
-        _ type: T.Type, request original: URLRequest, options: TaskOptions
+        _ type: T.Type, request: URLRequest, options: TaskOptions
     ) -> T {
-        let request = requestAdapter?.adapt(original, attempt: 0) ?? original
         let identifier = state.withLock { state -> Int in
             defer { state.nextIdentifier += 1 }
             return state.nextIdentifier
@@ -260,6 +283,18 @@ final class SessionEngine: Sendable {
 
     func start(_ task: SessionTask) {
         if resetPending.load(ordering: .acquiring), parkForReset(task) { return }
+        if let adapter = adapter(for: task) {
+            // Adapted first (Engine/SessionEngine+Adaptation.swift), so the cache and the
+            // driver see the request that is sent.
+            adaptThenStart(task, adapter: adapter)
+            return
+        }
+        startAdapted(task)
+    }
+
+    /// Starts a task whose request needs no more adaptation: through the response cache when
+    /// it may answer, else on the driver.
+    func startAdapted(_ task: SessionTask) {
         if let cache = configuration.responseCache, consultsCache(task) {
             startThroughCache(task, cache: cache)
         } else {

@@ -61,6 +61,11 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
     case invalidConfiguration(String)
     /// Any other libcurl failure, with its `CURLcode` and message.
     case curl(code: Int, message: String)
+    /// A request interceptor ended the task with an error of its own: an adapter threw, or a
+    /// retrier threw or answered `RetryDecision.doNotRetryWithError`. Event monitors and logs
+    /// see this case; the task's `error` and its response's result carry
+    /// `InterceptorFailure.underlying` itself.
+    case interceptorFailed(InterceptorFailure)
 
     /// A one-line, human readable description of the failure.
     public var description: String {
@@ -90,6 +95,7 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
         case .invalidHeader(let detail): return "Invalid HTTP header: \(detail)"
         case .invalidConfiguration(let detail): return "The session configuration cannot be applied: \(detail)"
         case .curl(let code, let message): return "libcurl error \(code): \(message)"
+        case .interceptorFailed(let failure): return failure.description
         }
     }
 

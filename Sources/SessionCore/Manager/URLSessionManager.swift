@@ -224,16 +224,29 @@ open class URLSessionManager: @unchecked Sendable {
 
     /// Decides whether failed attempts are sent again (nil, the default: never). See
     /// ``RequestRetrier`` and ``RetryPolicy``; applies to attempts that end after it is set.
+    /// Asked before ``interceptor``'s retrier: the interceptor is asked only when this one
+    /// answers `.doNotRetry`.
     public var requestRetrier: (any RequestRetrier)? {
         get { engine.requestRetrier }
         set { engine.requestRetrier = newValue }
     }
 
-    /// Changes each request before it is sent, and again before each retry (nil, the
-    /// default: requests go as they are). See ``RequestAdapter``.
+    /// Changes each request when its task starts, and again before each retry (nil, the
+    /// default: requests go as they are). See ``RequestAdapter``. Runs before
+    /// ``interceptor``'s adapter, which is given this one's output.
     public var requestAdapter: (any RequestAdapter)? {
         get { engine.requestAdapter }
         set { engine.requestAdapter = newValue }
+    }
+
+    /// An adapter and retrier in one (nil, the default), e.g. an ``AuthenticationInterceptor``
+    /// or an ``Interceptor`` chain. It works alongside the two settings above as if all were
+    /// one ``Interceptor``: adaptation runs ``requestAdapter`` then this; a failed attempt asks
+    /// ``requestRetrier`` first and this only when that answers `.doNotRetry`. Applies to tasks
+    /// that start, and attempts that end, after it is set.
+    public var interceptor: (any RequestInterceptor)? {
+        get { engine.interceptor }
+        set { engine.interceptor = newValue }
     }
 
     /// Asked on `operationQueue` when a data task's final response head arrives (not for

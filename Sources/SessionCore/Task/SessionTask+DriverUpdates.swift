@@ -37,6 +37,21 @@ extension SessionTask {
         }
     }
 
+    /// Takes the first attempt's adapted request as the task's own (keeping the task's body,
+    /// which may be a file or a stream set after creation). False when the task completed or
+    /// is being cancelled meanwhile: the adapted request is then dropped.
+    func adoptFirstRequest(_ adapted: AdaptedRequest) -> Bool {
+        protected.withLock { state in
+            guard state.lifecycle.state == .running || state.lifecycle.state == .suspended,
+                let prepared = state.prepared
+            else { return false }
+            state.prepared = adapted.prepared.with(body: prepared.body)
+            state.originalRequest = adapted.request
+            state.currentRequest = adapted.request
+            return true
+        }
+    }
+
     func takePrepared() -> PreparedRequest? {
         protected.withLock { state in
             defer { state.prepared = nil }
@@ -143,7 +158,7 @@ extension SessionTask {
     func markCompleted(_ outcome: TransferOutcome) -> Bool {
         protected.withLock { state in
             guard state.lifecycle.complete() else { return false }
-            state.error = outcome.error
+            state.error = outcome.error?.surfaced
             if let head = outcome.head { state.head = head }
             if let request = outcome.request { state.currentRequest = request }
             state.prepared = nil

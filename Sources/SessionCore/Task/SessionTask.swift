@@ -30,6 +30,11 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         init(callbacks: TaskCallbacks) { self.callbacks = callbacks }
         var lifecycle = TaskLifecycle()
         var currentRequest: URLRequest?
+        /// The caller's request, replaced by the adapted one when the first attempt's request
+        /// was adapted (`SessionEngine.adaptThenStart`).
+        var originalRequest: URLRequest?
+        /// The task's own interceptor (`interceptor`).
+        var interceptor: (any RequestInterceptor)?
         var head: HTTPResponseHead?
         var error: (any Error)?
         var bytesReceived: Int64 = 0
@@ -66,8 +71,10 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
 
     /// Unique within its manager.
     public let taskIdentifier: Int
-    /// The request the task was created with.
-    public let originalRequest: URLRequest?
+    /// The request the task was created with; once the task started under a request adapter
+    /// (`URLSessionManager.requestAdapter` or `interceptor`), the request as adapted for its
+    /// first attempt.
+    public var originalRequest: URLRequest? { protected.withLock { $0.originalRequest } }
     /// The task's fixed choices. Its closures are not kept here but in `protected`, so that
     /// they can be released when the task completes.
     let options: TaskOptions
@@ -76,6 +83,8 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     let streamsBody: Bool
     /// Whether a progress closure was given (fixed at creation).
     let reportsProgress: Bool
+    /// Set once `interceptor` was given, so tasks without one take no lock for it.
+    let hasOwnInterceptor = Atomic<Bool>(false)
     let engine: SessionEngine
     let protected: Mutex<MutableState>
     /// The two `Progress` objects, made on first use: most tasks never need them, and each
@@ -167,7 +176,6 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
 
     required init(identifier: Int, request: URLRequest, prepared: PreparedRequest, options: TaskOptions, engine: SessionEngine) {
         taskIdentifier = identifier
-        originalRequest = request
         var stored = options
         stored.callbacks = TaskCallbacks()
         self.options = stored
@@ -176,6 +184,7 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         self.engine = engine
         var initial = MutableState(callbacks: options.callbacks)
         initial.currentRequest = request
+        initial.originalRequest = request
         initial.prepared = prepared
         if case .data(let data) = prepared.body { initial.bytesExpectedToSend = Int64(data.count) }
         protected = Mutex(initial)
@@ -208,6 +217,19 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         get { protected.withLock { $0.priority } }
         set { protected.withLock { $0.priority = min(1, max(0, newValue)) } }
     }
+    /// This task's own adapter and retrier (nil, the default), beside the manager's: set it
+    /// before `resume()`. Its adapter runs after the manager's (`requestAdapter`, then
+    /// `interceptor`) and is given their output; its retrier is asked after the manager's,
+    /// only when they answer `.doNotRetry`. A change after `resume()` applies from the next
+    /// failed attempt on.
+    public var interceptor: (any RequestInterceptor)? {
+        get { hasOwnInterceptor.load(ordering: .acquiring) ? protected.withLock { $0.interceptor } : nil }
+        set {
+            protected.withLock { $0.interceptor = newValue }
+            hasOwnInterceptor.store(true, ordering: .releasing)
+        }
+    }
+
     /// A description of your choosing.
     public var taskDescription: String? {
         get { protected.withLock { $0.taskDescription } }

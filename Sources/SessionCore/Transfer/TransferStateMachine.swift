@@ -349,7 +349,8 @@ struct TransferStateMachine {
     }
 
     /// The retrier answered. A delay that is negative, not finite or more than a century
-    /// means no retry. The response of the failed attempt stays until the driver prepares
+    /// means no retry; `doNotRetryWithError` finishes with the retrier's error (as
+    /// `SessionError.interceptorFailed`, stage `.retry`) instead of the attempt's. The response of the failed attempt stays until the driver prepares
     /// the next one (`restart`): a retry that cannot be sent completes with it.
     mutating func retryDecided(_ decision: RetryDecision, now: UInt64) -> RetryStep {
         guard phase == .awaitingDecision(.retrier) else { return .ignore }
@@ -357,6 +358,10 @@ struct TransferStateMachine {
         switch decision {
         case .doNotRetry:
             return .finish(error)
+        case .doNotRetryWithError(let failure):
+            // The retrier's error replaces the attempt's (a token refresh that failed).
+            pendingError = nil
+            return .finish(.interceptorFailed(InterceptorFailure(stage: .retry, underlying: failure)))
         case .retry, .retryAfter(0):
             retryCount += 1
             pendingError = nil

@@ -1,0 +1,281 @@
+import CurlewTestSupport
+import Foundation
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// An error of the test's own, thrown by interceptors.
+struct InterceptorTestError: Error, Equatable {
+    let reason: String
+}
+
+/// Appends `mark` to the `X-Chain` field, after whatever earlier adapters wrote there.
+struct ChainMark: RequestAdapter {
+    let mark: String
+
+    func adapt(_ request: URLRequest, for task: SessionTask, attempt: Int) async throws -> URLRequest {
+        await Task.yield()  // really suspends: the chain must still keep the order
+        var request = request
+        let previous = request.value(forHTTPHeaderField: "X-Chain")
+        request.setValue(previous.map { "\($0),\(mark)" } ?? mark, forHTTPHeaderField: "X-Chain")
+        return request
+    }
+}
+
+/// Suspends, then throws.
+struct ThrowingAdapter: RequestAdapter {
+    func adapt(_ request: URLRequest, for task: SessionTask, attempt: Int) async throws -> URLRequest {
+        await Task.yield()
+        throw InterceptorTestError(reason: "no token today")
+    }
+}
+
+/// Counts the calls of each async requirement and answers `decision`.
+final class OrderedRetrier: RequestRetrier, Sendable {
+    let decision: RetryDecision
+    let calls = Mutex(0)
+
+    init(_ decision: RetryDecision) { self.decision = decision }
+
+    func shouldRetry(_ task: SessionTask, attempt: Int, error: SessionError?, response: HTTPURLResponse?) async throws -> RetryDecision {
+        calls.withLock { $0 += 1 }
+        return attempt == 0 ? decision : .doNotRetry
+    }
+}
+
+/// Holds every adaptation until `open()`; counts them.
+final class GateAdapter: RequestAdapter, Sendable {
+    private let state = Mutex<(open: Bool, waiting: [CheckedContinuation<Void, Never>], calls: Int)>((false, [], 0))
+
+    var calls: Int { state.withLock { $0.calls } }
+
+    func adapt(_ request: URLRequest, for task: SessionTask, attempt: Int) async throws -> URLRequest {
+        await withCheckedContinuation { continuation in
+            let isOpen = state.withLock { state -> Bool in
+                state.calls += 1
+                if !state.open { state.waiting.append(continuation) }
+                return state.open
+            }
+            if isOpen { continuation.resume() }
+        }
+        return request
+    }
+
+    func open() {
+        let waiting = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.open = true
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+}
+
+/// `Interceptor` chains, async adapters and retriers, and how `requestAdapter`,
+/// `requestRetrier` and `interceptor` combine.
+final class InterceptorTests: XCTestCase {
+    var manager: URLSessionManager!
+    var server: TestServer!
+
+    override func setUp() async throws {
+        manager = URLSessionManager.raw()
+        server = try TestServer()
+        server.route("/echo") { request in .text(request.header("X-Chain") ?? "-") }
+    }
+
+    override func tearDown() async throws {
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+        manager = nil
+        server.shutdown()
+    }
+
+    private func text(_ response: DataResponse) -> String? { response.data.map { String(decoding: $0, as: UTF8.self) } }
+
+    func testChainedAdaptersRunInOrderEachSeeingThePreviousOutput() async throws {
+        manager.requestAdapter = ChainMark(mark: "a")
+        manager.interceptor = Interceptor(adapters: [ChainMark(mark: "b"), ChainMark(mark: "c")], interceptors: [
+            Interceptor(adapters: [ChainMark(mark: "d")])
+        ])
+        let response = await manager.response(for: URLRequest(url: try server.url("/echo")))
+        XCTAssertNil(response.error)
+        XCTAssertEqual(text(response), "a,b,c,d", "requestAdapter first, then the interceptor's chain in order")
+        XCTAssertEqual(server.requests.map { $0.header("X-Chain") }, ["a,b,c,d"])
+    }
+
+    func testTheFirstAttemptIsAdaptedWhenTheTaskStartsNotWhenItIsMade() async throws {
+        let gate = GateAdapter()
+        manager.requestAdapter = gate
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/echo"))) { _ in }
+        XCTAssertEqual(gate.calls, 0, "making a task runs no user code")
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        gate.open()
+        await fulfillment(of: [done], timeout: 30)
+        XCTAssertEqual(gate.calls, 1)
+        XCTAssertNil(task.error)
+        XCTAssertEqual(server.requests.count, 1)
+    }
+
+    /// One connection per host: a task whose adapter is suspended holds neither the slot nor
+    /// the driver, so a later task is adapted, sent and completed meanwhile.
+    func testATaskWhoseAdapterSuspendsHoldsNoSlotAndHoldsUpNoOtherTask() async throws {
+        var configuration = SessionConfiguration.default
+        configuration.httpMaximumConnectionsPerHost = 1
+        let limited = URLSessionManager.raw(configuration)
+        let gate = GateAdapter()
+        let waiting = limited.dataTask(with: URLRequest(url: try server.url("/echo"))) { _ in }
+        waiting.interceptor = Interceptor(adapters: [gate])
+        let waitingDone = expectation(forNotification: .taskDidComplete, object: waiting)
+        waiting.resume()
+        let other = limited.dataTask(with: URLRequest(url: try server.url("/echo"))) { _ in }
+        other.interceptor = Interceptor(adapters: [ChainMark(mark: "other")])
+        let otherDone = expectation(forNotification: .taskDidComplete, object: other)
+        other.resume()
+        await fulfillment(of: [otherDone], timeout: 30)
+        XCTAssertNil(other.error)
+        XCTAssertEqual(waiting.state, .running, "still being adapted")
+        XCTAssertEqual(server.requests.map { $0.header("X-Chain") }, ["other"])
+        gate.open()
+        await fulfillment(of: [waitingDone], timeout: 30)
+        XCTAssertNil(waiting.error)
+        XCTAssertEqual(server.requests.count, 2)
+        limited.invalidateSessionCancelingTasks(true, resetSession: false)
+        await limited.waitUntilInvalidated()
+    }
+
+    func testAnAsyncAdapterThatThrowsFailsTheTaskWithItsErrorWithoutSendingIt() async throws {
+        manager.interceptor = Interceptor(adapters: [ChainMark(mark: "a"), ThrowingAdapter(), ChainMark(mark: "never")])
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/echo"))) { _ in }
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        await fulfillment(of: [done], timeout: 30)
+        XCTAssertEqual(task.error as? InterceptorTestError, InterceptorTestError(reason: "no token today"))
+        XCTAssertTrue(server.requests.isEmpty, "nothing went out")
+        let response = await manager.response(for: URLRequest(url: try server.url("/echo")))
+        XCTAssertEqual(response.error as? InterceptorTestError, InterceptorTestError(reason: "no token today"))
+        do {
+            _ = try await manager.data(for: URLRequest(url: try server.url("/echo")))
+            XCTFail("the adapter's error is thrown")
+        } catch let error as InterceptorTestError {
+            XCTAssertEqual(error.reason, "no token today")
+        }
+        XCTAssertTrue(server.requests.isEmpty)
+    }
+
+    func testACancelWhileTheAdapterSuspendsCompletesAtOnceAndNothingIsSent() async throws {
+        let gate = GateAdapter()
+        manager.requestAdapter = gate
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/echo"))) { _ in }
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        task.cancel()
+        await fulfillment(of: [done], timeout: 30)
+        XCTAssertEqual(task.error as? SessionError, .cancelled)
+        gate.open()  // the adapter's late answer is dropped
+        let after = await manager.response(for: URLRequest(url: try server.url("/echo")))
+        XCTAssertNil(after.error)
+        XCTAssertEqual(server.requests.count, 1, "only the later request went out")
+    }
+
+    func testRetriersAreAskedInOrderUntilOneRetries() async throws {
+        let flaky = Mutex(0)
+        server.route("/flaky") { _ in
+            flaky.withLock { count -> TestResponse in
+                count += 1
+                return count == 1 ? TestResponse(status: 503) : .text("ok")
+            }
+        }
+        let declines = OrderedRetrier(.doNotRetry)
+        let retries = OrderedRetrier(.retry)
+        let neverAsked = OrderedRetrier(.retry)
+        manager.requestRetrier = declines
+        manager.interceptor = Interceptor(retriers: [retries, neverAsked])
+        let response = await manager.response(for: URLRequest(url: try server.url("/flaky")))
+        XCTAssertEqual(response.response?.statusCode, 200)
+        XCTAssertEqual(declines.calls.withLock { $0 }, 1, "requestRetrier is asked first")
+        XCTAssertEqual(retries.calls.withLock { $0 }, 1)
+        XCTAssertEqual(neverAsked.calls.withLock { $0 }, 0, "the chain stops at the first retry")
+    }
+
+    func testARetrierThatFailsTheTaskGivesItItsOwnError() async throws {
+        server.route("/busy", response: TestResponse(status: 503))
+        let failing = OrderedRetrier(.doNotRetryWithError(InterceptorTestError(reason: "gave up")))
+        let neverAsked = OrderedRetrier(.retry)
+        manager.interceptor = Interceptor(retriers: [failing, neverAsked])
+        let response = await manager.response(for: URLRequest(url: try server.url("/busy")))
+        XCTAssertEqual(response.error as? InterceptorTestError, InterceptorTestError(reason: "gave up"))
+        XCTAssertEqual(neverAsked.calls.withLock { $0 }, 0)
+        XCTAssertEqual(server.requests.count, 1)
+    }
+
+    func testExistingSynchronousConformersStillAdaptAndRetry() async throws {
+        server.route("/secure") { request in
+            request.header("Authorization") == "Bearer fresh" ? .text("welcome") : TestResponse(status: 401)
+        }
+        manager.requestAdapter = TokenAdapter()
+        manager.requestRetrier = RetryUnauthorizedOnce()
+        let response = await manager.response(for: URLRequest(url: try server.url("/secure")))
+        XCTAssertEqual(response.response?.statusCode, 200)
+        XCTAssertEqual(server.requests.map { $0.header("Authorization") }, ["Bearer stale", "Bearer fresh"])
+    }
+
+    func testATasksOwnInterceptorRunsAfterTheManagersAndOnlyForThatTask() async throws {
+        let flaky = Mutex(0)
+        server.route("/flaky") { request in
+            flaky.withLock { count -> TestResponse in
+                count += 1
+                return count == 1 ? TestResponse(status: 503) : .text(request.header("X-Chain") ?? "-")
+            }
+        }
+        manager.interceptor = Interceptor(adapters: [ChainMark(mark: "manager")])
+        let retries = OrderedRetrier(.retry)
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/flaky"))) { _ in }
+        task.interceptor = Interceptor(adapters: [ChainMark(mark: "task")], retriers: [retries])
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        await fulfillment(of: [done], timeout: 30)
+        XCTAssertNil(task.error)
+        XCTAssertEqual(task.response?.statusCode, 200, "the task's own retrier retried its 503")
+        XCTAssertEqual(retries.calls.withLock { $0 }, 1)
+        XCTAssertEqual(server.requests.map { $0.header("X-Chain") }, ["manager,task", "manager,task,manager,task"],
+                       "each attempt adapts the request sent before it: the manager's adapter, then the task's")
+
+        let other = await manager.response(for: URLRequest(url: try server.url("/echo")))
+        XCTAssertEqual(text(other), "manager", "another task has only the manager's")
+    }
+
+    func testRetryDecisionsCompare() {
+        XCTAssertEqual(RetryDecision.retry, .retry)
+        XCTAssertEqual(RetryDecision.retryAfter(1), .retryAfter(1))
+        XCTAssertNotEqual(RetryDecision.retryAfter(1), .retryAfter(2))
+        XCTAssertNotEqual(RetryDecision.doNotRetry, .doNotRetryWithError(InterceptorTestError(reason: "x")))
+        XCTAssertEqual(
+            RetryDecision.doNotRetryWithError(InterceptorTestError(reason: "x")), .doNotRetryWithError(InterceptorTestError(reason: "x")))
+        XCTAssertNotEqual(
+            RetryDecision.doNotRetryWithError(InterceptorTestError(reason: "x")), .doNotRetryWithError(InterceptorTestError(reason: "y")))
+    }
+}
+
+/// The retrier's `doNotRetryWithError` answer, in the state machine alone.
+final class InterceptorStateMachineTests: XCTestCase {
+    func testARetrierErrorFinishesWithThatErrorInsteadOfTheAttempts() {
+        var machine = TransferStateMachine(timeouts: TransferTimeouts(idle: 100, total: 10_000), maximumRedirects: 16, now: 0)
+        machine.attached(now: 0, taskIsSuspended: false)
+        _ = machine.connecting(now: 0)
+        machine.headReceived(.deliver)
+        XCTAssertEqual(machine.exchangeEnded(TransferStateMachine.EndFacts(), now: 1), .finish(nil))
+        let refused = InterceptorTestError(reason: "refresh failed")
+        XCTAssertEqual(machine.retryDecided(.doNotRetryWithError(refused), now: 1), .ignore, "not asked yet")
+        XCTAssertTrue(machine.retrierAsked(error: .timedOut("idle"), now: 2))
+        XCTAssertEqual(
+            machine.retryDecided(.doNotRetryWithError(refused), now: 3),
+            .finish(.interceptorFailed(InterceptorFailure(stage: .retry, underlying: refused))))
+        XCTAssertEqual(machine.retryCount, 0)
+        XCTAssertNil(machine.pendingError)
+        XCTAssertEqual(SessionError.interceptorFailed(InterceptorFailure(stage: .retry, underlying: refused)).surfaced as? InterceptorTestError, refused)
+    }
+}
