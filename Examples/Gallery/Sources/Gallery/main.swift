@@ -50,13 +50,22 @@ struct UsageError: Error, CustomStringConvertible {
     var description: String { "\(message)\n\(Options.usage)" }
 }
 
+/// The gallery's own downloader, so the active-download limit is the gallery's to choose. Its
+/// manager keeps no HTTP response cache (the default manager's lives on disk, under ~/.cache):
+/// every run asks the server, whose log the test reads. Decoded images are still cached in
+/// memory by the downloader's `AutoPurgingImageCache`, which is what scrolling back uses.
+func makeDownloader(maximumActiveDownloads: Int) -> ImageDownloader {
+    let manager = HTTPSessionManager(baseURL: nil, configuration: .default)
+    manager.responseSerializer = ImageResponseSerializer()
+    return ImageDownloader(sessionManager: manager, maximumActiveDownloads: maximumActiveDownloads)
+}
+
 func runGallery() -> Int32 {
     do {
         let options = try Options(Array(CommandLine.arguments.dropFirst()))
         guard let baseURL = options.baseURL else { throw UsageError(message: "--base-url is required") }
         let steps = try options.script.map(ScriptStep.parse)
-        // Its own downloader, so the active-download limit is the gallery's to choose.
-        let downloader = ImageDownloader(maximumActiveDownloads: options.maximumDownloads)
+        let downloader = makeDownloader(maximumActiveDownloads: options.maximumDownloads)
         let window = try GalleryWindow(catalog: Catalog(baseURL: baseURL, count: options.count), downloader: downloader)
         defer { window.close() }
         if let steps {
