@@ -8,15 +8,18 @@
 #   DIR/access.log (status, URI, bytes sent), the pid DIR/nginx.pid. Stop it with
 #   `kill "$(cat DIR/nginx.pid)"`.
 #
-# Requests are held to 40 a second (queued, not refused): on loopback every image would
-# otherwise arrive before the gallery could scroll past it, and a scroll would cancel nothing.
-# nginx logs a request whose client closed the connection while it waited with status 499.
+# Image requests are held to 40 a second (queued, not refused; SERVE_RATE=N for N a second): on
+# loopback every image would otherwise arrive before the gallery could scroll past it, and a
+# scroll would cancel nothing. nginx logs a request whose client closed the connection while it
+# waited with status 499.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 dir="${1:?usage: serve.sh DIR [COUNT]}"
 count="${2:-360}"
+rate="${SERVE_RATE:-40}"
+[[ "$rate" =~ ^[1-9][0-9]*$ ]] || { echo "SERVE_RATE must be a positive number" >&2; exit 2; }
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 
@@ -50,7 +53,7 @@ http {
     uwsgi_temp_path $dir/tmp-uwsgi;
     scgi_temp_path $dir/tmp-scgi;
     keepalive_timeout 30;
-    limit_req_zone \$server_name zone=gallery:1m rate=40r/s;
+    limit_req_zone \$server_name zone=gallery:1m rate=${rate}r/s;
     server {
         listen 127.0.0.1:$port;
         server_name gallery;
