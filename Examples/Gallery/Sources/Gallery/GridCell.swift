@@ -4,7 +4,6 @@ import ImageLoading
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
 
 /// One square of the grid, reused as the grid scrolls (a table view's cell): it shows whichever
 /// item it was handed last, through the `ImageDisplaying` binding.
@@ -93,15 +92,4 @@ final class GridCell: ImageDisplaying {
             _ = SDL_UpdateTexture(texture, nil, bytes.baseAddress, Int32(image.width * 4))
         }
     }
-}
-
-/// Downloads that failed, for the script (any thread may record one).
-enum LoadFailures {
-    private static let failures = Mutex<[String]>([])
-
-    static func record(_ failure: String) {
-        failures.withLock { $0.append(failure) }
-    }
-
-    static var all: [String] { failures.withLock { $0 } }
 }
