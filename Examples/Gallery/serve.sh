@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Serves the gallery's generated images with nginx on loopback, on a free port.
 #
-# Usage: Examples/Gallery/serve.sh DIR [COUNT]
-#   Generates COUNT (default 360) solid-colour PNG/JPEG/GIF/WebP files into DIR/www (images.py
+# Usage: Examples/Gallery/serve.sh [DIR [COUNT]]
+#   DIR defaults to a new temporary directory. Generates COUNT (default 360) solid-colour PNG/JPEG/GIF/WebP files into DIR/www (images.py
 #   says which colour and size each has), writes DIR/nginx.conf, starts nginx in the background
 #   and prints its base URL (also in DIR/base-url). Everything stays in DIR: the access log is
 #   DIR/access.log (status, URI, bytes sent), the pid DIR/nginx.pid. Stop it with
@@ -16,7 +16,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-dir="${1:?usage: serve.sh DIR [COUNT]}"
+dir="${1:-$(mktemp -d -t curlew-gallery-server.XXXXXX)}"
 count="${2:-360}"
 rate="${SERVE_RATE:-40}"
 [[ "$rate" =~ ^[1-9][0-9]*$ ]] || { echo "SERVE_RATE must be a positive number" >&2; exit 2; }
@@ -63,6 +63,7 @@ http {
 }
 CONF
     if "$nginx_bin" -p "$dir" -c "$dir/nginx.conf" 2>>"$dir/error.log"; then
+        echo "nginx: files, logs and pid in $dir" >&2
         echo "http://127.0.0.1:$port/" | tee "$dir/base-url"
         exit 0
     fi
