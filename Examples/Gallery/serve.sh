@@ -36,7 +36,7 @@ chmod -R a+rX "$dir/www"
 chmod a+x "$dir"
 
 nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
-for attempt in 1 2 3 4 5; do
+for _ in 1 2 3 4 5; do
     port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')"
     cat >"$dir/nginx.conf" <<CONF
 worker_processes 1;
