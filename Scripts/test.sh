@@ -23,5 +23,10 @@ Scripts/check-doc-comments.sh
 log "fuzz smoke run: every fuzz target builds and runs 1 second (Docs/Reliability.md)"
 Scripts/fuzz.sh --seconds 1
 
+log "the image bindings in a real window (Examples/Gallery/test.sh: Xvfb, nginx, screenshots)"
+Examples/Gallery/test.sh
+log "the headless side: thumbnails from the same server (Examples/Thumbnailer/test.sh)"
+Examples/Thumbnailer/test.sh
+
 log "running the tests"
 swift test --skip-build --disable-swift-testing "$@"

@@ -15,6 +15,7 @@ CURLEW_APT_PACKAGES=(
     curl  # the test server's self-tests compare against the curl tool
     gzip zstd  # the decoding tests compress their bodies with these tools
     python3 python3-venv  # httpbin under gunicorn
+    libsdl2-dev xvfb x11-apps nginx  # Examples/Gallery/test.sh: SDL2 window, X server, xwd, image server
 )
 
 log() { printf '==> %s\n' "$*" >&2; }
