@@ -9,13 +9,15 @@ import FoundationNetworking
 
 /// A swift-openapi-runtime `ClientTransport` that sends every request through a Curlew
 /// `URLSessionManager`: the manager's `SecurityPolicy` and pins are enforced in the TLS
-/// handshake, and its cookies, event monitors, metrics, retrier and limits apply, as to any
+/// handshake, and its cookies, event monitors, metrics and limits apply, as to any
 /// other task of the manager.
 ///
 /// Bodies stream both ways: a request `HTTPBody` is read as libcurl sends it (through a
 /// bounded buffer), and the response `HTTPBody` is the transfer's ``ResponseBytes``, paused in
 /// libcurl while the reader falls behind; no body is ever held whole. Cancelling the task that
-/// awaits `send` or iterates the response body cancels the transfer.
+/// awaits `send` or iterates the response body cancels the transfer. The manager's retrier
+/// is asked about attempts that fail before their response head; a response is never sent
+/// again once its head was handed over (its body streams to the caller).
 ///
 /// ```swift-fragment
 /// let client = Client(serverURL: try Servers.Server1.url(), transport: CurlewTransport(manager: manager))
