@@ -119,9 +119,12 @@ struct DiskStore {
         if listing >= 0, let stream = fdopendir(listing) {
             rewinddir(stream)  // the duplicate shares its offset with earlier listings
             while let entry = readdir(stream) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                    String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-                }
+                // Read the name where it lies, up to its NUL: glibc allocates each entry only as
+                // long as its name (`d_reclen`), so copying the whole 256-byte `d_name` array
+                // can read past the end of readdir's buffer (AddressSanitizer saw it on the last
+                // entry of a full buffer).
+                guard let nameOffset = MemoryLayout<dirent>.offset(of: \dirent.d_name) else { continue }
+                let name = String(cString: (UnsafeRawPointer(entry) + nameOffset).assumingMemoryBound(to: CChar.self))
                 if name.hasPrefix(".") && name.hasSuffix(".tmp") {
                     unlinkat(directory, name, 0)  // a write a crash interrupted
                     continue
