@@ -30,3 +30,13 @@ Examples/Thumbnailer/test.sh
 
 log "running the tests"
 swift test --skip-build --disable-swift-testing "$@"
+
+# Both sanitizers over SessionCore and ImageLoading (Docs/Reliability.md, "Sanitizers"): about
+# 12 minutes on 2 cores from cold. Part of every full run; a filtered run (arguments given) or
+# CURLEW_SKIP_SANITIZERS=1 leaves them out.
+if (($# == 0)) && [[ "${CURLEW_SKIP_SANITIZERS:-0}" != 1 ]]; then
+    log "ThreadSanitizer over SessionCoreTests + ImageLoadingTests (Scripts/sanitize.sh thread)"
+    Scripts/sanitize.sh thread
+    log "AddressSanitizer over SessionCoreTests + ImageLoadingTests (Scripts/sanitize.sh address)"
+    Scripts/sanitize.sh address
+fi
