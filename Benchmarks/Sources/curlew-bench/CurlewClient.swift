@@ -16,14 +16,16 @@ struct CurlewClient {
     /// Attach one `EventMonitor` that counts what it hears (the `curlew-monitor` client).
     var monitored = false
 
-    /// Counts the events a user's metrics monitor would typically look at.
+    /// Counts the events a user's metrics monitor would typically look at, the way the docs
+    /// recommend: statuses from the parsed head, no Foundation response asked for.
     final class CountingMonitor: EventMonitor, @unchecked Sendable {  // `lock` guards the counts
         let queue = DispatchQueue(label: "curlew-bench.monitor")
+        var receivesFoundationResponses: Bool { false }
         private let lock = NSLock()
         private var responses = 0
         private var completions = 0
-        func task(_ task: SessionTask, didReceive response: HTTPURLResponse) {
-            lock.withLock { responses += 1 }
+        func task(_ task: SessionTask, didReceiveHead head: HTTPResponseHead) {
+            lock.withLock { responses += head.statusCode < 400 ? 1 : 0 }
         }
         func task(_ task: SessionTask, didCompleteWithError error: (any Error)?) {
             lock.withLock { completions += 1 }

@@ -31,15 +31,18 @@ if let size = ProcessInfo.processInfo.environment["CURLEW_PROFILE_BUFFER"].flatM
 }
 /// One monitor that counts responses and completions (`CURLEW_PROFILE_MONITOR=1`): what the
 /// event seam costs, as bench.sh's `curlew-monitor` client.
+/// `CURLEW_PROFILE_MONITOR=foundation` makes it take Foundation's response instead of the head.
 final class CountingMonitor: EventMonitor, @unchecked Sendable {  // `lock` guards the counts
     let queue = DispatchQueue(label: "curlew-profile.monitor")
+    let receivesFoundationResponses = ProcessInfo.processInfo.environment["CURLEW_PROFILE_MONITOR"] == "foundation"
     private let lock = NSLock()
     private var responses = 0
     private var completions = 0
     func task(_ task: SessionTask, didReceive response: HTTPURLResponse) { lock.withLock { responses += 1 } }
+    func task(_ task: SessionTask, didReceiveHead head: HTTPResponseHead) { lock.withLock { responses += 1 } }
     func task(_ task: SessionTask, didCompleteWithError error: (any Error)?) { lock.withLock { completions += 1 } }
 }
-let monitors: [any EventMonitor] = ProcessInfo.processInfo.environment["CURLEW_PROFILE_MONITOR"] == "1" ? [CountingMonitor()] : []
+let monitors: [any EventMonitor] = ProcessInfo.processInfo.environment["CURLEW_PROFILE_MONITOR"] != nil ? [CountingMonitor()] : []
 let manager = URLSessionManager(configuration: configuration, eventMonitors: monitors)
 manager.responseSerializer = HTTPResponseSerializer()
 
