@@ -158,6 +158,31 @@ final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
         }
     }
 
+    /// The same wait asked for by the retrier: `RetryPolicy(waitsForConnectivity)` answers a
+    /// connection failure with `.retryWhenConnected`, without the configuration's option.
+    func testARetryPolicyRetriesWhenTheNetworkComesBack() throws {
+        try connectAndSettle()
+        let port = try startResponder()
+        try client.ip("link", "set", "crl0", "down")
+        let events = Events()
+        let manager = try makeManager(waits: false, events: events)
+        var policy = RetryPolicy()
+        policy.waitsForConnectivity = true
+        manager.requestRetrier = policy
+        let done = Mutex<DataResponse?>(nil)
+        let task = manager.dataTask(with: URLRequest(url: URL(string: "http://\(Self.hostAddress):\(port)/")!)) { response in
+            done.withLock { $0 = response }
+        }
+        task.resume()
+        XCTAssertTrue(waitUntil { events.recorded.contains("waiting") }, "no waiting event: \(events.recorded)")
+        XCTAssertNil(done.withLock { $0 }, "the retrier's wait must hold the task")
+        try client.ip("link", "set", "crl0", "up")
+        XCTAssertTrue(waitUntil { done.withLock { $0 } != nil }, "the task never completed")
+        XCTAssertNil(done.withLock { $0 }?.error, "\(String(describing: done.withLock { $0 }?.error))")
+        XCTAssertEqual(done.withLock { $0 }?.response?.statusCode, 200)
+        XCTAssertEqual(events.recorded, ["willSend", "waiting", "willSend", "completed"])
+    }
+
     func testTheResourceTimeoutEndsTheWait() throws {
         try connectAndSettle()
         try client.ip("link", "set", "crl0", "down")

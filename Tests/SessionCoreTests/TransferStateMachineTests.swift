@@ -153,6 +153,20 @@ final class TransferStateMachineTests: XCTestCase {
         XCTAssertEqual(machine.connectivityDecided(returned: true, now: 3), .ignore, "nothing awaited any more")
     }
 
+    func testTheRetriersWaitForARouteEndsInAnotherAttemptEitherWay() {
+        for returned in [true, false] {
+            var machine = Machine(timeouts: TransferTimeouts(idle: 100, total: 10_000), maximumRedirects: 16, now: 0)
+            XCTAssertTrue(machine.retrierAsked(error: .cannotConnect("unreachable"), now: 1))
+            XCTAssertEqual(machine.retryDecided(.retryWhenConnected, now: 2), .awaitRoute(error: .cannotConnect("unreachable")))
+            XCTAssertEqual(machine.phase, .awaitingDecision(.connectivity))
+            XCTAssertEqual(machine.retryCount, 1, "the retrier's limit bounds how often it waits")
+            XCTAssertEqual(
+                machine.connectivityDecided(returned: returned, now: 3), .retryNow(error: .cannotConnect("unreachable")),
+                "returned: \(returned)")
+            XCTAssertEqual(machine.phase, .ready)
+        }
+    }
+
     func testARouteThatWasThereLetsTheErrorStand() {
         var machine = Machine(timeouts: TransferTimeouts(idle: 100, total: 10_000), maximumRedirects: 16, now: 0)
         XCTAssertTrue(machine.connectivityAwaited(error: .dnsFailure("no such host"), now: 1))

@@ -90,12 +90,7 @@ final class ConnectivityWait: Sendable {
     /// Whether `error` can come from a missing route: a connection that could not be made, a
     /// name that could not be resolved, a connection lost. Only these are checked against the
     /// routing table.
-    static func mayBeForWantOfARoute(_ error: SessionError) -> Bool {
-        switch error {
-        case .cannotConnect, .dnsFailure, .networkLost: true
-        default: false
-        }
-    }
+    static func mayBeForWantOfARoute(_ error: SessionError) -> Bool { error.isConnectivityFailure }
 
     /// One running monitor per target for the whole process, however many tasks wait: a
     /// thousand waiting tasks share one netlink socket pair, not a thousand.

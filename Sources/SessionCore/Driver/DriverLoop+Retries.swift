@@ -98,6 +98,13 @@ extension DriverLoop {
             noteRetry(of: delegate, after: delay, error: error, attempt: attempt)
             scheduledRetries.append((deadline, delegate))
             nextRetry = min(nextRetry, deadline)
+        case .awaitRoute(let error):
+            noteRetry(of: delegate, after: 0, error: error, attempt: attempt)
+            guard let target = ConnectivityWait.Target(delegate.request.url) else {
+                retry(delegate, otherwise: error)  // no host to watch a route to: send it now
+                return
+            }
+            startConnectivityWait(delegate, target: target)
         }
     }
 
@@ -106,6 +113,11 @@ extension DriverLoop {
     /// `.connectivityDecision`. The resource timeout bounds the wait.
     func awaitConnectivity(_ delegate: TaskDelegate, target: ConnectivityWait.Target, error: SessionError) {
         transition(delegate) { $0.connectivityAwaited(error: error, now: TaskDelegate.uptime) }
+        startConnectivityWait(delegate, target: target)
+    }
+
+    /// Starts the watcher for a transfer already detached in `.awaitingDecision(.connectivity)`.
+    func startConnectivityWait(_ delegate: TaskDelegate, target: ConnectivityWait.Target) {
         let task = delegate.task
         let driver = self.driver
         let hub = engine.monitorHub
@@ -134,8 +146,8 @@ extension DriverLoop {
                 log.debug("task #\(delegate.task.taskIdentifier) is sent again: a route to its host appeared")
             }
             retry(delegate, otherwise: error)
-        case .retryAt:
-            break  // not an answer this decision gives
+        case .retryAt, .awaitRoute:
+            break  // not answers this decision gives
         }
     }
 

@@ -15,12 +15,17 @@ public enum RetryDecision: Sendable, Equatable {
     /// Complete the task with this error instead of the attempt's outcome (a token refresh
     /// that failed): the task's `error` is this error itself.
     case doNotRetryWithError(any Error)
+    /// Send the request again as soon as a route to its host exists: at once when there is one,
+    /// else when Reachability's monitor sees one appear (the transfer waits detached, bounded by
+    /// the resource timeout; monitors hear `taskIsWaitingForConnectivity`). `RetryPolicy`
+    /// answers this for connection failures when its `waitsForConnectivity` is on.
+    case retryWhenConnected
 
     /// Equal cases with equal values; two `doNotRetryWithError` decisions are equal when their
     /// errors are (see ``InterceptorFailure``'s equality: same type, same description).
     public static func == (lhs: RetryDecision, rhs: RetryDecision) -> Bool {
         switch (lhs, rhs) {
-        case (.doNotRetry, .doNotRetry), (.retry, .retry): return true
+        case (.doNotRetry, .doNotRetry), (.retry, .retry), (.retryWhenConnected, .retryWhenConnected): return true
         case (.retryAfter(let left), .retryAfter(let right)): return left == right
         case (.doNotRetryWithError(let left), .doNotRetryWithError(let right)):
             return InterceptorFailure(stage: .retry, underlying: left) == InterceptorFailure(stage: .retry, underlying: right)
@@ -32,7 +37,7 @@ public enum RetryDecision: Sendable, Equatable {
     /// carried out).
     var asksForAnotherAttempt: Bool {
         switch self {
-        case .retry, .retryAfter: return true
+        case .retry, .retryAfter, .retryWhenConnected: return true
         case .doNotRetry, .doNotRetryWithError: return false
         }
     }

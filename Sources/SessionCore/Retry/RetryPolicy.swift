@@ -25,6 +25,11 @@ public struct RetryPolicy: RequestRetrier {
     public var retryableHTTPMethods: Set<String>
     /// Statuses worth another try.
     public var retryableHTTPStatusCodes: Set<Int>
+    /// For a connection that could not be made or was lost, or a name that could not be
+    /// resolved: wait until the network has a route to the host and send again then
+    /// (``RetryDecision/retryWhenConnected``, at once when a route is there), instead of the
+    /// backoff. Still counted against ``retryLimit``; the resource timeout bounds each wait.
+    public var waitsForConnectivity: Bool = false
 
     /// The defaults: 2 retries, waits of about 0.5 s then 1 s, ±20%, at most 30 s; idempotent
     /// methods; 408, 500, 502, 503, 504; timeouts, refused connections, lost connections and
@@ -45,6 +50,9 @@ public struct RetryPolicy: RequestRetrier {
     }
 
     /// Whether `error` is a transport failure worth another try.
+    ///
+    /// The connectivity failures among them (``SessionError/isConnectivityFailure``) are
+    /// answered with ``RetryDecision/retryWhenConnected`` when ``waitsForConnectivity`` is on.
     public static func isRetryable(_ error: SessionError) -> Bool {
         switch error {
         case .timedOut, .cannotConnect, .networkLost, .dnsFailure: return true
@@ -61,6 +69,7 @@ public struct RetryPolicy: RequestRetrier {
         guard retryableHTTPMethods.contains(method) else { return .doNotRetry }
         if let error {
             guard Self.isRetryable(error) else { return .doNotRetry }
+            if waitsForConnectivity, error.isConnectivityFailure { return .retryWhenConnected }
         } else {
             guard let status = response?.statusCode, retryableHTTPStatusCodes.contains(status) else { return .doNotRetry }
         }
@@ -95,5 +104,16 @@ public struct RetryPolicy: RequestRetrier {
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
         guard let date = formatter.date(from: trimmed) else { return nil }
         return max(0, date.timeIntervalSince(now))
+    }
+}
+
+extension SessionError {
+    /// A failure that a missing route can cause: a connection that could not be made or was
+    /// lost, a name that could not be resolved.
+    public var isConnectivityFailure: Bool {
+        switch self {
+        case .cannotConnect, .networkLost, .dnsFailure: true
+        default: false
+        }
     }
 }

@@ -122,5 +122,7 @@ extension TransferStateMachine {
         case retryNow(error: SessionError?)
         /// Send it again at `deadline`, `delay` seconds from now.
         case retryAt(deadline: UInt64, delay: TimeInterval, error: SessionError?)
+        /// Wait (detached) for a route to the host, then send again (`.retryWhenConnected`).
+        case awaitRoute(error: SessionError?)
     }
 }

@@ -46,6 +46,9 @@ struct TransferStateMachine {
     /// libcurl resolves, connects or handed the transfer a connection (this exchange).
     private(set) var hasConnection = false
     /// The consumer of a streamed body fell behind; curl is paused until it catches up.
+    /// The wait for a route in progress was the retrier's answer (`.retryWhenConnected`), not
+    /// `waitsForConnectivity`'s: it ends in another attempt whether or not a route was missing.
+    private(set) var routeWaitIsARetry = false
     private(set) var isBackpressured = false
     /// The response hook has not answered about the delivered response yet.
     private(set) var awaitsResponseDecision = false
@@ -331,6 +334,7 @@ struct TransferStateMachine {
     @discardableResult
     mutating func connectivityAwaited(error: SessionError, now: UInt64) -> Bool {
         guard phase == .ready else { return false }
+        routeWaitIsARetry = false
         phase = .awaitingDecision(.connectivity)
         pendingError = error
         settleClock(now)
@@ -345,7 +349,10 @@ struct TransferStateMachine {
         pendingError = nil
         phase = .ready  // between exchanges either way: the retrier may be asked next
         settleClock(now)
-        return returned ? .retryNow(error: error) : .finish(error)
+        // The retrier asked for this wait: it wanted the request sent again either way.
+        let isRetry = routeWaitIsARetry
+        routeWaitIsARetry = false
+        return returned || isRetry ? .retryNow(error: error) : .finish(error)
     }
 
     /// The retrier answered. A delay that is negative, not finite or more than a century
@@ -368,6 +375,13 @@ struct TransferStateMachine {
             phase = .ready
             settleClock(now)
             return .retryNow(error: error)
+        case .retryWhenConnected:
+            // Counted as a retry now: the retrier's own limit bounds how often it waits.
+            retryCount += 1
+            phase = .awaitingDecision(.connectivity)
+            routeWaitIsARetry = true
+            settleClock(now)
+            return .awaitRoute(error: error)
         case .retryAfter(let seconds):
             guard seconds > 0, let wait = TransferTimeouts.nanoseconds(seconds) else { return .finish(error) }
             let deadline = now &+ wait
