@@ -103,6 +103,7 @@ cookies_sources=(
 download_sources=(
     Sources/SessionCore/Download/{DownloadFile,DownloadFileClaim,DownloadResumeData}.swift
     Sources/SessionCore/Engine/SessionError.swift
+    Sources/SessionCore/Retry/InterceptorFailure.swift  # SessionError.interceptorFailed carries it
 )
 image_sources=(Sources/ImageLoading/{Image,ImageError,ImageFrame}.swift Sources/ImageLoading/Decoding/*.swift)
 netlink_sources=(Sources/Reachability/{NetlinkMessageParser,NetlinkMessage,NetlinkConstants,NetlinkParseError,LinkMessage,RouteMessage,IPAddress}.swift)
