@@ -73,29 +73,28 @@ struct ServerSentEventParser {
     /// and the reconnection time stay.
     mutating func discardPendingEvent() {
         idBuffer = lastEventID
-        data = ""
-        dataBytes = 0
-        hasData = false
-        eventType = ""
-        blockRetry = nil
+        resetBlock()
         atStreamStart = true  // a new connection is a new stream (it may start with a BOM)
     }
 
     private mutating func dispatch() -> ServerSentEvent? {
         // The ID takes effect at every blank line, with or without data (the spec's step 1).
         lastEventID = idBuffer
-        defer {
-            data = ""
-            dataBytes = 0
-            hasData = false
-            eventType = ""
-            blockRetry = nil
-        }
+        defer { resetBlock() }
         guard hasData else { return nil }
         var text = data
         if text.utf8.last == UInt8(ascii: "\n") { text.removeLast() }
         return ServerSentEvent(
             id: lastEventID.isEmpty ? nil : lastEventID, event: eventType.isEmpty ? nil : eventType,
             data: text, retry: blockRetry)
+    }
+
+    /// Forgets the fields of the block being read (not the ID in force, not the retry time).
+    private mutating func resetBlock() {
+        data = ""
+        dataBytes = 0
+        hasData = false
+        eventType = ""
+        blockRetry = nil
     }
 }
