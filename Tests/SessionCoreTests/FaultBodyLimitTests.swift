@@ -81,4 +81,31 @@ final class FaultBodyLimitTests: XCTestCase {
         XCTAssertEqual(response.error as? SessionError, .responseHeadersTooLarge(limit: SessionConfiguration.default.maximumResponseHeaderBytes))
         XCTAssertNil(response.response, "a head over the limit is not handed out")
     }
+
+    /// A limit set above libcurl's own cap (300 KiB): libcurl refuses the head first, and that
+    /// is the same refusal to the caller (not a lost connection), naming libcurl's limit.
+    func testAHeadOverLibcurlsOwnCapIsRefusedAsTooLarge() async throws {
+        server.route("/huge") { _ in
+            TestResponse(status: 200, headers: (0..<400).map { ("X-\($0)", String(repeating: "v", count: 1000)) },
+                         body: Data("ok".utf8))
+        }
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .none
+        configuration.maximumResponseHeaderBytes = 1 << 20
+        let generous = URLSessionManager.raw(configuration)
+        let response = await generous.response(for: URLRequest(url: try server.url("/huge")))
+        XCTAssertEqual(response.error as? SessionError, .responseHeadersTooLarge(limit: 307_200))
+        XCTAssertNil(response.response)
+        generous.invalidateSessionCancelingTasks(true, resetSession: false)
+        await generous.waitUntilInvalidated()
+    }
+
+    func testLibcurlsHeaderLimitIsReadFromItsMessageOnly() {
+        XCTAssertEqual(SessionError.libcurlHeaderLimit(in: "Too large response headers: 307211 > 307200"), 307_200)
+        XCTAssertNil(SessionError.libcurlHeaderLimit(in: "Recv failure: Connection reset by peer"))
+        XCTAssertNil(SessionError.libcurlHeaderLimit(in: "Too large response headers: 1 > "))
+        XCTAssertNil(SessionError.libcurlHeaderLimit(in: "Too large response headers: 1 > 12x"))
+        XCTAssertNil(SessionError.libcurlHeaderLimit(in: "Too large response headers: 1 > 99999999999999999999"))
+        XCTAssertNil(SessionError.libcurlHeaderLimit(in: ""))
+    }
 }

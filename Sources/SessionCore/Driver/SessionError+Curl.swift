@@ -22,7 +22,15 @@ extension SessionError {
             CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_ENGINE_INITFAILED,
             CURLE_SSL_CRL_BADFILE, CURLE_SSL_SHUTDOWN_FAILED:
             self = .tlsHandshakeFailed(detail)
-        case CURLE_GOT_NOTHING, CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_PARTIAL_FILE:
+        case CURLE_RECV_ERROR:
+            // libcurl caps a response's header block itself (300 KiB in 7.88), before the
+            // engine's own `maximumResponseHeaderBytes` when that is set higher: the same refusal.
+            if let limit = Self.libcurlHeaderLimit(in: message) {
+                self = .responseHeadersTooLarge(limit: limit)
+            } else {
+                self = .networkLost(detail)
+            }
+        case CURLE_GOT_NOTHING, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE:
             self = .networkLost(detail)
         case CURLE_WEIRD_SERVER_REPLY, CURLE_HTTP2, CURLE_HTTP2_STREAM, CURLE_BAD_CONTENT_ENCODING,
             CURLE_HTTP3:
@@ -42,5 +50,22 @@ extension SessionError {
         default:
             self = .curl(code: Int(code.rawValue), message: detail)
         }
+    }
+
+    /// The limit in libcurl's "Too large response headers: <size> > <limit>" (its words since
+    /// 7.8x), or nil for any other receive error. Bytes only: this runs on the driver thread.
+    static func libcurlHeaderLimit(in message: String) -> Int? {
+        let prefix = "Too large response headers: ".utf8
+        let bytes = Array(message.utf8)
+        guard bytes.count > prefix.count, bytes.starts(with: prefix),
+              let marker = bytes.lastIndex(of: UInt8(ascii: ">")) else { return nil }
+        var limit = 0
+        var digits = 0
+        for byte in bytes[(marker + 1)...] where byte != UInt8(ascii: " ") {
+            guard byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9"), digits < 12 else { return nil }
+            limit = limit * 10 + Int(byte - UInt8(ascii: "0"))
+            digits += 1
+        }
+        return digits > 0 ? limit : nil
     }
 }

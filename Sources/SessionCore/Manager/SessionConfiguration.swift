@@ -115,7 +115,12 @@ public struct SessionConfiguration: Sendable {
     /// timeout (`timeoutIntervalForResource`) bounds it. A failure with a route in place (a
     /// refused connection, an unknown host while the network is up) fails as before.
     public var waitsForConnectivity = false
-    /// The largest response head accepted, in bytes. Default: 256 KiB.
+    /// The largest response head accepted, in bytes; a larger one fails with
+    /// `.responseHeadersTooLarge`. Default: 256 KiB.
+    ///
+    /// libcurl caps a response's header block itself, at 300 KiB (307,200 bytes) in the
+    /// versions Debian ships, so a value above that acts as libcurl's cap: such a head fails
+    /// with `.responseHeadersTooLarge(limit: 307200)`, libcurl's limit as it reports it.
     public var maximumResponseHeaderBytes: Int = 256 * 1024
     /// The largest ratio of decoded to received body bytes accepted for a compressed response
     /// (`Content-Encoding`); a larger one fails with `.decompressionLimitExceeded`.
