@@ -225,6 +225,41 @@ final class EventMonitorTests: XCTestCase {
         }
     }
 
+    /// Many tasks at once, two monitors on their own queues (one taking Foundation responses,
+    /// one the head): every task's events reach each monitor once and in order, and once
+    /// delivered no monitor list keeps a task alive.
+    func testManyConcurrentTasksReachEachMonitorInOrderAndAreReleased() async throws {
+        let foundation = RecordingMonitor(label: "test.many.foundation")
+        let heads = RecordingMonitor(label: "test.many.heads", foundationResponses: false)
+        let manager = manager([foundation, heads])
+        let count = 100
+        let done = expectation(description: "every handler ran")
+        done.expectedFulfillmentCount = count
+        var identifiers: [Int] = []
+        var released: [WeakTask] = []
+        for _ in 0..<count {
+            let task = manager.dataTask(with: URLRequest(url: try server.url("/ok")), completionHandler: { _ in done.fulfill() })
+            identifiers.append(task.taskIdentifier)
+            released.append(WeakTask(task))
+            task.resume()
+        }
+        await fulfillment(of: [done], timeout: 60)
+        for monitor in [foundation, heads] {
+            try await eventually(
+                { monitor.allEntries.filter { $0.line.hasPrefix("produce") }.count == count }, "every task produced")
+        }
+        let received = ["receive 200", "head 200"]
+        for (monitor, receive) in zip([foundation, heads], received) {
+            let entries = monitor.allEntries
+            for identifier in identifiers {
+                let lines = entries.filter { $0.task == identifier }.map { $0.line.hasPrefix("head 200 ") ? "head 200" : $0.line }
+                XCTAssertEqual(lines, ["create", "resume", "send GET /ok", receive, "metrics 1", "complete ok", "produce ok"])
+            }
+            assertPlacedRight(monitor)
+        }
+        try await eventually({ released.allSatisfy { $0.task == nil } }, "no task kept alive once its events were delivered")
+    }
+
     func testABlockedMonitorDoesNotHoldUpTransfers() async throws {
         let gate = DispatchSemaphore(value: 0)
         let blocked = BlockingMonitor(gate: gate)
@@ -280,4 +315,10 @@ final class BlockingMonitor: EventMonitor {
     func task(_ task: SessionTask, didFinishCollecting metrics: TaskMetrics) { note(task, "metrics") }
     func task(_ task: SessionTask, didCompleteWithError error: (any Error)?) { note(task, "complete") }
     func task(_ task: SessionTask, didProduce response: DataResponse) { note(task, "produce") }
+}
+
+/// A weak reference to a task, for release checks.
+final class WeakTask {
+    weak var task: SessionTask?
+    init(_ task: SessionTask) { self.task = task }
 }

@@ -130,7 +130,7 @@ final class SessionEngine: Sendable {
             return counter
         }
         self.configuration = configuration
-        monitorHub = MonitorHub(monitors: eventMonitors, identifier: number)
+        monitorHub = MonitorHub(monitors: eventMonitors)
         debugLog = configuration.logger.map { EngineLog(logger: $0, identifier: number) }
         let bypass = configuration.proxyBypassList.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         proxyBypass = bypass.isEmpty ? nil : bypass.joined(separator: ",")
