@@ -13,7 +13,7 @@ final class CompletionBatchTests: XCTestCase {
         let done = expectation(description: "all ran")
         done.expectedFulfillmentCount = 50
         for number in 0..<50 {
-            batch.add({ ran.withLock { $0.append(number) }; done.fulfill() }, on: queue)
+            batch.add({ ran.withLock { $0.append(number) }; done.fulfill() }, on: queue, kind: .own)
         }
         queue.sync {}  // anything already sent would have run by now
         XCTAssertEqual(ran.withLock { $0 }, [], "nothing is sent before the flush")
@@ -30,9 +30,9 @@ final class CompletionBatchTests: XCTestCase {
         let second = DispatchQueue(label: "batch-test-2")
         let ran = Mutex<[String]>([])
         let batch = CompletionBatch()
-        batch.add({ ran.withLock { $0.append("a") } }, on: first)
-        batch.add({ ran.withLock { $0.append("b") } }, on: first)
-        batch.add({ ran.withLock { $0.append("c") } }, on: second)
+        batch.add({ ran.withLock { $0.append("a") } }, on: first, kind: .own)
+        batch.add({ ran.withLock { $0.append("b") } }, on: first, kind: .own)
+        batch.add({ ran.withLock { $0.append("c") } }, on: second, kind: .own)
         first.sync {}
         XCTAssertEqual(ran.withLock { $0 }, ["a", "b"], "the change of queue sent the first queue's items")
         second.sync {}
@@ -40,5 +40,15 @@ final class CompletionBatchTests: XCTestCase {
         batch.flush()
         second.sync {}
         XCTAssertEqual(ran.withLock { $0 }, ["a", "b", "c"])
+    }
+
+    /// On Linux `DispatchQueue.main` is a new object at every use (`===` never matches it):
+    /// the main queue is recognised all the same, and a queue of the caller's is not batched.
+    func testTheMainQueueIsRecognisedThoughEveryUseIsANewObject() {
+        let own = DispatchQueue(label: "batch-test-own")
+        XCTAssertEqual(CompletionQueueKind(own, own: own), .own)
+        XCTAssertEqual(CompletionQueueKind(DispatchQueue.main, own: own), .main)
+        XCTAssertEqual(CompletionQueueKind(DispatchQueue(label: "batch-test-other"), own: own), .other)
+        XCTAssertEqual(CompletionQueueKind(DispatchQueue.global(), own: own), .other)
     }
 }

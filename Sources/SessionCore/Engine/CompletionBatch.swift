@@ -17,10 +17,15 @@ final class CompletionBatch {
     /// there (`retire`).
     @exclusivity(unchecked) private var retired: [any Sendable & AnyObject] = []
 
-    /// Queues `work` for `queue`, after every item added before it.
-    func add(_ work: @escaping @Sendable () -> Void, on queue: DispatchQueue) {
+    /// Whether `queue` is the main queue (its objects are then freed here, not there).
+    private var queueIsMain = false
+
+    /// Queues `work` for `queue` (a serial one: `kind` is `.own` or `.main`), after every
+    /// item added before it.
+    func add(_ work: @escaping @Sendable () -> Void, on queue: DispatchQueue, kind: CompletionQueueKind) {
         if let current = self.queue, current !== queue { flush() }
         self.queue = queue
+        queueIsMain = kind == .main
         items.append(work)
     }
 
@@ -43,7 +48,7 @@ final class CompletionBatch {
         let work = items
         // Not on the main queue: an app's main thread has better things to do; those are
         // freed here, on the driver thread, as before.
-        let objects = queue === DispatchQueue.main ? [] : retired
+        let objects = queueIsMain ? [] : retired
         // The next pass likely finishes as many: one allocation instead of a growth series.
         items = []
         items.reserveCapacity(work.count)
@@ -58,6 +63,32 @@ final class CompletionBatch {
                 for item in work { item() }
                 withExtendedLifetime(objects) {}
             }
+        }
+    }
+}
+
+/// What the driver knows of a manager's completion queue: whether one block may carry
+/// several completions to it (only a serial queue keeps their order that way).
+enum CompletionQueueKind: Sendable {
+    /// The manager's own serial queue.
+    case own
+    /// The main queue (serial; the objects a batch retires are not freed there).
+    case main
+    /// A queue given by the caller, perhaps concurrent: one `async` per completion.
+    case other
+
+    /// The label libdispatch gives the main queue. On Linux `DispatchQueue.main` returns a new
+    /// wrapper object at every use, so `queue === DispatchQueue.main` is never true: the main
+    /// queue is recognised by its label, once, when the manager's queue is set.
+    private static let mainQueueLabel = DispatchQueue.main.label
+
+    init(_ queue: DispatchQueue, own: DispatchQueue) {
+        if queue === own {
+            self = .own
+        } else if queue.label == Self.mainQueueLabel {
+            self = .main
+        } else {
+            self = .other
         }
     }
 }

@@ -48,7 +48,9 @@ extension SessionEngine {
     }
 
     func continueCompleting(_ task: SessionTask, outcome: TransferOutcome, batch: CompletionBatch? = nil) {
-        let (queue, hooks, serializer) = state.withLock { ($0.completionQueue, $0.hooks, $0.responseSerializer) }
+        let (queue, kind, hooks, serializer) = state.withLock {
+            ($0.completionQueue, $0.completionQueueKind, $0.hooks, $0.responseSerializer)
+        }
         if let download = task as? DownloadTask {
             // The file is moved on the operation queue (where AFNetworking's delegate moved it),
             // after the last progress update, before the completion handler.
@@ -81,8 +83,8 @@ extension SessionEngine {
         }
         if viaOperationQueue {
             operationQueue.async { task.finishProgress(); target.async(execute: work) }
-        } else if let batch, target === ownCompletionQueue || target === DispatchQueue.main {
-            batch.add(work, on: target)
+        } else if let batch, target === queue, kind != .other {
+            batch.add(work, on: target, kind: kind)
         } else {
             target.async(execute: work)
         }

@@ -58,6 +58,9 @@ final class SessionEngine: Sendable {
         var tasks: [Int: SessionTask] = [:]
         var nextIdentifier = 1
         var completionQueue: DispatchQueue
+        /// Whether `completionQueue` is known to be serial (the manager's own, or the main
+        /// queue), so that the driver may send it one pass's completions in one block.
+        var completionQueueKind = CompletionQueueKind.own
         var hooks = Hooks()
         /// How a finished task's body becomes its result value (the manager's
         /// `responseSerializer`); AFNetworking's default is a JSON serializer.
@@ -163,7 +166,13 @@ final class SessionEngine: Sendable {
 
     var completionQueue: DispatchQueue {
         get { state.withLock { $0.completionQueue } }
-        set { state.withLock { $0.completionQueue = newValue } }
+        set {
+            let kind = CompletionQueueKind(newValue, own: ownCompletionQueue)
+            state.withLock {
+                $0.completionQueue = newValue
+                $0.completionQueueKind = kind
+            }
+        }
     }
 
     func updateHooks(_ body: (Hooks) -> Void) {
