@@ -107,4 +107,18 @@ package struct SystemTrustLocation: Sendable, Hashable {
         }
         return result
     }
+
+    /// The system's roots as `Certificate`s, for a policy that trusts them plus others
+    /// (SessionCore's `certificateAuthorityFile`): the certificates of the process-wide
+    /// system store (`TrustStore.system`), shared rather than parsed again. Parsing a bundle's
+    /// ~140 roots costs tens of milliseconds with OpenSSL 3 (callgrind: ~780M instructions),
+    /// which every manager with a CA file paid on its first request; now the process pays it
+    /// once, with the store the default policy evaluates against. When the location has a
+    /// hashed directory, whose roots the store reads only on demand, every file is parsed
+    /// (`certificates()`), as before.
+    package static func currentRootCertificates() -> [Certificate] {
+        let location = SystemTrustLocation.current
+        guard location.directory == nil, let store = TrustStore.system else { return location.certificates() }
+        return store.certificates()
+    }
 }

@@ -71,4 +71,20 @@ final class SystemTrustLocationTests: XCTestCase {
         XCTAssertEqual(empty.certificateCount, 0)
         XCTAssertTrue(empty.origin.contains("none.pem"), empty.origin)
     }
+
+    /// A store's certificates are the very roots it was loaded from (no parse of their own),
+    /// and this process's system roots are the location's, found either way.
+    func testAStoresCertificatesAreItsRootsAndTheSystemsAreTheLocations() throws {
+        let set = try SecurityTestHelpers.generated()
+        let location = SystemTrustLocation.resolve(environment: ["SSL_CERT_FILE": set.root.certificatePEM.path])
+        let store = try XCTUnwrap(TrustStore.load(location))
+        XCTAssertEqual(store.certificates(), location.certificates())
+        XCTAssertEqual(try XCTUnwrap(TrustStore(anchors: [], origin: "empty")).certificates(), [])
+
+        let system = SystemTrustLocation.currentRootCertificates()
+        XCTAssertEqual(Set(system), Set(SystemTrustLocation.current.certificates()))
+        if SystemTrustLocation.current.readableFile != nil {
+            XCTAssertFalse(system.isEmpty, "the machine's CA bundle has roots")
+        }
+    }
 }

@@ -15,6 +15,9 @@ import Synchronization
 //   valgrind --tool=callgrind --separate-threads=yes \
 //       Benchmarks/.build/release/curlew-profile http://127.0.0.1:27180/small.txt 5000 64
 //   CURLEW_PROFILE_MONITOR=1 attaches one EventMonitor.
+//   CURLEW_PROFILE_CA=FILE trusts that CA (bench.sh --serve's .build/bench/ca.pem), and
+//   CURLEW_PROFILE_H2=1 asks for HTTP/2 (https://127.0.0.1:27543/small.txt), as the
+//   get-h2-tls-c64 workload does.
 
 let arguments = CommandLine.arguments
 guard arguments.count >= 2, let url = URL(string: arguments[1]) else {
@@ -26,6 +29,12 @@ let concurrency = arguments.count > 3 ? max(1, Int(arguments[3]) ?? 64) : 64
 
 var configuration = SessionConfiguration.default
 configuration.httpMaximumConnectionsPerHost = concurrency
+if let caFile = ProcessInfo.processInfo.environment["CURLEW_PROFILE_CA"] {
+    configuration.certificateAuthorityFile = caFile
+}
+if ProcessInfo.processInfo.environment["CURLEW_PROFILE_H2"] == "1" {
+    configuration.httpVersion = .http2
+}
 if let size = ProcessInfo.processInfo.environment["CURLEW_PROFILE_BUFFER"].flatMap({ Int($0) }) {
     configuration.receiveBufferSize = size  // experiments: the receive buffer's effect
 }

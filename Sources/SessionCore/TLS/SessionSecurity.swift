@@ -92,8 +92,9 @@ final class SessionSecurity: Sendable {
             let result: Snapshot
             do {
                 let extra = try Certificate.certificates(contentsOf: URL(fileURLWithPath: file))
-                // The system roots by the same rule as the policy's own system store.
-                let system = SystemTrustLocation.current.certificates()
+                // The system roots by the same rule as the policy's own system store (its
+                // certificates, already parsed for the default policy's evaluations).
+                let system = SystemTrustLocation.currentRootCertificates()
                 var policy = base.policy
                 policy.trustedRootCertificates = Set(system + extra)
                 result = Snapshot(policy: policy, tag: base.tag, configurationError: nil)
