@@ -49,7 +49,7 @@ fi
 # --- the client
 if ((!SERVE)); then
     log "building curlew-image-pipeline (release)"
-    (cd Benchmarks && flock /tmp/curlew-build.lock swift build -c release --product curlew-image-pipeline 2>&1 | tail -3)
+    (cd Benchmarks && flock /tmp/curlew-build.lock swift build -c release --product curlew-image-pipeline 2>&1 | tail -3) >&2
     CLIENT="$(cd Benchmarks && swift build -c release --show-bin-path)/curlew-image-pipeline"
 fi
 
