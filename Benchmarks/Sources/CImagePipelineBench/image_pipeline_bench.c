@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jpeglib.h>
 
@@ -261,8 +262,15 @@ static void start(CURLM *multi, pool *p, transfer *t, const char *url) {
     curl_multi_add_handle(multi, t->easy);
 }
 
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 int ipb_run(const ipb_config *config, ipb_result *result) {
     memset(result, 0, sizeof *result);
+    double started = now_seconds();
     if (config->count <= 0 || config->concurrency <= 0 || config->decode_threads <= 0) return -1;
     pool p;
     memset(&p, 0, sizeof p);
@@ -319,6 +327,7 @@ int ipb_run(const ipb_config *config, ipb_result *result) {
         if (running_transfers > 0) curl_multi_poll(multi, NULL, 0, 1000, NULL);
     }
 
+    result->transfer_seconds = now_seconds() - started;
     pthread_mutex_lock(&p.lock);
     p.closed = 1;
     pthread_cond_broadcast(&p.ready);

@@ -18,6 +18,8 @@ func runCBaseline(_ options: PipelineOptions) -> PassResult {
     }
     let end = Usage.now()
     let errors = status == 0 ? result.errors : options.count
-    return PassResult(variant: "c", images: result.decoded, errors: errors, start: start, end: end,
-                      width: result.last_width, height: result.last_height)
+    var pass = PassResult(variant: "c", images: result.decoded, errors: errors, start: start, end: end,
+                          width: result.last_width, height: result.last_height)
+    pass.transferSeconds = result.transfer_seconds
+    return pass
 }

@@ -29,6 +29,8 @@ struct PassResult: Encodable {
     var cpuMillisecondsPerImage: Double
     var width: Int
     var height: Int
+    /// The C baseline only: when the last body had arrived (decoding may go on after).
+    var transferSeconds: Double?
 
     init(variant: String, images: Int, errors: Int, start: Usage, end: Usage, width: Int, height: Int) {
         self.variant = variant

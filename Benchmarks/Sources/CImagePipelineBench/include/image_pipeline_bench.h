@@ -27,6 +27,7 @@ typedef struct ipb_result {
     long long pixels;        /* decoded pixels in all images */
     long last_width;         /* the size of one decoded image, for the report */
     long last_height;
+    double transfer_seconds; /* from the start until the last body had arrived */
 } ipb_result;
 
 /* Runs the whole workload; returns 0, or -1 when setup failed. */
