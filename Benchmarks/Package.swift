@@ -39,6 +39,23 @@ let package = Package(
             ],
             swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
         ),
+        // The image pipeline's C baseline: libcurl multi + libjpeg(-turbo) scaled decoding on a
+        // pool of threads (Scripts/bench-pipeline.sh).
+        .target(
+            name: "CImagePipelineBench",
+            linkerSettings: [.linkedLibrary("curl"), .linkedLibrary("jpeg"), .linkedLibrary("pthread")]
+        ),
+        // The image pipeline workload: ImageDownloader against CImagePipelineBench, then the
+        // image cache and the HTTP disk cache (Scripts/bench-pipeline.sh).
+        .executableTarget(
+            name: "curlew-image-pipeline",
+            dependencies: [
+                "CImagePipelineBench",
+                .product(name: "ImageLoading", package: curlewPackage),
+                .product(name: "SessionCore", package: curlewPackage),
+            ],
+            swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
+        ),
         // The curlew client's small-GET loop alone, for valgrind (see Docs/Performance.md).
         .executableTarget(
             name: "curlew-profile",

@@ -162,6 +162,35 @@ final class ImageDownloadQueueTests: XCTestCase {
         XCTAssertEqual(ended.start.map { ObjectIdentifier($0) }, [ObjectIdentifier(kept.task)])
     }
 
+    /// A long line (the pipeline benchmark asks for 1,000 images at once): cancelling waiting
+    /// and running downloads in it, then finishing the running ones, starts every other one
+    /// once, oldest first, and leaves nothing behind.
+    func testALongLineDrainsInOrderAroundCancels() throws {
+        var queue = ImageDownloadQueue(prioritization: .fifo, maximumActiveDownloads: 2)
+        let downloads = try (0..<60).map { try add("k\($0)", to: &queue).download }
+        let byTask = index(downloads)
+        for cancelled in [1, 10, 20, 59] {  // k1 is running, the others wait
+            let download = downloads[cancelled]
+            XCTAssertTrue(queue.cancel(download.handlers[0].receiptID, task: download.task).orphanedTask === download.task)
+        }
+        XCTAssertEqual(queue.waiting.count, 55, "the three waiting ones left the line, the running one kept its slot")
+        XCTAssertEqual(queue.active.count, 2)
+
+        var started: [String] = []
+        var running = [(downloads[0].id, "k0"), (downloads[1].id, "k1")]
+        for _ in 0..<downloads.count where !running.isEmpty {  // bounded: each round ends one download
+            let (id, key) = running.removeFirst()
+            for task in queue.finish(id, for: key).start {
+                guard let known = byTask[ObjectIdentifier(task)] else { return XCTFail("an unknown task started") }
+                started.append(known.1)
+                running.append(known)
+            }
+        }
+        let expected = (2..<59).filter { ![10, 20].contains($0) }.map { "k\($0)" }
+        XCTAssertEqual(started, expected)
+        XCTAssertTrue(queue.merged.isEmpty && queue.waiting.isEmpty && queue.active.isEmpty, "nothing left behind")
+    }
+
     func testAnOldReceiptNeverTouchesANewerDownloadOfTheSameURL() throws {
         var queue = ImageDownloadQueue(prioritization: .fifo, maximumActiveDownloads: 4)
         let (old, _) = try add("a", to: &queue)

@@ -18,8 +18,10 @@ struct ImageDownloadQueue: Sendable {
     /// its task, so cancelling never depends on the task's URL, which a `RequestAdapter` may
     /// have changed. (`merged` holds each task, so no identifier is reused while listed.)
     private var urlIdentifiersByTask: [ObjectIdentifier: String] = [:]
-    /// URL identifiers of downloads waiting for a slot, oldest first.
-    private(set) var waiting: [String] = []
+    /// Downloads waiting for a slot, oldest first, each with its task: choosing the next one
+    /// reads every waiting task's priority, and keeping the task here spares a lookup in
+    /// `merged` (hashing its URL) per waiting download at each start.
+    private var line: [(urlIdentifier: String, task: DataTask)] = []
     /// IDs of downloads that were started and whose completion has not arrived yet (a
     /// cancelled download keeps its slot until its transfer has really ended).
     private(set) var active: Set<UInt64> = []
@@ -53,9 +55,15 @@ struct ImageDownloadQueue: Sendable {
             active.insert(download.id)
             return true
         }
-        waiting.append(download.urlIdentifier)
+        line.append((download.urlIdentifier, download.task))
         return false
     }
+
+    /// URL identifiers of downloads waiting for a slot, oldest first.
+    var waiting: [String] { line.map(\.urlIdentifier) }
+
+    /// How many downloads wait for a slot.
+    var waitingCount: Int { line.count }
 
     /// Whether `id` is still the download for `urlIdentifier` (not cancelled, not replaced).
     func isCurrent(_ id: UInt64, for urlIdentifier: String) -> Bool {
@@ -100,33 +108,39 @@ struct ImageDownloadQueue: Sendable {
     /// Drops the download for `urlIdentifier` from every table (not from `active`: a started
     /// transfer keeps its slot until its completion arrives).
     private mutating func forget(_ urlIdentifier: String) {
-        if let download = merged.removeValue(forKey: urlIdentifier) {
-            urlIdentifiersByTask[ObjectIdentifier(download.task)] = nil
+        guard let download = merged.removeValue(forKey: urlIdentifier) else { return }
+        urlIdentifiersByTask[ObjectIdentifier(download.task)] = nil
+        // A download is either active or waiting: only a waiting one is looked for in the
+        // line (every finished download is an active one, and the line may be long).
+        if !active.contains(download.id) {
+            line.removeAll { $0.task === download.task }
         }
-        waiting.removeAll { $0 == urlIdentifier }
     }
 
     /// Takes the next waiting download: the highest task priority first (a prefetch waits
     /// behind what is on screen), then by ``prioritization``.
     private mutating func dequeue() -> MergedImageDownload? {
-        var best: (index: Int, priority: Float)?
-        for (index, key) in waiting.enumerated() {
-            guard let priority = merged[key]?.task.priority else { continue }
-            switch best {
-            case nil: best = (index, priority)
-            case let current?:
-                // Equal priorities: FIFO keeps the first found, LIFO takes the later one.
-                if priority > current.priority || (priority == current.priority && prioritization == .lifo) {
-                    best = (index, priority)
+        // Bounded: every round takes one entry out of the line.
+        while !line.isEmpty {
+            var best: (index: Int, priority: Float)?
+            for (index, waiting) in line.enumerated() {
+                let priority = waiting.task.priority
+                switch best {
+                case nil: best = (index, priority)
+                case let current?:
+                    // Equal priorities: FIFO keeps the first found, LIFO takes the later one.
+                    if priority > current.priority || (priority == current.priority && prioritization == .lifo) {
+                        best = (index, priority)
+                    }
                 }
             }
+            guard let best else { return nil }
+            let next = line.remove(at: best.index)
+            // `forget` takes a download out of the line with its table entries, so this always
+            // holds; an entry left behind anyway is dropped rather than started.
+            if let download = merged[next.urlIdentifier], download.task === next.task { return download }
         }
-        guard let best else {
-            waiting.removeAll()
-            return nil
-        }
-        let key = waiting.remove(at: best.index)
-        return merged[key]
+        return nil
     }
 
     /// Removes and returns every unfinished download, running or waiting (for teardown).
@@ -134,7 +148,7 @@ struct ImageDownloadQueue: Sendable {
         let downloads = Array(merged.values)
         merged = [:]
         urlIdentifiersByTask = [:]
-        waiting = []
+        line = []
         active = []
         return downloads
     }

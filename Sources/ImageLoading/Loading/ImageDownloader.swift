@@ -272,6 +272,6 @@ public final class ImageDownloader: Sendable {
 
     /// A snapshot of the bookkeeping (tests: nothing may be left behind).
     var pendingDownloadCount: (merged: Int, waiting: Int, active: Int) {
-        state.withLock { ($0.queue.merged.count, $0.queue.waiting.count, $0.queue.active.count) }
+        state.withLock { ($0.queue.merged.count, $0.queue.waitingCount, $0.queue.active.count) }
     }
 }
