@@ -13,7 +13,11 @@ import FoundationNetworking
 /// namespace (`unshare -rnm`), whose `/etc/resolv.conf` names a tiny UDP DNS responder on
 /// that namespace's loopback. Names under `curlew.test` behave by their first label: `ok`
 /// answers 127.0.0.1, `slow` answers it after 1.5 s, `nx` NXDOMAIN, `fail` SERVFAIL, and a
-/// label starting with `mute` is never answered (the resolver gives up after 4 s). Nothing leaves the namespace; the host's resolver is untouched.
+/// label starting with `mute` is never answered (the resolver gives up after 4 s). Malformed
+/// answers: `trunc` sets the truncation bit (the resolver retries over TCP, which nothing
+/// serves), `cutrr` ends inside its answer record, `loop` names its answer by a compression
+/// pointer to itself, `longrd` claims 400 bytes of address data it does not have, and
+/// `garbage` is the query's id followed by bytes that are no DNS message. Nothing leaves the namespace; the host's resolver is untouched.
 final class FaultDNSTests: XCTestCase {
     private static let childKey = "CURLEW_DNS_NAMESPACE_TEST"
 
@@ -35,10 +39,27 @@ final class FaultDNSTests: XCTestCase {
             question = query[12:i + 5]
             first = labels[0] if labels else ""
             rcode = {"nx": 3, "fail": 2}.get(first, 0)
+            flags = 0x8180 | rcode
             answers = b""
             if rcode == 0 and qtype == 1:
                 answers = b"\\xc0\\x0c" + struct.pack(">HHIH", 1, 1, 5, 4) + socket.inet_aton("127.0.0.1")
-            header = struct.pack(">HHHHHH", ident, 0x8180 | rcode, 1, 1 if answers else 0, 0, 0)
+            if first == "trunc":
+                flags |= 0x0200
+                answers = b""
+            elif first == "cutrr":
+                answers = answers[:7]
+            elif first == "loop":
+                here = len(question) + 12
+                answers = bytes([0xC0 | (here >> 8), here & 0xFF]) + answers[2:]
+            elif first == "longrd":
+                answers = answers[:10] + struct.pack(">H", 400) + answers[12:]
+            count = 1 if answers else 0
+            if first == "trunc" or first == "garbage":
+                count = 0
+            header = struct.pack(">HHHHHH", ident, flags, 1, count, 0, 0)
+            if first == "garbage":
+                sock.sendto(header[:2] + bytes(range(7, 60)), peer)
+                return
             sock.sendto(header + question + answers, peer)
         while True:
             query, peer = sock.recvfrom(512)
@@ -150,6 +171,27 @@ final class FaultDNSTests: XCTestCase {
             XCTAssertTrue(message.contains(host), message)
         }
         XCTAssertEqual(server.acceptedCount, 1, "only the resolved name reached the server")
+    }
+
+    /// Answers a resolver must not trust — cut short, self-referencing, lying about their
+    /// length, truncated, or not DNS at all — fail the lookup as a DNS failure (no crash, no
+    /// address made up, no hang), and the manager's next lookup works.
+    func testMalformedAnswersAreDNSFailuresAndTheNextLookupWorks() async throws {
+        guard try isInNamespace() else { return }
+        try startResponder()
+        let server = try helloServer()
+        defer { server.stop() }
+        let manager = manager()
+        for host in ["trunc", "cutrr", "loop", "longrd", "garbage"].map({ "\($0).curlew.test" }) {
+            let response = try await get(manager, host: host, port: Int(server.port))
+            guard case .dnsFailure? = response.error as? SessionError else {
+                XCTFail("\(host): expected dnsFailure, got \(String(describing: response.error)) \(String(describing: response.data))")
+                continue
+            }
+        }
+        XCTAssertEqual(server.acceptedCount, 0, "no malformed answer led anywhere")
+        let found = try await get(manager, host: "ok.curlew.test", port: Int(server.port))
+        XCTAssertEqual(found.data, Data("hello".utf8), "the next lookup: \(String(describing: found.error))")
     }
 
     func testAResolverThatNeverAnswersIsADNSFailureNotAHang() async throws {
