@@ -31,6 +31,10 @@ def main(directory):
     photo = scene(4000, 3000, 1)
     photo.save(out / "photo-baseline.jpg", quality=90, subsampling=2, optimize=True)
     photo.save(out / "photo-progressive.jpg", quality=90, subsampling=2, progressive=True)
+    # The same photo taken with the camera turned: EXIF orientation 6 (rotate 90° clockwise).
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    photo.save(out / "photo-exif6.jpg", quality=90, subsampling=2, optimize=True, exif=exif.tobytes())
     photo.save(out / "photo.webp", quality=80, method=4)
     # A 2400 × 1800 PNG with a varying alpha channel, so the RGBA path is the one measured.
     png = photo.resize((2400, 1800), Image.BILINEAR)
@@ -43,7 +47,7 @@ def main(directory):
         crop = photo.crop((index * 60, index * 40, index * 60 + 800, index * 40 + 600))
         frames.append(crop.quantize(colors=256, method=Image.Quantize.MEDIANCUT))
     frames[0].save(out / "animation.gif", save_all=True, append_images=frames[1:], duration=80, loop=0)
-    (out / "VERSION").write_text("1\n")
+    (out / "VERSION").write_text("2\n")
 
 
 if __name__ == "__main__":

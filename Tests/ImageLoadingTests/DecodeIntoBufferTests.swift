@@ -92,4 +92,39 @@ final class DecodeIntoBufferTests: XCTestCase {
         // red, with no green bleeding in (libwebp's own scaling would give green ≈ 142).
         assertColor(alpha.rgba(0, 1), [200, 30, 30, 128], tolerance: 4, "transparent pixels lend no colour")
     }
+
+    /// EXIF orientations are applied with one affine map per orientation, in 64 × 64 tiles: on
+    /// an image wider and taller than a tile (partial tiles on both edges), every pixel must land
+    /// where the EXIF definition puts it.
+    func testOrientationMovesEveryPixelAcrossTiles() throws {
+        let (width, height) = (150, 97)
+        var pixels = [UInt8](repeating: 0, count: width * height * 4)
+        for index in pixels.indices { pixels[index] = UInt8(truncatingIfNeeded: index &* 2_654_435_761 >> 9) }
+        let source = ImageDecoderOutput(width: width, height: height, pixels: pixels)
+        for orientation in 1...8 {
+            let upright = JPEGDecoder.orient(source, orientation)
+            let swaps = orientation >= 5
+            XCTAssertEqual([upright.width, upright.height], swaps ? [height, width] : [width, height], "\(orientation)")
+            var mismatches = 0
+            for y in 0..<upright.height {
+                for x in 0..<upright.width {
+                    // The source pixel shown at upright (x, y), straight from the EXIF definition.
+                    let (sx, sy): (Int, Int)
+                    switch orientation {
+                    case 1: (sx, sy) = (x, y)
+                    case 2: (sx, sy) = (width - 1 - x, y)
+                    case 3: (sx, sy) = (width - 1 - x, height - 1 - y)
+                    case 4: (sx, sy) = (x, height - 1 - y)
+                    case 5: (sx, sy) = (y, x)
+                    case 6: (sx, sy) = (y, height - 1 - x)
+                    case 7: (sx, sy) = (width - 1 - y, height - 1 - x)
+                    default: (sx, sy) = (width - 1 - y, x)
+                    }
+                    let from = (sy * width + sx) * 4, to = (y * upright.width + x) * 4
+                    if upright.pixels[to..<to + 4] != pixels[from..<from + 4] { mismatches += 1 }
+                }
+            }
+            XCTAssertEqual(mismatches, 0, "orientation \(orientation)")
+        }
+    }
 }

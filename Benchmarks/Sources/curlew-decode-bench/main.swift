@@ -31,6 +31,11 @@ for (label, file) in [("JPEG baseline", "photo-baseline.jpg"), ("JPEG progressiv
         })
     }
 }
+// Curlew turns it upright (3000 × 4000); the C side only decodes (4000 × 3000), so the ratio
+// is what honouring the orientation costs on top of the decode.
+cases.append(DecodeCase(name: "JPEG EXIF 6 (C: no rotation)", file: "photo-exif6.jpg", maximumPixelSize: nil) {
+    icb_decode_jpeg($0, $1, 1, &$2)
+})
 cases.append(DecodeCase(name: "PNG RGBA", file: "photo.png", maximumPixelSize: nil) { icb_decode_png($0, $1, &$2) })
 cases.append(DecodeCase(name: "GIF animated", file: "animation.gif", maximumPixelSize: nil) { icb_decode_gif($0, $1, &$2) })
 cases.append(DecodeCase(name: "WebP lossy", file: "photo.webp", maximumPixelSize: nil) {
@@ -128,7 +133,8 @@ for item in cases where selected?.contains(item.name) ?? true {
     // One untimed decode each (page cache, lazy binding), then alternate so noise hits both.
     let curlewSize = decodeCurlew(data, item)
     let cSize = decodeC(data, item)
-    guard curlewSize == cSize else { fail("\(item.name): Curlew gave \(curlewSize), C gave \(cSize)") }
+    let rotated = item.file == "photo-exif6.jpg" && curlewSize == (cSize.1, cSize.0, cSize.2)
+    guard curlewSize == cSize || rotated else { fail("\(item.name): Curlew gave \(curlewSize), C gave \(cSize)") }
     var cWall: [Double] = [], cCPU: [Double] = [], curlewWall: [Double] = [], curlewCPU: [Double] = []
     for run in 0..<runs {
         let order = run % 2 == 0 ? [true, false] : [false, true]
