@@ -74,5 +74,21 @@ let package = Package(
             ],
             swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
         ),
+        // The decode benchmark's baseline: libjpeg-turbo, libpng, giflib and libwebp called
+        // directly, as a C user would (Scripts/bench-decode.sh).
+        .target(
+            name: "CImageCodecBench",
+            linkerSettings: [
+                .linkedLibrary("jpeg"), .linkedLibrary("png16"), .linkedLibrary("gif"), .linkedLibrary("webp"),
+            ]
+        ),
+        .executableTarget(
+            name: "curlew-decode-bench",
+            dependencies: [
+                "CImageCodecBench",
+                .product(name: "ImageLoading", package: curlewPackage),
+            ],
+            swiftSettings: [.enableUpcomingFeature("MemberImportVisibility")]
+        ),
     ]
 )

@@ -61,30 +61,29 @@ extension GIFDecoder {
     ) throws {
         let rect = frame.rect
         let canvasWidth = Int(gif.pointee.SWidth)
-        var line = [GifPixelType](repeating: 0, count: max(1, rect.width))
+        let line = UnsafeMutablePointer<GifPixelType>.allocate(capacity: max(1, rect.width))
+        defer { line.deallocate() }
+        let words = paletteWords(palette, transparentIndex: transparentIndex)
         var remaining = frame.rowsToRead
         let passes = frame.interlaced ? FrameLayout.interlacePasses : [(start: 0, step: 1)]
-        try canvas.withUnsafeMutableBufferPointer { pixels in
-            rows: for pass in passes {
-                for row in stride(from: pass.start, to: rect.height, by: pass.step) {
-                    guard remaining > 0 else { break rows }
-                    let status = line.withUnsafeMutableBufferPointer { buffer in
-                        DGifGetLine(gif, buffer.baseAddress, Int32(rect.width))
-                    }
-                    guard status == CImageGIFOK else { throw failure(code: gif.pointee.Error, source: source) }
-                    remaining -= 1
-                    guard row < frame.visibleRows else { continue }
-                    let rowStart = ((rect.top + row) * canvasWidth + rect.left) * 4
-                    for column in 0..<frame.visibleColumns {
-                        let index = Int(line[column])
-                        // Transparent pixels, and indices past the table, leave the canvas as it is.
-                        guard index != transparentIndex, index < palette.count else { continue }
-                        let color = palette[index]
-                        let offset = rowStart + column * 4
-                        pixels[offset] = color.Red
-                        pixels[offset + 1] = color.Green
-                        pixels[offset + 2] = color.Blue
-                        pixels[offset + 3] = 255
+        try words.withUnsafeBufferPointer { words in
+            try canvas.withUnsafeMutableBytes { pixels in
+                rows: for pass in passes {
+                    for row in stride(from: pass.start, to: rect.height, by: pass.step) {
+                        guard remaining > 0 else { break rows }
+                        guard DGifGetLine(gif, line, Int32(rect.width)) == CImageGIFOK else {
+                            throw failure(code: gif.pointee.Error, source: source)
+                        }
+                        remaining -= 1
+                        guard row < frame.visibleRows else { continue }
+                        let rowStart = ((rect.top + row) * canvasWidth + rect.left) * 4
+                        for column in 0..<frame.visibleColumns {
+                            // 0 (never an opaque colour, whose alpha byte is 255) leaves the canvas
+                            // as it is: the transparent index and indices past the table.
+                            let word = words[Int(line[column])]
+                            guard word != 0 else { continue }
+                            pixels.storeBytes(of: word, toByteOffset: rowStart + column * 4, as: UInt32.self)
+                        }
                     }
                 }
             }
@@ -92,6 +91,17 @@ extension GIFDecoder {
         // giflib skips the rest of the data itself once the last row was read; otherwise the
         // remaining sub-blocks are passed over raw (their cost bounded by the file's size).
         if frame.rowsToRead == 0 || frame.rowsToRead < rect.height { try skipImageData(gif, source: source) }
+    }
+
+    /// The 256 possible indices as RGBA words in memory order (R, G, B, 255), so a pixel is one
+    /// 4-byte store; 0 for the transparent index and for indices past the table.
+    static func paletteWords(_ palette: UnsafeBufferPointer<GifColorType>, transparentIndex: Int) -> [UInt32] {
+        (0..<256).map { index in
+            guard index != transparentIndex, index < palette.count else { return 0 }
+            let color = palette[index]
+            let word = UInt32(color.Red) | UInt32(color.Green) << 8 | UInt32(color.Blue) << 16 | 0xFF00_0000
+            return UInt32(littleEndian: word)
+        }
     }
 
     /// Reads the current frame's remaining LZW sub-blocks without decompressing them.

@@ -10,9 +10,10 @@ extension Image {
         /// When set, the decoded image's longer side is at most this many pixels (aspect ratio
         /// kept, never enlarged). A JPEG is decoded by libjpeg at 1/2, 1/4 or 1/8 of its size —
         /// the smallest of those still at least this large — so a 4000 × 3000 photo asked for
-        /// 500 pixels is decoded at 1/8 and never occupies more than 1/64 of its full size;
-        /// other formats are decoded whole, then resampled with an area filter. Values below 1
-        /// count as 1.
+        /// 500 pixels is decoded at 1/8 and never occupies more than 1/64 of its full size; a
+        /// still WebP without alpha is scaled by libwebp as it decodes (an area average, straight
+        /// to the requested size); other images are decoded whole, then resampled with an area
+        /// filter on premultiplied colour. Values below 1 count as 1.
         public var maximumPixelSize: Int?
 
         /// The most pixels decoding may produce, checked against the dimensions in the header

@@ -37,11 +37,9 @@ extension Image {
     /// fits). An animation's frames are replaced one at a time, each decoded frame released
     /// once its resampled copy exists: the peak is the decoded frames plus one resampled frame.
     static func fit(_ output: inout ImageDecoderOutput, maximumPixelSize: Int) {
-        let longest = max(output.width, output.height)
-        guard longest > maximumPixelSize else { return }
-        let factor = Double(maximumPixelSize) / Double(longest)
-        let newWidth = min(maximumPixelSize, max(1, Int((Double(output.width) * factor).rounded())))
-        let newHeight = min(maximumPixelSize, max(1, Int((Double(output.height) * factor).rounded())))
+        guard let (newWidth, newHeight) = fittedSize(width: output.width, height: output.height,
+                                                     maximumPixelSize: maximumPixelSize)
+        else { return }
         let (width, height) = (output.width, output.height)
         let resample = { (pixels: [UInt8]) in
             Image.areaResample(pixels, width: width, height: height, toWidth: newWidth, height: newHeight)
@@ -59,6 +57,19 @@ extension Image {
         }
         output.width = newWidth
         output.height = newHeight
+    }
+
+    /// The size a `width` × `height` image shrinks to so its longer side is `maximumPixelSize`
+    /// (aspect ratio kept, each side at least 1); nil when it already fits. A decoder that can
+    /// scale while it decodes (WebP) targets this same size, so ``fit(_:maximumPixelSize:)``
+    /// then leaves its output alone.
+    static func fittedSize(width: Int, height: Int, maximumPixelSize: Int) -> (width: Int, height: Int)? {
+        let longest = max(width, height)
+        guard longest > maximumPixelSize else { return nil }
+        let factor = Double(maximumPixelSize) / Double(longest)
+        let newWidth = min(maximumPixelSize, max(1, Int((Double(width) * factor).rounded())))
+        let newHeight = min(maximumPixelSize, max(1, Int((Double(height) * factor).rounded())))
+        return (newWidth, newHeight)
     }
 
     /// Output columns resampled per band: bounds the working memory to two rows of this many

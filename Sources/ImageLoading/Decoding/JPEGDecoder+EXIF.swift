@@ -58,32 +58,42 @@ extension JPEGDecoder {
     }
 
     /// The pixels turned upright for EXIF `orientation` (2–8 mirror and/or rotate; 5–8 swap
-    /// width and height).
+    /// width and height), into a buffer that is not zero-filled first: every pixel is written.
     static func orient(_ image: ImageDecoderOutput, _ orientation: Int) -> ImageDecoderOutput {
         guard (2...8).contains(orientation) else { return image }
         let (width, height) = (image.width, image.height)
-        let swaps = orientation >= 5
-        let (outWidth, outHeight) = swaps ? (height, width) : (width, height)
-        var result = [UInt8](repeating: 0, count: image.pixels.count)
-        image.pixels.withUnsafeBytes { source in
-            result.withUnsafeMutableBytes { destination in
-                // Each RGBA pixel moved as one 4-byte value, read and written as raw bytes
-                // (the buffers hold UInt8: binding them to UInt32 would be undefined behaviour).
-                for y in 0..<outHeight {
-                    for x in 0..<outWidth {
-                        // The source pixel shown at (x, y) once the image is upright.
-                        let (sx, sy): (Int, Int)
-                        switch orientation {
-                        case 2: (sx, sy) = (width - 1 - x, y)
-                        case 3: (sx, sy) = (width - 1 - x, height - 1 - y)
-                        case 4: (sx, sy) = (x, height - 1 - y)
-                        case 5: (sx, sy) = (y, x)
-                        case 6: (sx, sy) = (y, height - 1 - x)
-                        case 7: (sx, sy) = (width - 1 - y, height - 1 - x)
-                        default: (sx, sy) = (width - 1 - y, x)  // 8
+        let (outWidth, outHeight) = orientation >= 5 ? (height, width) : (width, height)
+        // The source pixel shown at upright (x, y) is `origin + y * rowStep + x * columnStep`
+        // (in pixels): one affine map per orientation instead of a switch per pixel.
+        let (origin, rowStep, columnStep): (Int, Int, Int)
+        switch orientation {
+        case 2: (origin, rowStep, columnStep) = (width - 1, width, -1)
+        case 3: (origin, rowStep, columnStep) = (width * height - 1, -width, -1)
+        case 4: (origin, rowStep, columnStep) = ((height - 1) * width, -width, 1)
+        case 5: (origin, rowStep, columnStep) = (0, 1, width)
+        case 6: (origin, rowStep, columnStep) = ((height - 1) * width, 1, -width)
+        case 7: (origin, rowStep, columnStep) = ((height - 1) * width + width - 1, -1, -width)
+        default: (origin, rowStep, columnStep) = (width - 1, -1, width)  // 8
+        }
+        let result = image.pixels.withUnsafeBytes { source in
+            [UInt8].decodedPixels(count: image.pixels.count) { target in
+                let destination = UnsafeMutableRawPointer(target)
+                // Tiles of 64 × 64 pixels: a rotation reads the source down its columns, and a
+                // tile keeps those rows in cache instead of one cache miss per pixel.
+                let tile = 64
+                for tileY in stride(from: 0, to: outHeight, by: tile) {
+                    for tileX in stride(from: 0, to: outWidth, by: tile) {
+                        for y in tileY..<min(tileY + tile, outHeight) {
+                            var sourceIndex = origin + y * rowStep + tileX * columnStep
+                            // Each RGBA pixel moved as one 4-byte value, read and written as
+                            // raw bytes (the buffers hold UInt8: binding them to UInt32 would
+                            // be undefined behaviour).
+                            for x in tileX..<min(tileX + tile, outWidth) {
+                                let pixel = source.loadUnaligned(fromByteOffset: sourceIndex * 4, as: UInt32.self)
+                                destination.storeBytes(of: pixel, toByteOffset: (y * outWidth + x) * 4, as: UInt32.self)
+                                sourceIndex += columnStep
+                            }
                         }
-                        let pixel = source.loadUnaligned(fromByteOffset: (sy * width + sx) * 4, as: UInt32.self)
-                        destination.storeBytes(of: pixel, toByteOffset: (y * outWidth + x) * 4, as: UInt32.self)
                     }
                 }
             }

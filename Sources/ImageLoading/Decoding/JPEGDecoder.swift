@@ -45,20 +45,25 @@ enum JPEGDecoder {
             try options.checkBudget(width: width, height: height, format: .jpeg)
             try step(decoder, cimage_jpeg_start(decoder))
             let invertedCMYK = info.pointee.saw_Adobe_marker != 0
-            var pixels = [UInt8](repeating: 0, count: width * height * 4)
-            try pixels.withUnsafeMutableBufferPointer { buffer in
-                guard let pixelBase = buffer.baseAddress else { return }
+            // Decoded straight into the image's own buffer, a batch of rows per libjpeg call;
+            // every row is written (libjpeg pads a cut-off stream), so no zero-fill first.
+            let pixels = try [UInt8].decodedPixels(count: width * height * 4) { pixelBase in
                 let rowBytes = width * 4
                 var row = 0
                 while row < height {
                     var produced: UInt32 = 0
                     let target = pixelBase + row * rowBytes
-                    try step(decoder, cimage_jpeg_read_row(decoder, target, &produced))
-                    guard produced == 1 else {
+                    let wanted = UInt32(min(height - row, Int(CIMAGE_JPEG_MAX_ROWS)))
+                    try step(decoder, cimage_jpeg_read_rows(decoder, target, rowBytes, wanted, &produced))
+                    guard produced > 0, produced <= wanted else {
                         throw ImageError.corrupt(.jpeg, reason: "libjpeg stopped after \(row) of \(height) rows.")
                     }
-                    if isCMYK { convertCMYKRow(target, width: width, inverted: invertedCMYK) }
-                    row += 1
+                    if isCMYK {
+                        for offset in 0..<Int(produced) {
+                            convertCMYKRow(target + offset * rowBytes, width: width, inverted: invertedCMYK)
+                        }
+                    }
+                    row += Int(produced)
                 }
             }
             try step(decoder, cimage_jpeg_finish(decoder))

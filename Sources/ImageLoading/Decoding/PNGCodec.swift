@@ -19,12 +19,11 @@ enum PNGCodec {
             let height = Int(image.height)
             try options.checkBudget(width: width, height: height, format: .png)
             image.format = CImagePNGFormatRGBA
-            var pixels = [UInt8](repeating: 0, count: width * height * 4)
-            let finished = pixels.withUnsafeMutableBytes { buffer in
-                // Stride 0: rows packed, top row first; no background (alpha is kept).
-                png_image_finish_read(&image, nil, buffer.baseAddress, 0, nil)
+            // Straight into the image's buffer (libpng writes every row or fails). Stride 0:
+            // rows packed, top row first; no background (alpha is kept).
+            let pixels = try [UInt8].decodedPixels(count: width * height * 4) { base in
+                guard png_image_finish_read(&image, nil, base, 0, nil) != 0 else { throw error(from: &image) }
             }
-            guard finished != 0 else { throw error(from: &image) }
             return ImageDecoderOutput(width: width, height: height, pixels: pixels)
         }
     }

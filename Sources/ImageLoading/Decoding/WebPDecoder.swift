@@ -14,25 +14,37 @@ enum WebPDecoder {
             if features.has_animation != 0 {
                 return try decodeAnimation(base, count: raw.count, features: features, options: options)
             }
-            let width = Int(features.width)
-            let height = Int(features.height)
-            try options.checkBudget(width: width, height: height, format: .webp)
-            var pixels = [UInt8](repeating: 0, count: width * height * 4)
+            let sourceWidth = Int(features.width)
+            let sourceHeight = Int(features.height)
+            try options.checkBudget(width: sourceWidth, height: sourceHeight, format: .webp)
             var config = WebPDecoderConfig()
             guard WebPInitDecoderConfig(&config) != 0 else {
                 throw ImageError.corrupt(.webp, reason: "libwebp's decoder version does not match its header.")
             }
-            let decoded = pixels.withUnsafeMutableBytes { buffer -> VP8StatusCode in
-                // Decode straight into our buffer: non-premultiplied RGBA, rows packed.
+            // An opaque image to be shrunk is scaled by libwebp while it decodes (an area
+            // average too, with nothing to premultiply): no full-size RGBA buffer, no second
+            // pass. With alpha, libwebp would average colour without weighting it by alpha, so
+            // that is decoded whole and resampled by Image.fit, which does.
+            var (width, height) = (sourceWidth, sourceHeight)
+            if features.has_alpha == 0, let target = options.targetPixelSize,
+               let fitted = Image.fittedSize(width: sourceWidth, height: sourceHeight, maximumPixelSize: target) {
+                (width, height) = fitted
+                config.options.use_scaling = 1
+                config.options.scaled_width = Int32(width)
+                config.options.scaled_height = Int32(height)
+            }
+            // Decoded straight into the image's buffer (WebPDecode writes every row or fails):
+            // non-premultiplied RGBA, rows packed.
+            let pixels = try [UInt8].decodedPixels(count: width * height * 4) { output in
                 config.output.colorspace = MODE_RGBA
                 config.output.is_external_memory = 1
-                config.output.u.RGBA.rgba = buffer.baseAddress?.assumingMemoryBound(to: UInt8.self)
+                config.output.u.RGBA.rgba = output
                 config.output.u.RGBA.stride = Int32(width * 4)
-                config.output.u.RGBA.size = buffer.count
+                config.output.u.RGBA.size = width * height * 4
                 defer { WebPFreeDecBuffer(&config.output) }
-                return WebPDecode(base, raw.count, &config)
+                let decoded = WebPDecode(base, raw.count, &config)
+                guard decoded == VP8_STATUS_OK else { throw failure(decoded, raw) }
             }
-            guard decoded == VP8_STATUS_OK else { throw failure(decoded, raw) }
             return ImageDecoderOutput(width: width, height: height, pixels: pixels)
         }
     }

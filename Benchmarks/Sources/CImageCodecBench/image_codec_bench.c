@@ -1,0 +1,210 @@
+// The decode benchmark's C baseline: see include/image_codec_bench.h.
+
+#include "image_codec_bench.h"
+
+#include <gif_lib.h>
+#include <png.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <jpeglib.h>
+#include <webp/decode.h>
+
+static unsigned long long sample(const unsigned char *pixels, size_t count) {
+    unsigned long long sum = 0;
+    for (size_t i = 0; i < count; i += 4099) sum += pixels[i];
+    return sum + pixels[count - 1];
+}
+
+// MARK: JPEG
+
+struct icb_jpeg_error {
+    struct jpeg_error_mgr manager;
+    jmp_buf jump;
+};
+
+static void icb_jpeg_error_exit(j_common_ptr info) {
+    longjmp(((struct icb_jpeg_error *)info->err)->jump, 1);
+}
+
+static void icb_jpeg_silent(j_common_ptr info, int level) { (void)info; (void)level; }
+
+int icb_decode_jpeg(const unsigned char *data, size_t size, int scale_denom, icb_result *out) {
+    struct jpeg_decompress_struct info;
+    struct icb_jpeg_error error;
+    unsigned char *volatile pixels = NULL;
+    info.err = jpeg_std_error(&error.manager);
+    error.manager.error_exit = icb_jpeg_error_exit;
+    error.manager.emit_message = icb_jpeg_silent;
+    if (setjmp(error.jump)) {
+        jpeg_destroy_decompress(&info);
+        free(pixels);
+        return 1;
+    }
+    jpeg_create_decompress(&info);
+    jpeg_mem_src(&info, data, (unsigned long)size);
+    jpeg_read_header(&info, TRUE);
+    info.scale_num = 1;
+    info.scale_denom = (unsigned)scale_denom;
+    info.out_color_space = JCS_EXT_RGBA;
+    jpeg_start_decompress(&info);
+    size_t stride = (size_t)info.output_width * 4;
+    size_t count = stride * info.output_height;
+    pixels = malloc(count);
+    if (pixels == NULL) longjmp(error.jump, 1);
+    JSAMPROW rows[16];
+    while (info.output_scanline < info.output_height) {
+        int batch = info.rec_outbuf_height < 16 ? info.rec_outbuf_height : 16;
+        for (int i = 0; i < batch; i++) {
+            unsigned line = info.output_scanline + (unsigned)i;
+            if (line >= info.output_height) line = info.output_height - 1;
+            rows[i] = pixels + (size_t)line * stride;
+        }
+        jpeg_read_scanlines(&info, rows, (JDIMENSION)batch);
+    }
+    jpeg_finish_decompress(&info);
+    out->width = (int)info.output_width;
+    out->height = (int)info.output_height;
+    out->frames = 1;
+    out->checksum = sample(pixels, count);
+    jpeg_destroy_decompress(&info);
+    free(pixels);
+    return 0;
+}
+
+// MARK: PNG
+
+int icb_decode_png(const unsigned char *data, size_t size, icb_result *out) {
+    png_image image;
+    memset(&image, 0, sizeof image);
+    image.version = PNG_IMAGE_VERSION;
+    if (!png_image_begin_read_from_memory(&image, data, size)) return 1;
+    image.format = PNG_FORMAT_RGBA;
+    size_t count = PNG_IMAGE_SIZE(image);
+    unsigned char *pixels = malloc(count);
+    if (pixels == NULL) { png_image_free(&image); return 1; }
+    if (!png_image_finish_read(&image, NULL, pixels, 0, NULL)) { free(pixels); return 1; }
+    out->width = (int)image.width;
+    out->height = (int)image.height;
+    out->frames = 1;
+    out->checksum = sample(pixels, count);
+    free(pixels);
+    return 0;
+}
+
+// MARK: GIF
+
+struct icb_gif_source {
+    const unsigned char *data;
+    size_t size, position;
+};
+
+static int icb_gif_read(GifFileType *gif, GifByteType *buffer, int length) {
+    struct icb_gif_source *source = gif->UserData;
+    size_t available = source->size - source->position;
+    size_t count = (size_t)length < available ? (size_t)length : available;
+    memcpy(buffer, source->data + source->position, count);
+    source->position += count;
+    return (int)count;
+}
+
+int icb_decode_gif(const unsigned char *data, size_t size, icb_result *out) {
+    struct icb_gif_source source = {data, size, 0};
+    int status = 0;
+    GifFileType *gif = DGifOpen(&source, icb_gif_read, &status);
+    if (gif == NULL) return 1;
+    if (DGifSlurp(gif) != GIF_OK || gif->ImageCount < 1) { DGifCloseFile(gif, &status); return 1; }
+    int width = gif->SWidth, height = gif->SHeight;
+    size_t count = (size_t)width * (size_t)height * 4;
+    unsigned char **frames = calloc((size_t)gif->ImageCount, sizeof *frames);
+    unsigned char *canvas = calloc(1, count);
+    unsigned char *saved = NULL;
+    int disposal = DISPOSAL_UNSPECIFIED;
+    GifImageDesc previous = {0};
+    unsigned long long checksum = 0;
+    for (int index = 0; index < gif->ImageCount; index++) {
+        const SavedImage *image = &gif->SavedImages[index];
+        const GifImageDesc *desc = &image->ImageDesc;
+        // The previous frame's disposal, then this frame's own.
+        if (disposal == DISPOSE_BACKGROUND) {
+            for (int y = previous.Top; y < previous.Top + previous.Height && y < height; y++) {
+                int left = previous.Left, right = previous.Left + previous.Width;
+                if (right > width) right = width;
+                if (left < right) memset(canvas + ((size_t)y * width + left) * 4, 0, (size_t)(right - left) * 4);
+            }
+        } else if (disposal == DISPOSE_PREVIOUS && saved != NULL) {
+            memcpy(canvas, saved, count);
+        }
+        GraphicsControlBlock gcb = {DISPOSAL_UNSPECIFIED, false, 0, NO_TRANSPARENT_COLOR};
+        DGifSavedExtensionToGCB(gif, index, &gcb);
+        if (gcb.DisposalMode == DISPOSE_PREVIOUS) {
+            if (saved == NULL) saved = malloc(count);
+            memcpy(saved, canvas, count);
+        }
+        const ColorMapObject *map = desc->ColorMap ? desc->ColorMap : gif->SColorMap;
+        if (map != NULL) {
+            // The palette as 4-byte RGBA words once, then one store per opaque pixel.
+            unsigned char palette[256][4];
+            for (int i = 0; i < 256; i++) {
+                const GifColorType *c = &map->Colors[i < map->ColorCount ? i : 0];
+                palette[i][0] = c->Red; palette[i][1] = c->Green; palette[i][2] = c->Blue; palette[i][3] = 255;
+            }
+            int columns = desc->Left + desc->Width > width ? width - desc->Left : desc->Width;
+            int rows = desc->Top + desc->Height > height ? height - desc->Top : desc->Height;
+            for (int y = 0; y < rows; y++) {
+                const GifByteType *line = image->RasterBits + (size_t)y * desc->Width;
+                unsigned char *target = canvas + ((size_t)(desc->Top + y) * width + desc->Left) * 4;
+                for (int x = 0; x < columns; x++) {
+                    int c = line[x];
+                    if (c == gcb.TransparentColor || c >= map->ColorCount) continue;
+                    memcpy(target + x * 4, palette[c], 4);
+                }
+            }
+        }
+        frames[index] = malloc(count);
+        memcpy(frames[index], canvas, count);
+        checksum += sample(frames[index], count);
+        disposal = gcb.DisposalMode;
+        previous = *desc;
+    }
+    out->width = width;
+    out->height = height;
+    out->frames = gif->ImageCount;
+    out->checksum = checksum;
+    for (int index = 0; index < gif->ImageCount; index++) free(frames[index]);
+    free(frames);
+    free(canvas);
+    free(saved);
+    DGifCloseFile(gif, &status);
+    return 0;
+}
+
+// MARK: WebP
+
+int icb_decode_webp(const unsigned char *data, size_t size, int scaled_width, int scaled_height, icb_result *out) {
+    if (scaled_width <= 0) {
+        int width = 0, height = 0;
+        uint8_t *pixels = WebPDecodeRGBA(data, size, &width, &height);
+        if (pixels == NULL) return 1;
+        out->width = width;
+        out->height = height;
+        out->frames = 1;
+        out->checksum = sample(pixels, (size_t)width * (size_t)height * 4);
+        WebPFree(pixels);
+        return 0;
+    }
+    WebPDecoderConfig config;
+    if (!WebPInitDecoderConfig(&config)) return 1;
+    config.options.use_scaling = 1;
+    config.options.scaled_width = scaled_width;
+    config.options.scaled_height = scaled_height;
+    config.output.colorspace = MODE_RGBA;
+    if (WebPDecode(data, size, &config) != VP8_STATUS_OK) return 1;
+    out->width = config.output.width;
+    out->height = config.output.height;
+    out->frames = 1;
+    out->checksum = sample(config.output.u.RGBA.rgba, config.output.u.RGBA.size);
+    WebPFreeDecBuffer(&config.output);
+    return 0;
+}

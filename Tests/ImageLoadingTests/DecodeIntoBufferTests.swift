@@ -1,0 +1,130 @@
+import Foundation
+@testable import ImageLoading
+import XCTest
+
+/// The decoders write straight into the image's buffer (issue 26): libjpeg a batch of rows per
+/// call, libpng and libwebp the whole image, without zero-filling it first; an opaque WebP asked
+/// for a maximum size is scaled by libwebp while it decodes.
+final class DecodeIntoBufferTests: XCTestCase {
+    /// Grey bands 16 rows tall over 85 rows (the last band cut short), 4:2:0: libjpeg returns
+    /// several rows per call and the last batch is partial; every band must land on its own rows,
+    /// at full size and at each reduced scale.
+    func testJPEGRowsLandOnTheirOwnRowsAtEveryScale() throws {
+        let files = try PillowFixtures.make("""
+            im = Image.new('RGB', (50, 85))
+            draw = ImageDraw.Draw(im)
+            for band in range(6):
+                grey = 20 + band * 45
+                draw.rectangle((0, band * 16, 49, band * 16 + 15), fill=(grey, grey, grey))
+            save('baseline.jpg', im, quality=100, subsampling=2)
+            save('progressive.jpg', im, quality=100, subsampling=2, progressive=True)
+            """)
+        for name in ["baseline.jpg", "progressive.jpg"] {
+            let data = try XCTUnwrap(files[name])
+            // maximumPixelSize picks the scale: nil → 1, 43 → 1/2, 22 → 1/4, 11 → 1/8.
+            for (maximum, denominator) in [(nil, 1), (43, 2), (22, 4), (11, 8)] as [(Int?, Int)] {
+                let image = try Image(data: data, options: .init(maximumPixelSize: maximum))
+                let label = "\(name) at 1/\(denominator)"
+                XCTAssertEqual([image.width, image.height], [(50 + denominator - 1) / denominator,
+                                                             (85 + denominator - 1) / denominator], label)
+                for band in 0..<5 {
+                    let grey = UInt8(20 + band * 45)
+                    let row = (band * 16 + 8) / denominator
+                    assertColor(image.rgba(image.width / 2, row), [grey, grey, grey, 255], tolerance: 6,
+                                "\(label), band \(band)")
+                }
+                assertColor(image.rgba(image.width / 2, image.height - 1), [245, 245, 245, 255], tolerance: 6,
+                            "\(label), last row")
+            }
+        }
+    }
+
+    /// Decoding twice gives the same bytes: the buffers are not zero-filled first, so a byte a
+    /// decoder failed to write would show up as whatever the allocator handed back.
+    func testEachFormatDecodesToTheSameBytesEveryTime() throws {
+        let files = try PillowFixtures.make("""
+            im = Image.new('RGBA', (61, 33), (10, 200, 90, 255))
+            ImageDraw.Draw(im).ellipse((5, 3, 50, 30), fill=(240, 40, 10, 128))
+            save('a.png', im)
+            save('a.webp', im, quality=90)
+            save('a.jpg', im.convert('RGB'), quality=90)
+            """)
+        for (name, data) in files {
+            let first = try Image(data: data)
+            // Fill and free buffers of the same size, so the next decode is likely handed dirty memory.
+            for _ in 0..<4 { _ = [UInt8](repeating: 0xA5, count: first.pixels.count).reduce(0, &+) }
+            XCTAssertEqual(try Image(data: data), first, name)
+        }
+    }
+
+    /// An opaque WebP is shrunk by libwebp as it decodes (Image.fit's resampler never runs), to
+    /// the same size and, near enough, the same area average; one with alpha still goes through
+    /// the premultiplied resampler.
+    func testOpaqueWebPIsScaledWhileDecodingAndAlphaWebPIsResampled() throws {
+        let files = try PillowFixtures.make("""
+            im = Image.new('RGB', (400, 300), (200, 30, 30))
+            ImageDraw.Draw(im).rectangle((200, 0, 399, 299), fill=(30, 30, 200))
+            save('opaque.webp', im, quality=95)
+            alpha = im.convert('RGBA')
+            ImageDraw.Draw(alpha).rectangle((0, 0, 49, 299), fill=(0, 255, 0, 0))
+            save('alpha.webp', alpha, quality=95, exact=True)
+            """)
+        let opaque = try XCTUnwrap(files["opaque.webp"])
+        let probe = Image.ResamplingProbe()
+        let scaled = try Image.ResamplingProbe.$current.withValue(probe) {
+            try Image(data: opaque, options: .init(maximumPixelSize: 100))
+        }
+        XCTAssertEqual([scaled.width, scaled.height], [100, 75])
+        XCTAssertEqual(probe.largestWorkingBytes, 0, "libwebp scaled it: no resampling after decoding")
+        let resampled = try Image(data: opaque).scaled(toFit: (width: 100, height: 100))
+        XCTAssertEqual([resampled.width, resampled.height], [100, 75])
+        for (x, y) in [(10, 10), (40, 60), (60, 20), (90, 70)] {
+            assertColor(scaled.rgba(x, y), resampled.rgba(x, y), tolerance: 6, "(\(x), \(y))")
+        }
+
+        let alphaProbe = Image.ResamplingProbe()
+        let alpha = try Image.ResamplingProbe.$current.withValue(alphaProbe) {
+            try Image(data: XCTUnwrap(files["alpha.webp"]), options: .init(maximumPixelSize: 4))
+        }
+        XCTAssertEqual([alpha.width, alpha.height], [4, 3])
+        XCTAssertGreaterThan(alphaProbe.largestWorkingBytes, 0, "a WebP with alpha is resampled by Image.fit")
+        // The left column averages transparent green with as much opaque red: half-transparent
+        // red, with no green bleeding in (libwebp's own scaling would give green ≈ 142).
+        assertColor(alpha.rgba(0, 1), [200, 30, 30, 128], tolerance: 4, "transparent pixels lend no colour")
+    }
+
+    /// EXIF orientations are applied with one affine map per orientation, in 64 × 64 tiles: on
+    /// an image wider and taller than a tile (partial tiles on both edges), every pixel must land
+    /// where the EXIF definition puts it.
+    func testOrientationMovesEveryPixelAcrossTiles() throws {
+        let (width, height) = (150, 97)
+        var pixels = [UInt8](repeating: 0, count: width * height * 4)
+        for index in pixels.indices { pixels[index] = UInt8(truncatingIfNeeded: index &* 2_654_435_761 >> 9) }
+        let source = ImageDecoderOutput(width: width, height: height, pixels: pixels)
+        for orientation in 1...8 {
+            let upright = JPEGDecoder.orient(source, orientation)
+            let swaps = orientation >= 5
+            XCTAssertEqual([upright.width, upright.height], swaps ? [height, width] : [width, height], "\(orientation)")
+            var mismatches = 0
+            for y in 0..<upright.height {
+                for x in 0..<upright.width {
+                    // The source pixel shown at upright (x, y), straight from the EXIF definition.
+                    let (sx, sy): (Int, Int)
+                    switch orientation {
+                    case 1: (sx, sy) = (x, y)
+                    case 2: (sx, sy) = (width - 1 - x, y)
+                    case 3: (sx, sy) = (width - 1 - x, height - 1 - y)
+                    case 4: (sx, sy) = (x, height - 1 - y)
+                    case 5: (sx, sy) = (y, x)
+                    case 6: (sx, sy) = (y, height - 1 - x)
+                    case 7: (sx, sy) = (width - 1 - y, height - 1 - x)
+                    default: (sx, sy) = (width - 1 - y, x)
+                    }
+                    let from = (sy * width + sx) * 4, to = (y * upright.width + x) * 4
+                    if upright.pixels[to..<to + 4] != pixels[from..<from + 4] { mismatches += 1 }
+                }
+            }
+            XCTAssertEqual(mismatches, 0, "orientation \(orientation)")
+        }
+    }
+}
