@@ -73,6 +73,12 @@ ensure_python_peers() {
         log "adding Pillow to $CURLEW_VENV"
         "$CURLEW_VENV/bin/python" -m pip install -q --disable-pip-version-check "pillow>=10"
     fi
+    # FaultHTTP2Tests script a misbehaving HTTP/2 peer (RST_STREAM, GOAWAY, no WINDOW_UPDATE)
+    # with hyper-h2, which nghttpd cannot be made to do.
+    if ! "$CURLEW_VENV/bin/python" -c 'import h2' 2>/dev/null; then
+        log "adding h2 to $CURLEW_VENV"
+        "$CURLEW_VENV/bin/python" -m pip install -q --disable-pip-version-check "h2>=4"
+    fi
 }
 
 free_port() {
