@@ -20,6 +20,23 @@ final class HTTP2Peer: Sendable {
     }
 
     private static let instance = Mutex<Result<HTTP2Peer, Unavailable>?>(nil)
+    private static let cleartextInstance = Mutex<Result<HTTP2Peer, Unavailable>?>(nil)
+
+    /// A second process-wide peer without TLS (`nghttpd --no-tls`): HTTP/2 with prior
+    /// knowledge (h2c), for `SessionConfiguration.HTTPVersion.http2PriorKnowledge`.
+    static func sharedCleartext() throws -> HTTP2Peer {
+        try cleartextInstance.withLock { cached in
+            if let cached { return try cached.get() }
+            let result: Result<HTTP2Peer, Unavailable>
+            do throws(Unavailable) {
+                result = .success(try HTTP2Peer(certificateChain: nil, privateKey: nil))
+            } catch {
+                result = .failure(error)
+            }
+            cached = result
+            return try result.get()
+        }
+    }
 
     /// The process-wide peer, started on first use with the test certificates' leaf.
     static func shared() throws -> HTTP2Peer {
@@ -39,13 +56,16 @@ final class HTTP2Peer: Sendable {
         }
     }
 
-    /// Starts `nghttpd` and waits (bounded, 10 s) until it accepts connections.
-    private init(certificateChain: URL, privateKey: URL) throws(Unavailable) {
+    /// Starts `nghttpd` (with TLS when given a chain and key, else `--no-tls`) and waits
+    /// (bounded, 10 s) until it accepts connections.
+    private init(certificateChain: URL?, privateKey: URL?) throws(Unavailable) {
         let executable = ["/usr/sbin/nghttpd", "/usr/bin/nghttpd"].first { FileManager.default.isExecutableFile(atPath: $0) }
         guard let executable else {
             throw Unavailable(description: "nghttpd is missing: Scripts/test.sh installs nghttp2-server")
         }
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-h2-\(getpid())")
+        var tls: [String]?
+        if let certificateChain, let privateKey { tls = [privateKey.path, certificateChain.path] }
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-h2\(tls == nil ? "c" : "")-\(getpid())")
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             port = try LoopbackPort.closed()
@@ -54,7 +74,9 @@ final class HTTP2Peer: Sendable {
         }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        let command = [executable, "--address=127.0.0.1", "-d", directory.path, String(port), privateKey.path, certificateChain.path]
+        var arguments = [executable, "--address=127.0.0.1", "-d", directory.path]
+        if let tls { arguments += [String(port)] + tls } else { arguments += ["--no-tls", String(port)] }
+        let command = arguments
             .map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
         process.arguments = ["-c", "\(command) & child=$!; "
             + "while kill -0 \(getpid()) 2>/dev/null && kill -0 $child 2>/dev/null; do sleep 0.5; done; kill -KILL $child 2>/dev/null"]

@@ -56,4 +56,46 @@ final class HTTP2Tests: XCTestCase {
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
         await manager.waitUntilInvalidated()
     }
+
+    /// HTTP/2 with prior knowledge over cleartext (`nghttpd --no-tls`): requests one after
+    /// another and side by side all arrive whole, as HTTP/2. With libcurl before 8.0 (curl
+    /// issue 10634) each has a connection of its own; with a newer one they may share.
+    func testPriorKnowledgeRequestsOneAfterAnotherAndSideBySideAllArrive() async throws {
+        let peer = try HTTP2Peer.sharedCleartext()
+        let name = "h2c-\(UUID().uuidString).bin"
+        let payload = Data((0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        try payload.write(to: peer.directory.appendingPathComponent(name))
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .none
+        configuration.httpVersion = .http2PriorKnowledge
+        configuration.timeoutIntervalForRequest = 10
+        let manager = URLSessionManager.raw(configuration)
+        let url = try XCTUnwrap(URL(string: "http://127.0.0.1:\(peer.port)/\(name)"))
+
+        var responses: [DataResponse] = []
+        for _ in 0..<3 { responses.append(await manager.response(for: URLRequest(url: url))) }
+        let count = 8
+        let results = Mutex<[DataResponse]>([])
+        let done = expectation(description: "all complete")
+        done.expectedFulfillmentCount = count
+        for _ in 0..<count {
+            manager.dataTask(with: URLRequest(url: url)) { response in
+                results.withLock { $0.append(response) }
+                done.fulfill()
+            }.resume()
+        }
+        await fulfillment(of: [done], timeout: 60)
+        responses += results.withLock { $0 }
+        XCTAssertEqual(responses.count, 3 + count)
+        for response in responses {
+            XCTAssertNil(response.error)
+            XCTAssertEqual(response.data, payload)
+            XCTAssertEqual(response.metrics?.httpVersion, "HTTP/2")
+        }
+        if !CurlRuntime.reusesPriorKnowledgeConnections {
+            XCTAssertTrue(responses.allSatisfy { $0.metrics?.isReusedConnection == false }, "one connection per request")
+        }
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
 }

@@ -22,6 +22,14 @@ enum CurlRuntime {
         let isOpenSSL: Bool
         /// Built with c-ares, the one resolver `CURLOPT_DNS_SERVERS` works with.
         let hasCAres: Bool
+        /// `curl_version_info`'s `version_num`: 0xXXYYZZ for version XX.YY.ZZ.
+        let versionNumber: UInt32
+
+        /// Whether a cleartext HTTP/2 connection made with prior knowledge can carry a second
+        /// stream. Before 8.0 libcurl set up a second HTTP/2 layer on such a connection when it
+        /// reused it (curl issue 10634): every request after the first on it failed with "Error
+        /// in the HTTP2 framing layer", one after another or side by side.
+        var reusesPriorKnowledgeConnections: Bool { versionNumber >= 0x08_00_00 }
 
         /// What libcurl sends for `CURLOPT_ACCEPT_ENCODING` "" (every coding it decodes), in
         /// its order: "deflate, gzip, br, zstd" with all of them built in.
@@ -52,7 +60,8 @@ enum CurlRuntime {
             supportsZstd: features & Int(CURL_VERSION_ZSTD) != 0,
             supportsLibz: features & Int(CURL_VERSION_LIBZ) != 0,
             isOpenSSL: ssl.hasPrefix("OpenSSL/"),
-            hasCAres: data.ares != nil
+            hasCAres: data.ares != nil,
+            versionNumber: UInt32(data.version_num)
         )
         // Curlew needs CURLOPT_PREREQFUNCTION (7.80), thread-safe global init (7.84) and the
         // CA-store cache (7.87).
@@ -70,6 +79,13 @@ enum CurlRuntime {
         guard case .success(let info) = state else { return "Accept-Encoding: identity" }
         return "Accept-Encoding: " + info.allContentEncodings
     }()
+
+    /// Whether this libcurl can reuse a cleartext HTTP/2 prior-knowledge connection
+    /// (`Info.reusesPriorKnowledgeConnections`).
+    static var reusesPriorKnowledgeConnections: Bool {
+        guard case .success(let info) = state else { return false }
+        return info.reusesPriorKnowledgeConnections
+    }
 
     /// Whether `CURLOPT_DNS_SERVERS` can work here (libcurl built with c-ares).
     static var supportsDNSServers: Bool {

@@ -48,7 +48,16 @@ extension TaskDelegate {
             switch engine.configuration.httpVersion {
             case .http1_1: easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1))
             case .http2: easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
-            case .http2PriorKnowledge: easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE))
+            case .http2PriorKnowledge:
+                easy.set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE))
+                if !CurlRuntime.reusesPriorKnowledgeConnections {
+                    // libcurl before 8.0 breaks a prior-knowledge connection it reuses (curl
+                    // issue 10634): one connection per request there, slower but every request
+                    // answered. (An https URL negotiates HTTP/2 by ALPN and is not affected,
+                    // but a handle's base options cannot tell its URLs apart.)
+                    easy.set(CURLOPT_FRESH_CONNECT, 1)
+                    easy.set(CURLOPT_FORBID_REUSE, 1)
+                }
             }
             switch engine.configuration.proxy {
             case .environment where !engine.environmentNamesProxy:

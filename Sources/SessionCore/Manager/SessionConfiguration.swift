@@ -16,9 +16,10 @@ public struct SessionConfiguration: Sendable {
         case http1_1
         /// HTTP/2 over TLS when the server offers it through ALPN, HTTP/1.1 otherwise (the default).
         case http2
-        /// HTTP/2 without negotiation, also over cleartext. Debian 12's libcurl 7.88.1 fails
-        /// every request after the first one on a reused cleartext connection (curl #10634):
-        /// prefer `.http2` there.
+        /// HTTP/2 without negotiation, also over cleartext. libcurl before 8.0 (Debian 12 has
+        /// 7.88.1) breaks a prior-knowledge connection it reuses (curl #10634), so with such a
+        /// libcurl every request in this mode gets a connection of its own: correct, but
+        /// without HTTP/2's multiplexing. Prefer `.http2` over TLS there.
         case http2PriorKnowledge
     }
 
