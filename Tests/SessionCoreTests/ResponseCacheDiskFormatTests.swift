@@ -145,19 +145,35 @@ final class ResponseCacheDiskFormatTests: XCTestCase {
         cache.storeCachedResponse(response(body(0)), for: rewritten)
         cache.storeCachedResponse(response(body(1), url: steady.url, version: 1), for: steady)
         let torn = Counter()
-        DispatchQueue.concurrentPerform(iterations: 5) { worker in
-            for round in 1...120 {
-                if worker == 0 {
-                    cache.storeCachedResponse(Self.response(body(round), version: round), for: rewritten)
-                } else {
-                    let request = worker.isMultiple(of: 2) ? rewritten : steady
+        let writerDone = Counter()
+        let readers = Counter()
+        // Threads of their own (concurrentPerform may run the workers one after another on two
+        // cores): four readers look up for as long as the writer rewrites, at most 3,000 times each.
+        let group = DispatchGroup()
+        for worker in 1...4 {
+            group.enter()
+            Thread.detachNewThread {
+                readers.add()
+                defer { group.leave() }
+                let request = worker.isMultiple(of: 2) ? rewritten : steady
+                var reads = 0
+                while reads < 3_000, reads < 20 || writerDone.value == 0 {
                     if !isWhole(cache.cachedResponse(for: request)) { torn.add() }
+                    reads += 1
                 }
             }
         }
+        // The writer starts once every reader runs (bounded: 10 s at most).
+        for _ in 0..<1_000 where readers.value < 4 { usleep(10_000) }
+        for round in 1...150 {
+            cache.storeCachedResponse(Self.response(body(round), version: round), for: rewritten)
+        }
+        writerDone.add()
+        XCTAssertEqual(group.wait(timeout: .now() + 60), .success)
+        XCTAssertEqual(readers.value, 4)
         XCTAssertEqual(torn.value, 0, "every lookup found a whole response")
         XCTAssertTrue(isWhole(cache.cachedResponse(for: rewritten)))
-        XCTAssertEqual(cache.cachedResponse(for: rewritten)?.value(forHTTPHeaderField: "X-Version"), "120")
+        XCTAssertEqual(cache.cachedResponse(for: rewritten)?.value(forHTTPHeaderField: "X-Version"), "150")
         let files = try FileManager.default.contentsOfDirectory(atPath: directory.path)
         XCTAssertEqual(files.count, 2, "no temporary file left: \(files)")
         let sizes = try files.map { try FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent($0).path)[.size] as? Int ?? -1 }
