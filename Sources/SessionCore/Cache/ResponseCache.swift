@@ -50,8 +50,10 @@ import FoundationNetworking
 /// ``ResponseCacheError``). Caches given the same directory share one store on disk and its
 /// size limit.
 ///
-/// Thread safety: every member may be used from any thread (memory under one lock, disk I/O
-/// under another; the manager does lookups and stores on its own queue, never on its driver).
+/// Thread safety: every member may be used from any thread (memory under one lock, the disk
+/// store's index under another; entry files are read, checked and written outside both, so
+/// lookups from several threads overlap; the manager does lookups and stores on its own
+/// queue, never on its driver).
 public final class ResponseCache: Sendable {
     /// Bytes of responses kept in memory at most.
     public let memoryCapacity: Int
@@ -154,7 +156,7 @@ public final class ResponseCache: Sendable {
         let entry: CachedResponse?
         if let hit = memory.withLock({ $0.entry(for: key) }) {
             entry = hit
-        } else if var loaded = disk?.withStore({ $0.load(key: key) }) {
+        } else if var loaded = disk?.load(key: key) {
             // An older Curlew's file may still hold cookies.
             loaded.fields.removeAll { Self.cookieSettingFields.contains($0.name.lowercased()) }
             memory.withLock { $0.store(loaded, for: key) }
@@ -188,7 +190,7 @@ public final class ResponseCache: Sendable {
         if entry.partition == nil, entry.identityTag == nil, entry.url.user == nil, entry.url.password == nil,
             request.url?.user == nil
         {
-            disk?.withStore { $0.save(entry, key: key) }
+            disk?.save(entry, key: key)
         } else {
             disk?.withStore { $0.remove(key: key) }
         }

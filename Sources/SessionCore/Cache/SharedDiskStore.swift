@@ -21,7 +21,8 @@ final class SharedDiskStore: Sendable {
     let path: String
     /// The descriptor every file operation is relative to (openat, renameat, unlinkat).
     private let descriptor: Int32
-    /// The entries; one lock for every cache on this directory.
+    /// The entries' bookkeeping; one lock for every cache on this directory. Held only for
+    /// the index, renames and removals: entry files are read and written outside it.
     private let store: Mutex<DiskStore>
 
     private struct WeakStore {
@@ -68,6 +69,37 @@ final class SharedDiskStore: Sendable {
     /// Runs `body` on the entries, under the store's lock.
     func withStore<T>(_ body: (inout DiskStore) -> T) -> T {
         store.withLock { body(&$0) }
+    }
+
+    /// The entry stored for `key`, if its file is whole. The file is read and its checksum
+    /// checked outside the lock, so lookups overlap each other and writes; the lock is taken
+    /// only to find the file and to record the use (or remove a bad file).
+    func load(key: String) -> CachedResponse? {
+        guard let (file, capacity) = store.withLock({ store in store.entryFile(for: key).map { ($0, store.capacity) } })
+        else { return nil }
+        // The file may be replaced meanwhile: rename(2) makes this read see the old one or the
+        // new one, whole.
+        let entry = DiskEntryFile.read(file.name, in: descriptor, key: key, sizeLimit: capacity)
+        store.withLock { store in
+            if entry == nil { store.discard(file.name, version: file.version) } else { store.markUsed(file.name) }
+        }
+        return entry
+    }
+
+    /// Stores `response` for `key`, replacing its entry (or only removing it when it does not
+    /// fit the capacity). Encoding and writing the temporary file happen outside the lock; only
+    /// renaming it into place and the accounting hold it, so the index and the files agree.
+    func save(_ response: CachedResponse, key: String) {
+        let (temporary, capacity) = store.withLock { $0.prepareSave(key: key) }
+        guard let encoded = DiskEntryFile.encode(response, key: key), encoded.size <= capacity else {
+            store.withLock { $0.remove(key: key) }
+            return
+        }
+        guard DiskEntryFile.create(temporary, with: encoded, in: descriptor) else {
+            unlinkat(descriptor, temporary, 0)
+            return
+        }
+        store.withLock { $0.install(temporary, size: encoded.size, key: key) }
     }
 
     private func lowerCapacity(to capacity: Int) {
