@@ -68,12 +68,16 @@ struct RefreshFailed: Error, Equatable {
 struct TokenAuthenticator: Authenticator {
     let tokenURL: URL
     let refresher: URLSessionManager
+    /// Awaited before each refresh asks the token endpoint (a test holds the refresh there
+    /// until every request it started is waiting for it).
+    var beforeRefresh: (@Sendable () async -> Void)?
 
     func apply(_ credential: TestToken, to request: inout URLRequest) {
         request.setValue("Bearer \(credential.token)", forHTTPHeaderField: "Authorization")
     }
 
     func refresh(_ credential: TestToken) async throws -> TestToken {
+        await beforeRefresh?()
         var request = URLRequest(url: tokenURL)
         request.httpMethod = "POST"
         let response = await refresher.response(for: request)
@@ -106,11 +110,23 @@ final class AuthenticationInterceptorTests: XCTestCase {
         tokens.server.shutdown()
     }
 
+    /// `holdingRefreshUntil`: the refresh waits (bounded) until that many other requests wait
+    /// for it, so that "one refresh for all of them" does not depend on how fast they start.
     private func interceptor(
-        _ credential: TestToken?, window: AuthenticationInterceptor<TokenAuthenticator>.RefreshWindow = .init()
+        _ credential: TestToken?, window: AuthenticationInterceptor<TokenAuthenticator>.RefreshWindow = .init(),
+        holdingRefreshUntil waiting: Int? = nil
     ) throws -> AuthenticationInterceptor<TokenAuthenticator> {
-        let authenticator = TokenAuthenticator(tokenURL: try tokens.server.url("/token"), refresher: refresher)
+        let box = InterceptorBox()
+        var authenticator = TokenAuthenticator(tokenURL: try tokens.server.url("/token"), refresher: refresher)
+        if let waiting {
+            authenticator.beforeRefresh = {
+                for _ in 0..<1000 where (box.interceptor.withLock { $0?.waitingRequestCount ?? 0 }) < waiting {
+                    try? await Task.sleep(nanoseconds: 10_000_000)
+                }
+            }
+        }
         let interceptor = AuthenticationInterceptor(authenticator: authenticator, credential: credential, refreshWindow: window)
+        box.interceptor.withLock { $0 = interceptor }
         manager.interceptor = interceptor
         return interceptor
     }
@@ -160,7 +176,7 @@ final class AuthenticationInterceptorTests: XCTestCase {
 
     func testARefreshThatFailsFailsEveryHeldRequestWithTheRefreshError() async throws {
         tokens.state.withLock { $0.refreshFails = true }
-        let interceptor = try interceptor(TestToken(token: "t0", requiresRefresh: true))
+        let interceptor = try interceptor(TestToken(token: "t0", requiresRefresh: true), holdingRefreshUntil: 19)
         let responses = try await fetchConcurrently(20)
         XCTAssertEqual(responses.count, 20)
         for response in responses {
@@ -249,4 +265,9 @@ final class AuthenticationInterceptorTests: XCTestCase {
         XCTAssertEqual(responses.filter { $0.response?.statusCode == 200 }.count, 3)
         XCTAssertEqual(interceptor.refreshCount, 1, "the policy declines 401s; the interceptor refreshes once")
     }
+}
+
+/// The interceptor a refresh gate looks at, set once it exists.
+private final class InterceptorBox: Sendable {
+    let interceptor = Mutex<AuthenticationInterceptor<TokenAuthenticator>?>(nil)
 }

@@ -45,8 +45,9 @@ final class TransferDriver: Sendable {
 
     /// The multi handle's address, shared with submitters only for `curl_multi_wakeup`.
     struct MultiPointer: @unchecked Sendable {
-        // @unchecked: submitters use it only for curl_multi_wakeup, under the inbox lock and
-        // only while `closed` is false; the driver cleans the handle up after setting `closed`.
+        // @unchecked: submitters use it only for curl_multi_wakeup, counted in `wakesInFlight`
+        // under the inbox lock while `closed` is false; `close()` sets `closed` and waits for
+        // that count to reach zero before the driver cleans the handle up.
         let raw: UnsafeMutableRawPointer
     }
 
@@ -56,6 +57,12 @@ final class TransferDriver: Sendable {
     }
 
     private let inbox = Mutex(Inbox())
+    /// Submitters between deciding to wake the driver (under the inbox lock) and returning
+    /// from `curl_multi_wakeup` (outside it). The write to curl's wakeup socket used to happen
+    /// under the lock, and the driver, woken by that very write, often reached `drain()` while
+    /// the submitter still held the lock: both threads then went to the kernel (Mutex's
+    /// priority-inheriting futex, ~0.6 FUTEX_LOCK_PI per request at one request at a time).
+    private let wakesInFlight = Atomic<Int>(0)
     private let multi: MultiPointer
     let identifier: Int
     /// The driver thread's kernel id, once it runs (for CPU accounting in tests and tools).
@@ -114,12 +121,20 @@ final class TransferDriver: Sendable {
     /// checks it again before it sleeps, so later commands ride on that wakeup.
     @discardableResult
     func submit(_ command: Command) -> Bool {
-        inbox.withLock { inbox in
-            guard !inbox.closed else { return false }
+        let wakes = inbox.withLock { inbox -> Bool? in
+            guard !inbox.closed else { return nil }
             inbox.commands.append(command)
-            if inbox.commands.count == 1 { _ = curl_multi_wakeup(multi.raw) }
+            guard inbox.commands.count == 1 else { return false }
+            // Counted before the lock is released: `close()` takes the lock after this.
+            wakesInFlight.add(1, ordering: .relaxed)
             return true
         }
+        guard let wakes else { return false }
+        if wakes {
+            _ = curl_multi_wakeup(multi.raw)
+            wakesInFlight.subtract(1, ordering: .releasing)
+        }
+        return true
     }
 
     /// Takes every queued command (driver thread).
@@ -136,11 +151,15 @@ final class TransferDriver: Sendable {
     /// Refuses further commands and returns the ones that arrived meanwhile (driver thread,
     /// just before `curl_multi_cleanup`).
     func close() -> [Command] {
-        inbox.withLock { inbox in
+        let pending = inbox.withLock { inbox in
             inbox.closed = true
             defer { inbox.commands.removeAll() }
             return inbox.commands
         }
+        // No new wake can start now; one still writing to curl's wakeup socket finishes
+        // before the multi handle may be cleaned up (a single send(2): a few microseconds).
+        while wakesInFlight.load(ordering: .acquiring) > 0 { sched_yield() }
+        return pending
     }
 
     /// The driver could not even set up: every command fails.

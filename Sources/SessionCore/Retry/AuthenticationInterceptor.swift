@@ -83,6 +83,9 @@ public final class AuthenticationInterceptor<AuthenticatorType: Authenticator>: 
     /// How many refreshes completed, successful or not (for diagnostics and tests).
     public var refreshCount: Int { state.withLock { $0.refreshCount } }
 
+    /// How many requests are waiting for the refresh under way (tests).
+    var waitingRequestCount: Int { state.withLock { $0.waiters.count } }
+
     // MARK: - RequestInterceptor
 
     /// `request` with the current credential, refreshed first when it requires it.
