@@ -76,7 +76,7 @@ swift test --skip-build --disable-swift-testing "${build_args[@]}" "${filters[@]
 # mapping") has tested nothing. Run once more with randomisation off for the test process, as
 # newer LLVM runtimes do by re-executing themselves; if that cannot start either, it is the
 # machine's condition: exit 77 (skipped), which Scripts/test.sh reports as a skip.
-startup_failure='FATAL: ThreadSanitizer|unexpected memory mapping|AddressSanitizer: (Shadow memory range interleaves|failed to (allocate|mmap))'
+startup_failure='ThreadSanitizer: unexpected memory mapping|Shadow memory range interleaves|ReserveShadowMemoryRange failed'
 if ((status != 0)) && grep -qE "$startup_failure" "$log_file" && ! grep -q "Test Case '" "$log_file"; then
     log "the $kind sanitizer's runtime could not start; again with address-space randomisation off (setarch -R)"
     grep -E "$startup_failure" "$log_file" | head -3 >&2 || true

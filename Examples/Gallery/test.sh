@@ -94,8 +94,10 @@ start_xvfb() {  # $1: attempt number; sets xvfb_pid and display
     log "uid $(id -u); /tmp/.X11-unix: $(ls -la /tmp/.X11-unix 2>&1 | tr '\n' ' ')"
     return 1
 }
-# No X server at all is the machine's condition, not the gallery's: exit 77 (the automake
-# convention for "skipped") so Scripts/test.sh reports it as a skip, with the reason above.
+# An installed Xvfb that cannot start at all, twice, is the machine's condition, not the
+# gallery's: exit 77 (the automake convention for "skipped"), which Scripts/test.sh reports as
+# a skip with Xvfb's own output. A missing Xvfb is a set-up failure: exit 1.
+command -v Xvfb >/dev/null || { log "Xvfb is not installed (ensure_system_packages installs xvfb)"; exit 1; }
 start_xvfb 1 || start_xvfb 2 || { log "SKIP: no X server could start on this machine"; exit 77; }
 export DISPLAY=":$display"
 log "Xvfb on $DISPLAY"

@@ -260,6 +260,17 @@ final class EventMonitorTests: XCTestCase {
         try await eventually({ released.allSatisfy { $0.task == nil } }, "no task kept alive once its events were delivered")
     }
 
+    /// A manager released right after `waitUntilInvalidated()` still has its
+    /// `managerDidInvalidate` delivered (the event holds the manager until then).
+    func testAManagerReleasedRightAfterInvalidationIsStillReported() async throws {
+        let monitor = RecordingMonitor(label: "test.released")
+        var manager: URLSessionManager? = URLSessionManager(configuration: .default, eventMonitors: [monitor])
+        manager?.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager?.waitUntilInvalidated()
+        manager = nil
+        try await eventually({ monitor.allEntries.contains { $0.line == "invalidate" } }, "managerDidInvalidate arrived")
+    }
+
     func testABlockedMonitorDoesNotHoldUpTransfers() async throws {
         let gate = DispatchSemaphore(value: 0)
         let blocked = BlockingMonitor(gate: gate)

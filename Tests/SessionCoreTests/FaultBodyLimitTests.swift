@@ -94,7 +94,13 @@ final class FaultBodyLimitTests: XCTestCase {
         configuration.maximumResponseHeaderBytes = 1 << 20
         let generous = URLSessionManager.raw(configuration)
         let response = await generous.response(for: URLRequest(url: try server.url("/huge")))
-        XCTAssertEqual(response.error as? SessionError, .responseHeadersTooLarge(limit: 307_200))
+        // 307,200 in libcurl 7.88; whatever libcurl's cap is, it is reported as such.
+        if case .responseHeadersTooLarge(let limit)? = response.error as? SessionError {
+            XCTAssertGreaterThan(limit, 256 * 1024)
+            XCTAssertLessThan(limit, 1 << 20, "libcurl's cap, below the configured 1 MiB")
+        } else {
+            XCTFail("expected responseHeadersTooLarge, got \(String(describing: response.error))")
+        }
         XCTAssertNil(response.response)
         generous.invalidateSessionCancelingTasks(true, resetSession: false)
         await generous.waitUntilInvalidated()

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import XCTest
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -100,6 +103,55 @@ final class ResponseCacheDiskFormatTests: XCTestCase {
         var response: CachedResponse
         var bodyLength: Int
         var bodyChecksum: UInt64
+    }
+
+    /// Saves write outside the store's lock, so one can finish after a removal or after a
+    /// later save of its key: it then installs nothing. (A cache cleared at log-out stays
+    /// cleared; the newest response of a key wins, not the one whose write finished last.)
+    func testASaveThatFinishesAfterARemovalOrANewerSaveInstallsNothing() throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let descriptor = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        XCTAssertGreaterThanOrEqual(descriptor, 0)
+        defer { close(descriptor) }
+        var store = DiskStore(directory: descriptor, capacity: 20 << 20)
+        let key = url.absoluteString
+        let name = DiskStore.fileName(for: key)
+        func write(_ version: Int) throws -> (temporary: String, size: Int, ticket: UInt64) {
+            let prepared = store.prepareSave(key: key)
+            let encoded = try XCTUnwrap(DiskEntryFile.encode(response(bytes(100, seed: UInt64(version)), version: version), key: key))
+            XCTAssertTrue(DiskEntryFile.create(prepared.temporary, with: encoded, in: descriptor))
+            return (prepared.temporary, encoded.size, prepared.ticket)
+        }
+        func stored() -> String? {
+            guard store.entryFile(for: key) != nil,
+                  let entry = DiskEntryFile.read(name, in: descriptor, key: key, sizeLimit: 20 << 20) else { return nil }
+            return entry.fields.first { $0.name == "X-Version" }?.value
+        }
+        func leftovers() throws -> [String] {
+            try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".tmp") }
+        }
+
+        let cleared = try write(1)
+        store.removeAll()
+        store.install(cleared.temporary, size: cleared.size, key: key, ticket: cleared.ticket)
+        XCTAssertNil(stored(), "a save begun before removeAll() does not bring the entry back")
+
+        let removed = try write(2)
+        store.remove(key: key)
+        store.install(removed.temporary, size: removed.size, key: key, ticket: removed.ticket)
+        XCTAssertNil(stored(), "nor one begun before remove(key:)")
+
+        let older = try write(3)
+        let newer = try write(4)
+        store.install(newer.temporary, size: newer.size, key: key, ticket: newer.ticket)
+        store.install(older.temporary, size: older.size, key: key, ticket: older.ticket)
+        XCTAssertEqual(stored(), "4", "the save begun later wins, whichever write finished first")
+        XCTAssertEqual(try leftovers(), [], "superseded temporary files are deleted")
+        XCTAssertEqual(store.currentUsage(), newer.size)
+
+        let next = try write(5)
+        store.install(next.temporary, size: next.size, key: key, ticket: next.ticket)
+        XCTAssertEqual(stored(), "5", "a save begun after all of that installs")
     }
 
     func testAnEntryInTheOlderFormatIsAMissAndIsReplaced() throws {

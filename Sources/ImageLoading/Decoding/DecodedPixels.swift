@@ -7,7 +7,8 @@ extension Array where Element == UInt8 {
     /// first: a 12-megapixel image is 48 MB, and the zero-fill was a whole pass over it before
     /// the decoder's own.
     ///
-    /// A large buffer is backed by huge pages where the kernel allows it (see `hintHugePages`).
+    /// A large buffer (32 MiB: 8 megapixels) is backed by huge pages where the kernel allows it
+/// (see `hintHugePages`).
     ///
     /// `decode` must write every byte or throw: the bytes are uninitialised until it does, and
     /// a thrown error discards the buffer. Only for decoders that write whole rows of the whole
@@ -22,7 +23,7 @@ extension Array where Element == UInt8 {
     }
 }
 
-/// Asks the kernel to back the 2 MiB-aligned interior of a large pixel buffer (8 MiB or more)
+/// Asks the kernel to back the 2 MiB-aligned interior of a large pixel buffer (32 MiB or more)
 /// with transparent huge pages before the decoder first touches it.
 ///
 /// A fresh 48 MB buffer is 12,000 page faults of 4 KiB, each zeroing a page: the profile of a
@@ -34,7 +35,10 @@ extension Array where Element == UInt8 {
 private func hintHugePages(_ base: UnsafeMutablePointer<UInt8>, count: Int) {
     #if canImport(Glibc)
     let hugePage = 2 << 20
-    guard count >= 4 * hugePage else { return }
+    // glibc serves a request below its largest mmap threshold (32 MiB) from the heap once the
+    // threshold has risen, and the hint would outlive the image there, on whatever the heap
+    // later holds: only buffers that always get a mapping of their own are hinted.
+    guard count >= 32 << 20 else { return }
     let start = (Int(bitPattern: base) + hugePage - 1) & ~(hugePage - 1)
     let end = (Int(bitPattern: base) + count) & ~(hugePage - 1)
     guard end > start, let pointer = UnsafeMutableRawPointer(bitPattern: start) else { return }

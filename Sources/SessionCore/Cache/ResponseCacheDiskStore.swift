@@ -30,6 +30,15 @@ struct DiskStore {
     private var index: [String: (size: Int, lastUse: UInt64, version: UInt64)]?
     private var clock: UInt64 = 0
     private(set) var usage = 0
+    /// Saves write their files outside the lock, so a save may finish after a later removal
+    /// or a later save of the same key. Each save holds the clock's value when it began (its
+    /// ticket); it installs only if nothing newer happened to its name since: no later
+    /// install, no `remove(key:)` of it, no `removeAll()` (a cache cleared at log-out must
+    /// stay cleared).
+    private var removedAt: [String: UInt64] = [:]
+    private var allRemovedAt: UInt64 = 0
+    /// Saves begun and not yet installed or abandoned; `removedAt` is forgotten when none is.
+    private var savesInFlight = 0
 
     init(directory: Int32, capacity: Int) {
         self.directory = directory
@@ -75,16 +84,37 @@ struct DiskStore {
     /// Readies a save of `key`: the directory is listed first (that listing removes leftover
     /// temporary files, so it must not run while this save writes its own), and the name
     /// to write to before `install` renames it into place.
-    mutating func prepareSave(key: String) -> (temporary: String, capacity: Int) {
+    mutating func prepareSave(key: String) -> (temporary: String, capacity: Int, ticket: UInt64) {
         loadIndexIfNeeded()
-        return (".\(Self.fileName(for: key)).\(UUID().uuidString).tmp", capacity)
+        clock += 1
+        savesInFlight += 1
+        return (".\(Self.fileName(for: key)).\(UUID().uuidString).tmp", capacity, clock)
+    }
+
+    /// A save that began with `prepareSave` wrote nothing to install.
+    mutating func abandonSave() {
+        finishSave()
+    }
+
+    private mutating func finishSave() {
+        savesInFlight -= 1
+        if savesInFlight <= 0 {
+            savesInFlight = 0
+            removedAt.removeAll(keepingCapacity: true)
+        }
     }
 
     /// Renames the written `temporary` file of `size` bytes into place as `key`'s entry
     /// (rename(2) replaces atomically: readers see the old file or the new one), then evicts.
     /// A file larger than the capacity (lowered meanwhile) is deleted instead, with the old entry.
-    mutating func install(_ temporary: String, size: Int, key: String) {
+    mutating func install(_ temporary: String, size: Int, key: String, ticket: UInt64) {
+        defer { finishSave() }
         let name = Self.fileName(for: key)
+        let superseded = ticket < allRemovedAt || ticket < (removedAt[name] ?? 0) || ticket < (index?[name]?.version ?? 0)
+        if superseded {
+            unlinkat(directory, temporary, 0)
+            return
+        }
         guard size <= capacity, renameat(directory, temporary, directory, name) == 0 else {
             unlinkat(directory, temporary, 0)
             if size > capacity { remove(name: name) }
@@ -92,18 +122,25 @@ struct DiskStore {
         }
         if let old = index?[name] { usage -= old.size }
         clock += 1
-        index?[name] = (size, clock, clock)
+        // The save's ticket is the entry's version: a save begun earlier that finishes later
+        // finds a newer version and installs nothing.
+        index?[name] = (size, clock, ticket)
         usage += size
         evict()
     }
 
     mutating func remove(key: String) {
         loadIndexIfNeeded()
-        remove(name: Self.fileName(for: key))
+        let name = Self.fileName(for: key)
+        clock += 1
+        if savesInFlight > 0 { removedAt[name] = clock }
+        remove(name: name)
     }
 
     mutating func removeAll() {
         loadIndexIfNeeded()
+        clock += 1
+        allRemovedAt = clock
         for name in index?.keys.map({ $0 }) ?? [] { remove(name: name) }
     }
 

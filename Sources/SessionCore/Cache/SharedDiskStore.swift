@@ -89,17 +89,23 @@ final class SharedDiskStore: Sendable {
     /// Stores `response` for `key`, replacing its entry (or only removing it when it does not
     /// fit the capacity). Encoding and writing the temporary file happen outside the lock; only
     /// renaming it into place and the accounting hold it, so the index and the files agree.
+    /// A save that began before a removal of its key (or of everything), or before another
+    /// save of the same key, and finishes after it, installs nothing (`DiskStore.install`).
     func save(_ response: CachedResponse, key: String) {
-        let (temporary, capacity) = store.withLock { $0.prepareSave(key: key) }
+        let (temporary, capacity, ticket) = store.withLock { $0.prepareSave(key: key) }
         guard let encoded = DiskEntryFile.encode(response, key: key), encoded.size <= capacity else {
-            store.withLock { $0.remove(key: key) }
+            store.withLock { store in
+                store.remove(key: key)
+                store.abandonSave()
+            }
             return
         }
         guard DiskEntryFile.create(temporary, with: encoded, in: descriptor) else {
             unlinkat(descriptor, temporary, 0)
+            store.withLock { $0.abandonSave() }
             return
         }
-        store.withLock { $0.install(temporary, size: encoded.size, key: key) }
+        store.withLock { $0.install(temporary, size: encoded.size, key: key, ticket: ticket) }
     }
 
     private func lowerCapacity(to capacity: Int) {

@@ -10,6 +10,12 @@ extension SessionError {
     /// Maps a failed `CURLcode` to the case a caller can act on, keeping curl's message.
     init(curlCode code: CURLcode, message: String) {
         let detail = message.isEmpty ? String(cString: curl_easy_strerror(code)) : message
+        // libcurl 8.6+ reports its header cap as CURLE_TOO_LARGE (100), which 7.88's headers
+        // do not name; the message is the same.
+        if code.rawValue == 100, let limit = Self.libcurlHeaderLimit(in: message) {
+            self = .responseHeadersTooLarge(limit: limit)
+            return
+        }
         switch code {
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
             self = .dnsFailure(detail)

@@ -109,7 +109,7 @@ extension SessionEngine {
                 complete(task, outcome: TransferOutcome(error: .sessionInvalidated, request: task.currentRequest))
             }
         }
-        monitorHub?.emit(.invalidated)
+        monitorHub?.emitInvalidated()
         debugLog?.debug("driver stopped\(resets ? ", the session starts again" : "")")
         queue.async {
             hook?(nil)

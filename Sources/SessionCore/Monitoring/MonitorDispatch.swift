@@ -22,7 +22,8 @@ enum MonitorEvent: Sendable {
     case waitingForConnectivity(SessionTask)
     /// The completion: `didFinishCollecting`, `didCompleteWithError`, `didProduce`, in order.
     case finished(SessionTask, TaskMetrics, SessionError?, DataResponse)
-    case invalidated
+    /// The manager, held from the emit until every monitor was told (nil: it was gone).
+    case invalidated(URLSessionManager?)
 }
 
 /// Hands a manager's events to its monitors (`URLSessionManager.eventMonitors`).
@@ -32,7 +33,8 @@ enum MonitorEvent: Sendable {
 /// in the order its causes happened. Each monitor has its own list of pending events, appended
 /// under a lock in that order and delivered on the monitor's queue by one block that takes the
 /// whole list, `deliveryWindow` after the list's first event: each monitor sees one task's
-/// events in order, the emitting thread only appends a value (and schedules the block when the
+/// events in order (two tasks' events emitted at the same moment on two threads may reach two
+/// monitors in different orders: each monitor's list is its own), the emitting thread only appends a value (and schedules the block when the
 /// list was empty), and one block carries all the events of a millisecond. There is no queue of the hub's own in between: the first version had one, and at
 /// one request at a time every event then woke two threads (the hub's queue, then the
 /// monitor's), +46 µs of CPU per request. Foundation values (`HTTPURLResponse` for
@@ -89,6 +91,13 @@ final class MonitorHub: Sendable {
         owner.withLock { $0.manager = manager }
     }
 
+    /// Tells every monitor the manager was invalidated. The manager is taken now and held
+    /// until they were told: a caller that releases it right after `waitUntilInvalidated()`
+    /// does not make the event disappear.
+    func emitInvalidated() {
+        emit(.invalidated(owner.withLock { $0.manager }))
+    }
+
     /// Queues `event` for every monitor; returns at once.
     func emit(_ event: MonitorEvent) {
         for target in targets {
@@ -139,8 +148,8 @@ final class MonitorHub: Sendable {
             monitor.task(task, didFinishCollecting: metrics)
             monitor.task(task, didCompleteWithError: error)
             monitor.task(task, didProduce: response)
-        case .invalidated:
-            guard let manager = owner.withLock({ $0.manager }) else { return }
+        case .invalidated(let manager):
+            guard let manager else { return }
             monitor.managerDidInvalidate(manager, error: nil)
         }
     }
