@@ -19,6 +19,9 @@ final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
         private var names: [String] = []
         let queue = DispatchQueue(label: "WaitsForConnectivityTests.events")
         var recorded: [String] { lock.withLock { names } }
+        /// Whether the task's completion event arrived (monitors hear of events in batches,
+        /// up to a millisecond late: a test looks at `recorded` only once it is whole).
+        var hasEnded: Bool { lock.withLock { names.contains { $0 == "completed" || $0 == "failed" } } }
         private func add(_ name: String) { lock.withLock { names.append(name) } }
         func task(_ task: SessionTask, willSend request: URLRequest) { add("willSend") }
         func taskIsWaitingForConnectivity(_ task: SessionTask) { add("waiting") }
@@ -99,6 +102,7 @@ final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
         let response = try XCTUnwrap(done.withLock { $0 })
         XCTAssertNil(response.error, "\(String(describing: response.error))")
         XCTAssertEqual(response.response?.statusCode, 200)
+        XCTAssertTrue(waitUntil { events.hasEnded }, "no completion event: \(events.recorded)")
         XCTAssertEqual(events.recorded, ["willSend", "waiting", "willSend", "completed"])
         XCTAssertTrue(waitUntil { ConnectivityWait.runningMonitorCount == 0 }, "the route monitor must stop after the wait")
     }
@@ -118,6 +122,7 @@ final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
         guard case .cannotConnect = done.withLock({ $0 })?.error as? SessionError else {
             return XCTFail("expected cannotConnect, got \(String(describing: done.withLock { $0 }?.error))")
         }
+        XCTAssertTrue(waitUntil { events.hasEnded }, "no completion event: \(events.recorded)")
         XCTAssertFalse(events.recorded.contains("waiting"))
     }
 
@@ -135,6 +140,7 @@ final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
         guard case .cannotConnect = done.withLock({ $0 })?.error as? SessionError else {
             return XCTFail("expected cannotConnect, got \(String(describing: done.withLock { $0 }?.error))")
         }
+        XCTAssertTrue(waitUntil { events.hasEnded }, "no completion event: \(events.recorded)")
         XCTAssertFalse(events.recorded.contains("waiting"))
     }
 
@@ -180,6 +186,7 @@ final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
         XCTAssertTrue(waitUntil { done.withLock { $0 } != nil }, "the task never completed")
         XCTAssertNil(done.withLock { $0 }?.error, "\(String(describing: done.withLock { $0 }?.error))")
         XCTAssertEqual(done.withLock { $0 }?.response?.statusCode, 200)
+        XCTAssertTrue(waitUntil { events.hasEnded }, "no completion event: \(events.recorded)")
         XCTAssertEqual(events.recorded, ["willSend", "waiting", "willSend", "completed"])
     }
 
@@ -197,6 +204,7 @@ final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
         guard case .timedOut = done.withLock({ $0 })?.error as? SessionError else {
             return XCTFail("expected timedOut, got \(String(describing: done.withLock { $0 }?.error))")
         }
+        XCTAssertTrue(waitUntil { events.hasEnded }, "no completion event: \(events.recorded)")
         XCTAssertTrue(events.recorded.contains("waiting"))
         XCTAssertTrue(waitUntil { ConnectivityWait.runningMonitorCount == 0 }, "the route monitor must stop")
     }
