@@ -30,17 +30,18 @@ enum MonitorEvent: Sendable {
 ///
 /// Events come from several threads — the caller's (create, resume, suspend, cancel), the
 /// driver's (each attempt, redirects, response heads, retries), the completion queue — each
-/// in the order its causes happened. Each monitor has its own list of pending events, appended
-/// under a lock in that order and delivered on the monitor's queue by one block that takes the
-/// whole list, `deliveryWindow` after the list's first event: each monitor sees one task's
-/// events in order (two tasks' events emitted at the same moment on two threads may reach two
-/// monitors in different orders: each monitor's list is its own), the emitting thread only appends a value (and schedules the block when the
-/// list was empty), and one block carries all the events of a millisecond. There is no queue of the hub's own in between: the first version had one, and at
-/// one request at a time every event then woke two threads (the hub's queue, then the
-/// monitor's), +46 µs of CPU per request. Foundation values (`HTTPURLResponse` for
-/// `didReceive` and redirects) are built on the monitor's queue, once per head (the head
-/// keeps what it built), never on the driver thread. The engine has a hub only when monitors
-/// were given, so without them the request path checks one `let`.
+/// in the order its causes happened. Each monitor has its own list of pending events,
+/// appended under a lock in that order and delivered on the monitor's queue by one block that
+/// takes the whole list, `deliveryWindow` after the list's first event. So each monitor sees
+/// one task's events in order (two tasks' events emitted at the same moment on two threads
+/// may reach two monitors in different orders: each monitor's list is its own); the emitting
+/// thread only appends a value, and schedules the block when the list was empty; one block
+/// carries all the events of a millisecond. There is no queue of the hub's own in between:
+/// the first version had one, and at one request at a time every event then woke two threads
+/// (the hub's queue, then the monitor's), +46 µs of CPU per request. Foundation values
+/// (`HTTPURLResponse` for `didReceive` and redirects) are built on the monitor's queue, once
+/// per head (the head keeps what it built), never on the driver thread. The engine has a hub
+/// only when monitors were given, so without them the request path checks one `let`.
 final class MonitorHub: Sendable {
     /// One monitor, its queue, and the events waiting for it.
     private final class Target: Sendable {
