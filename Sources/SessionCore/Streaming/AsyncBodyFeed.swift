@@ -13,11 +13,8 @@ import Synchronization
 /// was read.
 final class AsyncBodyFeed: Sendable {
     private struct State {
-        /// Chunks not yet taken are `chunks[first...]` (the prefix is compacted away).
-        var chunks: [Data] = []
-        var first = 0
-        var headOffset = 0
-        var buffered = 0
+        /// Chunks not yet taken.
+        var chunks = ChunkQueue()
         var isFinished = false
         var failure: SessionError?
         var readerIsWaiting = false
@@ -74,20 +71,19 @@ final class AsyncBodyFeed: Sendable {
         let (accepted, wake, mustWait) = state.withLock { state -> (Bool, (@Sendable () -> Void)?, Bool) in
             guard !state.isCancelled, !state.isFinished else { return (false, nil, false) }
             state.chunks.append(chunk)
-            state.buffered += chunk.count
             var wake: (@Sendable () -> Void)?
             if state.readerIsWaiting {
                 state.readerIsWaiting = false
                 wake = state.wake
             }
-            return (true, wake, state.buffered >= capacity)
+            return (true, wake, state.chunks.byteCount >= capacity)
         }
         wake?()
         guard accepted else { return false }
         if mustWait {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let resumeNow = state.withLock { state -> Bool in
-                    guard !state.isCancelled, state.buffered >= capacity else { return true }
+                    guard !state.isCancelled, state.chunks.byteCount >= capacity else { return true }
                     state.producerWaiter = continuation
                     return false
                 }
@@ -127,7 +123,7 @@ final class AsyncBodyFeed: Sendable {
     /// more than its declared length (libcurl stops reading at the length, so the surplus
     /// sits in the buffer), else nil. Then stops the producer.
     func finishTransfer() -> SessionError? {
-        let surplus = state.withLock { $0.length != nil && $0.buffered > 0 }
+        let surplus = state.withLock { $0.length != nil && $0.chunks.byteCount > 0 }
         cancel()
         return surplus ? .bodyStreamFailed("the body sequence is longer than its declared length; the surplus was not sent") : nil
     }
@@ -137,39 +133,14 @@ final class AsyncBodyFeed: Sendable {
 
     /// Copies buffered bytes into `buffer` (driver thread).
     func take(into buffer: UnsafeMutableRawBufferPointer) -> BodyPump.Take {
-        guard let base = buffer.baseAddress, buffer.count > 0 else { return .bytes(0) }
+        guard buffer.baseAddress != nil, buffer.count > 0 else { return .bytes(0) }
         var startProducer = false
         var resumeProducer: CheckedContinuation<Void, Never>?
         let result: BodyPump.Take = state.withLock { state in
-            if state.buffered > 0 {
-                var copied = 0
-                while copied < buffer.count, state.first < state.chunks.count {
-                    let head = state.chunks[state.first]
-                    let count = min(buffer.count - copied, head.count - state.headOffset)
-                    head.withUnsafeBytes { bytes in
-                        if let from = bytes.baseAddress {
-                            (base + copied).copyMemory(from: from + state.headOffset, byteCount: count)
-                        }
-                    }
-                    copied += count
-                    state.headOffset += count
-                    if state.headOffset == head.count {
-                        state.chunks[state.first] = Data()
-                        state.first += 1
-                        state.headOffset = 0
-                    }
-                }
-                // Compacted when half is spent: amortised O(1) per chunk, however small.
-                if state.first == state.chunks.count {
-                    state.chunks.removeAll(keepingCapacity: true)
-                    state.first = 0
-                } else if state.first >= 64 && state.first * 2 > state.chunks.count {
-                    state.chunks.removeFirst(state.first)
-                    state.first = 0
-                }
-                state.buffered -= copied
+            if state.chunks.byteCount > 0 {
+                let copied = state.chunks.copy(into: buffer)
                 state.hasDelivered = true
-                if state.buffered <= capacity / 2, let waiter = state.producerWaiter {
+                if state.chunks.byteCount <= capacity / 2, let waiter = state.producerWaiter {
                     state.producerWaiter = nil
                     resumeProducer = waiter
                 }
@@ -195,8 +166,6 @@ final class AsyncBodyFeed: Sendable {
         let (producer, waiter) = state.withLock { state -> (Task<Void, Never>?, CheckedContinuation<Void, Never>?) in
             state.isCancelled = true
             state.chunks.removeAll()
-            state.first = 0
-            state.buffered = 0
             state.wake = nil
             defer { state.producerWaiter = nil }
             return (state.producer, state.producerWaiter)

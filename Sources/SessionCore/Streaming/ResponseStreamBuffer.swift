@@ -23,9 +23,8 @@ final class ResponseStreamBuffer: Sendable {
     private struct State {
         var head: HTTPResponseHead?
         var headWaiter: CheckedContinuation<HTTPResponseHead, any Error>?
-        /// Chunks not yet taken; `chunks[first...]` are live (the prefix is compacted away).
-        var chunks: [Data] = []
-        var first = 0
+        /// Chunks not yet taken.
+        var chunks = ChunkQueue()
         var chunkWaiter: CheckedContinuation<Data?, any Error>?
         /// Set once the transfer completed.
         var end: End?
@@ -131,19 +130,7 @@ final class ResponseStreamBuffer: Sendable {
     func next() async throws -> Data? {
         let chunk: Data? = try await withCheckedThrowingContinuation { continuation in
             let ready = state.withLock { state -> Result<Data?, any Error>? in
-                if state.first < state.chunks.count {
-                    let chunk = state.chunks[state.first]
-                    state.chunks[state.first] = Data()
-                    state.first += 1
-                    if state.first == state.chunks.count {
-                        state.chunks.removeAll(keepingCapacity: true)
-                        state.first = 0
-                    } else if state.first >= 64 && state.first * 2 > state.chunks.count {
-                        state.chunks.removeFirst(state.first)
-                        state.first = 0
-                    }
-                    return .success(chunk)
-                }
+                if let chunk = state.chunks.popChunk() { return .success(chunk) }
                 switch state.end {
                 case .finished: return .success(nil)
                 case .failed(let error):
@@ -167,7 +154,6 @@ final class ResponseStreamBuffer: Sendable {
         state.withLock { state in
             state.isAbandoned = true
             state.chunks.removeAll()
-            state.first = 0
         }
     }
 

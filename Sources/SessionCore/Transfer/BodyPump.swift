@@ -32,10 +32,7 @@ final class BodyPump: @unchecked Sendable {
     }
 
     private struct State {
-        var chunks: [Data] = []
-        /// Bytes of `chunks[0]` already taken.
-        var headOffset = 0
-        var buffered = 0
+        var chunks = ChunkQueue()
         var isFinished = false
         var failure: SessionError?
         /// A read is scheduled or running on the queue.
@@ -68,28 +65,13 @@ final class BodyPump: @unchecked Sendable {
 
     /// Copies buffered bytes into `buffer` (driver thread).
     func take(into buffer: UnsafeMutableRawBufferPointer) -> Take {
-        guard let base = buffer.baseAddress, buffer.count > 0 else { return .bytes(0) }
+        guard buffer.baseAddress != nil, buffer.count > 0 else { return .bytes(0) }
         var restart = false
         let result: Take = state.withLock { state in
-            guard state.buffered == 0 else {
-                var copied = 0
-                while copied < buffer.count, let head = state.chunks.first {
-                    let count = min(buffer.count - copied, head.count - state.headOffset)
-                    head.withUnsafeBytes { bytes in
-                        if let from = bytes.baseAddress {
-                            (base + copied).copyMemory(from: from + state.headOffset, byteCount: count)
-                        }
-                    }
-                    copied += count
-                    state.headOffset += count
-                    if state.headOffset == head.count {
-                        state.chunks.removeFirst()
-                        state.headOffset = 0
-                    }
-                }
-                state.buffered -= copied
+            guard state.chunks.byteCount == 0 else {
+                let copied = state.chunks.copy(into: buffer)
                 if !state.isPumping, !state.isFinished, state.failure == nil, !state.isCancelled,
-                    state.buffered <= capacity / 2
+                    state.chunks.byteCount <= capacity / 2
                 {
                     state.isPumping = true
                     restart = true
@@ -114,7 +96,6 @@ final class BodyPump: @unchecked Sendable {
         state.withLock { state in
             state.isCancelled = true
             state.chunks.removeAll()
-            state.buffered = 0
         }
         queue.async { self.closeStream() }
     }
@@ -154,13 +135,12 @@ final class BodyPump: @unchecked Sendable {
                 state.isFinished = true
             } else {
                 state.chunks.append(chunk)
-                state.buffered += count
             }
             if state.readerIsWaiting {
                 state.readerIsWaiting = false
                 shouldWake = true
             }
-            let continues = state.failure == nil && !state.isFinished && state.buffered < capacity
+            let continues = state.failure == nil && !state.isFinished && state.chunks.byteCount < capacity
             if !continues { state.isPumping = false }
             return continues
         }
