@@ -102,6 +102,12 @@ if ((reports > 0)); then
         $0 ~ pattern { sub(/.*Sanitizer: /, ""); sub(/ \(pid=.*/, ""); what = $0; want = 1; next }
         want && /^ *#0 / { sub(/^ *#0 (0x[0-9a-f]+ in )?/, ""); sub(/ \/.*$/, ""); print what " | " $0; want = 0 }
     ' "$log_file" | swift demangle --simplified --compact | sort | uniq -c | sort -rn >&2
+    # The first reports in full: a CI log keeps only what was printed, not sanitize.log.
+    log "the first reports in full (all of them in $log_file):"
+    awk -v pattern="$pattern" '
+        $0 ~ pattern { shown++; printing = shown <= 2 }
+        printing { print; if (/^SUMMARY: /) printing = 0 }
+    ' "$log_file" | swift demangle --simplified | cut -c1-240 | head -150 >&2
 fi
 
 if ((reports > 0 || status != 0)); then

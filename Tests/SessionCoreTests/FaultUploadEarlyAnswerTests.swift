@@ -130,9 +130,13 @@ final class FaultUploadEarlyAnswerTests: XCTestCase {
     /// A server that closes a kept-alive connection just as the client sends the next upload on
     /// it (its idle timeout, or gunicorn 27 giving up on a body it did not read when it is over
     /// its 64 KiB drain limit). Here the first connection serves one request, then reads the
-    /// head of the second and resets. No byte of an answer came, so libcurl sends the request
-    /// again on a new connection, rewinding the body through Curlew's seek callback: the caller
-    /// sees one exchange, on the new connection, with the whole body.
+    /// head of the second and resets. No byte of an answer came, so the request goes again on a
+    /// new connection, the body rewound through Curlew's seek callback: the caller sees one
+    /// answer with the whole body. Who resends depends on when the reset lands: while libcurl
+    /// waits for the answer, libcurl itself (one exchange in the metrics); while it is still
+    /// sending the body (seen under ThreadSanitizer's slowdown), libcurl reports the send
+    /// failure and the engine resends a request that died on a reused connection before any
+    /// byte of an answer (two exchanges: the reused one, then the new one). Both are right.
     func testAnUploadOnAKeptAliveConnectionTheServerDroppedIsSentAgain() async throws {
         let server = try ScriptedServer { socket, server in
             let connection = server.acceptedCount
@@ -158,6 +162,7 @@ final class FaultUploadEarlyAnswerTests: XCTestCase {
         XCTAssertNil(second.error, "the reused connection's loss reached the caller")
         XCTAssertEqual(second.data.map { String(decoding: $0, as: UTF8.self) }, "\(body.count)", "the whole body, on the new connection")
         XCTAssertEqual(server.acceptedCount, 2)
-        XCTAssertEqual(second.metrics?.transactionMetrics.map(\.isReusedConnection), [false], "libcurl's own retry is one exchange")
+        let reused = second.metrics?.transactionMetrics.map(\.isReusedConnection) ?? []
+        XCTAssertTrue(reused == [false] || reused == [true, false], "exchanges (reused?): \(reused)")
     }
 }
