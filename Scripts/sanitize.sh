@@ -96,9 +96,11 @@ log "tests ran in $((SECONDS - started)) s (exit status $status)"
 # the client that tests pin down on normal runs (the normal run before this one fails on any
 # failure). Passing the second time is reported as FLAKY, loudly, and does not fail the step;
 # failing again does. Sanitizer reports from either run always fail it. More than 3 failures
-# are not retried.
+# are not retried, nor a run that did not reach its end (a crash: no final suite line).
 mapfile -t failed_tests < <(sed -nE "s/^Test Case '([^']+)' failed .*/\1/p" "$log_file" | sort -u)
-if ((status != 0 && ${#failed_tests[@]} > 0 && ${#failed_tests[@]} <= 3)); then
+run_ended=0
+grep -qE "^Test Suite '(All tests|Selected tests)' failed" "$log_file" && run_ended=1
+if ((status != 0 && run_ended && ${#failed_tests[@]} > 0 && ${#failed_tests[@]} <= 3)); then
     log "failed under the $kind sanitizer: ${failed_tests[*]}; once more, alone"
     retry_filters=()
     for test_name in "${failed_tests[@]}"; do retry_filters+=(--filter "${test_name/./\/}\$"); done
