@@ -93,26 +93,25 @@ extension TaskDelegate {
 
     /// The per-host pins and proxy settings of the request about to be configured.
     private func configurePins(of context: TLSHandshakeContext, originIsHTTPS: Bool) {
-        let configuration = engine.configuration
-        switch configuration.proxy {
+        let proxy = engine.configuration.proxy  // field by field: no copy of the whole struct
+        switch proxy {
         case .none: context.mayUseHTTPSProxy = false
         case .environment: context.mayUseHTTPSProxy = true
-        case .url: context.mayUseHTTPSProxy = configuration.proxy.isHTTPS
+        case .url: context.mayUseHTTPSProxy = proxy.isHTTPS
         }
         context.originIsHTTPS = originIsHTTPS
-        context.pinning = configuration.pinningPolicy
-        context.proxyPinning = configuration.proxyPinningPolicy
-        context.proxyEndpoint = configuration.proxyPinningPolicy == nil
-            ? nil : TLSHandshakeContext.proxyEndpoint(configuration.proxy, originIsHTTPS: originIsHTTPS)
+        context.pinning = engine.configuration.pinningPolicy
+        context.proxyPinning = engine.configuration.proxyPinningPolicy
+        context.proxyEndpoint = engine.configuration.proxyPinningPolicy == nil
+            ? nil : TLSHandshakeContext.proxyEndpoint(proxy, originIsHTTPS: originIsHTTPS)
     }
 
     /// A plain http request through an HTTPS proxy with pins of its own: the verify callback
     /// judges that proxy's handshake (every handshake of such a request is the proxy's).
     /// Nothing else about TLS applies: there is no origin handshake to admit.
     private func configureProxyPins() -> SessionError? {
-        let configuration = engine.configuration
-        guard configuration.proxyPinningPolicy != nil, configuration.proxy != .none,
-            configuration.proxy == .environment || configuration.proxy.isHTTPS
+        let proxy = engine.configuration.proxy
+        guard engine.configuration.proxyPinningPolicy != nil, proxy != .none, proxy == .environment || proxy.isHTTPS
         else { return nil }
         guard case .success(let info) = CurlRuntime.state, info.isOpenSSL else {
             return .tlsHandshakeFailed(

@@ -68,7 +68,7 @@ extension SessionEngine {
             || observesSentBodyData.load(ordering: .acquiring)
         let work: @Sendable () -> Void
         let target: DispatchQueue
-        if serializer.enginePrefersConcurrentProcessing, outcome.error == nil, runsSerializer(for: task, outcome: outcome) {
+        if serializer.prefersConcurrentProcessing, outcome.error == nil, runsSerializer(for: task, outcome: outcome) {
             // Heavy serializers (image decoding) run in parallel, then the handler on its queue.
             target = Self.processingQueue
             work = { [self] in
@@ -101,7 +101,7 @@ extension SessionEngine {
 
     /// The serializer's result for a task that succeeded.
     func serializeResult(
-        of task: SessionTask, outcome: TransferOutcome, serializer: any ResponseSerialization
+        of task: SessionTask, outcome: TransferOutcome, serializer: ResolvedSerializer
     ) -> Result<any Sendable, any Error> {
         Result {
             try SessionEngine.serialize(
@@ -112,7 +112,7 @@ extension SessionEngine {
     /// The result, the completion handler, the hooks and the notification (completion queue).
     /// `result`: already made by the serializer on the processing queue.
     func deliverCompletion(
-        of task: SessionTask, outcome: TransferOutcome, hooks: Hooks, serializer: any ResponseSerialization,
+        of task: SessionTask, outcome: TransferOutcome, hooks: Hooks, serializer: ResolvedSerializer,
         result precomputed: Result<any Sendable, any Error>? = nil
     ) {
         // Taken out here, after the last streamed chunk: the closures are released when
@@ -149,7 +149,7 @@ extension SessionEngine {
         unregister(task)
         EngineObservers.taskDidComplete(
             task, body: outcome.body, result: result,
-            serializer: serializer, serializerRan: !task.options.skipsSerializer && task.options.collectsBody,
+            serializer: serializer.serializer, serializerRan: !task.options.skipsSerializer && task.options.collectsBody,
             metrics: outcome.metrics, fileURL: outcome.fileURL)
         if let temporary = outcome.fileURL, task.options.download?.fileURL == temporary || !(task is DownloadTask) {
             // No destination took the file: like URLSession's, it is gone once the

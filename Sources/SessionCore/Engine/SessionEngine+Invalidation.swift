@@ -131,11 +131,11 @@ extension SessionEngine {
     /// Runs `serializer` and boxes its output without `Optional` layers; a nil output (an
     /// empty JSON body) becomes a boxed `Optional<any Sendable>.none`, so `value as? T` is nil.
     static func serialize(
-        _ serializer: any ResponseSerialization, request: URLRequest?, head: HTTPResponseHead?, data: Data?
+        _ serializer: ResolvedSerializer, request: URLRequest?, head: HTTPResponseHead?, data: Data?
     ) throws -> any Sendable {
-        let boxed = try serializer.engineSendableResponseObject(for: request, head: head, data: data)
+        let boxed = try serializer.sendableResponseObject(for: request, head: head, data: data)
         // The raw-bytes serializer's output, found without the dynamic Optional check below.
-        if let data = boxed as? Data { return data }
+        if serializer.producesData, let data = boxed as? Data { return data }
         if let value = boxed,
             let unwrapped = OptionalFlattening.nonNone(value)
         {

@@ -64,7 +64,7 @@ final class SessionEngine: Sendable {
         var hooks = Hooks()
         /// How a finished task's body becomes its result value (the manager's
         /// `responseSerializer`); AFNetworking's default is a JSON serializer.
-        var responseSerializer: any ResponseSerialization = JSONResponseSerializer()
+        var responseSerializer = ResolvedSerializer(JSONResponseSerializer())
         var requestRetrier: (any RequestRetrier)?
         var requestAdapter: (any RequestAdapter)?
         var interceptor: (any RequestInterceptor)?
@@ -240,8 +240,11 @@ final class SessionEngine: Sendable {
     var redirectHook: (@Sendable (SessionTask, HTTPURLResponse, URLRequest) -> URLRequest?)? { hooks.redirect }
 
     var responseSerializer: any ResponseSerialization {
-        get { state.withLock { $0.responseSerializer } }
-        set { state.withLock { $0.responseSerializer = newValue } }
+        get { state.withLock { $0.responseSerializer.serializer } }
+        set {
+            let resolved = ResolvedSerializer(newValue)  // its casts outside the lock
+            state.withLock { $0.responseSerializer = resolved }
+        }
     }
 
     // MARK: - Tasks

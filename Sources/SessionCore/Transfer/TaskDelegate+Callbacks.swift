@@ -98,12 +98,12 @@ extension TaskDelegate {
         if isContentEncoded {
             // Compression-bomb guard, over every body (held back or not): curl counts the
             // received (encoded) bytes in SIZE_DOWNLOAD.
-            let configuration = engine.configuration
+            let limit = engine.configuration.decompressionLimit  // not a copy of the whole struct per chunk
             let encoded = max(1, easy.receivedByteCount ?? 1)
-            if decodedBodyBytes > Int64(configuration.decompressionAllowance),
-                decodedBodyBytes / encoded > Int64(configuration.decompressionLimit)
+            if decodedBodyBytes > Int64(engine.configuration.decompressionAllowance),
+                decodedBodyBytes / encoded > Int64(limit)
             {
-                failure = .decompressionLimitExceeded(ratio: configuration.decompressionLimit)
+                failure = .decompressionLimitExceeded(ratio: limit)
                 return .abort
             }
         }
