@@ -42,6 +42,29 @@ final class CompletionBatchTests: XCTestCase {
         XCTAssertEqual(ran.withLock { $0 }, ["a", "b", "c"])
     }
 
+    /// A retired object is freed on the completion queue, after the pass's items ran, whether
+    /// the pass finished one transfer (the item and the object ride in the block) or several;
+    /// the batch keeps working pass after pass.
+    func testRetiredObjectsAreFreedOnTheQueueAfterTheItems() {
+        let queue = DispatchQueue(label: "batch-test-retire")
+        let key = DispatchSpecificKey<Bool>()
+        queue.setSpecific(key: key, value: true)
+        let log = Mutex<[String]>([])
+        let batch = CompletionBatch()
+        for itemsInPass in [1, 1, 3, 1] {
+            let pass = log.withLock { $0.count }
+            for number in 0..<itemsInPass {
+                batch.add({ log.withLock { $0.append("item \(number)") } }, on: queue, kind: .own)
+            }
+            batch.retire(Retired { onQueue in log.withLock { $0.append(onQueue ? "freed on the queue" : "freed elsewhere") } }
+                probe: { DispatchQueue.getSpecific(key: key) == true })
+            batch.flush()
+            queue.sync {}
+            let entries = log.withLock { Array($0[pass...]) }
+            XCTAssertEqual(entries, (0..<itemsInPass).map { "item \($0)" } + ["freed on the queue"], "a pass of \(itemsInPass)")
+        }
+    }
+
     /// On Linux `DispatchQueue.main` is a new object at every use (`===` never matches it):
     /// the main queue is recognised all the same, and a queue of the caller's is not batched.
     func testTheMainQueueIsRecognisedThoughEveryUseIsANewObject() {
@@ -51,4 +74,17 @@ final class CompletionBatchTests: XCTestCase {
         XCTAssertEqual(CompletionQueueKind(DispatchQueue(label: "batch-test-other"), own: own), .other)
         XCTAssertEqual(CompletionQueueKind(DispatchQueue.global(), own: own), .other)
     }
+}
+
+/// Tells, when freed, whether that happened on the queue `probe` recognises.
+private final class Retired: Sendable {
+    let report: @Sendable (Bool) -> Void
+    let probe: @Sendable () -> Bool
+
+    init(_ report: @escaping @Sendable (Bool) -> Void, probe: @escaping @Sendable () -> Bool) {
+        self.report = report
+        self.probe = probe
+    }
+
+    deinit { report(probe()) }
 }
