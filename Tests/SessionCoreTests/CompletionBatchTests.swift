@@ -42,13 +42,13 @@ final class CompletionBatchTests: XCTestCase {
         XCTAssertEqual(ran.withLock { $0 }, ["a", "b", "c"])
     }
 
-    /// A retired object is freed on the completion queue, after the pass's items ran, whether
-    /// the pass finished one transfer (the item and the object ride in the block) or several;
-    /// the batch keeps working pass after pass.
-    func testRetiredObjectsAreFreedOnTheQueueAfterTheItems() {
+    /// A retired object lives until its pass's items have run, whether the pass finished one
+    /// transfer (the item and the object ride in the block) or several; the batch keeps
+    /// working pass after pass. (Where it is freed is not asserted: normally on the queue, but
+    /// the caller's own reference to the block goes when `async` returns, so a block that has
+    /// already run by then is freed on the caller's thread — seen under ThreadSanitizer.)
+    func testRetiredObjectsLiveUntilTheirItemsRan() {
         let queue = DispatchQueue(label: "batch-test-retire")
-        let key = DispatchSpecificKey<Bool>()
-        queue.setSpecific(key: key, value: true)
         let log = Mutex<[String]>([])
         let batch = CompletionBatch()
         for itemsInPass in [1, 1, 3, 1] {
@@ -56,12 +56,11 @@ final class CompletionBatchTests: XCTestCase {
             for number in 0..<itemsInPass {
                 batch.add({ log.withLock { $0.append("item \(number)") } }, on: queue, kind: .own)
             }
-            batch.retire(Retired { onQueue in log.withLock { $0.append(onQueue ? "freed on the queue" : "freed elsewhere") } }
-                probe: { DispatchQueue.getSpecific(key: key) == true })
+            batch.retire(Retired { log.withLock { $0.append("freed") } })
             batch.flush()
             queue.sync {}
             let entries = log.withLock { Array($0[pass...]) }
-            XCTAssertEqual(entries, (0..<itemsInPass).map { "item \($0)" } + ["freed on the queue"], "a pass of \(itemsInPass)")
+            XCTAssertEqual(entries, (0..<itemsInPass).map { "item \($0)" } + ["freed"], "a pass of \(itemsInPass)")
         }
     }
 
@@ -76,15 +75,11 @@ final class CompletionBatchTests: XCTestCase {
     }
 }
 
-/// Tells, when freed, whether that happened on the queue `probe` recognises.
+/// Tells when it is freed.
 private final class Retired: Sendable {
-    let report: @Sendable (Bool) -> Void
-    let probe: @Sendable () -> Bool
+    let report: @Sendable () -> Void
 
-    init(_ report: @escaping @Sendable (Bool) -> Void, probe: @escaping @Sendable () -> Bool) {
-        self.report = report
-        self.probe = probe
-    }
+    init(_ report: @escaping @Sendable () -> Void) { self.report = report }
 
-    deinit { report(probe()) }
+    deinit { report() }
 }

@@ -31,8 +31,9 @@ final class CompletionBatch {
 
     /// Keeps a reference to `object` until the pass's items have run on their queue. When the
     /// driver thread then drops its own references, the object (a finished request's prepared
-    /// form: its URL, strings, header lines and libcurl URL handle) is freed on that queue, off
-    /// the thread every transfer shares. Only for objects that may be freed on any thread:
+    /// form: its URL, strings, header lines and libcurl URL handle) is freed with the block,
+    /// normally on that queue, off the thread every transfer shares (a block that has run
+    /// before `async` returned to the driver is freed by the driver's release of it). Only for objects that may be freed on any thread:
     /// never one that owns a curl easy or multi handle. Without items, or when they go to the
     /// main queue, the references are dropped at the end of the pass, on the driver thread.
     func retire(_ object: any Sendable & AnyObject) {
