@@ -1,9 +1,11 @@
+import CurlewTestSupport
 import Foundation
 import XCTest
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 import CCurl
+import Synchronization
 @testable import SessionCore
 
 /// Pooled easy handles are reused without `curl_easy_reset` after a transfer that set only the
@@ -44,6 +46,51 @@ final class HandleReuseTests: XCTestCase {
             easy.set(option, pointer: slot)
         }
         XCTAssertFalse(easy.needsReset)
+    }
+
+    /// Handshakes that called `countingContextCallback`.
+    static let contextCallbacks = Atomic<Int>(0)
+    static let countingContextCallback: curl_ssl_ctx_callback = { _, _, _ in
+        HandleReuseTests.contextCallbacks.add(1, ordering: .relaxed)
+        return CURLE_OK
+    }
+
+    /// The TLS options of an HTTPS request are set back to libcurl's defaults when its handle
+    /// is recycled, without a reset (`EasyHandle.Restorable`): the next handshake on the handle
+    /// (here one made by hand, as an HTTPS proxy's for a plain request would be) calls no
+    /// verification callback, whose context died with its transfer, and verifies the peer
+    /// against libcurl's own authorities again.
+    func testTheTLSOptionsOfATransferAreSetBackWhenItsHandleIsRecycled() throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try TLSFixture.server(certificates.leaf)
+        defer { server.shutdown() }
+        let url = "https://localhost:\(try XCTUnwrap(server.baseURL.port))/"
+        let easy = try XCTUnwrap(EasyHandle())
+        func handshake() -> CURLcode {
+            // A new connection and no resumed session: a full handshake each time.
+            _ = curlew_easy_setopt_long(easy.raw, CURLOPT_FRESH_CONNECT, 1)
+            _ = curlew_easy_setopt_long(easy.raw, CURLOPT_SSL_SESSIONID_CACHE, 0)
+            _ = curlew_easy_setopt_long(easy.raw, CURLOPT_NOBODY, 1)
+            _ = url.withCString { curlew_easy_setopt_string(easy.raw, CURLOPT_URL, $0) }
+            return curl_easy_perform(easy.raw)
+        }
+        Self.contextCallbacks.store(0, ordering: .relaxed)
+        XCTAssertTrue(easy.set(CURLOPT_SSL_VERIFYPEER, 0))
+        XCTAssertTrue(easy.set(CURLOPT_SSL_VERIFYHOST, 0))
+        XCTAssertTrue(easy.set(CURLOPT_CAINFO, certificates.root.certificatePEM.path))
+        XCTAssertTrue(easy.set(CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2)))
+        let context = UnsafeMutableRawPointer(easy.transferSlot)  // any pointer: never read
+        XCTAssertTrue(easy.setSSLContextCallback(Self.countingContextCallback, context: context))
+        XCTAssertFalse(easy.needsReset, "TLS options alone cost no reset")
+        XCTAssertEqual(handshake(), CURLE_OK)
+        XCTAssertEqual(Self.contextCallbacks.load(ordering: .relaxed), 1, "the probe sees a handshake")
+
+        easy.recycle()
+        XCTAssertFalse(easy.needsReset)
+        XCTAssertTrue(easy.restorable.isEmpty)
+        // Verification is on again, against libcurl's bundle, which lacks the test root.
+        XCTAssertEqual(handshake(), CURLE_PEER_FAILED_VERIFICATION)
+        XCTAssertEqual(Self.contextCallbacks.load(ordering: .relaxed), 1, "no callback after the recycle")
     }
 
     func testNoOptionOfOneRequestReachesTheNext() async throws {

@@ -11,8 +11,11 @@ import Foundation
 /// count of retries on dead connections lives in the handle until a reset):
 /// `TaskDelegate.configure` sets a fixed group of options for every transfer, so a handle
 /// whose last transfer set nothing else (a plain `http://` GET on a pooled connection, the
-/// common case) is reused as it is, as libcurl's own examples reuse handles. That saves the reset and the options every transfer shares (~5,000 instructions
-/// on the driver thread per request).
+/// common case) is reused as it is, as libcurl's own examples reuse handles. That saves the
+/// reset and the options every transfer shares (~5,000 instructions on the driver thread per
+/// request). The options of every HTTPS and HTTP/2 request (TLS verification, its callback,
+/// stream weight) are `Restorable`: set back to libcurl's defaults at `recycle()`, one
+/// `setopt` each, rather than costing a reset.
 final class EasyHandle {
     let raw: UnsafeMutableRawPointer
     /// Holds curl's error message for the last transfer (`CURLOPT_ERRORBUFFER`).
@@ -22,9 +25,12 @@ final class EasyHandle {
     /// made from, for the next transfer that sends the same lines.
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private var headerListLines: [String] = []
-    /// An option outside `isRewrittenForEveryTransfer` was set since the last reset, or the
-    /// last transfer opened a connection: the next transfer needs a `curl_easy_reset` first.
+    /// An option outside `isRewrittenForEveryTransfer` and `Restorable` was set since the last
+    /// reset, or the last transfer opened a connection: the next transfer needs a
+    /// `curl_easy_reset` first.
     private(set) var needsReset = false
+    /// The `Restorable` options set since the handle was last recycled or reset.
+    private(set) var restorable: Restorable = []
     /// The options every transfer shares (callbacks, protocols, signals) are set; a reset
     /// clears them.
     var hasBaseOptions = false
@@ -110,6 +116,7 @@ final class EasyHandle {
         curl_easy_reset(raw)  // zeroes CURLOPT_CURLU with every other option
         curlURL = nil
         needsReset = false
+        restorable = []
         hasBaseOptions = false
         acceptEncoding = nil
         urlString = nil
@@ -124,7 +131,7 @@ final class EasyHandle {
     /// with the engine as it was: the next transfer of the pool usually wants the same, and
     /// changes only what differs (`TaskDelegate.joinShare`).
     func recycle() {
-        guard !needsReset else { return reset() }
+        guard !needsReset, restoreDefaults() else { return reset() }
         cookieShare?.endTransfer(self)
         clearURL()
         errorBuffer[0] = 0
@@ -170,6 +177,41 @@ final class EasyHandle {
     /// (a callback setter of the shim).
     func noteTransferSpecificOption() { needsReset = true }
 
+    /// Installs the TLS verification callback (`CURLOPT_SSL_CTX_FUNCTION`) with its context
+    /// (`CURLOPT_SSL_CTX_DATA`, a reference the caller retained). Both are `Restorable`: no
+    /// idle handle keeps them, so no later handshake on it (an HTTPS proxy's for a plain
+    /// http request) can reach a context that was freed with its transfer.
+    func setSSLContextCallback(_ callback: curl_ssl_ctx_callback, context: UnsafeMutableRawPointer) -> Bool {
+        restorable.insert(.sslContext)
+        guard curlew_easy_setopt_ssl_ctx_function(raw, callback) == CURLE_OK else { return false }
+        return curlew_easy_setopt_pointer(raw, CURLOPT_SSL_CTX_DATA, context) == CURLE_OK
+    }
+
+    /// Sets every `Restorable` option the last transfer set back to its default. False when
+    /// libcurl refused one: the caller resets the handle instead.
+    private func restoreDefaults() -> Bool {
+        guard !restorable.isEmpty else { return true }
+        var ok = true
+        if restorable.contains(.sslContext) {
+            ok = curlew_easy_setopt_ssl_ctx_function(raw, nil) == CURLE_OK
+            ok = curlew_easy_setopt_pointer(raw, CURLOPT_SSL_CTX_DATA, nil) == CURLE_OK && ok
+        }
+        if restorable.contains(.verifyPeer) { ok = curlew_easy_setopt_long(raw, CURLOPT_SSL_VERIFYPEER, 1) == CURLE_OK && ok }
+        if restorable.contains(.verifyHost) { ok = curlew_easy_setopt_long(raw, CURLOPT_SSL_VERIFYHOST, 2) == CURLE_OK && ok }
+        if restorable.contains(.pipeWait) { ok = curlew_easy_setopt_long(raw, CURLOPT_PIPEWAIT, 0) == CURLE_OK && ok }
+        if restorable.contains(.streamWeight) { ok = curlew_easy_setopt_long(raw, CURLOPT_STREAM_WEIGHT, 16) == CURLE_OK && ok }
+        if restorable.contains(.authorities) {
+            guard case .success(let info) = CurlRuntime.state else { return false }
+            ok = Self.setString(raw, CURLOPT_CAINFO, info.defaultCAFile) && ok
+            ok = Self.setString(raw, CURLOPT_CAPATH, info.defaultCAPath) && ok
+        }
+        if restorable.contains(.tlsVersion) {
+            ok = curlew_easy_setopt_long(raw, CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_DEFAULT)) == CURLE_OK && ok
+        }
+        restorable = []
+        return ok
+    }
+
     /// The options `TaskDelegate.configure` sets for every transfer of this handle's manager,
     /// or once until the handle's next reset (`hasBaseOptions`: those from the manager's
     /// configuration, which never changes for the handle's life): setting them leaves a handle
@@ -193,7 +235,8 @@ final class EasyHandle {
     }
 
     private func note(_ option: CURLoption) {
-        if !needsReset && !Self.isRewrittenForEveryTransfer(option) { needsReset = true }
+        guard !needsReset, !Self.isRewrittenForEveryTransfer(option) else { return }
+        if let flag = Restorable.flag(for: option) { restorable.insert(flag) } else { needsReset = true }
     }
 
     /// curl's message for the last failure, empty if none.
@@ -216,6 +259,10 @@ final class EasyHandle {
     @discardableResult
     func set(_ option: CURLoption, _ value: String?) -> Bool {
         note(option)
+        return Self.setString(raw, option, value)
+    }
+
+    private static func setString(_ raw: UnsafeMutableRawPointer, _ option: CURLoption, _ value: String?) -> Bool {
         guard let value else { return curlew_easy_setopt_string(raw, option, nil) == CURLE_OK }
         return value.withCString { curlew_easy_setopt_string(raw, option, $0) == CURLE_OK }
     }

@@ -57,11 +57,11 @@ extension TaskDelegate {
         // when it does not (`validatesDomainName = false`) or when a challenge handler
         // trusted this very certificate for this origin.
         let checksHost = snapshot.policy.validatesDomainName && context.trustOverride == nil
-        easy.noteTransferSpecificOption()  // TLS options: the next transfer starts from a reset
+        // All four are put back to libcurl's defaults when the handle is recycled
+        // (`EasyHandle.Restorable`): an idle handle keeps no callback and no context.
         var ok = easy.set(CURLOPT_SSL_VERIFYPEER, 1)
         ok = ok && easy.set(CURLOPT_SSL_VERIFYHOST, checksHost ? 2 : 0)
-        ok = ok && curlew_easy_setopt_ssl_ctx_function(easy.raw, TLSCallbacks.configureContext) == CURLE_OK
-        ok = ok && easy.set(CURLOPT_SSL_CTX_DATA, pointer: pointer)
+        ok = ok && easy.setSSLContextCallback(TLSCallbacks.configureContext, context: pointer)
         guard ok else {
             return .tlsHandshakeFailed("libcurl refused the TLS verification callbacks: the security policy cannot be enforced")
         }
@@ -126,9 +126,7 @@ extension TaskDelegate {
         context.isInspection = false
         configurePins(of: context, originIsHTTPS: false)
         let pointer = context.retainedReference()
-        easy.noteTransferSpecificOption()
-        var ok = curlew_easy_setopt_ssl_ctx_function(easy.raw, TLSCallbacks.configureContext) == CURLE_OK
-        ok = ok && easy.set(CURLOPT_SSL_CTX_DATA, pointer: pointer)
+        var ok = easy.setSSLContextCallback(TLSCallbacks.configureContext, context: pointer)
         // No resumption: a resumed proxy session would skip the pins (see configureSecurity).
         ok = ok && easy.set(CURLOPT_SSL_SESSIONID_CACHE, 0)
         guard ok else {
