@@ -164,6 +164,7 @@ extension DriverLoop {
 
     /// Starts the retries whose wait is over (driver loop).
     func startDueRetries() {
+        guard nextRetry != .max else { return }  // none scheduled: no clock to read
         let now = TaskDelegate.uptime
         guard now >= nextRetry else { return }
         var due: [(TaskDelegate, SessionError?)] = []

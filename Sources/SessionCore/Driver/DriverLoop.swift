@@ -177,7 +177,9 @@ final class DriverLoop {
     /// Fails every transfer whose idle or total clock ran out; schedules the next check at
     /// the earliest remaining deadline (activity only moves deadlines later, so none is missed).
     func enforceTimeouts() {
-        let now = TaskDelegate.uptime
+        // The pass's reading of the clock, not a fresh one per pass: a clock that ran out
+        // while this pass ran is caught by the next one, a pass later.
+        let now = passClock.now
         guard now >= nextTimeoutCheck else { return }
         var earliest = UInt64.max
         var expired: [(TaskDelegate, TransferClock.Expiry)] = []

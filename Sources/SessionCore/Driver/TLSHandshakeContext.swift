@@ -81,11 +81,12 @@ final class TLSHandshakeContext {
 
     /// Takes the settings for the next request (to `url`) and forgets the previous one's
     /// results. A trust override given for another origin is dropped for good.
-    func prepare(snapshot: SessionSecurity.Snapshot, url: URL) {
+    func prepare(snapshot: SessionSecurity.Snapshot, url: URL, target: ParsedURLCache.TLSTarget? = nil) {
         policy = snapshot.policy
         policyTag = snapshot.tag
-        host = url.host
-        port = URLOrigin.port(of: url, assumedScheme: "https")
+        let target = target ?? ParsedURLCache.TLSTarget(url)  // found on the caller's thread for https
+        host = target.host
+        port = target.port
         if let trustOverride, !RedirectPolicy.isSameOrigin(trustOverride.origin, url) {
             self.trustOverride = nil
         }

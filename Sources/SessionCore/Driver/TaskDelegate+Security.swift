@@ -43,7 +43,7 @@ extension TaskDelegate {
             ?? TLSHandshakeContext(easy: easy.raw, security: security, taskIdentifier: task.taskIdentifier)
         securityState.handshake = context
         // Also drops a challenge override given for another origin (after a redirect).
-        context.prepare(snapshot: snapshot, url: url)
+        context.prepare(snapshot: snapshot, url: url, target: prepared.tlsTarget)
         context.allowsPlainConnection = mayBecomeHTTPS
         context.recordsRejectedChain = engine.hooks.answersServerTrust && securityState.mayAskHandler
         context.isInspection = security.isInspecting(task.taskIdentifier)

@@ -37,11 +37,14 @@ final class PreparedRequest: Sendable {
     /// instructions), which the driver thread every transfer shares need not pay.
     let timeoutInterval: TimeInterval
     let handlesCookies: Bool
+    /// The host and port of an `https` URL (`ParsedURLCache.TLSTarget`); nil for others.
+    let tlsTarget: ParsedURLCache.TLSTarget?
 
     init(
         url: URL, urlString: String, method: String, headerLines: [String], acceptEncoding: String,
         body: RequestBody, hasCookieHeader: Bool, hasExpectHeader: Bool = false, urlOrigin: URLOrigin? = nil,
-        curlURL: CurlURL? = nil, timeoutInterval: TimeInterval = 60, handlesCookies: Bool = true
+        curlURL: CurlURL? = nil, timeoutInterval: TimeInterval = 60, handlesCookies: Bool = true,
+        tlsTarget: ParsedURLCache.TLSTarget? = nil
     ) {
         self.url = url
         self.urlString = urlString
@@ -55,6 +58,7 @@ final class PreparedRequest: Sendable {
         self.hasExpectHeader = hasExpectHeader
         self.timeoutInterval = timeoutInterval
         self.handlesCookies = handlesCookies
+        self.tlsTarget = tlsTarget
     }
 
     /// The same request with another body.
@@ -62,7 +66,7 @@ final class PreparedRequest: Sendable {
         PreparedRequest(
             url: url, urlString: urlString, method: method, headerLines: headerLines, acceptEncoding: acceptEncoding,
             body: body, hasCookieHeader: hasCookieHeader, hasExpectHeader: hasExpectHeader, urlOrigin: urlOrigin,
-            curlURL: curlURL, timeoutInterval: timeoutInterval, handlesCookies: handlesCookies)
+            curlURL: curlURL, timeoutInterval: timeoutInterval, handlesCookies: handlesCookies, tlsTarget: tlsTarget)
     }
 
     /// The same request with `lines` added to its header lines.
@@ -71,7 +75,7 @@ final class PreparedRequest: Sendable {
             url: url, urlString: urlString, method: method, headerLines: headerLines + lines,
             acceptEncoding: acceptEncoding, body: body, hasCookieHeader: hasCookieHeader,
             hasExpectHeader: hasExpectHeader, urlOrigin: urlOrigin, curlURL: curlURL,
-            timeoutInterval: timeoutInterval, handlesCookies: handlesCookies)
+            timeoutInterval: timeoutInterval, handlesCookies: handlesCookies, tlsTarget: tlsTarget)
     }
 
     static let supportedSchemes: Set<String> = ["http", "https"]
@@ -155,7 +159,7 @@ final class PreparedRequest: Sendable {
             url: url, urlString: absolute, method: method, headerLines: lines,
             acceptEncoding: acceptEncoding, body: body, hasCookieHeader: hasCookie, hasExpectHeader: hasExpect,
             urlOrigin: parsed.origin, curlURL: parsed.curlURL, timeoutInterval: request.timeoutInterval,
-            handlesCookies: request.httpShouldHandleCookies)
+            handlesCookies: request.httpShouldHandleCookies, tlsTarget: parsed.tlsTarget)
     }
 
     /// Validates an absolute URL string and has libcurl parse it.
@@ -173,7 +177,9 @@ final class PreparedRequest: Sendable {
             throw .badURL("'\(absolute.debugDescription)' contains spaces or control characters")
         }
         // Parsed by libcurl here, once: the driver thread then only copies the result.
-        return ParsedURLCache.Entry(string: absolute, origin: origin, curlURL: try CurlURL(parsing: absolute))
+        return ParsedURLCache.Entry(
+            string: absolute, origin: origin, curlURL: try CurlURL(parsing: absolute),
+            tlsTarget: origin.isHTTPS ? ParsedURLCache.TLSTarget(url) : nil)
     }
 
     /// Whether a transfer to `origin` may share a connection with others (HTTP/2): over TLS

@@ -13,7 +13,11 @@ import FoundationNetworking
 /// driver thread (the queue choice) and ~570 on the completion queue (the head-based path),
 /// callgrind at 64 in flight. The answers cannot change while the engine holds the serializer:
 /// only Curlew's own serializers conform, and the engine keeps its own copy.
-struct ResolvedSerializer: Sendable {
+///
+/// A class: each completion carries it from the driver thread to the completion queue, and
+/// copying the struct (two existentials) cost ~650 instructions on the driver thread per
+/// request; a reference costs a retain. Immutable, so Sendable.
+final class ResolvedSerializer: Sendable {
     /// The serializer as the caller set it.
     let serializer: any ResponseSerialization
     /// `serializer` as Curlew's own, nil for any other.
