@@ -59,7 +59,7 @@ final class HandleReuseTests: XCTestCase {
     /// is recycled, without a reset (`EasyHandle.Restorable`): the next handshake on the handle
     /// (here one made by hand, as an HTTPS proxy's for a plain request would be) calls no
     /// verification callback, whose context died with its transfer, and verifies the peer
-    /// against libcurl's own authorities again.
+    /// again. The origin's authorities, the manager's, stay until they change.
     func testTheTLSOptionsOfATransferAreSetBackWhenItsHandleIsRecycled() throws {
         let certificates = try TLSFixture.certificates()
         let server = try TLSFixture.server(certificates.leaf)
@@ -75,10 +75,10 @@ final class HandleReuseTests: XCTestCase {
             return curl_easy_perform(easy.raw)
         }
         Self.contextCallbacks.store(0, ordering: .relaxed)
+        // Authorities without the test root: only the unverified handshake succeeds.
+        XCTAssertTrue(easy.setOriginAuthorities(file: CurlRuntime.systemCABundle, minimumVersion: Int(CURL_SSLVERSION_TLSv1_2)))
         XCTAssertTrue(easy.set(CURLOPT_SSL_VERIFYPEER, 0))
         XCTAssertTrue(easy.set(CURLOPT_SSL_VERIFYHOST, 0))
-        XCTAssertTrue(easy.set(CURLOPT_CAINFO, certificates.root.certificatePEM.path))
-        XCTAssertTrue(easy.set(CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_TLSv1_2)))
         let context = UnsafeMutableRawPointer(easy.transferSlot)  // any pointer: never read
         XCTAssertTrue(easy.setSSLContextCallback(Self.countingContextCallback, context: context))
         XCTAssertFalse(easy.needsReset, "TLS options alone cost no reset")
@@ -88,9 +88,12 @@ final class HandleReuseTests: XCTestCase {
         easy.recycle()
         XCTAssertFalse(easy.needsReset)
         XCTAssertTrue(easy.restorable.isEmpty)
-        // Verification is on again, against libcurl's bundle, which lacks the test root.
-        XCTAssertEqual(handshake(), CURLE_PEER_FAILED_VERIFICATION)
+        XCTAssertEqual(handshake(), CURLE_PEER_FAILED_VERIFICATION, "verification is on again")
         XCTAssertEqual(Self.contextCallbacks.load(ordering: .relaxed), 1, "no callback after the recycle")
+
+        // Other authorities replace the kept ones: the test root now verifies the server.
+        XCTAssertTrue(easy.setOriginAuthorities(file: certificates.root.certificatePEM.path, minimumVersion: Int(CURL_SSLVERSION_TLSv1_2)))
+        XCTAssertEqual(handshake(), CURLE_OK)
     }
 
     func testNoOptionOfOneRequestReachesTheNext() async throws {

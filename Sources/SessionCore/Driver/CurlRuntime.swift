@@ -20,10 +20,6 @@ enum CurlRuntime {
         let supportsZstd: Bool
         let supportsLibz: Bool
         let isOpenSSL: Bool
-        /// The CA bundle and directory libcurl was built to use (`CURLOPT_CAINFO` and
-        /// `CURLOPT_CAPATH` after a reset; nil: none), what a recycled handle is set back to.
-        var defaultCAFile: String? = nil
-        var defaultCAPath: String? = nil
         /// Built with c-ares, the one resolver `CURLOPT_DNS_SERVERS` works with.
         let hasCAres: Bool
         /// `curl_version_info`'s `version_num`: 0xXXYYZZ for version XX.YY.ZZ.
@@ -56,7 +52,7 @@ enum CurlRuntime {
         }
         let features = Int(data.features)
         let ssl = data.ssl_version.map { String(cString: $0) } ?? ""
-        var info = Info(
+        let info = Info(
             version: data.version.map { String(cString: $0) } ?? "?",
             sslVersion: ssl,
             supportsHTTP2: features & Int(CURL_VERSION_HTTP2) != 0,
@@ -67,9 +63,6 @@ enum CurlRuntime {
             hasCAres: data.ares != nil,
             versionNumber: UInt32(data.version_num)
         )
-        // In `curl_version_info_data` since 7.70; Curlew needs 7.87 (below).
-        info.defaultCAFile = data.cainfo.map { String(cString: $0) }
-        info.defaultCAPath = data.capath.map { String(cString: $0) }
         // Curlew needs CURLOPT_PREREQFUNCTION (7.80), thread-safe global init (7.84) and the
         // CA-store cache (7.87).
         if data.version_num < 0x07_57_00 {

@@ -30,6 +30,8 @@ final class DriverLoop {
     let completions = CompletionBatch()
     /// The time of the current pass, for the transfers' activity marks.
     let passClock = TaskDelegate.PassClock()
+    /// The commands taken from the inbox in the current pass (`TransferDriver.drain(into:)`).
+    @exclusivity(unchecked) private var commands: [TransferDriver.Command] = []
     /// Per-origin slots for non-multiplexed transfers, so priority orders the waiting ones.
     @exclusivity(unchecked) var admission: HostAdmission
     /// Retries waiting for their time, and the earliest of them (`.max`: none).
@@ -133,7 +135,11 @@ final class DriverLoop {
         var running: Int32 = 0
         while true {
             passClock.now = TaskDelegate.uptime
-            for command in driver.drain() { handle(command) }
+            driver.drain(into: &commands)
+            if !commands.isEmpty {
+                for command in commands { handle(command) }
+                commands.removeAll(keepingCapacity: true)  // its own storage again: no allocation
+            }
             if !shutdownRequests.isEmpty && delegates.isEmpty {
                 completions.flush()  // before the shutdown is answered
                 teardown()

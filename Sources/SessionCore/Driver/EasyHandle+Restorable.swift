@@ -19,11 +19,6 @@ extension EasyHandle {
         /// `CURLOPT_STREAM_WEIGHT` (libcurl's 0 means nghttp2's default weight, 16; setopt
         /// takes 1...256, so 16 is set back).
         static let streamWeight = Restorable(rawValue: 1 << 4)
-        /// `CURLOPT_CAINFO` and `CURLOPT_CAPATH` (the bundle and directory libcurl was built
-        /// with, `CurlRuntime.Info.defaultCAFile`).
-        static let authorities = Restorable(rawValue: 1 << 5)
-        /// `CURLOPT_SSLVERSION` (default `CURL_SSLVERSION_DEFAULT`).
-        static let tlsVersion = Restorable(rawValue: 1 << 6)
 
         /// The flag for `option`, nil when it is not restorable.
         static func flag(for option: CURLoption) -> Restorable? {
@@ -33,8 +28,6 @@ extension EasyHandle {
             case CURLOPT_SSL_CTX_DATA: return .sslContext
             case CURLOPT_PIPEWAIT: return .pipeWait
             case CURLOPT_STREAM_WEIGHT: return .streamWeight
-            case CURLOPT_CAINFO, CURLOPT_CAPATH: return .authorities
-            case CURLOPT_SSLVERSION: return .tlsVersion
             default: return nil
             }
         }

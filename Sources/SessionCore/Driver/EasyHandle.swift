@@ -117,6 +117,7 @@ final class EasyHandle {
         curlURL = nil
         needsReset = false
         restorable = []
+        originAuthorities = nil
         hasBaseOptions = false
         acceptEncoding = nil
         urlString = nil
@@ -177,6 +178,28 @@ final class EasyHandle {
     /// (a callback setter of the shim).
     func noteTransferSpecificOption() { needsReset = true }
 
+    /// Sets the origin's certificate authorities (`CURLOPT_CAINFO`, and no `CURLOPT_CAPATH`)
+    /// and lowest TLS version (`CURLOPT_SSLVERSION`) for a transfer that may make a TLS
+    /// handshake with its origin, unless the handle has them already. They come from the
+    /// manager's configuration, which never changes for the handle's life, and only such a
+    /// transfer reads them: a plain http transfer makes no handshake with its origin, and an
+    /// HTTPS proxy's has options of its own (`CURLOPT_PROXY_CAINFO`, `CURLOPT_PROXY_SSLVERSION`).
+    /// So they stay set from one transfer to the next instead of being restored and copied
+    /// again by libcurl at every HTTPS request (~2,000 instructions, callgrind); a reset
+    /// forgets them.
+    func setOriginAuthorities(file: String?, minimumVersion: Int) -> Bool {
+        if let known = originAuthorities, known.file == file, known.version == minimumVersion { return true }
+        originAuthorities = nil
+        var ok = Self.setString(raw, CURLOPT_CAINFO, file)
+        ok = Self.setString(raw, CURLOPT_CAPATH, nil) && ok
+        ok = curlew_easy_setopt_long(raw, CURLOPT_SSLVERSION, minimumVersion) == CURLE_OK && ok
+        if ok { originAuthorities = (file, minimumVersion) }
+        return ok
+    }
+
+    /// What `setOriginAuthorities` set since the last reset (nil: not known).
+    private var originAuthorities: (file: String?, version: Int)?
+
     /// Installs the TLS verification callback (`CURLOPT_SSL_CTX_FUNCTION`) with its context
     /// (`CURLOPT_SSL_CTX_DATA`, a reference the caller retained). Both are `Restorable`: no
     /// idle handle keeps them, so no later handshake on it (an HTTPS proxy's for a plain
@@ -200,14 +223,6 @@ final class EasyHandle {
         if restorable.contains(.verifyHost) { ok = curlew_easy_setopt_long(raw, CURLOPT_SSL_VERIFYHOST, 2) == CURLE_OK && ok }
         if restorable.contains(.pipeWait) { ok = curlew_easy_setopt_long(raw, CURLOPT_PIPEWAIT, 0) == CURLE_OK && ok }
         if restorable.contains(.streamWeight) { ok = curlew_easy_setopt_long(raw, CURLOPT_STREAM_WEIGHT, 16) == CURLE_OK && ok }
-        if restorable.contains(.authorities) {
-            guard case .success(let info) = CurlRuntime.state else { return false }
-            ok = Self.setString(raw, CURLOPT_CAINFO, info.defaultCAFile) && ok
-            ok = Self.setString(raw, CURLOPT_CAPATH, info.defaultCAPath) && ok
-        }
-        if restorable.contains(.tlsVersion) {
-            ok = curlew_easy_setopt_long(raw, CURLOPT_SSLVERSION, Int(CURL_SSLVERSION_DEFAULT)) == CURLE_OK && ok
-        }
         restorable = []
         return ok
     }

@@ -137,12 +137,14 @@ final class TransferDriver: Sendable {
         return true
     }
 
-    /// Takes every queued command (driver thread).
-    func drain() -> [Command] {
+    /// Takes every queued command into `taken`, which must be empty (driver thread). The two
+    /// arrays trade places, so each keeps its storage from pass to pass: returning a copy
+    /// and emptying the inbox's array allocated a new buffer for it at every pass (the copy
+    /// still shared the old one), ~600 instructions.
+    func drain(into taken: inout [Command]) {
         inbox.withLock { inbox in
-            guard !inbox.commands.isEmpty else { return [] }
-            defer { inbox.commands.removeAll(keepingCapacity: true) }
-            return inbox.commands
+            guard !inbox.commands.isEmpty else { return }
+            swap(&inbox.commands, &taken)
         }
     }
 

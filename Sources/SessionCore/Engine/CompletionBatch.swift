@@ -43,7 +43,9 @@ final class CompletionBatch {
     /// Sends the gathered items to their queue (the end of the pass).
     func flush() {
         guard let queue, !items.isEmpty else {
-            retired.removeAll()
+            // Its storage kept: `removeAll()` gave it up even when empty, at every pass that
+            // finished nothing, and the next `retire` allocated it again (~300 instructions).
+            retired.removeAll(keepingCapacity: true)
             return
         }
         self.queue = nil
