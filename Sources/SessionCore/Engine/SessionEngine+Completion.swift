@@ -143,7 +143,7 @@ extension SessionEngine {
             task.recordSerializationError(error)
         }
         // Before the task is unregistered: an invalidation's event comes after its tasks'.
-        monitorHub?.emit(.finished(task, outcome.metrics ?? .empty(), outcome.error, response))
+        if let monitorHub { monitorHub.emit(.finished(.init(task, outcome.metrics ?? .empty(), outcome.error, response))) }
         callbacks.completionHandler?(response)
         EngineObservers.taskHandlerDidReturn(task, metrics: outcome.metrics, error: result.failureValue, hooks: hooks)
         unregister(task)

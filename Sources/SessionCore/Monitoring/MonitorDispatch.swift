@@ -21,9 +21,27 @@ enum MonitorEvent: Sendable {
     /// The attempt failed for want of a route; the task waits for one (`waitsForConnectivity`).
     case waitingForConnectivity(SessionTask)
     /// The completion: `didFinishCollecting`, `didCompleteWithError`, `didProduce`, in order.
-    case finished(SessionTask, TaskMetrics, SessionError?, DataResponse)
+    case finished(Completion)
     /// The manager, held from the emit until every monitor was told (nil: it was gone).
     case invalidated(URLSessionManager?)
+
+    /// A completion's values in one object. The event is copied into each monitor's list and
+    /// out of it again: as a reference each copy is a retain, where copying and destroying
+    /// the metrics, the error and the whole `DataResponse` went through their value
+    /// witnesses every time (~2,000 instructions per request with one monitor, callgrind).
+    final class Completion: Sendable {
+        let task: SessionTask
+        let metrics: TaskMetrics
+        let error: SessionError?
+        let response: DataResponse
+
+        init(_ task: SessionTask, _ metrics: TaskMetrics, _ error: SessionError?, _ response: DataResponse) {
+            self.task = task
+            self.metrics = metrics
+            self.error = error
+            self.response = response
+        }
+    }
 }
 
 /// Hands a manager's events to its monitors (`URLSessionManager.eventMonitors`).
@@ -51,10 +69,10 @@ final class MonitorHub: Sendable {
         let lists = Mutex<Lists>(Lists())
 
         /// `pending` fills while a delivery runs; `spare` is the emptied list of the last
-        /// delivery, kept with its capacity, so that steady delivery allocates no arrays.
+        /// delivery, kept with its storage, so that steady delivery allocates nothing.
         struct Lists {
-            var pending: [MonitorEvent] = []
-            var spare: [MonitorEvent] = []
+            var pending = MonitorEventList()
+            var spare: MonitorEventList?
         }
 
         init(_ monitor: any EventMonitor) {
@@ -114,17 +132,17 @@ final class MonitorHub: Sendable {
 
     /// Calls `target`'s monitor with everything queued for it so far (on its queue).
     private func deliver(to target: Target) {
-        var batch = target.lists.withLock { lists -> [MonitorEvent] in
-            var taken = lists.spare
-            lists.spare = []
-            swap(&taken, &lists.pending)
+        let batch = target.lists.withLock { lists -> MonitorEventList in
+            let taken = lists.pending
+            // The last delivery's list, drained; a new one if a delivery still runs (a
+            // monitor's queue may be concurrent).
+            lists.pending = lists.spare ?? MonitorEventList()
+            lists.spare = nil
             return taken
         }
-        for event in batch {
-            call(target.monitor, with: event, foundation: target.receivesFoundationResponses)
-        }
-        batch.removeAll(keepingCapacity: true)  // releases the tasks now, not at the next batch
-        target.lists.withLock { $0.spare = batch }
+        // Each event released after its call: the tasks go now, not at the next batch.
+        batch.drain { call(target.monitor, with: $0, foundation: target.receivesFoundationResponses) }
+        target.lists.withLock { if $0.spare == nil { $0.spare = batch } }
     }
 
     /// One event for one monitor, on the monitor's queue.
@@ -145,10 +163,10 @@ final class MonitorHub: Sendable {
             monitor.task(task, willRetryAfter: delay, dueTo: error ?? Self.statusError(head))
         case .waitingForConnectivity(let task):
             monitor.taskIsWaitingForConnectivity(task)
-        case .finished(let task, let metrics, let error, let response):
-            monitor.task(task, didFinishCollecting: metrics)
-            monitor.task(task, didCompleteWithError: error)
-            monitor.task(task, didProduce: response)
+        case .finished(let completion):
+            monitor.task(completion.task, didFinishCollecting: completion.metrics)
+            monitor.task(completion.task, didCompleteWithError: completion.error)
+            monitor.task(completion.task, didProduce: completion.response)
         case .invalidated(let manager):
             guard let manager else { return }
             monitor.managerDidInvalidate(manager, error: nil)
