@@ -1,3 +1,7 @@
+// `timeval`'s fields (in `rusage`) belong to whichever C module the compiler job loaded first:
+// Glibc, or CDispatch (libdispatch's headers include <sys/time.h>). Which one depends on how
+// the target's files are batched, so both are imported (member import visibility).
+import CDispatch
 import Foundation
 import Glibc
 import Synchronization
