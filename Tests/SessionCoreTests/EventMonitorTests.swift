@@ -260,6 +260,36 @@ final class EventMonitorTests: XCTestCase {
         try await eventually({ released.allSatisfy { $0.task == nil } }, "no task kept alive once its events were delivered")
     }
 
+    /// A monitor on a concurrent queue: deliveries may run side by side, each with the list of
+    /// events it took, and still every event of every task arrives exactly once and no task
+    /// is kept alive (the order of one task's events is only kept within a delivery).
+    func testAMonitorOnAConcurrentQueueGetsEveryEventOnce() async throws {
+        // A slow monitor (1 ms per event), so that deliveries overlap (two at once, counted
+        // while writing this test); sharing a list between a delivery and new events crashed it.
+        let monitor = RecordingMonitor(label: "test.concurrent", foundationResponses: false, concurrent: true) { _ in usleep(1_000) }
+        let manager = manager([monitor])
+        let count = 100
+        let done = expectation(description: "every handler ran")
+        done.expectedFulfillmentCount = count
+        var identifiers: [Int] = []
+        var released: [WeakTask] = []
+        for _ in 0..<count {
+            let task = manager.dataTask(with: URLRequest(url: try server.url("/ok")), completionHandler: { _ in done.fulfill() })
+            identifiers.append(task.taskIdentifier)
+            released.append(WeakTask(task))
+            task.resume()
+        }
+        await fulfillment(of: [done], timeout: 60)
+        try await eventually({ monitor.allEntries.filter { $0.line.hasPrefix("produce") }.count == count }, "every task produced")
+        let entries = monitor.allEntries
+        for identifier in identifiers {
+            let lines = entries.filter { $0.task == identifier }.map { $0.line.hasPrefix("head 200 ") ? "head 200" : $0.line }
+            XCTAssertEqual(
+                lines.sorted(), ["create", "resume", "send GET /ok", "head 200", "metrics 1", "complete ok", "produce ok"].sorted())
+        }
+        try await eventually({ released.allSatisfy { $0.task == nil } }, "no task kept alive once its events were delivered")
+    }
+
     /// A manager released right after `waitUntilInvalidated()` still has its
     /// `managerDidInvalidate` delivered (the event holds the manager until then).
     func testAManagerReleasedRightAfterInvalidationIsStillReported() async throws {

@@ -28,9 +28,13 @@ final class RecordingMonitor: EventMonitor {
     /// Whether Foundation's response is wanted (`didReceive`); false records `head` lines.
     let receivesFoundationResponses: Bool
 
-    init(label: String = "test.recording-monitor", foundationResponses: Bool = true, onEvent: (@Sendable (Entry) -> Void)? = nil) {
+    /// `concurrent`: the monitor's queue runs its blocks side by side (a monitor may give one).
+    init(
+        label: String = "test.recording-monitor", foundationResponses: Bool = true, concurrent: Bool = false,
+        onEvent: (@Sendable (Entry) -> Void)? = nil
+    ) {
         receivesFoundationResponses = foundationResponses
-        queue = DispatchQueue(label: label)
+        queue = concurrent ? DispatchQueue(label: label, attributes: .concurrent) : DispatchQueue(label: label)
         queue.setSpecific(key: key, value: true)
         self.onEvent = onEvent
     }

@@ -6,8 +6,8 @@
 /// each event out to its call, in order, and the storage stays for the next batch.
 ///
 /// `@unchecked Sendable`: a list is touched only under its target's `lists` mutex
-/// (`MonitorHub.Target`), or by the one delivery block that swapped it out of there, on the
-/// monitor's serial queue, until that block puts it back under the mutex.
+/// (`MonitorHub.Target`), or by the one delivery block that took it out of there (each
+/// delivery takes a list of its own), until that block puts it back under the mutex.
 final class MonitorEventList: @unchecked Sendable {
     private var base: UnsafeMutablePointer<MonitorEvent>
     private var capacity: Int
