@@ -87,4 +87,26 @@ final class SystemTrustLocationTests: XCTestCase {
             XCTAssertFalse(system.isEmpty, "the machine's CA bundle has roots")
         }
     }
+
+    /// A hashed directory names each root twice (the `<hash>.0` link and the file) and may hold
+    /// the bundle itself: each real file is read once, and the roots come out once each.
+    func testEachRealFileOfTheLocationIsReadOnce() throws {
+        let set = try SecurityTestHelpers.generated()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-roots-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let root = folder.appendingPathComponent("root.pem")
+        try FileManager.default.copyItem(at: set.root.certificatePEM, to: root)
+        try FileManager.default.createSymbolicLink(atPath: folder.appendingPathComponent("abcd1234.0").path, withDestinationPath: "root.pem")
+        let bundle = folder.appendingPathComponent("bundle.crt")
+        let pem = try Data(contentsOf: set.root.certificatePEM) + Data(contentsOf: set.leaf.certificatePEM)
+        try pem.write(to: bundle)
+
+        let location = SystemTrustLocation(file: bundle.path, directory: folder.path)
+        // The bundle once (also a directory entry), the root once: by its first name in order.
+        XCTAssertEqual(location.certificateFiles().map(\.lastPathComponent), ["bundle.crt", "abcd1234.0"])
+        XCTAssertEqual(
+            location.certificates(),
+            [try SecurityTestHelpers.certificate(set.root.certificatePEM), try SecurityTestHelpers.certificate(set.leaf.certificatePEM)])
+    }
 }
