@@ -225,14 +225,9 @@ final class EventMonitorTests: XCTestCase {
         }
     }
 
-    /// Many tasks at once, two monitors on their own queues (one taking Foundation responses,
-    /// one the head): every task's events reach each monitor once and in order, and once
-    /// delivered no monitor list keeps a task alive.
-    func testManyConcurrentTasksReachEachMonitorInOrderAndAreReleased() async throws {
-        let foundation = RecordingMonitor(label: "test.many.foundation")
-        let heads = RecordingMonitor(label: "test.many.heads", foundationResponses: false)
-        let manager = manager([foundation, heads])
-        let count = 100
+    /// Starts `count` GETs of `/ok` at once on `manager` and waits for their handlers: their
+    /// identifiers, and weak references to see them released.
+    private func runAtOnce(_ count: Int, on manager: URLSessionManager) async throws -> ([Int], [WeakTask]) {
         let done = expectation(description: "every handler ran")
         done.expectedFulfillmentCount = count
         var identifiers: [Int] = []
@@ -244,6 +239,18 @@ final class EventMonitorTests: XCTestCase {
             task.resume()
         }
         await fulfillment(of: [done], timeout: 60)
+        return (identifiers, released)
+    }
+
+    /// Many tasks at once, two monitors on their own queues (one taking Foundation responses,
+    /// one the head): every task's events reach each monitor once and in order, and once
+    /// delivered no monitor list keeps a task alive.
+    func testManyConcurrentTasksReachEachMonitorInOrderAndAreReleased() async throws {
+        let foundation = RecordingMonitor(label: "test.many.foundation")
+        let heads = RecordingMonitor(label: "test.many.heads", foundationResponses: false)
+        let manager = manager([foundation, heads])
+        let count = 100
+        let (identifiers, released) = try await runAtOnce(count, on: manager)
         for monitor in [foundation, heads] {
             try await eventually(
                 { monitor.allEntries.filter { $0.line.hasPrefix("produce") }.count == count }, "every task produced")
@@ -269,17 +276,7 @@ final class EventMonitorTests: XCTestCase {
         let monitor = RecordingMonitor(label: "test.concurrent", foundationResponses: false, concurrent: true) { _ in usleep(1_000) }
         let manager = manager([monitor])
         let count = 100
-        let done = expectation(description: "every handler ran")
-        done.expectedFulfillmentCount = count
-        var identifiers: [Int] = []
-        var released: [WeakTask] = []
-        for _ in 0..<count {
-            let task = manager.dataTask(with: URLRequest(url: try server.url("/ok")), completionHandler: { _ in done.fulfill() })
-            identifiers.append(task.taskIdentifier)
-            released.append(WeakTask(task))
-            task.resume()
-        }
-        await fulfillment(of: [done], timeout: 60)
+        let (identifiers, released) = try await runAtOnce(count, on: manager)
         try await eventually({ monitor.allEntries.filter { $0.line.hasPrefix("produce") }.count == count }, "every task produced")
         let entries = monitor.allEntries
         for identifier in identifiers {
