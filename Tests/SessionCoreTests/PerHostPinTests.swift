@@ -197,6 +197,26 @@ final class PerHostPinTests: XCTestCase {
         await byAddress.waitUntilInvalidatedAfterUse()
     }
 
+    /// A redirect to another host is judged by that host's pins, on the same manager and its
+    /// pooled handle: each hop's host and port for the TLS policy come from its own URL
+    /// (`PreparedRequest.tlsTarget`), and the handle's TLS options are set again for it.
+    func testARedirectToAnotherHostIsJudgedByThatHostsPins() async throws {
+        let certificates = try TLSFixture.certificates()
+        let target = try TLSFixture.server(certificates.leaf)
+        defer { target.shutdown() }
+        let landing = try Self.url(target, host: "127.0.0.1", "/landed").absoluteString
+        let origin = try TLSFixture.server(certificates.leaf) { _ in .redirect(to: landing) }
+        defer { origin.shutdown() }
+        let wrong = try Self.pin(certificates.leafNewKey)
+        let manager = try Self.manager([PinSet(host: "127.0.0.1", pins: [wrong])])
+        assertPinRefused(await manager.get(try Self.url(origin, host: "localhost", "/hop")), target)
+        XCTAssertEqual(origin.requests.map(\.path), ["/hop"], "the first hop, to a host without pins, went through")
+        // Straight to the pinned host, then to the unpinned one again: each judged as itself.
+        assertPinRefused(await manager.get(try XCTUnwrap(URL(string: landing))), target)
+        assertAccepted(await manager.get(try Self.url(target, host: "localhost", "/direct")))
+        await manager.waitUntilInvalidatedAfterUse()
+    }
+
     /// `*.localhost`: one label only; `**.localhost`: any depth, not the base; an exact host
     /// with `includeSubdomains`: the host and everything below it.
     func testWildcardPatternsAndSubdomains() async throws {
