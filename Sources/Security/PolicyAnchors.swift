@@ -10,14 +10,19 @@ import Foundation
 final class PolicyAnchors: @unchecked Sendable {
     private let pinned: Set<Certificate>
     private let roots: Set<Certificate>?
+    /// The store a chain the policy's `roots` refuse is verified against next (the system
+    /// store, for `SecurityPolicy.fallsBackToSystemRoots`), fetched only then; nil: none.
+    let fallback: (@Sendable () -> TrustStore?)?
     private let lock = NSLock()
     private var rootStore: TrustStore?
     private var pinStore: TrustStore?
     private var pinDigests: Set<Data>?
 
-    init(pinned: Set<Certificate>, roots: Set<Certificate>?) {
+    init(pinned: Set<Certificate>, roots: Set<Certificate>?, fallback: (@Sendable () -> TrustStore?)? = nil) {
         self.pinned = pinned
         self.roots = roots
+        // Without roots of its own the policy already uses the system store.
+        self.fallback = roots == nil ? nil : fallback
     }
 
     /// The store that decides chain validity: the system store, or the policy's roots.

@@ -75,7 +75,7 @@ extension SecurityPolicy {
             return .failure(TrustEvaluationError(reason: .unknownIssuer, detail: "no trust store could be built"))
         }
         var verifiedChain: [Certificate]?
-        switch ChainVerifier.verify(trust, against: roots, settings: settings) {
+        switch verifyAgainstTrustedRoots(trust, primary: roots, settings: settings) {
         case .success(let chain):
             verifiedChain = chain
         case .failure(let error):
@@ -95,6 +95,20 @@ extension SecurityPolicy {
         case .publicKey:
             return evaluatePublicKeyPins(candidates, leaf: leaf).map { candidates }
         }
+    }
+
+    /// The chain verified against the policy's roots or, when those refuse it and the policy
+    /// falls back to them, the system's. Of two refusals the one that says more is kept: a
+    /// chain that reached an anchor of one store and failed there (expired, a weak key) tells
+    /// more than the other store's unknown issuer.
+    private func verifyAgainstTrustedRoots(
+        _ trust: ServerTrust, primary: TrustStore, settings: VerificationSettings
+    ) -> Result<[Certificate], TrustEvaluationError> {
+        let first = ChainVerifier.verify(trust, against: primary, settings: settings)
+        guard case .failure(let refusal) = first, let fallback = anchors.fallback?() else { return first }
+        let second = ChainVerifier.verify(trust, against: fallback, settings: settings)
+        if case .failure = second, refusal.reason != .unknownIssuer { return first }
+        return second
     }
 
     private func evaluateCertificatePins(_ trust: ServerTrust, settings: VerificationSettings) -> Result<Void, TrustEvaluationError> {

@@ -29,7 +29,7 @@ public struct SecurityPolicy: Sendable, Hashable, Codable {
     /// The certificates to pin (their keys in `.publicKey` mode). Unlike AFNetworking,
     /// nothing is loaded implicitly: a pinning mode with no pins is refused.
     public var pinnedCertificates: Set<Certificate> {
-        didSet { if pinnedCertificates != oldValue { anchors = PolicyAnchors(pinned: pinnedCertificates, roots: trustedRootCertificates) } }
+        didSet { if pinnedCertificates != oldValue { rebuildAnchors() } }
     }
 
     /// Trust servers whose chain does not verify (self-signed, expired, unknown issuer).
@@ -45,11 +45,34 @@ public struct SecurityPolicy: Sendable, Hashable, Codable {
     /// (`/etc/ssl/certs/ca-certificates.crt`, loaded once per process). Any certificate
     /// placed here is an anchor, even an intermediate.
     public var trustedRootCertificates: Set<Certificate>? {
-        didSet { if trustedRootCertificates != oldValue { anchors = PolicyAnchors(pinned: pinnedCertificates, roots: trustedRootCertificates) } }
+        didSet { if trustedRootCertificates != oldValue { rebuildAnchors() } }
+    }
+
+    /// With `trustedRootCertificates` set, a chain to one of the system's roots is valid too:
+    /// it is verified against the policy's roots first and, only when that fails, against the
+    /// process-wide system store (loaded then, once per process). Default false.
+    ///
+    /// For SessionCore's `certificateAuthorityFile`, which trusts a file in addition to the
+    /// system's roots. Merging the two into one set parsed every system root for the first
+    /// HTTPS request of each such manager, on its driver thread: ~400M instructions with
+    /// `SSL_CERT_DIR` set (280 certificates from Debian's `/etc/ssl/certs`, ~1.3M each with
+    /// OpenSSL 3.0), ~190M for the bundle alone; a server whose chain ends at the file's own
+    /// root now needs none of them. Not encoded: it describes where the system's roots come
+    /// from in this process, not a setting one stores.
+    package var fallsBackToSystemRoots = false {
+        didSet { if fallsBackToSystemRoots != oldValue { rebuildAnchors() } }
     }
 
     /// Parsed stores and pin digests for the current configuration (shared by copies).
     var anchors: PolicyAnchors
+
+    /// The process's system store, loaded on first use.
+    private static let systemStore: @Sendable () -> TrustStore? = { TrustStore.system }
+
+    private mutating func rebuildAnchors() {
+        let system: (@Sendable () -> TrustStore?)? = fallsBackToSystemRoots ? Self.systemStore : nil
+        anchors = PolicyAnchors(pinned: pinnedCertificates, roots: trustedRootCertificates, fallback: system)
+    }
 
     /// A policy with the given pinning mode and no pinned certificates (Linux has no
     /// main bundle to search). Add pins with `pinnedCertificates` before use: a pinning
@@ -87,6 +110,7 @@ public struct SecurityPolicy: Sendable, Hashable, Codable {
             && lhs.allowInvalidCertificates == rhs.allowInvalidCertificates
             && lhs.validatesDomainName == rhs.validatesDomainName
             && lhs.trustedRootCertificates == rhs.trustedRootCertificates
+            && lhs.fallsBackToSystemRoots == rhs.fallsBackToSystemRoots
     }
 
     /// Hashes every setting (a session can key its connection pool by policy).
@@ -96,6 +120,7 @@ public struct SecurityPolicy: Sendable, Hashable, Codable {
         hasher.combine(allowInvalidCertificates)
         hasher.combine(validatesDomainName)
         hasher.combine(trustedRootCertificates)
+        hasher.combine(fallsBackToSystemRoots)
     }
 
     private enum CodingKeys: String, CodingKey {
@@ -112,7 +137,7 @@ public struct SecurityPolicy: Sendable, Hashable, Codable {
         validatesDomainName = try container.decodeIfPresent(Bool.self, forKey: .validatesDomainName) ?? true
         trustedRootCertificates = try container.decodeIfPresent([Certificate].self, forKey: .trustedRootCertificates).map { Set($0) }
         // Property observers do not run inside an initialiser: rebuild the anchors here.
-        anchors = PolicyAnchors(pinned: pinnedCertificates, roots: trustedRootCertificates)
+        rebuildAnchors()
     }
 
     /// Encodes the settings; certificates as base64 DER, sorted so output is stable.

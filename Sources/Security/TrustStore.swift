@@ -89,20 +89,3 @@ final class TrustStore: @unchecked Sendable {
         return Int(max(0, curlew_ossl_sk_X509_num(all)))
     }
 }
-
-extension TrustStore {
-    /// The certificates the store holds now, each wrapping the store's own `X509` (one more
-    /// reference each, owned by its `Certificate`).
-    func certificates() -> [Certificate] {
-        guard let all = X509_STORE_get1_all_certs(pointer) else { return [] }
-        // The stack only: each certificate's reference now belongs to its handle.
-        defer { curlew_ossl_sk_X509_free(all) }
-        var result: [Certificate] = []
-        for index in 0..<max(0, curlew_ossl_sk_X509_num(all)) {
-            guard let x509 = curlew_ossl_sk_X509_value(all, index) else { continue }
-            if let certificate = try? Certificate(handle: X509Handle(owning: x509)) { result.append(certificate) }
-        }
-        return result
-    }
-}
-

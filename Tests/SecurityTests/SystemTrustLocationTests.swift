@@ -1,6 +1,7 @@
 import CurlewTestSupport
 import Foundation
 @testable import Security
+import Synchronization
 import XCTest
 
 /// The one rule for the system's trusted roots, shared by the policy's system store and
@@ -58,7 +59,6 @@ final class SystemTrustLocationTests: XCTestCase {
         let set = try SecurityTestHelpers.generated()
         let location = SystemTrustLocation.resolve(environment: ["SSL_CERT_FILE": set.root.certificatePEM.path])
         XCTAssertEqual(location.readableFile, set.root.certificatePEM.path)
-        XCTAssertEqual(location.certificates(), [try SecurityTestHelpers.certificate(set.root.certificatePEM)])
         let store = try XCTUnwrap(TrustStore.load(location))
         XCTAssertEqual(store.certificateCount, 1)
         let verified = ChainVerifier.verify(try SecurityTestHelpers.trust(set.leaf), against: store, settings: .standalone)
@@ -72,41 +72,53 @@ final class SystemTrustLocationTests: XCTestCase {
         XCTAssertTrue(empty.origin.contains("none.pem"), empty.origin)
     }
 
-    /// A store's certificates are the very roots it was loaded from (no parse of their own),
-    /// and this process's system roots are the location's, found either way.
-    func testAStoresCertificatesAreItsRootsAndTheSystemsAreTheLocations() throws {
+    /// A policy that falls back to the system's roots (a manager's `certificateAuthorityFile`)
+    /// verifies against its own roots first and asks for the system store only when they
+    /// refuse the chain: a server chained to the file's root never makes the process parse
+    /// the system's roots. Here the "system" store is one loaded from a location naming the
+    /// test root, so both ways are seen accepting.
+    func testAFallbackToTheSystemRootsIsAskedOnlyWhenThePolicysOwnRootsRefuse() throws {
         let set = try SecurityTestHelpers.generated()
-        let location = SystemTrustLocation.resolve(environment: ["SSL_CERT_FILE": set.root.certificatePEM.path])
-        let store = try XCTUnwrap(TrustStore.load(location))
-        XCTAssertEqual(store.certificates(), location.certificates())
-        XCTAssertEqual(try XCTUnwrap(TrustStore(anchors: [], origin: "empty")).certificates(), [])
-
-        let system = SystemTrustLocation.currentRootCertificates()
-        XCTAssertEqual(Set(system), Set(SystemTrustLocation.current.certificates()))
-        if SystemTrustLocation.current.readableFile != nil {
-            XCTAssertFalse(system.isEmpty, "the machine's CA bundle has roots")
+        let system = try XCTUnwrap(TrustStore.load(SystemTrustLocation(file: set.root.certificatePEM.path, directory: nil)))
+        let asked = Mutex(0)
+        let unrelatedRoot = try SecurityTestHelpers.certificate(set.unrelatedRoot.certificatePEM)
+        var policy = SecurityPolicy(pinningMode: .none)
+        policy.trustedRootCertificates = [unrelatedRoot]
+        policy.anchors = PolicyAnchors(pinned: [], roots: [unrelatedRoot]) {
+            asked.withLock { $0 += 1 }
+            return system
         }
+
+        assertAccepted(policy, try SecurityTestHelpers.trust(set.unrelatedLeaf), domain: "localhost")
+        XCTAssertEqual(asked.withLock { $0 }, 0, "the policy's own root verified the chain")
+        assertAccepted(policy, try SecurityTestHelpers.trust(set.leaf), domain: "localhost")
+        XCTAssertGreaterThan(asked.withLock { $0 }, 0)
+        // The refusal that says more is kept: the expired leaf reached the fallback's root.
+        assertRefused(policy, try SecurityTestHelpers.trust(set.expiredLeaf), domain: "localhost", reason: .expired)
+
+        // Without the fallback the same chain has an unknown issuer.
+        policy.anchors = PolicyAnchors(pinned: [], roots: [unrelatedRoot])
+        assertRefused(policy, try SecurityTestHelpers.trust(set.leaf), domain: "localhost", reason: .unknownIssuer)
+        // And the other way round: the policy's root reached and the leaf expired there; the
+        // fallback's unknown issuer does not hide it.
+        let testRoot = try SecurityTestHelpers.certificate(set.root.certificatePEM)
+        let unrelated = try XCTUnwrap(TrustStore(anchors: [unrelatedRoot], origin: "unrelated"))
+        policy.anchors = PolicyAnchors(pinned: [], roots: [testRoot]) { unrelated }
+        assertRefused(policy, try SecurityTestHelpers.trust(set.expiredLeaf), domain: "localhost", reason: .expired)
     }
 
-    /// A hashed directory names each root twice (the `<hash>.0` link and the file) and may hold
-    /// the bundle itself: each real file is read once, and the roots come out once each.
-    func testEachRealFileOfTheLocationIsReadOnce() throws {
-        let set = try SecurityTestHelpers.generated()
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-roots-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let root = folder.appendingPathComponent("root.pem")
-        try FileManager.default.copyItem(at: set.root.certificatePEM, to: root)
-        try FileManager.default.createSymbolicLink(atPath: folder.appendingPathComponent("abcd1234.0").path, withDestinationPath: "root.pem")
-        let bundle = folder.appendingPathComponent("bundle.crt")
-        let pem = try Data(contentsOf: set.root.certificatePEM) + Data(contentsOf: set.leaf.certificatePEM)
-        try pem.write(to: bundle)
-
-        let location = SystemTrustLocation(file: bundle.path, directory: folder.path)
-        // The bundle once (also a directory entry), the root once: by its first name in order.
-        XCTAssertEqual(location.certificateFiles().map(\.lastPathComponent), ["bundle.crt", "abcd1234.0"])
-        XCTAssertEqual(
-            location.certificates(),
-            [try SecurityTestHelpers.certificate(set.root.certificatePEM), try SecurityTestHelpers.certificate(set.leaf.certificatePEM)])
+    /// The setting itself: part of equality, ignored without roots of the policy's own (the
+    /// system store is then the only store), and the process's system store is the fallback.
+    func testFallingBackToTheSystemRootsIsASettingOfThePolicy() throws {
+        var policy = SecurityPolicy(pinningMode: .none)
+        policy.fallsBackToSystemRoots = true
+        XCTAssertNil(policy.anchors.fallback, "no roots of its own: the system store already decides")
+        policy.trustedRootCertificates = [try SecurityTestHelpers.certificate(try SecurityTestHelpers.generated().root.certificatePEM)]
+        let fallback = try XCTUnwrap(policy.anchors.fallback)
+        XCTAssertTrue(fallback() === TrustStore.system)
+        var without = policy
+        without.fallsBackToSystemRoots = false
+        XCTAssertNotEqual(policy, without)
+        XCTAssertNil(without.anchors.fallback)
     }
 }

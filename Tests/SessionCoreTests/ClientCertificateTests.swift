@@ -68,4 +68,25 @@ final class CertificateAuthorityFileTests: XCTestCase {
         let response = await manager.get(try server.url("/x"))
         XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)")
     }
+
+    /// The file's roots are tried first and the system's only after them, without being
+    /// merged into one set (which parsed every system root at the first HTTPS request); a
+    /// chain that neither the file nor the system's roots anchor is refused as before.
+    func testTheFilesRootsFirstThenTheSystemsAndNothingElse() async throws {
+        let certificates = try TLSFixture.certificates()
+        let snapshot = SessionSecurity().snapshot(certificateAuthorityFile: certificates.root.certificatePEM.path)
+        XCTAssertNil(snapshot.configurationError)
+        XCTAssertEqual(snapshot.policy.trustedRootCertificates, [try TLSFixture.certificate(certificates.root)])
+        XCTAssertTrue(snapshot.policy.fallsBackToSystemRoots)
+
+        let server = try TLSFixture.server(certificates.unrelatedLeaf)
+        defer { server.shutdown() }
+        var configuration = SessionConfiguration.default
+        configuration.certificateAuthorityFile = certificates.root.certificatePEM.path
+        let manager = TLSFixture.manager(policy: nil, configuration: configuration)
+        let response = await manager.get(try server.url("/x"))
+        await manager.waitUntilInvalidatedAfterUse()
+        XCTAssertEqual(TLSFixture.trustFailure(response)?.reason, .unknownIssuer, "\(response.result)")
+        XCTAssertEqual(server.requests.count, 0)
+    }
 }

@@ -96,11 +96,11 @@ final class SessionSecurity: Sendable {
             let result: Snapshot
             do {
                 let extra = try Certificate.certificates(contentsOf: URL(fileURLWithPath: file))
-                // The system roots by the same rule as the policy's own system store (its
-                // certificates, already parsed for the default policy's evaluations).
-                let system = SystemTrustLocation.currentRootCertificates()
+                // The file's roots, then the system's: the policy's own system store, loaded
+                // only for a chain the file's roots refuse (and once per process).
                 var policy = base.policy
-                policy.trustedRootCertificates = Set(system + extra)
+                policy.trustedRootCertificates = Set(extra)
+                policy.fallsBackToSystemRoots = true
                 result = Snapshot(policy: policy, tag: base.tag, configurationError: nil)
             } catch {
                 result = Snapshot(
