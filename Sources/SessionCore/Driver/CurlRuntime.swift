@@ -101,13 +101,14 @@ enum CurlRuntime {
         }
     }
 
-    /// The CA bundle named to libcurl (`CURLOPT_CAINFO`): the file of
+    /// The CA bundle named to libcurl for an HTTPS proxy's handshake, which OpenSSL verifies
+    /// itself (`CURLOPT_PROXY_CAINFO`, unless the configuration names a CA file): the file of
     /// `SystemTrustLocation.current`, the one rule the security policy's system store also
     /// follows (`SSL_CERT_FILE` first, as OpenSSL, then the system default), when readable.
     ///
     /// Only a CA *file* lets libcurl 7.87+ cache the parsed store between connections
     /// (Debian's default CA *path* re-parses ~140 roots on every handshake: ~17 ms of CPU
-    /// each), so Curlew names the file and clears the path. Trust is decided by the policy's
-    /// own store in the verify callback; libcurl's store is never consulted for it.
+    /// each), so Curlew names the file and clears the path. The origin's handshake is given
+    /// no CA at all: its trust is decided by the policy's own store in the verify callback.
     static let systemCABundle: String? = SystemTrustLocation.current.readableFile
 }

@@ -178,8 +178,9 @@ final class EasyHandle {
     /// (a callback setter of the shim).
     func noteTransferSpecificOption() { needsReset = true }
 
-    /// Sets the origin's certificate authorities (`CURLOPT_CAINFO`, and no `CURLOPT_CAPATH`)
-    /// and lowest TLS version (`CURLOPT_SSLVERSION`) for a transfer that may make a TLS
+    /// Sets the origin's certificate authorities (`CURLOPT_CAINFO`, and no `CURLOPT_CAPATH`;
+    /// the engine names none, its policy verifies the origin) and lowest TLS version
+    /// (`CURLOPT_SSLVERSION`) for a transfer that may make a TLS
     /// handshake with its origin, unless the handle has them already. They come from the
     /// manager's configuration, which never changes for the handle's life, and only such a
     /// transfer reads them: a plain http transfer makes no handshake with its origin, and an
