@@ -9,11 +9,14 @@ final class CompletionBatchTests: XCTestCase {
     func testItemsRunInOrderAfterTheFlushOnly() {
         let queue = DispatchQueue(label: "batch-test")
         let ran = Mutex<[Int]>([])
-        let batch = CompletionBatch()
         let done = expectation(description: "all ran")
         done.expectedFulfillmentCount = 50
+        let batch = CompletionBatch<Int> { number in
+            ran.withLock { $0.append(number) }
+            done.fulfill()
+        }
         for number in 0..<50 {
-            batch.add({ ran.withLock { $0.append(number) }; done.fulfill() }, on: queue, kind: .own)
+            batch.add(number, on: queue, kind: .own)
         }
         queue.sync {}  // anything already sent would have run by now
         XCTAssertEqual(ran.withLock { $0 }, [], "nothing is sent before the flush")
@@ -29,10 +32,10 @@ final class CompletionBatchTests: XCTestCase {
         let first = DispatchQueue(label: "batch-test-1")
         let second = DispatchQueue(label: "batch-test-2")
         let ran = Mutex<[String]>([])
-        let batch = CompletionBatch()
-        batch.add({ ran.withLock { $0.append("a") } }, on: first, kind: .own)
-        batch.add({ ran.withLock { $0.append("b") } }, on: first, kind: .own)
-        batch.add({ ran.withLock { $0.append("c") } }, on: second, kind: .own)
+        let batch = CompletionBatch<String> { name in ran.withLock { $0.append(name) } }
+        batch.add("a", on: first, kind: .own)
+        batch.add("b", on: first, kind: .own)
+        batch.add("c", on: second, kind: .own)
         first.sync {}
         XCTAssertEqual(ran.withLock { $0 }, ["a", "b"], "the change of queue sent the first queue's items")
         second.sync {}
@@ -50,11 +53,11 @@ final class CompletionBatchTests: XCTestCase {
     func testRetiredObjectsLiveUntilTheirItemsRan() {
         let queue = DispatchQueue(label: "batch-test-retire")
         let log = Mutex<[String]>([])
-        let batch = CompletionBatch()
+        let batch = CompletionBatch<Int> { number in log.withLock { $0.append("item \(number)") } }
         for itemsInPass in [1, 1, 3, 1] {
             let pass = log.withLock { $0.count }
             for number in 0..<itemsInPass {
-                batch.add({ log.withLock { $0.append("item \(number)") } }, on: queue, kind: .own)
+                batch.add(number, on: queue, kind: .own)
             }
             batch.retire(Retired { log.withLock { $0.append("freed") } })
             batch.flush()

@@ -27,7 +27,7 @@ final class DriverLoop {
     // compiler's static exclusivity checks still apply.
     @exclusivity(unchecked) var delegates: [ObjectIdentifier: TaskDelegate] = [:]
     /// The completions of the current pass of the loop (`run`), sent at its end.
-    let completions = CompletionBatch()
+    let completions: CompletionBatch<SessionEngine.FinishedTransfer>
     /// The time of the current pass, for the transfers' activity marks.
     let passClock = TaskDelegate.PassClock()
     /// The commands taken from the inbox in the current pass (`TransferDriver.drain(into:)`).
@@ -60,6 +60,7 @@ final class DriverLoop {
         self.share = share
         self.driver = driver
         self.engine = engine
+        completions = CompletionBatch { finished in engine.deliverBatched(finished) }
         let configuration = engine.configuration
         admission = HostAdmission(limit: configuration.httpMaximumConnectionsPerHost)
         _ = curlew_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, configuration.httpMaximumConnectionsPerHost))

@@ -16,7 +16,7 @@ extension SessionEngine {
     ///
     /// `batch`: the driver loop's, to send the completion to its queue at the end of the loop's
     /// pass with the others of that pass (nil: at once).
-    func complete(_ task: SessionTask, outcome: TransferOutcome, batch: CompletionBatch? = nil) {
+    func complete(_ task: SessionTask, outcome: TransferOutcome, batch: CompletionBatch<FinishedTransfer>? = nil) {
         guard task.markCompleted(outcome) else {
             // Another outcome won (a cancel that raced): a file this one kept is nobody's.
             if let file = outcome.fileURL { unlink(file.path) }
@@ -47,11 +47,23 @@ extension SessionEngine {
         continueCompleting(task, outcome: outcome, batch: batch)
     }
 
-    func continueCompleting(_ task: SessionTask, outcome: TransferOutcome, batch: CompletionBatch? = nil) {
-        let (queue, kind, hooks, serializer) = state.withLock {
-            ($0.completionQueue, $0.completionQueueKind, $0.hooks, $0.responseSerializer)
-        }
+    /// A finished transfer waiting in the driver's `CompletionBatch` for the completion queue.
+    struct FinishedTransfer: Sendable {
+        let task: SessionTask
+        let outcome: TransferOutcome
+    }
+
+    /// A finished transfer the driver's batch delivered (completion queue): the hooks and the
+    /// serializer are read here, where they are used, rather than on the driver thread and
+    /// carried across (each a retain on one thread and a release on the other per request).
+    func deliverBatched(_ finished: FinishedTransfer) {
+        let (hooks, serializer) = state.withLock { ($0.hooks, $0.responseSerializer) }
+        deliverCompletion(of: finished.task, outcome: finished.outcome, hooks: hooks, serializer: serializer)
+    }
+
+    func continueCompleting(_ task: SessionTask, outcome: TransferOutcome, batch: CompletionBatch<FinishedTransfer>? = nil) {
         if let download = task as? DownloadTask {
+            let (queue, hooks, serializer) = state.withLock { ($0.completionQueue, $0.hooks, $0.responseSerializer) }
             // The file is moved on the operation queue (where AFNetworking's delegate moved it),
             // after the last progress update, before the completion handler.
             operationQueue.async { [self] in
@@ -66,9 +78,18 @@ extension SessionEngine {
         // delivered, and the task's Progress objects are finished after their last update.
         let viaOperationQueue = outcome.bodyWentToUserCode || task.observesProgress
             || observesSentBodyData.load(ordering: .acquiring)
+        let (queue, kind, concurrent) = state.withLock {
+            ($0.completionQueue, $0.completionQueueKind, $0.responseSerializer.prefersConcurrentProcessing)
+        }
+        let processesConcurrently = concurrent && outcome.error == nil && runsSerializer(for: task, outcome: outcome)
+        if let batch, !viaOperationQueue, !processesConcurrently, kind != .other {
+            batch.add(FinishedTransfer(task: task, outcome: outcome), on: queue, kind: kind)
+            return
+        }
+        let (hooks, serializer) = state.withLock { ($0.hooks, $0.responseSerializer) }
         let work: @Sendable () -> Void
         let target: DispatchQueue
-        if serializer.prefersConcurrentProcessing, outcome.error == nil, runsSerializer(for: task, outcome: outcome) {
+        if processesConcurrently {
             // Heavy serializers (image decoding) run in parallel, then the handler on its queue.
             target = Self.processingQueue
             work = { [self] in
@@ -83,8 +104,6 @@ extension SessionEngine {
         }
         if viaOperationQueue {
             operationQueue.async { task.finishProgress(); target.async(execute: work) }
-        } else if let batch, target === queue, kind != .other {
-            batch.add(work, on: target, kind: kind)
         } else {
             target.async(execute: work)
         }
