@@ -168,11 +168,34 @@ final class DriverLoop {
     /// Milliseconds until the next timeout check, for `curl_multi_poll`.
     func pollTimeout() -> Int32 {
         let next = min(nextTimeoutCheck, nextRetry)
-        guard next != .max else { return Int32.max }
-        let now = TaskDelegate.uptime
-        guard next > now else { return 0 }
-        let milliseconds = (next - now + 999_999) / 1_000_000
-        return Int32(clamping: milliseconds)
+        let hasTransfers = !delegates.isEmpty
+        // No clock read when nothing is due and nothing runs: an idle manager sleeps.
+        guard next != .max || hasTransfers else { return Int32.max }
+        return Self.pollTimeout(until: next, now: TaskDelegate.uptime, hasTransfers: hasTransfers)
+    }
+
+    /// The longest the driver sleeps while it has transfers: libcurl's own
+    /// `curl_easy_perform` loop never waits longer in `curl_multi_poll`.
+    ///
+    /// libcurl 7.88 can leave input it has already read unprocessed with no socket readable
+    /// and no timer set: an HTTP/2 stream's response held in OpenSSL's buffer after another
+    /// stream's frames were read (curl fixed the general case in 2025, "multi: fix polling
+    /// with pending input"). Without a bound the driver then slept until its next deadline, the
+    /// idle timeout: under callgrind, 100 HTTPS requests 16 in flight on one HTTP/2 connection
+    /// stalled for 60.1 s in one run of three, a response with its first byte 6.05 s after its
+    /// request with `timeoutIntervalForRequest` = 7; bounded, 1.0 s at most. A manager with
+    /// transfers wakes at least once a second for it; one without any still sleeps.
+    static let longestSleepWithTransfers: UInt64 = 1_000_000_000
+
+    /// `pollTimeout()` for the next deadline `next` (uptime ns, `.max`: none) at `now`:
+    /// rounded up to whole milliseconds, so a wait never ends just before its deadline; at
+    /// most `longestSleepWithTransfers` while `hasTransfers`; `Int32.max` (no timeout) for
+    /// nothing due and nothing running.
+    static func pollTimeout(until next: UInt64, now: UInt64, hasTransfers: Bool) -> Int32 {
+        var wait = next == .max ? UInt64.max : (next > now ? next - now : 0)
+        if hasTransfers { wait = min(wait, longestSleepWithTransfers) }
+        guard wait != .max else { return Int32.max }
+        return Int32(clamping: wait / 1_000_000 + (wait % 1_000_000 == 0 ? 0 : 1))
     }
 
     /// Makes sure the next check comes no later than `delegate`'s deadline.
