@@ -177,14 +177,14 @@ final class DriverLoop {
     /// The longest the driver sleeps while it has transfers: libcurl's own
     /// `curl_easy_perform` loop never waits longer in `curl_multi_poll`.
     ///
-    /// libcurl 7.88 can leave input it has already read unprocessed with no socket readable
-    /// and no timer set: an HTTP/2 stream's response held in OpenSSL's buffer after another
-    /// stream's frames were read (curl fixed the general case in 2025, "multi: fix polling
-    /// with pending input"). Without a bound the driver then slept until its next deadline, the
-    /// idle timeout: under callgrind, 100 HTTPS requests 16 in flight on one HTTP/2 connection
-    /// stalled for 60.1 s in one run of three, a response with its first byte 6.05 s after its
-    /// request with `timeoutIntervalForRequest` = 7; bounded, 1.0 s at most. A manager with
-    /// transfers wakes at least once a second for it; one without any still sleeps.
+    /// libcurl 7.88 can hold work for a transfer with no socket readable and no timer set
+    /// (seen with streams on a kept-alive HTTP/2 connection; curl fixed one such case, input
+    /// already read and buffered below it, in 2025: "multi: fix polling with pending input").
+    /// Without a bound the driver then slept until its next deadline, the idle timeout: under
+    /// callgrind, 100 HTTPS requests 16 in flight on one HTTP/2 connection stalled for 60.1 s
+    /// in one run of three, a response processed 6.05 s after its request was sent with
+    /// `timeoutIntervalForRequest` = 7; bounded, 1.0 s at most. A manager with transfers wakes
+    /// at least once a second for it; one without any still sleeps.
     static let longestSleepWithTransfers: UInt64 = 1_000_000_000
 
     /// `pollTimeout()` for the next deadline `next` (uptime ns, `.max`: none) at `now`:
