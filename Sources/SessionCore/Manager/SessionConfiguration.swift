@@ -144,7 +144,10 @@ public struct SessionConfiguration: Sendable {
     /// On the same file system as your destinations, the final move is a rename.
     public var downloadDirectory: URL?
     /// Extra certificate authorities file (PEM) trusted in addition to the system store.
-    /// `nil`: the system bundle only.
+    /// `nil`: the system bundle only. A server's chain is checked against the file's
+    /// certificates first, and against the system store (read once per process) only when
+    /// they do not anchor it, so a server under your own CA never costs the system's roots.
+    /// Applies while the security policy uses the system store (no `trustedRootCertificates`).
     public var certificateAuthorityFile: String?
     /// The certificate presented to servers that ask for one (mutual TLS). `nil`: none.
     public var clientCertificate: ClientCertificate?
