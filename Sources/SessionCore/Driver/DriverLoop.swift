@@ -60,7 +60,7 @@ final class DriverLoop {
         self.share = share
         self.driver = driver
         self.engine = engine
-        completions = CompletionBatch { finished in engine.deliverBatched(finished) }
+        completions = CompletionBatch { finished in engine.deliverCompletion(of: finished) }
         let configuration = engine.configuration
         admission = HostAdmission(limit: configuration.httpMaximumConnectionsPerHost)
         _ = curlew_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, configuration.httpMaximumConnectionsPerHost))

@@ -47,16 +47,17 @@ extension SessionEngine {
         continueCompleting(task, outcome: outcome, batch: batch)
     }
 
-    /// A finished transfer waiting in the driver's `CompletionBatch` for the completion queue.
+    /// A finished transfer on its way to the completion queue (in the driver's
+    /// `CompletionBatch`, or alone).
     struct FinishedTransfer: Sendable {
         let task: SessionTask
         let outcome: TransferOutcome
     }
 
-    /// A finished transfer the driver's batch delivered (completion queue): the hooks and the
-    /// serializer are read here, where they are used, rather than on the driver thread and
-    /// carried across (each a retain on one thread and a release on the other per request).
-    func deliverBatched(_ finished: FinishedTransfer) {
+    /// Delivers a finished transfer on the completion queue: the hooks and the serializer are
+    /// read here, where they are used, rather than on the driver thread and carried across
+    /// (each a retain on one thread and a release on the other per request).
+    func deliverCompletion(of finished: FinishedTransfer) {
         let (hooks, serializer) = state.withLock { ($0.hooks, $0.responseSerializer) }
         deliverCompletion(of: finished.task, outcome: finished.outcome, hooks: hooks, serializer: serializer)
     }
@@ -82,17 +83,19 @@ extension SessionEngine {
             ($0.completionQueue, $0.completionQueueKind, $0.responseSerializer.prefersConcurrentProcessing)
         }
         let processesConcurrently = concurrent && outcome.error == nil && runsSerializer(for: task, outcome: outcome)
+        let finished = FinishedTransfer(task: task, outcome: outcome)
         if let batch, !viaOperationQueue, !processesConcurrently, kind != .other {
-            batch.add(FinishedTransfer(task: task, outcome: outcome), on: queue, kind: kind)
+            batch.add(finished, on: queue, kind: kind)
             return
         }
-        let (hooks, serializer) = state.withLock { ($0.hooks, $0.responseSerializer) }
+        // Every route reads the hooks and the serializer where they are used, never here.
         let work: @Sendable () -> Void
         let target: DispatchQueue
         if processesConcurrently {
             // Heavy serializers (image decoding) run in parallel, then the handler on its queue.
             target = Self.processingQueue
             work = { [self] in
+                let (hooks, serializer) = state.withLock { ($0.hooks, $0.responseSerializer) }
                 let result = serializeResult(of: task, outcome: outcome, serializer: serializer)
                 queue.async { [self] in
                     deliverCompletion(of: task, outcome: outcome, hooks: hooks, serializer: serializer, result: result)
@@ -100,7 +103,7 @@ extension SessionEngine {
             }
         } else {
             target = queue
-            work = { [self] in deliverCompletion(of: task, outcome: outcome, hooks: hooks, serializer: serializer) }
+            work = { [self] in deliverCompletion(of: finished) }
         }
         if viaOperationQueue {
             operationQueue.async { task.finishProgress(); target.async(execute: work) }
