@@ -62,9 +62,7 @@ final class CertificateAuthorityFileTests: XCTestCase {
         let certificates = try TLSFixture.certificates()
         let server = try TLSFixture.server(certificates.leaf)
         defer { server.shutdown() }
-        var configuration = SessionConfiguration.default
-        configuration.certificateAuthorityFile = certificates.root.certificatePEM.path
-        let manager = TLSFixture.manager(policy: nil, configuration: configuration)
+        let manager = Self.manager(trusting: certificates.root)
         let response = await manager.get(try server.url("/x"))
         XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)")
     }
@@ -81,12 +79,17 @@ final class CertificateAuthorityFileTests: XCTestCase {
 
         let server = try TLSFixture.server(certificates.unrelatedLeaf)
         defer { server.shutdown() }
-        var configuration = SessionConfiguration.default
-        configuration.certificateAuthorityFile = certificates.root.certificatePEM.path
-        let manager = TLSFixture.manager(policy: nil, configuration: configuration)
+        let manager = Self.manager(trusting: certificates.root)
         let response = await manager.get(try server.url("/x"))
         await manager.waitUntilInvalidatedAfterUse()
         XCTAssertEqual(TLSFixture.trustFailure(response)?.reason, .unknownIssuer, "\(response.result)")
         XCTAssertEqual(server.requests.count, 0)
+    }
+
+    /// A manager with the default policy and `root` as its `certificateAuthorityFile`.
+    private static func manager(trusting root: TestCertificates.Files) -> URLSessionManager {
+        var configuration = SessionConfiguration.default
+        configuration.certificateAuthorityFile = root.certificatePEM.path
+        return TLSFixture.manager(policy: nil, configuration: configuration)
     }
 }
