@@ -6,8 +6,19 @@ import Foundation
 /// security level and verify parameters of `settings` (the handshake's, during one).
 enum ChainVerifier {
     /// The verified path, leaf first and ending at the anchor that the store supplied
-    /// (which the server may not have sent), or OpenSSL's refusal.
+    /// (which the server may not have sent), or OpenSSL's refusal. A chain `store` refuses
+    /// is verified again against its wider store, if it has one (`TrustStore.wider`), whose
+    /// answer is then the answer; a chain the narrow store anchors is accepted at once (the
+    /// wider store holds the same anchors, and more).
     static func verify(
+        _ trust: ServerTrust, against store: TrustStore, settings: VerificationSettings
+    ) -> Result<[Certificate], TrustEvaluationError> {
+        let first = verifyOnce(trust, against: store, settings: settings)
+        guard case .failure = first, let wider = store.wider?() else { return first }
+        return verifyOnce(trust, against: wider, settings: settings)
+    }
+
+    private static func verifyOnce(
         _ trust: ServerTrust, against store: TrustStore, settings: VerificationSettings
     ) -> Result<[Certificate], TrustEvaluationError> {
         guard let leaf = trust.certificates.first else {

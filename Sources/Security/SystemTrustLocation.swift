@@ -2,8 +2,9 @@ import COpenSSL
 import Foundation
 
 /// Where the system's trusted roots are: the one rule shared by the policy's system store
-/// (`TrustStore.system`) and the CA file SessionCore hands to libcurl (`CURLOPT_CAINFO`),
-/// so the two can never disagree about which roots `SSL_CERT_FILE` names.
+/// (`TrustStore.system`) and the CA file SessionCore hands to libcurl for an HTTPS proxy
+/// (`CURLOPT_PROXY_CAINFO`), so the two can never disagree about which roots
+/// `SSL_CERT_FILE` names.
 ///
 /// The rule is OpenSSL's (`X509_STORE_set_default_paths`):
 /// 1. The file named by `SSL_CERT_FILE` (the name OpenSSL reports through
@@ -15,8 +16,10 @@ import Foundation
 ///    well-known distribution bundle.
 /// 3. The hashed directory named by `SSL_CERT_DIR` (`X509_get_default_cert_dir_env`), when
 ///    set and not empty, in addition to the file. Without it, OpenSSL's compiled-in
-///    directory only when no file was found (on every distribution it holds the same roots
-///    as the bundle, which is cheaper to load once).
+///    directory (Debian's `/etc/ssl/certs`, the same roots as the bundle, one file per root)
+///    when it exists, unless `SSL_CERT_FILE` named the file: a variable set to narrow trust
+///    gets no directory it did not name. `TrustStore.system` reads the directory first, on
+///    demand, and parses the file only for a chain the directory cannot anchor.
 package struct SystemTrustLocation: Sendable, Hashable {
     /// The CA bundle (PEM), or nil when there is none.
     package var file: String?
@@ -65,7 +68,7 @@ package struct SystemTrustLocation: Sendable, Hashable {
         let directoryOverride = environment[directoryVariable].flatMap { $0.isEmpty ? nil : $0 }
         let file = fileOverride ?? defaultFiles.first(where: isReadableFile)
         var directory = directoryOverride
-        if directory == nil, file == nil, let fallback = defaultDirectory, isDirectory(fallback) {
+        if directory == nil, fileOverride == nil, let fallback = defaultDirectory, isDirectory(fallback) {
             directory = fallback
         }
         return SystemTrustLocation(file: file, directory: directory)

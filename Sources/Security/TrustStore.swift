@@ -15,7 +15,8 @@ import Foundation
 final class TrustStore: @unchecked Sendable {
     /// The `X509_STORE*`.
     let pointer: OpaquePointer
-    /// How many certificates the store holds.
+    /// How many certificates the store held when it was loaded (a hashed directory's are
+    /// read on demand and not counted).
     let certificateCount: Int
     /// Where the anchors came from, for error messages.
     let origin: String
@@ -23,12 +24,20 @@ final class TrustStore: @unchecked Sendable {
     /// (`X509_V_FLAG_PARTIAL_CHAIN`): true for pinned and for caller-supplied anchors,
     /// as an anchor on Apple's `SecTrustSetAnchorCertificates` needs no self-signature.
     let anchorsMayBeIntermediates: Bool
+    /// A store that holds this one's anchors and more, asked for only when this one refuses
+    /// a chain; its verdict is then the answer (`ChainVerifier`). The system's roots are such
+    /// a pair: their hashed directory first, the whole set (the bundle too) behind it.
+    let wider: (@Sendable () -> TrustStore?)?
 
-    private init(pointer: OpaquePointer, certificateCount: Int, origin: String, anchorsMayBeIntermediates: Bool) {
+    private init(
+        pointer: OpaquePointer, certificateCount: Int, origin: String, anchorsMayBeIntermediates: Bool,
+        wider: (@Sendable () -> TrustStore?)? = nil
+    ) {
         self.pointer = pointer
         self.certificateCount = certificateCount
         self.origin = origin
         self.anchorsMayBeIntermediates = anchorsMayBeIntermediates
+        self.wider = wider
     }
 
     deinit {
@@ -48,12 +57,40 @@ final class TrustStore: @unchecked Sendable {
         self.init(pointer: store, certificateCount: added, origin: origin, anchorsMayBeIntermediates: true)
     }
 
-    /// The process-wide system store, loaded on first use (Swift runs a static `let`
+    /// The process-wide system store, made on first use (Swift runs a static `let`
     /// initialiser exactly once, thread-safely) from `SystemTrustLocation.current`: the
-    /// same rule that names libcurl's CA file. An empty store still evaluates: every chain
-    /// is then refused as `unknownIssuer`, with the location tried in the message.
-    /// Nil only if OpenSSL cannot allocate a store at all.
-    static let system: TrustStore? = load(SystemTrustLocation.current)
+    /// location's hashed directory, with every root of the location (`completeSystem`) behind
+    /// it (`onDemand`). A chain anchored in the directory costs OpenSSL one file read for its
+    /// root, where parsing the bundle costs ~140 roots at ~1.3M instructions each under
+    /// OpenSSL 3.0 (~30 ms, on the driver thread, at a manager's first HTTPS request); the
+    /// bundle is parsed only for a chain the directory cannot anchor. An empty store still
+    /// evaluates: every chain is then refused as `unknownIssuer`, with the location tried in
+    /// the message. Nil only if OpenSSL cannot allocate a store at all.
+    static let system: TrustStore? = onDemand(SystemTrustLocation.current) { completeSystem }
+
+    /// Every root of `SystemTrustLocation.current`, the bundle parsed: loaded the first time
+    /// the directory alone refuses a chain (or at once, when there is no directory).
+    private static let completeSystem: TrustStore? = load(SystemTrustLocation.current)
+
+    /// The store to verify against first for `location`: its directory alone, read on demand,
+    /// with `complete` (all of the location's roots) as the wider store, when the location has
+    /// both a file and a directory; otherwise `complete()` itself (a file alone must be
+    /// parsed; a directory alone is read on demand anyway).
+    static func onDemand(
+        _ location: SystemTrustLocation, complete: @escaping @Sendable () -> TrustStore?
+    ) -> TrustStore? {
+        guard location.file != nil, let directory = location.directory else { return complete() }
+        guard let store = X509_STORE_new() else { return complete() }
+        ERR_clear_error()
+        guard X509_STORE_load_path(store, directory) == 1 else {
+            _ = OpenSSLText.drainErrorQueue()
+            X509_STORE_free(store)
+            return complete()
+        }
+        return TrustStore(
+            pointer: store, certificateCount: 0, origin: "system trust store \(directory)/ (read on demand)",
+            anchorsMayBeIntermediates: false, wider: complete)
+    }
 
     /// A store of the roots at `location`: the file's certificates, parsed now, and the
     /// directory as OpenSSL's hashed-directory lookup (read on demand, by issuer name).

@@ -47,10 +47,17 @@ final class SystemTrustLocationTests: XCTestCase {
         XCTAssertEqual(both, SystemTrustLocation(file: "/mine.pem", directory: "/my/certs"))
     }
 
-    func testDefaultDirectoryOnlyWithoutAnyFile() {
+    /// OpenSSL's default directory beside the default file (as `X509_STORE_set_default_paths`
+    /// has both), but never beside a file `SSL_CERT_FILE` named.
+    func testDefaultDirectoryUnlessTheFileWasNamed() {
         XCTAssertEqual(resolve([:], directories: ["/openssl/certs"]), SystemTrustLocation(file: nil, directory: "/openssl/certs"))
         XCTAssertEqual(resolve([:]), SystemTrustLocation(file: nil, directory: nil))
-        XCTAssertNil(resolve([:], readable: Set(defaults), directories: ["/openssl/certs"]).directory)
+        XCTAssertEqual(
+            resolve([:], readable: Set(defaults), directories: ["/openssl/certs"]),
+            SystemTrustLocation(file: "/openssl/default.pem", directory: "/openssl/certs"))
+        XCTAssertNil(resolve(["SSL_CERT_FILE": "/mine.pem"], readable: ["/mine.pem"], directories: ["/openssl/certs"]).directory)
+        XCTAssertEqual(
+            resolve(["SSL_CERT_DIR": "/my/certs"], readable: Set(defaults), directories: ["/openssl/certs"]).directory, "/my/certs")
     }
 
     /// The store built from a location trusts exactly its roots: SSL_CERT_FILE naming the test
