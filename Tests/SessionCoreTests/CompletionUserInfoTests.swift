@@ -1,5 +1,6 @@
 import Foundation
 import Serialization
+import Synchronization
 import XCTest
 @testable import SessionCore
 
@@ -46,5 +47,31 @@ final class CompletionUserInfoTests: XCTestCase {
                 }
             }
         }
+    }
+}
+
+/// The templates are made one at a time, when a task first needs one, and each once.
+final class CompletionUserInfoTemplateTableTests: XCTestCase {
+    func testATemplateIsMadeOnFirstUseAndKept() {
+        let table = CompletionUserInfo.TemplateTable()
+        XCTAssertEqual(table.madeCount, 0, "nothing is made before a task asks")
+        let first = table[1 | 2 | 4 | 16]
+        XCTAssertEqual(table.madeCount, 1)
+        XCTAssertTrue(table[1 | 2 | 4 | 16] === first, "the same template each time")
+        XCTAssertEqual(first.dictionary.count, 4)
+        XCTAssertEqual(table.madeCount, 1)
+        _ = table[8]
+        XCTAssertEqual(table.madeCount, 2)
+    }
+
+    func testThreadsAskingAtOnceShareOneTemplate() {
+        let table = CompletionUserInfo.TemplateTable()
+        let seen = Mutex<[ObjectIdentifier]>([])
+        DispatchQueue.concurrentPerform(iterations: 64) { _ in
+            let template = table[2 | 16]
+            seen.withLock { $0.append(ObjectIdentifier(template)) }
+        }
+        XCTAssertEqual(Set(seen.withLock { $0 }).count, 1)
+        XCTAssertEqual(table.madeCount, 1)
     }
 }
