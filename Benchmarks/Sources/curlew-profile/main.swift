@@ -18,6 +18,8 @@ import Synchronization
 //   CURLEW_PROFILE_CA=FILE trusts that CA (bench.sh --serve's .build/bench/ca.pem), and
 //   CURLEW_PROFILE_H2=1 asks for HTTP/2 (https://127.0.0.1:27543/small.txt), as the
 //   get-h2-tls-c64 workload does.
+//   CURLEW_PROFILE_ASYNC=1 runs CONCURRENCY Swift tasks, each looping
+//   `try await manager.dataResponse(for:)`, instead of completion handlers.
 
 let arguments = CommandLine.arguments
 guard arguments.count >= 2, let url = URL(string: arguments[1]) else {
@@ -89,9 +91,39 @@ func cpuSeconds() -> Double {
     return user + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
 }
 
+/// One Swift task's loop (`CURLEW_PROFILE_ASYNC=1`): the async API, request after request.
+@Sendable func loop() async {
+    while counts.withLock({ counts -> Bool in
+        guard counts.started < total else { return false }
+        counts.started += 1
+        return true
+    }) {
+        let failure: (any Error)?
+        do {
+            _ = try await manager.dataResponse(for: request)
+            failure = nil
+        } catch {
+            failure = error
+        }
+        let finished = counts.withLock { counts -> Int in
+            if let failure {
+                if counts.failed == 0 { print("first failure: \(failure)") }
+                counts.failed += 1
+            }
+            counts.finished += 1
+            return counts.finished
+        }
+        if finished == total { done.signal() }
+    }
+}
+
 let cpuBefore = cpuSeconds()
 let started = DispatchTime.now().uptimeNanoseconds
-for _ in 0..<min(concurrency, total) { launch() }
+if ProcessInfo.processInfo.environment["CURLEW_PROFILE_ASYNC"] == "1" {
+    for _ in 0..<min(concurrency, total) { Task.detached { await loop() } }
+} else {
+    for _ in 0..<min(concurrency, total) { launch() }
+}
 done.wait()
 let seconds = Double(DispatchTime.now().uptimeNanoseconds - started) / 1e9
 let cpu = cpuSeconds() - cpuBefore
