@@ -86,4 +86,47 @@ final class TLSTests: XCTestCase {
         XCTAssertEqual(with.status, 0, with.stderr)
         XCTAssertEqual(with.text, "hello, client")
     }
+
+    /// Without `--verify` the system's roots decide, found as OpenSSL finds them: here a
+    /// bundle (`SSL_CERT_FILE`) and a hashed directory (`SSL_CERT_DIR`) made for the test.
+    /// The directory is read first and only the root a chain names; the bundle answers for a
+    /// chain the directory cannot anchor.
+    func testTheSystemRootsComeFromTheBundleAndTheDirectory() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-cli-trust-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let withRoot = folder.appendingPathComponent("with-root")
+        let empty = folder.appendingPathComponent("empty")
+        for directory in [withRoot, empty] {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        }
+        try FileManager.default.copyItem(at: certificates.root.certificatePEM, to: withRoot.appendingPathComponent("root.pem"))
+        try Self.rehash(withRoot)
+        let unrelatedBundle = folder.appendingPathComponent("unrelated.pem")
+        try FileManager.default.copyItem(at: certificates.unrelatedRoot.certificatePEM, to: unrelatedBundle)
+        let rootBundle = folder.appendingPathComponent("roots.pem")
+        try (Data(contentsOf: certificates.unrelatedRoot.certificatePEM) + Data(contentsOf: certificates.root.certificatePEM))
+            .write(to: rootBundle)
+
+        let throughDirectory = try CurlewProcess.run(
+            [url], environment: ["SSL_CERT_FILE": unrelatedBundle.path, "SSL_CERT_DIR": withRoot.path])
+        XCTAssertEqual(throughDirectory.status, 0, throughDirectory.stderr)
+        XCTAssertEqual(throughDirectory.text, "hello over TLS")
+        let throughBundle = try CurlewProcess.run([url], environment: ["SSL_CERT_FILE": rootBundle.path, "SSL_CERT_DIR": empty.path])
+        XCTAssertEqual(throughBundle.status, 0, throughBundle.stderr)
+        let neither = try CurlewProcess.run([url], environment: ["SSL_CERT_FILE": unrelatedBundle.path, "SSL_CERT_DIR": empty.path])
+        XCTAssertEqual(neither.status, 9, neither.stderr)
+        XCTAssertTrue(neither.stderr.contains("unrelated.pem"), "the refusal names the whole store: \(neither.stderr)")
+    }
+
+    /// `openssl rehash DIRECTORY`: the `<subject hash>.0` links OpenSSL's directory lookup reads.
+    private static func rehash(_ directory: URL) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["openssl", "rehash", directory.path]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, "openssl rehash \(directory.path)")
+    }
 }
