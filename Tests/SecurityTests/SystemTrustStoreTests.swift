@@ -47,15 +47,19 @@ final class SystemTrustStoreTests: XCTestCase {
         })
     }
 
+    /// `files`' chain verified against `store`, as a handshake would.
+    private func verify(_ files: TestCertificates.Files, against store: TrustStore) throws -> Result<[Certificate], TrustEvaluationError> {
+        ChainVerifier.verify(try SecurityTestHelpers.trust(files), against: store, settings: .standalone)
+    }
+
     func testAChainTheDirectoryAnchorsNeverParsesTheBundle() throws {
-        let fixture = try fixture()
-        let asked = Asked()
+        let (fixture, asked) = (try fixture(), Asked())
         let store = try onDemandStore(fixture.location, asked: asked)
         XCTAssertNotNil(store.wider)
         XCTAssertEqual(store.certificateCount, 0, "nothing is parsed before a chain asks")
 
         for _ in 0..<2 {
-            let verified = ChainVerifier.verify(try SecurityTestHelpers.trust(fixture.set.leaf), against: store, settings: .standalone)
+            let verified = try verify(fixture.set.leaf, against: store)
             guard case .success(let chain) = verified else { return XCTFail("\(verified)") }
             XCTAssertEqual(chain.last, try SecurityTestHelpers.certificate(fixture.set.root.certificatePEM))
         }
@@ -63,10 +67,9 @@ final class SystemTrustStoreTests: XCTestCase {
     }
 
     func testAChainOnlyTheBundleAnchorsIsVerifiedAgainstEveryRoot() throws {
-        let fixture = try fixture()
-        let asked = Asked()
+        let (fixture, asked) = (try fixture(), Asked())
         let store = try onDemandStore(fixture.location, asked: asked)
-        let verified = ChainVerifier.verify(try SecurityTestHelpers.trust(fixture.set.unrelatedLeaf), against: store, settings: .standalone)
+        let verified = try verify(fixture.set.unrelatedLeaf, against: store)
         guard case .success(let chain) = verified else { return XCTFail("\(verified)") }
         XCTAssertEqual(chain.last, try SecurityTestHelpers.certificate(fixture.set.unrelatedRoot.certificatePEM))
         XCTAssertEqual(asked.value, 1)
@@ -74,15 +77,14 @@ final class SystemTrustStoreTests: XCTestCase {
 
     /// A refusal is the complete store's: its reason, and its roots named in the message.
     func testARefusalIsTheCompleteStoresVerdict() throws {
-        let fixture = try fixture()
-        let asked = Asked()
+        let (fixture, asked) = (try fixture(), Asked())
         let store = try onDemandStore(fixture.location, asked: asked)
-        let expired = ChainVerifier.verify(try SecurityTestHelpers.trust(fixture.set.expiredLeaf), against: store, settings: .standalone)
+        let expired = try verify(fixture.set.expiredLeaf, against: store)
         guard case .failure(let refusal) = expired else { return XCTFail("an expired leaf was accepted") }
         XCTAssertEqual(refusal.reason, TrustEvaluationError.Reason.expired)
         XCTAssertEqual(asked.value, 1)
 
-        let stranger = ChainVerifier.verify(try SecurityTestHelpers.trust(fixture.set.selfSigned), against: store, settings: .standalone)
+        let stranger = try verify(fixture.set.selfSigned, against: store)
         guard case .failure(let unknown) = stranger else { return XCTFail("a self-signed leaf was accepted") }
         XCTAssertTrue(unknown.detail.contains("bundle.pem"), unknown.detail)
         XCTAssertEqual(asked.value, 2)
