@@ -80,21 +80,13 @@ final class TrustStore: @unchecked Sendable {
         _ location: SystemTrustLocation, complete: @escaping @Sendable () -> TrustStore?
     ) -> TrustStore? {
         guard location.file != nil, let directory = location.directory else { return complete() }
-        guard let store = X509_STORE_new() else { return complete() }
-        ERR_clear_error()
-        guard X509_STORE_load_path(store, directory) == 1 else {
-            _ = OpenSSLText.drainErrorQueue()
-            X509_STORE_free(store)
-            return complete()
-        }
-        return TrustStore(
-            pointer: store, certificateCount: 0, origin: "system trust store \(directory)/ (read on demand)",
-            anchorsMayBeIntermediates: false, wider: complete)
+        return load(SystemTrustLocation(file: nil, directory: directory), wider: complete) ?? complete()
     }
 
     /// A store of the roots at `location`: the file's certificates, parsed now, and the
-    /// directory as OpenSSL's hashed-directory lookup (read on demand, by issuer name).
-    static func load(_ location: SystemTrustLocation) -> TrustStore? {
+    /// directory as OpenSSL's hashed-directory lookup (read on demand, by issuer name);
+    /// `wider` behind it, if given.
+    static func load(_ location: SystemTrustLocation, wider: (@Sendable () -> TrustStore?)? = nil) -> TrustStore? {
         guard let store = X509_STORE_new() else { return nil }
         var loaded: [String] = []
         var failed: [String] = []
@@ -117,7 +109,7 @@ final class TrustStore: @unchecked Sendable {
         if location.file == nil && location.directory == nil {
             origin += ": no CA bundle found (set \(SystemTrustLocation.fileVariable) or \(SystemTrustLocation.directoryVariable))"
         }
-        return TrustStore(pointer: store, certificateCount: count, origin: origin, anchorsMayBeIntermediates: false)
+        return TrustStore(pointer: store, certificateCount: count, origin: origin, anchorsMayBeIntermediates: false, wider: wider)
     }
 
     private static func countCertificates(in store: OpaquePointer) -> Int {
