@@ -109,4 +109,28 @@ final class SystemTrustStoreTests: XCTestCase {
         }
         XCTAssertEqual(asked.value, 2)
     }
+
+    /// Where two features meet: a manager's CA file (the policy's own roots, falling back to
+    /// the system's) and public-key pins, with the system store read on demand. A chain the
+    /// file's roots refuse goes to the directory and is accepted there, pins still decide,
+    /// and the refusal that says more (expired) is kept over the file's unknown issuer.
+    func testACAFileAndPinsOverTheDirectoryFirstSystemStore() throws {
+        let (fixture, asked) = (try fixture(), Asked())
+        let system = try onDemandStore(fixture.location, asked: asked)
+        let fileRoot = try SecurityTestHelpers.certificate(fixture.set.unrelatedRoot.certificatePEM)
+        let leaf = try SecurityTestHelpers.certificate(fixture.set.leaf.certificatePEM)
+        let otherKey = try SecurityTestHelpers.certificate(fixture.set.leafNewKey.certificatePEM)
+
+        var policy = SecurityPolicy(pinningMode: .publicKey, pinnedCertificates: [leaf])
+        policy.trustedRootCertificates = [fileRoot]
+        policy.anchors = PolicyAnchors(pinned: [leaf], roots: [fileRoot]) { system }
+        assertAccepted(policy, try SecurityTestHelpers.trust(fixture.set.leaf), domain: "localhost")
+        XCTAssertEqual(asked.value, 0, "the directory anchored the chain the file refused")
+        assertRefused(policy, try SecurityTestHelpers.trust(fixture.set.expiredLeaf), domain: "localhost", reason: .expired)
+
+        var otherPin = SecurityPolicy(pinningMode: .publicKey, pinnedCertificates: [otherKey])
+        otherPin.trustedRootCertificates = [fileRoot]
+        otherPin.anchors = PolicyAnchors(pinned: [otherKey], roots: [fileRoot]) { system }
+        assertRefused(otherPin, try SecurityTestHelpers.trust(fixture.set.leaf), domain: "localhost", reason: .noPinMatched)
+    }
 }
