@@ -72,16 +72,20 @@ let request = URLRequest(url: url)
     }
     guard go else { return }
     manager.dataTask(with: request) { response in
-        let finished = counts.withLock { counts -> Int in
-            if let error = response.error {
-                if counts.failed == 0 { print("first failure: \(error)") }
-                counts.failed += 1
-            }
-            counts.finished += 1
-            return counts.finished
-        }
-        if finished == total { done.signal() } else { launch() }
+        if record(response.error) == total { done.signal() } else { launch() }
     }.resume()
+}
+
+/// Counts one finished request (and its failure, printing the first); returns how many finished.
+@Sendable func record(_ failure: (any Error)?) -> Int {
+    counts.withLock { counts -> Int in
+        if let failure {
+            if counts.failed == 0 { print("first failure: \(failure)") }
+            counts.failed += 1
+        }
+        counts.finished += 1
+        return counts.finished
+    }
 }
 
 func cpuSeconds() -> Double {
@@ -105,15 +109,7 @@ func cpuSeconds() -> Double {
         } catch {
             failure = error
         }
-        let finished = counts.withLock { counts -> Int in
-            if let failure {
-                if counts.failed == 0 { print("first failure: \(failure)") }
-                counts.failed += 1
-            }
-            counts.finished += 1
-            return counts.finished
-        }
-        if finished == total { done.signal() }
+        if record(failure) == total { done.signal() }
     }
 }
 
