@@ -47,8 +47,10 @@ final class TaskStateBinding: @unchecked Sendable {
             center.addObserver(forName: .taskDidResume, object: task, queue: nil) { _ in deliver(true) },
             center.addObserver(forName: .taskDidSuspend, object: task, queue: nil) { _ in deliver(false) },
             center.addObserver(forName: .taskDidComplete, object: task, queue: nil) { _ in
-                deliver(false)
+                // Out of the table before the last call is queued: whoever sees `false`
+                // never finds the binding still there.
                 binding.finish()
+                deliver(false)
             },
         ]
         table.withLock { $0[binding.key] = binding }
@@ -56,8 +58,8 @@ final class TaskStateBinding: @unchecked Sendable {
         switch task.state {
         case .running: deliver(true)
         case .completed:
-            deliver(false)
             binding.finish()
+            deliver(false)
         default: break
         }
     }
