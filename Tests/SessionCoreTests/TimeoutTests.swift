@@ -49,6 +49,43 @@ final class TimeoutTests: XCTestCase {
         XCTAssertNil(unlimited.expiry(at: .max))
     }
 
+    /// A silent transfer is probed `firstProbeDelay` after its last byte, then after twice
+    /// the previous wait each time nothing came (at most `longestProbeFactor` times the first);
+    /// a byte or the end of a hold starts the series again; a hold or no delay means no probe.
+    func testProbesComeAfterSilenceBackOffAndStartAgainWithActivity() {
+        var clock = TransferClock(timeouts: TransferTimeouts(idle: 100_000, total: nil), now: 0, firstProbeDelay: 10)
+        XCTAssertEqual(clock.nextProbe, 10)
+        XCTAssertEqual(clock.nextWake, 10, "the probe comes before the idle deadline")
+        clock.probed(at: 10)
+        XCTAssertEqual(clock.nextProbe, 30)
+        clock.probed(at: 30)
+        XCTAssertEqual(clock.nextProbe, 70)
+        clock.noteActivity(at: 75)
+        XCTAssertEqual(clock.nextProbe, 85, "a byte moved: the first wait again")
+        var now: UInt64 = 85
+        for _ in 0..<300 {
+            clock.probed(at: now)
+            now = clock.nextProbe ?? .max
+        }
+        XCTAssertEqual(clock.nextProbe.map { $0 - clock.probeAnchor }, 10 * TransferClock.longestProbeFactor, "the wait stops growing")
+        XCTAssertEqual(clock.nextWake, clock.nextDeadline, "the idle deadline came first by now")
+
+        clock.setHolds(.backpressure, at: now)
+        XCTAssertNil(clock.nextProbe, "a held transfer waits for Curlew or the caller, not the server")
+        clock.setHolds([], at: now + 5)
+        XCTAssertEqual(clock.nextProbe, now + 15, "the hold's end restarts the series")
+
+        let off = TransferClock(timeouts: TransferTimeouts(idle: 100, total: 1_000), now: 0)
+        XCTAssertNil(off.nextProbe)
+        XCTAssertEqual(off.nextWake, 100)
+        let huge = TransferClock(timeouts: TransferTimeouts(idle: nil, total: nil), now: 0, firstProbeDelay: .max)
+        XCTAssertEqual(huge.nextProbe, .max)
+        var overflowing = huge
+        overflowing.probed(at: 1)
+        XCTAssertNil(overflowing.nextProbe, "a wait that cannot be represented is no probe, not a trap")
+        XCTAssertNil(overflowing.nextWake)
+    }
+
     /// The clock restarts only when the last hold ends, from that moment; changing which
     /// holds apply while some remain does not restart it.
     func testTheIdleClockRestartsOnlyWhenNoHoldIsLeft() {

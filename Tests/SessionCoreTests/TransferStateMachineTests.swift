@@ -31,6 +31,36 @@ final class TransferStateMachineTests: XCTestCase {
         return machine.exchangeEnded(facts, now: 1)
     }
 
+    // MARK: - Probes of silent transfers
+
+    /// Only a transfer whose idle clock runs is probed (attached, with a connection, nothing
+    /// holding it), once per due time; waiting for a slot, a connection, the caller or a
+    /// decision is not silence.
+    func testOnlyARunningTransferIsProbedAndOncePerDueTime() {
+        var machine = Machine(timeouts: TransferTimeouts(idle: 1_000, total: nil), maximumRedirects: 16, now: 0, firstProbeDelay: 10)
+        XCTAssertFalse(machine.probeIsDue(now: 500), "not attached")
+        machine.attached(now: 0, taskIsSuspended: false)
+        XCTAssertFalse(machine.probeIsDue(now: 500), "no connection yet")
+        _ = machine.connecting(now: 500)
+        XCTAssertFalse(machine.probeIsDue(now: 509))
+        XCTAssertTrue(machine.probeIsDue(now: 510))
+        XCTAssertFalse(machine.probeIsDue(now: 510), "counted: the next one waits longer")
+        XCTAssertFalse(machine.probeIsDue(now: 529))
+        XCTAssertTrue(machine.probeIsDue(now: 530))
+        machine.noteActivity(now: 540)
+        XCTAssertTrue(machine.probeIsDue(now: 550))
+        XCTAssertTrue(machine.suspend(now: 550))
+        XCTAssertFalse(machine.probeIsDue(now: 5_000), "suspended by the caller")
+        XCTAssertTrue(machine.resume(now: 5_000))
+        XCTAssertFalse(machine.probeIsDue(now: 5_009))
+        XCTAssertTrue(machine.probeIsDue(now: 5_010))
+        machine.consumerFellBehind(now: 5_010)
+        XCTAssertFalse(machine.probeIsDue(now: 9_000), "held by backpressure")
+
+        var off = exchanging(.deliver)
+        XCTAssertFalse(off.probeIsDue(now: 5_000), "no probe delay: this libcurl needs none")
+    }
+
     // MARK: - The end-of-exchange rules (absorbed from TransferEnd)
 
     func testAStaleConnectionIsRetriedBeforeAnythingElse() throws {

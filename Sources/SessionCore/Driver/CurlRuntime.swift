@@ -31,6 +31,16 @@ enum CurlRuntime {
         /// in the HTTP2 framing layer", one after another or side by side.
         var reusesPriorKnowledgeConnections: Bool { versionNumber >= 0x08_00_00 }
 
+        /// Whether libcurl can leave HTTP/2 frames it already read in its connection buffer
+        /// with no transfer marked to process them. Before 8.1, when the transfer whose full
+        /// buffer paused frame processing ends (its body complete by Content-Length), the
+        /// rest of the buffer (often other streams' last DATA frames) waits for the socket to
+        /// become readable, which it may never be again; and the filter's `data_pending`
+        /// check compares the wrong way round, so nothing else notices. The streams stall
+        /// until their timeout (one in 60 runs of 20 side-by-side 50 KB downloads from
+        /// nghttpd on 7.88.1; raw libcurl alike). 8.1 rewrote that buffering.
+        var strandsBufferedStreamInput: Bool { versionNumber < 0x08_01_00 }
+
         /// What libcurl sends for `CURLOPT_ACCEPT_ENCODING` "" (every coding it decodes), in
         /// its order: "deflate, gzip, br, zstd" with all of them built in.
         var allContentEncodings: String {
@@ -86,6 +96,12 @@ enum CurlRuntime {
         guard case .success(let info) = state else { return false }
         return info.reusesPriorKnowledgeConnections
     }
+
+    /// Whether silent transfers need probing (`Info.strandsBufferedStreamInput`).
+    static let strandsBufferedStreamInput: Bool = {
+        guard case .success(let info) = state else { return false }
+        return info.strandsBufferedStreamInput
+    }()
 
     /// Whether `CURLOPT_DNS_SERVERS` can work here (libcurl built with c-ares).
     static var supportsDNSServers: Bool {

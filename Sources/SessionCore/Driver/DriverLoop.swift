@@ -184,7 +184,8 @@ final class DriverLoop {
     /// callgrind, 100 HTTPS requests 16 in flight on one HTTP/2 connection stalled for 60.1 s
     /// in one run of three, a response processed 6.05 s after its request was sent with
     /// `timeoutIntervalForRequest` = 7; bounded, 1.0 s at most. A manager with transfers wakes
-    /// at least once a second for it; one without any still sleeps.
+    /// at least once a second for it; one without any still sleeps. Waking alone does not help
+    /// a stream whose frames libcurl holds in its connection buffer: `probe` does that.
     static let longestSleepWithTransfers: UInt64 = 1_000_000_000
 
     /// `pollTimeout()` for the next deadline `next` (uptime ns, `.max`: none) at `now`:
@@ -198,14 +199,19 @@ final class DriverLoop {
         return Int32(clamping: wait / 1_000_000 + (wait % 1_000_000 == 0 ? 0 : 1))
     }
 
-    /// Makes sure the next check comes no later than `delegate`'s deadline.
+    /// Makes sure the next check comes no later than `delegate`'s deadline or probe.
     func scheduleTimeoutCheck(for delegate: TaskDelegate) {
-        guard let deadline = delegate.state.clock.nextDeadline else { return }
+        guard let deadline = delegate.state.clock.nextWake else { return }
         nextTimeoutCheck = min(nextTimeoutCheck, deadline)
     }
 
-    /// Fails every transfer whose idle or total clock ran out; schedules the next check at
-    /// the earliest remaining deadline (activity only moves deadlines later, so none is missed).
+    /// The silence after which a transfer is probed (`TransferClock.nextProbe`), where the
+    /// runtime needs it (`CurlRuntime.strandsBufferedStreamInput`).
+    static let firstProbeDelay: UInt64 = 1_000_000_000
+
+    /// Fails every transfer whose idle or total clock ran out and probes every one silent long
+    /// enough; schedules the next check at the earliest remaining deadline or probe (activity
+    /// only moves them later, so none is missed).
     func enforceTimeouts() {
         // The pass's reading of the clock, not a fresh one per pass: a clock that ran out
         // while this pass ran is caught by the next one, a pass later.
@@ -216,7 +222,10 @@ final class DriverLoop {
         for delegate in delegates.values {
             if let expiry = delegate.state.expiry(at: now) {
                 expired.append((delegate, expiry))
-            } else if let deadline = delegate.state.clock.nextDeadline {
+                continue
+            }
+            if delegate.state.probeIsDue(now: now) { probe(delegate) }
+            if let deadline = delegate.state.clock.nextWake {
                 earliest = min(earliest, deadline)
             }
         }
@@ -236,6 +245,27 @@ final class DriverLoop {
                 finish(delegate, outcome: outcome(of: delegate, error: error))
             }
         }
+    }
+
+    /// Makes libcurl read the transfer's connection at its next pass, as if the socket were
+    /// readable: a receive pause set and lifted at once. Lifting a pause is the one public way
+    /// to reach libcurl's "the data might have been read off the socket already" path, which
+    /// marks the connection readable; the read that follows processes what was stranded in
+    /// the HTTP/2 connection buffer (`CurlRuntime.strandsBufferedStreamInput`), and finds
+    /// nothing, at the cost of one `recv`, when the server is merely slow.
+    ///
+    /// No receive pause of Curlew's or the caller's is lifted by it: each of those is a hold
+    /// that stops the idle clock, and a held transfer is never probed. A request body that
+    /// was waiting for its source (`CURL_READFUNC_PAUSE`) is asked once more and pauses
+    /// again, as after any wake. libcurl calls no callback from `curl_easy_pause` here: it
+    /// replays buffered writes only, and those exist only while a write pause (a hold) is on.
+    func probe(_ delegate: TaskDelegate) {
+        engine.silenceProbes.add(1, ordering: .relaxed)
+        if let log = engine.debugLog {
+            log.debug("task #\(delegate.task.taskIdentifier) is silent: libcurl is asked to read its connection again")
+        }
+        _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_RECV)
+        _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
     }
 
     // MARK: - Commands

@@ -120,6 +120,9 @@ final class SessionEngine: Sendable {
     let monitorHub: MonitorHub?
     /// The engine's own debug messages (`SessionConfiguration.logger`); nil: silent.
     let debugLog: EngineLog?
+    /// How many times the driver probed a silent transfer (`DriverLoop.probe`; tests and
+    /// measurements).
+    let silenceProbes = Atomic<Int>(0)
 
     static let managerCounter = Mutex(0)
 

@@ -133,7 +133,8 @@ final class TaskDelegate {
                 timeoutIntervalForRequest: engine.configuration.timeoutIntervalForRequest,
                 timeoutIntervalForResource: engine.configuration.timeoutIntervalForResource),
             maximumRedirects: engine.configuration.maximumRedirects,
-            now: startUptime)
+            now: startUptime,
+            firstProbeDelay: CurlRuntime.strandsBufferedStreamInput ? DriverLoop.firstProbeDelay : nil)
     }
 
     /// Resumes a transfer whose body read paused for data (called on a body pump's queue).

@@ -34,24 +34,67 @@ struct TransferClock: Sendable {
     private(set) var lastActivity: UInt64
     /// What stops the idle clock now.
     private(set) var holds: Hold = []
+    /// The silence after which libcurl is first made to look at the transfer again
+    /// (`nextProbe`); nil: never.
+    let firstProbeDelay: UInt64?
+    /// The last activity or, after a probe, the probe.
+    private(set) var probeAnchor: UInt64
+    /// Probes since a byte last moved: each doubles the wait for the next.
+    private(set) var probesSinceActivity: UInt8 = 0
 
-    init(timeouts: TransferTimeouts, now: UInt64) {
+    /// A wait between probes is at most `firstProbeDelay` times this (64 s for 1 s).
+    static let longestProbeFactor: UInt64 = 64
+
+    init(timeouts: TransferTimeouts, now: UInt64, firstProbeDelay: UInt64? = nil) {
         self.timeouts = timeouts
+        self.firstProbeDelay = firstProbeDelay
         start = now
         lastActivity = now
+        probeAnchor = now
     }
 
     /// Whether the idle clock is stopped.
     var isIdleClockStopped: Bool { !holds.isEmpty }
 
     /// A byte moved (or the transfer restarted): the idle clock starts again.
-    mutating func noteActivity(at now: UInt64) { lastActivity = now }
+    mutating func noteActivity(at now: UInt64) {
+        lastActivity = now
+        probeAnchor = now
+        probesSinceActivity = 0
+    }
 
     /// Sets what stops the idle clock (`TransferStateMachine.holds`, recomputed after every
     /// event); when the last hold ends the clock restarts from `now`.
     mutating func setHolds(_ new: Hold, at now: UInt64) {
-        if !holds.isEmpty && new.isEmpty { lastActivity = now }
+        if !holds.isEmpty && new.isEmpty { noteActivity(at: now) }
         holds = new
+    }
+
+    /// When libcurl should next be made to look at the transfer although nothing seems to
+    /// have arrived (`DriverLoop.probe`): libcurl before 8.1 can leave a stream's last frames
+    /// in its HTTP/2 connection buffer with no transfer marked to read them, and waits for
+    /// the socket, which has nothing more to say. Silence of `firstProbeDelay` after the last
+    /// byte, then twice as long after each probe that found nothing (up to
+    /// `longestProbeFactor` times), while the idle clock runs; nil when probing is off or a
+    /// hold stops the clock (a transfer Curlew or the caller paused is not silent, it waits).
+    var nextProbe: UInt64? {
+        guard let first = firstProbeDelay, holds.isEmpty else { return nil }
+        let factor = min(UInt64(1) << UInt64(min(probesSinceActivity, 62)), Self.longestProbeFactor)
+        let (wait, overflow) = first.multipliedReportingOverflow(by: factor)
+        return overflow ? nil : probeAnchor &+ wait
+    }
+
+    /// libcurl was made to look at the transfer at `now`; the next probe waits longer.
+    mutating func probed(at now: UInt64) {
+        probeAnchor = now
+        if probesSinceActivity < .max { probesSinceActivity += 1 }
+    }
+
+    /// The earliest moment the driver has something to do for this clock: a deadline or a
+    /// probe.
+    var nextWake: UInt64? {
+        guard let probe = nextProbe else { return nextDeadline }
+        return min(probe, nextDeadline ?? .max)
     }
 
     /// The earliest moment one of the clocks can expire, if any.

@@ -69,9 +69,10 @@ struct TransferStateMachine {
     /// The idle and total clocks; their holds follow from the state above.
     private(set) var clock: TransferClock
 
-    init(timeouts: TransferTimeouts, maximumRedirects: Int, now: UInt64) {
+    /// `firstProbeDelay`: see `TransferClock.nextProbe` (nil: libcurl needs no probes).
+    init(timeouts: TransferTimeouts, maximumRedirects: Int, now: UInt64, firstProbeDelay: UInt64? = nil) {
         self.maximumRedirects = maximumRedirects
-        clock = TransferClock(timeouts: timeouts, now: now)
+        clock = TransferClock(timeouts: timeouts, now: now, firstProbeDelay: firstProbeDelay)
         clock.setHolds(holds, at: now)
     }
 
@@ -160,12 +161,21 @@ struct TransferStateMachine {
         guard phase == .attached, !hasConnection else { return nil }
         hasConnection = true
         settleClock(now)
-        return clock.nextDeadline
+        return clock.nextWake
     }
 
     /// A byte moved in either direction.
     mutating func noteActivity(now: UInt64) {
         clock.noteActivity(at: now)
+    }
+
+    /// Whether libcurl should be made to look at this transfer at `now` although nothing
+    /// seems to have arrived (`TransferClock.nextProbe`: only while the idle clock runs, so
+    /// only `.attached` with a connection and nothing holding it); true counts the probe.
+    mutating func probeIsDue(now: UInt64) -> Bool {
+        guard let due = clock.nextProbe, now >= due else { return false }
+        clock.probed(at: now)
+        return true
     }
 
     // MARK: - The exchange
