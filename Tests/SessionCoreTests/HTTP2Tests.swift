@@ -10,19 +10,23 @@ import FoundationNetworking
 
 /// HTTP/2 where the server offers it: ALPN over TLS, streams multiplexed on one connection.
 final class HTTP2Tests: XCTestCase {
-    func testHTTP2IsNegotiatedAndRequestsShareOneConnection() async throws {
+    /// `payload` served by the shared TLS peer under a fresh name, and a manager that trusts
+    /// the peer's root.
+    private func servedOverTLS(_ payload: Data, named prefix: String) throws -> (URLSessionManager, URL) {
         let certificates = try TestCertificates.shared()
         let peer = try HTTP2Peer.shared()
-        let name = "payload-\(UUID().uuidString).bin"
-        let payload = Data((0..<50_000).map { UInt8(truncatingIfNeeded: $0) })
+        let name = "\(prefix)-\(UUID().uuidString).bin"
         try payload.write(to: peer.directory.appendingPathComponent(name))
-
         let manager = URLSessionManager.raw()
         var policy = SecurityPolicy.default
         policy.trustedRootCertificates = [try Certificate(contentsOf: certificates.root.certificatePEM)]
         try manager.setSecurityPolicy(policy)
+        return (manager, try XCTUnwrap(URL(string: "https://localhost:\(peer.port)/\(name)")))
+    }
 
-        let url = try XCTUnwrap(URL(string: "https://localhost:\(peer.port)/\(name)"))
+    func testHTTP2IsNegotiatedAndRequestsShareOneConnection() async throws {
+        let payload = Data((0..<50_000).map { UInt8(truncatingIfNeeded: $0) })
+        let (manager, url) = try servedOverTLS(payload, named: "payload")
         var first = URLRequest(url: url)
         first.timeoutInterval = 10
         _ = try await manager.data(for: first)  // opens the connection
@@ -107,16 +111,8 @@ final class HTTP2Tests: XCTestCase {
     /// 22 of 100 rounds of 20 against this peer). The driver probes a silent transfer after
     /// 1 s, so every download arrives whole, none after a timeout.
     func testStreamsWhoseLastFramesLibcurlHeldBackAllArrive() async throws {
-        let certificates = try TestCertificates.shared()
-        let peer = try HTTP2Peer.shared()
-        let name = "stranded-\(UUID().uuidString).bin"
         let payload = Data((0..<50_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
-        try payload.write(to: peer.directory.appendingPathComponent(name))
-        let manager = URLSessionManager.raw()
-        var policy = SecurityPolicy.default
-        policy.trustedRootCertificates = [try Certificate(contentsOf: certificates.root.certificatePEM)]
-        try manager.setSecurityPolicy(policy)
-        let url = try XCTUnwrap(URL(string: "https://localhost:\(peer.port)/\(name)"))
+        let (manager, url) = try servedOverTLS(payload, named: "stranded")
         var request = URLRequest(url: url)
         request.timeoutInterval = 10
 
