@@ -37,8 +37,9 @@ enum CurlRuntime {
         /// rest of the buffer (often other streams' last DATA frames) waits for the socket to
         /// become readable, which it may never be again; and the filter's `data_pending`
         /// check compares the wrong way round, so nothing else notices. The streams stall
-        /// until their timeout (one in 60 runs of 20 side-by-side 50 KB downloads from
-        /// nghttpd on 7.88.1; raw libcurl alike). 8.1 rewrote that buffering.
+        /// until their timeout (7.88.1 against nghttpd: one run in 60 of a test of 20
+        /// side-by-side 50 KB downloads with both cores busy; raw libcurl in about one round
+        /// of 20 in five). 8.1 rewrote that buffering. `DriverLoop.probe` works around it.
         var strandsBufferedStreamInput: Bool { versionNumber < 0x08_01_00 }
 
         /// What libcurl sends for `CURLOPT_ACCEPT_ENCODING` "" (every coding it decodes), in
