@@ -61,6 +61,30 @@ final class TransferStateMachineTests: XCTestCase {
         XCTAssertFalse(off.probeIsDue(now: 5_000), "no probe delay: this libcurl needs none")
     }
 
+    /// The probe meets the response hook and a retry: the hook's wait is a hold (no probe
+    /// however long it takes), and an attempt sent again starts the probes' series anew from
+    /// its connection, whatever the timed-out attempt had reached.
+    func testTheResponseHookHoldsProbesAndARetryStartsTheirSeriesAgain() {
+        var machine = Machine(timeouts: TransferTimeouts(idle: 1_000, total: nil), maximumRedirects: 16, now: 0, firstProbeDelay: 10)
+        machine.attached(now: 0, taskIsSuspended: false)
+        _ = machine.connecting(now: 0)
+        machine.headReceived(.deliver)
+        machine.responseHookAsked(now: 5)
+        XCTAssertFalse(machine.probeIsDue(now: 900), "the hook decides: not the server's silence")
+        XCTAssertEqual(machine.responseAnswered(cancel: false, now: 900), .continueTransfer)
+        XCTAssertTrue(machine.probeIsDue(now: 910), "the series starts when the hook answered")
+        XCTAssertTrue(machine.probeIsDue(now: 930))
+        XCTAssertTrue(machine.probeIsDue(now: 970))
+
+        machine.attemptTimedOut(now: 1_970)
+        XCTAssertFalse(machine.probeIsDue(now: 5_000), "between attempts")
+        machine.restart(now: 5_000)
+        machine.attached(now: 5_000, taskIsSuspended: false)
+        _ = machine.connecting(now: 5_000)
+        XCTAssertFalse(machine.probeIsDue(now: 5_009))
+        XCTAssertTrue(machine.probeIsDue(now: 5_010), "the first wait again, not the eighth")
+    }
+
     // MARK: - The end-of-exchange rules (absorbed from TransferEnd)
 
     func testAStaleConnectionIsRetriedBeforeAnythingElse() throws {

@@ -184,6 +184,31 @@ final class UploadSequenceTests: XCTestCase {
         }
     }
 
+    /// The silence probe meets a request body that waits for its producer: lifting the
+    /// receive pause also wakes the body's read (`CURL_READFUNC_PAUSE`), which pauses again
+    /// with nothing to send; when the producer goes on, the body arrives whole and in order.
+    func testAProbeWhileTheBodyWaitsForItsProducerLosesAndRepeatsNothing() async throws {
+        try XCTSkipUnless(CurlRuntime.strandsBufferedStreamInput, "this libcurl needs no probes")
+        let first = Data((0..<30_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        let second = Data((0..<30_000).map { UInt8(truncatingIfNeeded: $0 &* 11 &+ 1) })
+        let engine = try XCTUnwrap(manager).engine
+        let stream = AsyncStream<Data> { continuation in
+            Task {
+                continuation.yield(first)
+                // Waits (bounded) until the driver has probed the silent upload at least once.
+                for _ in 0..<600 where engine.silenceProbes.load(ordering: .relaxed) == 0 {
+                    try? await Task.sleep(nanoseconds: 50_000_000)
+                }
+                continuation.yield(second)
+                continuation.finish()
+            }
+        }
+        let (data, response) = try await manager.upload(for: try post(), from: stream)
+        XCTAssertGreaterThan(engine.silenceProbes.load(ordering: .relaxed), 0, "the waiting upload was probed")
+        XCTAssertEqual(response.statusCode, 200)
+        XCTAssertEqual(String(decoding: data, as: UTF8.self), expected(first + second, "chunked"))
+    }
+
     func testStreamingBothWays() async throws {
         let (stream, body) = chunks(count: 8, size: 4_096)
         let (bytes, response) = try await manager.bytes(for: try post(), uploading: stream)
