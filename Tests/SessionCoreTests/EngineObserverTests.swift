@@ -112,6 +112,36 @@ final class EngineObserverTests: XCTestCase {
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
     }
 
+    /// A task whose request could not be made (a scheme Curlew does not speak, resume data
+    /// that is not resume data) completes inside `resume()`. Its `taskDidResume` still comes
+    /// first: an observer that counts running tasks up on one and down on the other (an
+    /// activity indicator) must never see the completion of a task it has not seen start.
+    func testATaskThatFailsAtResumeStillReportsItsResumeBeforeItsCompletion() async throws {
+        let makers: [(String, @Sendable (URLSessionManager) throws -> SessionTask)] = [
+            ("unsupported scheme", { manager in
+                manager.dataTask(with: URLRequest(url: try XCTUnwrap(URL(string: "ftp://127.0.0.1/f"))), completionHandler: nil)
+            }),
+            ("bad resume data", { manager in
+                manager.downloadTask(withResumeData: Data("not resume data".utf8), destination: nil, completionHandler: nil)
+            }),
+        ]
+        for (label, make) in makers {
+            let manager = manager()
+            let journal = Journal()
+            let box = Mutex<SessionTask?>(nil)
+            let observers = observe(manager, into: journal) { box.withLock { $0 } }
+            defer { observers.forEach(NotificationCenter.default.removeObserver) }
+            let task = try make(manager)
+            box.withLock { $0 = task }
+            task.resume()
+            try await eventually({ journal.lines.last == "note taskDidComplete" }, "\(label): the task completes")
+            XCTAssertEqual(
+                journal.lines, ["note taskDidResume", "metrics -1", "complete error", "note taskDidComplete"], label)
+            XCTAssertTrue(journal.allOnCompletionQueue, label)
+            manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        }
+    }
+
     /// "Body goes to user code" is decided once, when the transfer starts: a data-received
     /// hook removed mid-transfer still gets every chunk of that transfer, and the completion
     /// handler runs after the last of them (it follows the chunks through the operation queue).

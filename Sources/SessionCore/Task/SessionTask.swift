@@ -247,6 +247,11 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
             if action != .none, let hub = engine.monitorHub { hub.emit(.resumed(self)) }
             return (action, state.startFailure)
         }
+        guard action != .none else { return }
+        // Queued before the work it announces: a request that cannot be made completes inside
+        // this call (and a cached answer may complete before it returns), and the completion
+        // queue runs in order, so `taskDidResume` still comes before `taskDidComplete`.
+        EngineObservers.taskDidResume(self, engine: engine)
         switch action {
         case .start:
             if let startFailure {
@@ -255,9 +260,8 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
                 engine.start(self)
             }
         case .unpause: engine.submit(.unpause(self))
-        case .none: return
+        case .none: break
         }
-        EngineObservers.taskDidResume(self, engine: engine)
     }
 
     /// Pauses a running task: its transfer stops reading and writing until `resume()`.
@@ -270,8 +274,8 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
             return action
         }
         guard action == .pause else { return }
+        EngineObservers.taskDidSuspend(self, engine: engine)  // before the pause, as for resume
         engine.submit(.pause(self))
-        EngineObservers.taskDidSuspend(self, engine: engine)
     }
 
     /// Cancels the task: it completes soon with `SessionError.cancelled`.
