@@ -17,6 +17,9 @@ final class EngineObserverTests: XCTestCase {
         server = try TestServer()
         server.route("/ok", response: .text("ok"))
         server.route("/slow", response: .stream((0..<10).map { _ in .init(Data(repeating: 1, count: 100), delay: .milliseconds(30)) }))
+        var silent = TestResponse.text("late")
+        silent.delayBeforeHead = .seconds(60)  // the tests cancel it long before
+        server.route("/silent", response: silent)
     }
 
     override func tearDown() async throws {
@@ -137,6 +140,59 @@ final class EngineObserverTests: XCTestCase {
             try await eventually({ journal.lines.last == "note taskDidComplete" }, "\(label): the task completes")
             XCTAssertEqual(
                 journal.lines, ["note taskDidResume", "metrics -1", "complete error", "note taskDidComplete"], label)
+            XCTAssertTrue(journal.allOnCompletionQueue, label)
+            manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        }
+    }
+
+    /// A data task's `taskDidResume` waits for its completion to carry it to the completion
+    /// queue (`StateNotices`), but not for long: a request whose server stays silent still
+    /// reports its resume while it runs, carried by the driver.
+    func testARequestThatGetsNoAnswerStillReportsItsResumeWhileItRuns() async throws {
+        let manager = manager()
+        let journal = Journal()
+        let box = Mutex<SessionTask?>(nil)
+        let observers = observe(manager, into: journal) { box.withLock { $0 } }
+        defer { observers.forEach(NotificationCenter.default.removeObserver) }
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/silent")), completionHandler: nil)
+        box.withLock { $0 = task }
+        task.resume()
+        try await eventually({ journal.lines == ["note taskDidResume"] }, "the resume, while the server says nothing")
+        XCTAssertEqual(task.state, .running)
+        XCTAssertTrue(journal.allOnCompletionQueue)
+        task.cancel()
+        try await eventually({ journal.lines.last == "note taskDidComplete" }, "the task completes")
+        XCTAssertEqual(journal.lines, ["note taskDidResume", "metrics 0", "complete error", "note taskDidComplete"])
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+    }
+
+    /// The state notices of a data task come in the order the calls took effect, each once,
+    /// before its completion, whether the transfer had started (a pause) or not yet (a task
+    /// suspended before the driver attached it), and with nothing else to carry them.
+    func testADataTasksSuspendAndResumeArePostedInOrderWhileItRuns() async throws {
+        for startedFirst in [true, false] {
+            let manager = manager()
+            let journal = Journal()
+            let box = Mutex<SessionTask?>(nil)
+            let observers = observe(manager, into: journal) { box.withLock { $0 } }
+            defer { observers.forEach(NotificationCenter.default.removeObserver) }
+            let task = manager.dataTask(with: URLRequest(url: try server.url("/silent")), completionHandler: nil)
+            box.withLock { $0 = task }
+            task.resume()
+            if startedFirst { try await eventually({ journal.lines.count == 1 }, "the first resume") }
+            task.suspend()
+            task.suspend()  // already suspended: nothing
+            let label = startedFirst ? "started first" : "suspended at once"
+            try await eventually({ journal.lines.count == 2 }, "\(label): the suspend, with nothing else queued")
+            task.resume()
+            try await eventually({ journal.lines.count == 3 }, "\(label): the second resume")
+            XCTAssertEqual(journal.lines, ["note taskDidResume", "note taskDidSuspend", "note taskDidResume"], label)
+            task.cancel()
+            try await eventually({ journal.lines.last == "note taskDidComplete" }, "\(label): the task completes")
+            XCTAssertEqual(
+                journal.lines,
+                ["note taskDidResume", "note taskDidSuspend", "note taskDidResume", "metrics 0", "complete error",
+                 "note taskDidComplete"], label)
             XCTAssertTrue(journal.allOnCompletionQueue, label)
             manager.invalidateSessionCancelingTasks(true, resetSession: false)
         }

@@ -41,6 +41,8 @@ final class DriverLoop {
     var shutdownRequests: [@Sendable () -> Void] = []
     /// When the timeouts are checked next (uptime ns; `.max`: no transfer has a deadline).
     var nextTimeoutCheck: UInt64 = .max
+    /// When the oldest waiting state notice is due (`StateNotices.flushIfDue`; `.max`: none).
+    var nextNoticeCheck: UInt64 = .max
     /// Deadlines are checked at most this often, so thousands of transfers cost one scan
     /// per interval, and a timeout fires within this much of its deadline.
     let timeoutCheckInterval: UInt64 = 50_000_000
@@ -143,6 +145,7 @@ final class DriverLoop {
             }
             if !shutdownRequests.isEmpty && delegates.isEmpty {
                 completions.flush()  // before the shutdown is answered
+                _ = engine.stateNotices.flushIfDue(now: .max, on: engine.completionQueue)
                 teardown()
                 return
             }
@@ -156,6 +159,8 @@ final class DriverLoop {
             enforceTimeouts()
             startDueRetries()
             completions.flush()
+            // After the completions: a notice they carry is posted by their delivery.
+            nextNoticeCheck = engine.stateNotices.flushIfDue(now: passClock.now, on: engine.completionQueue) ?? .max
             if driver.hasPendingCommands { continue }
             // Blocks until a socket is ready, curl's next timeout, our next deadline, or a
             // wakeup. With no transfers there is no deadline: this sleeps until the next command.
@@ -167,8 +172,14 @@ final class DriverLoop {
 
     /// Milliseconds until the next timeout check, for `curl_multi_poll`.
     func pollTimeout() -> Int32 {
-        let next = min(nextTimeoutCheck, nextRetry)
         let hasTransfers = !delegates.isEmpty
+        // A waiting notice bounds the sleep only while transfers run. Without any, each waiting
+        // notice is carried by a completion already handed off, a command on its way, or a
+        // cache lookup that ends in one of those; and a finite timeout in the sleep between
+        // requests cost ~20 µs of CPU per request at one request at a time (`perf stat`,
+        // 20,000 requests: 68–73 µs against 50–52 with the sleep left unbounded), the
+        // timer armed and cancelled at every sleep.
+        let next = min(nextTimeoutCheck, nextRetry, hasTransfers ? nextNoticeCheck : .max)
         // No clock read when nothing is due and nothing runs: an idle manager sleeps.
         guard next != .max || hasTransfers else { return Int32.max }
         return Self.pollTimeout(until: next, now: TaskDelegate.uptime, hasTransfers: hasTransfers)

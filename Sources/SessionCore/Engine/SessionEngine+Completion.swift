@@ -137,6 +137,9 @@ extension SessionEngine {
         of task: SessionTask, outcome: TransferOutcome, hooks: Hooks, serializer: ResolvedSerializer,
         result precomputed: Result<any Sendable, any Error>? = nil
     ) {
+        // Waiting `taskDidResume`/`taskDidSuspend` notices first (this task's among them),
+        // before its handler.
+        stateNotices.postPending()
         // Taken out here, after the last streamed chunk: the closures are released when
         // this function returns, whatever they capture.
         let callbacks = task.takeCallbacks()

@@ -118,6 +118,8 @@ final class SessionEngine: Sendable {
     /// The user's event monitors; nil when none was given, so the request path checks one
     /// `let` and does nothing more (Monitoring/MonitorDispatch.swift).
     let monitorHub: MonitorHub?
+    /// `.taskDidResume` and `.taskDidSuspend` waiting for the next completion or the driver.
+    let stateNotices = StateNotices()
     /// The engine's own debug messages (`SessionConfiguration.logger`); nil: silent.
     let debugLog: EngineLog?
     /// How many times the driver probed a silent transfer (`DriverLoop.probe`; tests and

@@ -15,14 +15,28 @@ import FoundationNetworking
 /// a first version, one enum of events with payloads, at ~1.7k more instructions per request
 /// on the completion queue, in copying and destroying the payloads.)
 enum EngineObservers {
-    /// `resume()` took effect (a start or an unpause): `.taskDidResume`.
-    static func taskDidResume(_ task: SessionTask, engine: SessionEngine) {
-        post(.taskDidResume, for: task, on: engine.completionQueue)
+    /// `resume()` took effect (a start or an unpause), or `suspend()` paused a running task:
+    /// queues `.taskDidResume` or `.taskDidSuspend` (`name`), under the task's lock and before
+    /// the work it announces, so that racing calls are posted in the order they took effect.
+    /// Returns false for a download, whose notice `postStateNow` posts instead, after the
+    /// lock.
+    static func queueStateNotice(_ name: Notification.Name, for task: SessionTask, engine: SessionEngine) -> Bool {
+        guard task is DownloadTask else {
+            engine.stateNotices.add(name, for: task)
+            return true
+        }
+        return false
     }
 
-    /// `suspend()` paused a running task: `.taskDidSuspend`.
-    static func taskDidSuspend(_ task: SessionTask, engine: SessionEngine) {
-        post(.taskDidSuspend, for: task, on: engine.completionQueue)
+    /// Posts a download's state notice on the completion queue now (never on the caller's
+    /// thread, which may hold locks): it must precede the
+    /// `downloadTaskDidMoveFileSuccessfully` its operation queue posts, which a notice waiting
+    /// for the completion (`StateNotices`) would not. Called outside the task's lock (reading
+    /// the queue takes the engine's).
+    static func postStateNow(_ name: Notification.Name, for task: SessionTask, engine: SessionEngine) {
+        engine.completionQueue.async {
+            NotificationCenter.default.post(name: name, object: task)
+        }
     }
 
     /// The task's completion handler returned (completion queue): the metrics hook, then the
@@ -57,11 +71,4 @@ enum EngineObservers {
         }
     }
 
-    /// Posts a task's state notification on the completion queue (never on the caller's
-    /// thread, which may hold locks).
-    private static func post(_ name: Notification.Name, for task: SessionTask, on queue: DispatchQueue) {
-        queue.async {
-            NotificationCenter.default.post(name: name, object: task)
-        }
-    }
 }

@@ -240,18 +240,20 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
 
     /// Starts the task, or continues it after `suspend()`.
     public func resume() {
-        let (action, startFailure) = protected.withLock { state in
+        let (action, startFailure, postsNow) = protected.withLock { state in
             let action = state.lifecycle.resume()
+            var postsNow = false
             // Under the lock, so racing calls report in the order they took effect, and
-            // before the start: `taskDidResume` precedes the first `willSend`.
-            if action != .none, let hub = engine.monitorHub { hub.emit(.resumed(self)) }
-            return (action, state.startFailure)
+            // before the start: `taskDidResume` precedes the first `willSend`, and the
+            // completion of a request that cannot be made (completed inside this call) or of
+            // a cached answer (perhaps before this call returns).
+            if action != .none {
+                if let hub = engine.monitorHub { hub.emit(.resumed(self)) }
+                postsNow = !EngineObservers.queueStateNotice(.taskDidResume, for: self, engine: engine)
+            }
+            return (action, state.startFailure, postsNow)
         }
-        guard action != .none else { return }
-        // Queued before the work it announces: a request that cannot be made completes inside
-        // this call (and a cached answer may complete before it returns), and the completion
-        // queue runs in order, so `taskDidResume` still comes before `taskDidComplete`.
-        EngineObservers.taskDidResume(self, engine: engine)
+        if postsNow { EngineObservers.postStateNow(.taskDidResume, for: self, engine: engine) }
         switch action {
         case .start:
             if let startFailure {
@@ -268,13 +270,17 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     /// While suspended the idle timeout does not run (as in URLSession); the resource
     /// timeout (`timeoutIntervalForResource`) does.
     public func suspend() {
-        let action = protected.withLock { state in
+        let (action, postsNow) = protected.withLock { state in
             let action = state.lifecycle.suspend()
-            if action == .pause, let hub = engine.monitorHub { hub.emit(.suspended(self)) }
-            return action
+            var postsNow = false
+            if action == .pause {
+                if let hub = engine.monitorHub { hub.emit(.suspended(self)) }
+                postsNow = !EngineObservers.queueStateNotice(.taskDidSuspend, for: self, engine: engine)
+            }
+            return (action, postsNow)
         }
         guard action == .pause else { return }
-        EngineObservers.taskDidSuspend(self, engine: engine)  // before the pause, as for resume
+        if postsNow { EngineObservers.postStateNow(.taskDidSuspend, for: self, engine: engine) }
         engine.submit(.pause(self))
     }
 
