@@ -19,9 +19,9 @@ import FoundationNetworking
 /// task sees `taskDidCancel` before `didCompleteWithError`.
 ///
 /// Events reach a monitor in batches, one block on its queue carrying everything that
-/// happened in about a millisecond: a monitor hears of an event up to a millisecond after it
-/// (it observes; it does not steer), and one request at a time costs it one wake-up of its
-/// queue per millisecond instead of five per request.
+/// happened in about 5 milliseconds: a monitor hears of an event up to 5 ms after it (it
+/// observes; it does not steer), and one request at a time costs it one wake-up of its queue
+/// per 5 ms instead of five per request.
 ///
 /// Every method has an empty default, so a monitor implements only what it needs. A monitor
 /// that is slow (or blocks its queue) holds up only its own events: transfers go on.
