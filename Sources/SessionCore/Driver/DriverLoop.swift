@@ -160,7 +160,7 @@ final class DriverLoop {
             startDueRetries()
             completions.flush()
             // After the completions: a notice they carry is posted by their delivery.
-            nextNoticeCheck = engine.stateNotices.flushIfDue(now: passClock.now, on: engine.completionQueue) ?? .max
+            nextNoticeCheck = engine.stateNotices.flushIfDue(now: passClock.now, on: engine.completionQueue).nextCheck
             if driver.hasPendingCommands { continue }
             // Blocks until a socket is ready, curl's next timeout, our next deadline, or a
             // wakeup. With no transfers there is no deadline: this sleeps until the next command.

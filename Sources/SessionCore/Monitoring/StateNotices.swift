@@ -54,7 +54,11 @@ final class StateNotices: Sendable {
     /// `suspend()` calls are posted in the order they took effect.
     func add(_ name: Notification.Name, for task: SessionTask, now: UInt64 = DispatchTime.now().uptimeNanoseconds) {
         waiting.withLock { waiting in
-            if waiting.notices.isEmpty { dueTime.store(max(1, now &+ Self.longestWait), ordering: .releasing) }
+            if waiting.notices.isEmpty {
+                // Saturating, and never 0 (which means "none waits").
+                let due = now > UInt64.max - Self.longestWait ? UInt64.max : max(1, now + Self.longestWait)
+                dueTime.store(due, ordering: .releasing)
+            }
             waiting.notices.append((name, task))
         }
     }
@@ -77,19 +81,35 @@ final class StateNotices: Sendable {
         for (name, task) in notices { NotificationCenter.default.post(name: name, object: task) }
     }
 
+    /// What `flushIfDue` did.
+    enum Check: Equatable {
+        /// Nothing waits, or a post queued earlier will take what waits.
+        case nothing
+        /// Notices wait, not due yet: check again at this uptime (ns).
+        case checkAt(UInt64)
+        /// A post was queued now.
+        case queuedPost
+
+        /// When the driver must check again (uptime ns; `.max`: no need).
+        var nextCheck: UInt64 {
+            if case .checkAt(let time) = self { return time }
+            return .max
+        }
+    }
+
     /// The driver's check at the end of a pass: when the oldest notice is due at `now` and no
-    /// post is queued yet, queues one on `queue`. Returns when the driver must check again
-    /// (uptime ns), or nil when nothing waits or a post is already queued.
-    func flushIfDue(now: UInt64, on queue: @autoclosure () -> DispatchQueue) -> UInt64? {
+    /// post is queued yet, queues one on `queue`.
+    func flushIfDue(now: UInt64, on queue: @autoclosure () -> DispatchQueue) -> Check {
         let due = dueTime.load(ordering: .acquiring)
-        guard due != 0 else { return nil }
-        guard now >= due else { return due }
+        guard due != 0 else { return .nothing }
+        guard now >= due else { return .checkAt(due) }
         let queues = waiting.withLock { waiting -> Bool in
             guard !waiting.notices.isEmpty, !waiting.flushQueued else { return false }
             waiting.flushQueued = true
             return true
         }
-        if queues { queue().async { self.postPending() } }
-        return nil
+        guard queues else { return .nothing }
+        queue().async { self.postPending() }
+        return .queuedPost
     }
 }
