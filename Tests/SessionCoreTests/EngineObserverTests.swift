@@ -166,6 +166,36 @@ final class EngineObserverTests: XCTestCase {
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
     }
 
+    /// A start that goes to the request adapter first reaches neither the driver nor the
+    /// completion queue until the adapter answers, which may take any time (a token refresh):
+    /// its `taskDidResume` is posted meanwhile, not held until then.
+    func testATaskHeldByItsAdapterReportsItsResumeMeanwhile() async throws {
+        let manager = manager()
+        let gate = GateAdapter()
+        manager.requestAdapter = gate
+        let journal = Journal()
+        let box = Mutex<SessionTask?>(nil)
+        let observers = observe(manager, into: journal) { box.withLock { $0 } }
+        defer { observers.forEach(NotificationCenter.default.removeObserver) }
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/ok")), completionHandler: nil)
+        box.withLock { $0 = task }
+        task.resume()
+        try await eventually({ gate.calls == 1 && journal.lines == ["note taskDidResume"] }, "the resume, while the adapter holds the request")
+        // Suspended and resumed while the driver does not know the task yet: posted too.
+        task.suspend()
+        try await eventually({ journal.lines.count == 2 }, "the suspend, while the adapter holds the request")
+        task.resume()
+        try await eventually({ journal.lines.count == 3 }, "the second resume, while the adapter holds the request")
+        gate.open()
+        try await eventually({ journal.lines.last == "note taskDidComplete" }, "the task completes")
+        XCTAssertEqual(
+            journal.lines,
+            ["note taskDidResume", "note taskDidSuspend", "note taskDidResume", "metrics 1", "complete ok",
+             "note taskDidComplete"])
+        XCTAssertTrue(journal.allOnCompletionQueue)
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+    }
+
     /// The state notices of a data task come in the order the calls took effect, each once,
     /// before its completion, whether the transfer had started (a pause) or not yet (a task
     /// suspended before the driver attached it), and with nothing else to carry them.

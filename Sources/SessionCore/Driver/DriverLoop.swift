@@ -174,8 +174,9 @@ final class DriverLoop {
     func pollTimeout() -> Int32 {
         let hasTransfers = !delegates.isEmpty
         // A waiting notice bounds the sleep only while transfers run. Without any, each waiting
-        // notice is carried by a completion already handed off, a command on its way, or a
-        // cache lookup that ends in one of those; and a finite timeout in the sleep between
+        // notice is carried by a completion already handed off or a command on its way, or
+        // has a post queued (a start through an adapter, the cache or a reset: see
+        // `SessionEngine.postStateNoticesSoon`); and a finite timeout in the sleep between
         // requests cost ~20 µs of CPU per request at one request at a time (`perf stat`,
         // 20,000 requests: 68–73 µs against 50–52 with the sleep left unbounded), the
         // timer armed and cancelled at every sleep.

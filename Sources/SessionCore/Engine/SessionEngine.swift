@@ -299,20 +299,35 @@ final class SessionEngine: Sendable {
     }
 
     func start(_ task: SessionTask) {
-        if resetPending.load(ordering: .acquiring), parkForReset(task) { return }
+        if resetPending.load(ordering: .acquiring), parkForReset(task) {
+            postStateNoticesSoon()
+            return
+        }
         if let adapter = adapter(for: task) {
             // Adapted first (Engine/SessionEngine+Adaptation.swift), so the cache and the
             // driver see the request that is sent.
+            postStateNoticesSoon()
             adaptThenStart(task, adapter: adapter)
             return
         }
         startAdapted(task)
     }
 
+    /// Queues a post of the waiting `taskDidResume`/`taskDidSuspend` notices now, for a start
+    /// that goes first to an adapter, the response cache or a reset (those may take any
+    /// time, and nothing there carries the notice to the completion queue or wakes the
+    /// driver), and for `suspend()` and the `resume()` after it (`StateNotices`). Such a start
+    /// costs a hop already; this adds the wakeup that every start paid before the notices
+    /// waited.
+    func postStateNoticesSoon() {
+        _ = stateNotices.flushIfDue(now: .max, on: completionQueue)
+    }
+
     /// Starts a task whose request needs no more adaptation: through the response cache when
     /// it may answer, else on the driver.
     func startAdapted(_ task: SessionTask) {
         if let cache = configuration.responseCache, consultsCache(task) {
+            postStateNoticesSoon()
             startThroughCache(task, cache: cache)
         } else {
             submitStart(task)

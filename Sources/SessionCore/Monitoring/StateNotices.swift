@@ -17,8 +17,11 @@ import Synchronization
 /// - the driver, once the oldest notice has waited `longestWait` (`flushIfDue`, at the end of
 ///   a pass; while transfers run, its sleep is bounded by `due`): every notice comes with a
 ///   command the driver wakes for (start, pause, unpause) or with a completion (a request
-///   that cannot be made, a cached answer), so none waits longer than that (20 ms), or a
-///   cache lookup's time.
+///   that cannot be made), so none waits longer than that (20 ms);
+/// - a post queued at once (`SessionEngine.postStateNoticesSoon`) for a start that goes to an
+///   adapter, the response cache or a reset first (those may take any time and carry
+///   nothing), and for `suspend()` and a `resume()` after it (rare; a task still with its
+///   adapter is not the driver's yet). So only a start's notice waits for its completion.
 ///
 /// What is kept: the notices are posted on the completion queue, in the order the calls took
 /// effect (they are added under the task's lock), and a task's notices before its completion

@@ -261,7 +261,11 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
             } else {
                 engine.start(self)
             }
-        case .unpause: engine.submit(.unpause(self))
+        case .unpause:
+            // Rare, and the driver may not know the task yet (its adapter still runs): posted
+            // soon rather than left for a completion (`StateNotices`).
+            engine.postStateNoticesSoon()
+            engine.submit(.unpause(self))
         case .none: break
         }
     }
@@ -280,7 +284,11 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
             return (action, postsNow)
         }
         guard action == .pause else { return }
-        if postsNow { EngineObservers.postStateNow(.taskDidSuspend, for: self, engine: engine) }
+        if postsNow {
+            EngineObservers.postStateNow(.taskDidSuspend, for: self, engine: engine)
+        } else {
+            engine.postStateNoticesSoon()  // no completion follows a pause soon
+        }
         engine.submit(.pause(self))
     }
 
