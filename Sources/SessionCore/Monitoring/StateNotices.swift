@@ -15,9 +15,9 @@ import Synchronization
 /// - the next completion delivered on the completion queue (`postPending`, before its
 ///   handler): the request's own, usually;
 /// - the driver, once the oldest notice has waited `longestWait` (`flushIfDue`, at the end of
-///   a pass; while transfers run, its sleep is bounded by `due`): every notice comes with a
-///   command the driver wakes for (start, pause, unpause) or with a completion (a request
-///   that cannot be made), so none waits longer than that (20 ms);
+///   a pass; while transfers run, its sleep is bounded by `due`): a start's notice comes with
+///   the start command the driver wakes for, or with a completion (a request that cannot be
+///   made), so none waits longer than that (20 ms);
 /// - a post queued at once (`SessionEngine.postStateNoticesSoon`) for a start that goes to an
 ///   adapter, the response cache or a reset first (those may take any time and carry
 ///   nothing), and for `suspend()` and a `resume()` after it (rare; a task still with its
