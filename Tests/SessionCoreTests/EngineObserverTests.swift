@@ -62,6 +62,15 @@ final class EngineObserverTests: XCTestCase {
         return manager
     }
 
+    /// Starts observing `task` into a new journal, then resumes it. Remove the observers when
+    /// done.
+    private func resumeObserved(_ task: SessionTask, of manager: URLSessionManager) -> (Journal, [any NSObjectProtocol]) {
+        let journal = Journal()
+        let observers = observe(manager, into: journal) { task }
+        task.resume()
+        return (journal, observers)
+    }
+
     func testACompletedTaskCallsEachHookAndNotificationOnceAfterItsHandler() async throws {
         for monitors in [[], [RecordingMonitor()]] as [[any EventMonitor]] {
             let manager = manager(monitors: monitors)
@@ -130,13 +139,9 @@ final class EngineObserverTests: XCTestCase {
         ]
         for (label, make) in makers {
             let manager = manager()
-            let journal = Journal()
-            let box = Mutex<SessionTask?>(nil)
-            let observers = observe(manager, into: journal) { box.withLock { $0 } }
-            defer { observers.forEach(NotificationCenter.default.removeObserver) }
             let task = try make(manager)
-            box.withLock { $0 = task }
-            task.resume()
+            let (journal, observers) = resumeObserved(task, of: manager)
+            defer { observers.forEach(NotificationCenter.default.removeObserver) }
             try await eventually({ journal.lines.last == "note taskDidComplete" }, "\(label): the task completes")
             XCTAssertEqual(
                 journal.lines, ["note taskDidResume", "metrics -1", "complete error", "note taskDidComplete"], label)
@@ -150,13 +155,9 @@ final class EngineObserverTests: XCTestCase {
     /// reports its resume while it runs, carried by the driver.
     func testARequestThatGetsNoAnswerStillReportsItsResumeWhileItRuns() async throws {
         let manager = manager()
-        let journal = Journal()
-        let box = Mutex<SessionTask?>(nil)
-        let observers = observe(manager, into: journal) { box.withLock { $0 } }
-        defer { observers.forEach(NotificationCenter.default.removeObserver) }
         let task = manager.dataTask(with: URLRequest(url: try server.url("/silent")), completionHandler: nil)
-        box.withLock { $0 = task }
-        task.resume()
+        let (journal, observers) = resumeObserved(task, of: manager)
+        defer { observers.forEach(NotificationCenter.default.removeObserver) }
         try await eventually({ journal.lines == ["note taskDidResume"] }, "the resume, while the server says nothing")
         XCTAssertEqual(task.state, .running)
         XCTAssertTrue(journal.allOnCompletionQueue)
@@ -173,13 +174,9 @@ final class EngineObserverTests: XCTestCase {
         let manager = manager()
         let gate = GateAdapter()
         manager.requestAdapter = gate
-        let journal = Journal()
-        let box = Mutex<SessionTask?>(nil)
-        let observers = observe(manager, into: journal) { box.withLock { $0 } }
-        defer { observers.forEach(NotificationCenter.default.removeObserver) }
         let task = manager.dataTask(with: URLRequest(url: try server.url("/ok")), completionHandler: nil)
-        box.withLock { $0 = task }
-        task.resume()
+        let (journal, observers) = resumeObserved(task, of: manager)
+        defer { observers.forEach(NotificationCenter.default.removeObserver) }
         try await eventually({ gate.calls == 1 && journal.lines == ["note taskDidResume"] }, "the resume, while the adapter holds the request")
         // Suspended and resumed while the driver does not know the task yet: posted too.
         task.suspend()
@@ -202,13 +199,9 @@ final class EngineObserverTests: XCTestCase {
     func testADataTasksSuspendAndResumeArePostedInOrderWhileItRuns() async throws {
         for startedFirst in [true, false] {
             let manager = manager()
-            let journal = Journal()
-            let box = Mutex<SessionTask?>(nil)
-            let observers = observe(manager, into: journal) { box.withLock { $0 } }
-            defer { observers.forEach(NotificationCenter.default.removeObserver) }
             let task = manager.dataTask(with: URLRequest(url: try server.url("/silent")), completionHandler: nil)
-            box.withLock { $0 = task }
-            task.resume()
+            let (journal, observers) = resumeObserved(task, of: manager)
+            defer { observers.forEach(NotificationCenter.default.removeObserver) }
             if startedFirst { try await eventually({ journal.lines.count == 1 }, "the first resume") }
             task.suspend()
             task.suspend()  // already suspended: nothing

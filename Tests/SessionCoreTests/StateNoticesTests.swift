@@ -25,25 +25,24 @@ final class StateNoticesTests: XCTestCase {
         var all: [String] { lines.withLock { $0 } }
     }
 
-    /// Records the state notices posted for `tasks` into `posted`.
-    private func record(_ tasks: [SessionTask], into posted: Posted) -> [any NSObjectProtocol] {
-        tasks.enumerated().flatMap { index, task in
+    /// Records the state notices posted for `tasks`; remove the observers when done.
+    private func record(_ tasks: [SessionTask]) -> (Posted, [any NSObjectProtocol]) {
+        let posted = Posted()
+        return (posted, tasks.enumerated().flatMap { index, task in
             [Notification.Name.taskDidResume, .taskDidSuspend].map { name in
                 NotificationCenter.default.addObserver(forName: name, object: task, queue: nil) { _ in
                     posted.add("\(index) \(name == .taskDidResume ? "resume" : "suspend")")
                 }
             }
-        }
+        })
     }
 
     func testTheDriverQueuesOnePostOnceTheOldestNoticeIsDueAndItPostsAllInOrder() throws {
         let (manager, tasks) = try makeTasks(2)
         defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
-        let posted = Posted()
-        let observers = record(tasks, into: posted)
+        let (posted, observers) = record(tasks)
         defer { observers.forEach(NotificationCenter.default.removeObserver) }
-        let notices = StateNotices()
-        let queue = DispatchQueue(label: "test.state-notices")
+        let (notices, queue) = (StateNotices(), DispatchQueue(label: "test.state-notices"))
 
         XCTAssertNil(notices.due)
         XCTAssertEqual(notices.flushIfDue(now: .max, on: queue), .nothing, "nothing waits: nothing to do")
@@ -72,11 +71,9 @@ final class StateNoticesTests: XCTestCase {
     func testADeliveryPostsWhatWaitsAndALaterNoticeWaitsAnew() throws {
         let (manager, tasks) = try makeTasks(1)
         defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
-        let posted = Posted()
-        let observers = record(tasks, into: posted)
+        let (posted, observers) = record(tasks)
         defer { observers.forEach(NotificationCenter.default.removeObserver) }
-        let notices = StateNotices()
-        let queue = DispatchQueue(label: "test.state-notices")
+        let (notices, queue) = (StateNotices(), DispatchQueue(label: "test.state-notices"))
 
         notices.add(.taskDidResume, for: tasks[0], now: 10)
         queue.suspend()
