@@ -225,3 +225,13 @@ enum RequestBody: @unchecked Sendable {
         return false
     }
 }
+
+extension PreparedRequest {
+    /// Stands in for a request that failed validation; it is never sent.
+    static func placeholder(for request: URLRequest) -> PreparedRequest {
+        let url = request.url ?? URL(fileURLWithPath: "/")
+        return PreparedRequest(
+            url: url, urlString: url.absoluteString, method: "GET", headerLines: [], acceptEncoding: "",
+            body: .none, hasCookieHeader: false)
+    }
+}

@@ -60,3 +60,11 @@ public struct DataResponse: Sendable {
         return nil
     }
 }
+
+extension Result {
+    /// The error of a failure; nil for a success.
+    var failureValue: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}

@@ -178,3 +178,19 @@ extension SessionTask {
         }
     }
 }
+
+extension SessionTask {
+    /// Marks a task whose request cannot be sent: `resume()` completes it with `error`
+    /// without touching the driver.
+    func failBeforeStart(_ error: SessionError) {
+        protected.withLock {
+            $0.prepared = nil
+            $0.startFailure = error
+        }
+    }
+
+    /// The serializer's error, which becomes the task's `error`.
+    func recordSerializationError(_ error: any Error) {
+        protected.withLock { $0.error = error }
+    }
+}
