@@ -52,9 +52,10 @@ final class EngineObserverTests: XCTestCase {
         }
     }
 
-    private func manager(monitors: [any EventMonitor] = []) -> URLSessionManager {
+    private func manager(monitors: [any EventMonitor] = [], cache: ResponseCache? = nil) -> URLSessionManager {
         var configuration = SessionConfiguration.default
         configuration.proxy = .none
+        configuration.responseCache = cache
         let manager = URLSessionManager.raw(configuration, eventMonitors: monitors)
         let queue = DispatchQueue(label: "test.completion")
         queue.setSpecific(key: queueKey, value: "completion")
@@ -190,6 +191,31 @@ final class EngineObserverTests: XCTestCase {
             ["note taskDidResume", "note taskDidSuspend", "note taskDidResume", "metrics 1", "complete ok",
              "note taskDidComplete"])
         XCTAssertTrue(journal.allOnCompletionQueue)
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+    }
+
+    /// A response the cache answers completes off the driver, on the cache's queue: its
+    /// `taskDidResume` still comes first, each notice once.
+    func testAnAnswerFromTheResponseCacheComesAfterItsResume() async throws {
+        let served = Mutex(0)
+        server.route("/cached") { _ in
+            served.withLock { $0 += 1 }
+            var response = TestResponse.text("kept")
+            response.headers.append((name: "Cache-Control", value: "max-age=600"))
+            return response
+        }
+        let manager = manager(cache: ResponseCache(memoryCapacity: 1 << 20, diskCapacity: 0))
+        let request = URLRequest(url: try server.url("/cached"))
+        for round in ["from the server", "from the cache"] {
+            let task = manager.dataTask(with: request) { _ in }  // a body kept: one the cache may store
+            let (journal, observers) = resumeObserved(task, of: manager)
+            defer { observers.forEach(NotificationCenter.default.removeObserver) }
+            try await eventually({ journal.lines.last == "note taskDidComplete" }, "\(round): the task completes")
+            XCTAssertEqual(journal.lines.first, "note taskDidResume", round)
+            XCTAssertEqual(journal.lines.filter { $0.hasPrefix("note") }, ["note taskDidResume", "note taskDidComplete"], round)
+            XCTAssertTrue(journal.allOnCompletionQueue, round)
+        }
+        XCTAssertEqual(served.withLock { $0 }, 1, "the second answer came from the cache")
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
     }
 

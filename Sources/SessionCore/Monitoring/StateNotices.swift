@@ -55,9 +55,12 @@ final class StateNotices: Sendable {
 
     /// Queues `name` for `task`. Called under the task's lock, so that racing `resume()` and
     /// `suspend()` calls are posted in the order they took effect.
-    func add(_ name: Notification.Name, for task: SessionTask, now: UInt64 = DispatchTime.now().uptimeNanoseconds) {
+    /// `now` (uptime ns) is read only when the list was empty: a notice behind others adds no
+    /// clock read.
+    func add(_ name: Notification.Name, for task: SessionTask, now: UInt64? = nil) {
         waiting.withLock { waiting in
             if waiting.notices.isEmpty {
+                let now = now ?? DispatchTime.now().uptimeNanoseconds
                 // Saturating, and never 0 (which means "none waits").
                 let due = now > UInt64.max - Self.longestWait ? UInt64.max : max(1, now + Self.longestWait)
                 dueTime.store(due, ordering: .releasing)
