@@ -23,8 +23,10 @@ while (($#)); do
     shift
 done
 
-# --- packages: the codecs' headers, Python for the image generator (Pillow in the venv)
-CURLEW_APT_PACKAGES=(pkg-config libpng-dev libjpeg-dev libgif-dev libwebp-dev python3 python3-venv)
+# --- packages: the codecs' headers (and libcurl's and OpenSSL's: Benchmarks/ builds all of Curlew),
+# Python for the image generator (Pillow in the venv)
+CURLEW_APT_PACKAGES=(pkg-config libcurl4-openssl-dev libssl-dev libpng-dev libjpeg-dev libgif-dev libwebp-dev
+    python3 python3-venv)
 ensure_system_packages
 ensure_swift
 ensure_python_peers

@@ -33,7 +33,9 @@ PORT=27600
 BASE="http://127.0.0.1:$PORT/"
 CACHE_DIR="$DIR/http-cache"
 
-CURLEW_APT_PACKAGES=(pkg-config libcurl4-openssl-dev libjpeg-dev nginx python3 python3-venv)
+# Benchmarks/ builds ImageLoading's codecs: all four libraries' headers, not only libjpeg's.
+CURLEW_APT_PACKAGES=(pkg-config libcurl4-openssl-dev libssl-dev libpng-dev libjpeg-dev libgif-dev libwebp-dev
+    nginx python3 python3-venv)
 ensure_system_packages
 ensure_swift
 ensure_python_peers   # Pillow, for the photos

@@ -40,9 +40,10 @@ BENCH="$CURLEW_ROOT/.build/bench"
 HTTP_PORT=27180 SLOW_PORT=27181 H2_PORT=27543 RESUME_PORT=27544 NORESUME_PORT=27545
 
 # --- packages: only what is missing (nginx and its echo module for the upload sink, openssl,
-# libcurl headers, python3 for the tables)
+# libcurl headers, the image codecs' headers that Benchmarks/ builds against through
+# ImageLoading, python3 for the tables)
 CURLEW_APT_PACKAGES=(pkg-config libcurl4-openssl-dev libssl-dev openssl ca-certificates nginx
-    libnginx-mod-http-echo python3)
+    libnginx-mod-http-echo libpng-dev libjpeg-dev libgif-dev libwebp-dev python3)
 ensure_system_packages
 ensure_swift
 
