@@ -132,21 +132,12 @@ extension SessionEngine {
     }
 
     /// The result, the completion handler, the hooks and the notification (completion queue).
-    /// `result`: already made by the serializer on the processing queue.
-    func deliverCompletion(
-        of task: SessionTask, outcome: TransferOutcome, hooks: Hooks, serializer: ResolvedSerializer,
-        result precomputed: Result<any Sendable, any Error>? = nil
-    ) {
+    func deliverCompletion(of task: SessionTask, outcome: TransferOutcome, hooks: Hooks, serializer: ResolvedSerializer) {
         // Waiting `taskDidResume`/`taskDidSuspend` notices first (this task's among them),
-        // before its handler.
+        // before its handler and before a serializer's work.
         stateNotices.postPending()
-        // Taken out here, after the last streamed chunk: the closures are released when
-        // this function returns, whatever they capture.
-        let callbacks = task.takeCallbacks()
         let result: Result<any Sendable, any Error>
-        if let precomputed {
-            result = precomputed
-        } else if let error = outcome.error {
+        if let error = outcome.error {
             result = .failure(error.surfaced)
         } else if task is DownloadTask || outcome.fileURL != nil {
             // As AFNetworking's: a download's response object is where its file is (a data
@@ -161,19 +152,39 @@ extension SessionEngine {
             // along so a serializer can accept the empty body of a HEAD.
             result = serializeResult(of: task, outcome: outcome, serializer: serializer)
         }
+        deliverCompletion(of: task, outcome: outcome, hooks: hooks, serializer: serializer, result: consume result)
+    }
+
+    /// The completion handler, the hooks and the notification for a task whose `result` is
+    /// made (completion queue).
+    ///
+    /// `result` is consumed into the response and its error read once: each copy of a
+    /// `Result<any Sendable, any Error>` (or of an optional one) goes through its payload's
+    /// value witnesses, ~130 instructions, and this path made seven per request.
+    func deliverCompletion(
+        of task: SessionTask, outcome: TransferOutcome, hooks: Hooks, serializer: ResolvedSerializer,
+        result: consuming Result<any Sendable, any Error>
+    ) {
+        // Also here for the processing queue's route (a second call finds nothing waiting).
+        stateNotices.postPending()
+        // Taken out here, after the last streamed chunk: the closures are released when
+        // this function returns, whatever they capture.
+        let callbacks = task.takeCallbacks()
         let response = DataResponse(
             request: outcome.request, head: outcome.head, data: outcome.body,
             fileURL: outcome.fileURL, metrics: outcome.metrics, result: result)
-        if case .failure(let error) = result, outcome.error == nil {
-            task.recordSerializationError(error)
+        let failure: (any Error)?
+        if case .failure(let error) = response.result { failure = error } else { failure = nil }
+        if let failure, outcome.error == nil {
+            task.recordSerializationError(failure)
         }
         // Before the task is unregistered: an invalidation's event comes after its tasks'.
         if let monitorHub { monitorHub.emit(.finished(.init(task, outcome.metrics ?? .empty(), outcome.error, response))) }
         callbacks.completionHandler?(response)
-        EngineObservers.taskHandlerDidReturn(task, metrics: outcome.metrics, error: result.failureValue, hooks: hooks)
+        EngineObservers.taskHandlerDidReturn(task, metrics: outcome.metrics, error: failure, hooks: hooks)
         unregister(task)
         EngineObservers.taskDidComplete(
-            task, body: outcome.body, result: result,
+            task, body: outcome.body, result: response.result,
             serializer: serializer.serializer, serializerRan: !task.options.skipsSerializer && task.options.collectsBody,
             metrics: outcome.metrics, fileURL: outcome.fileURL)
         if let temporary = outcome.fileURL, task.options.download?.fileURL == temporary || !(task is DownloadTask) {
@@ -187,8 +198,9 @@ extension SessionEngine {
 
     func unregister(_ task: SessionTask) {
         let finishInvalidation = state.withLock { state -> Bool in
-            state.tasks[task.taskIdentifier] = nil
-            guard state.draining.remove(task.taskIdentifier) != nil else { return false }
+            state.tasks.remove(task)
+            // Hashing into an empty set still costs a SipHash: only an invalidation fills it.
+            guard !state.draining.isEmpty, state.draining.remove(task.taskIdentifier) != nil else { return false }
             return state.invalidation == .invalidating && state.draining.isEmpty
         }
         if finishInvalidation { shutDownDriver() }

@@ -29,15 +29,15 @@ extension SessionEngine {
                 if !resetting { state.resetsAfterInvalidation = false }
                 // A second reset cancels what the first waits for, not the fresh session's
                 // tasks; an invalidation for good cancels those too.
-                let cancelled = state.tasks.values.filter { !resetting || state.draining.contains($0.taskIdentifier) }
+                let cancelled = state.tasks.tasks.filter { !resetting || state.draining.contains($0.taskIdentifier) }
                 return .wait(cancelled)
             case .active:
                 state.invalidation = .invalidating
                 state.resetsAfterInvalidation = resetting
-                state.draining = Set(state.tasks.keys)
+                state.draining = state.tasks.identifiers
                 if resetting { resetPending.store(true, ordering: .releasing) }
                 if let completion { state.invalidationWaiters.append(completion) }
-                return .begin(Array(state.tasks.values))
+                return .begin(state.tasks.tasks)
             }
         }
         switch step {

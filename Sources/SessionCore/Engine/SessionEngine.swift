@@ -55,7 +55,7 @@ final class SessionEngine: Sendable {
     }
 
     struct State {
-        var tasks: [Int: SessionTask] = [:]
+        var tasks = TaskRegistry()
         var nextIdentifier = 1
         var completionQueue: DispatchQueue
         /// Whether `completionQueue` is known to be serial (the manager's own, or the main
@@ -256,11 +256,11 @@ final class SessionEngine: Sendable {
 
     /// Validates the request and registers a new, suspended task.
     func makeTask<T: SessionTask>(
-        _ type: T.Type, request: URLRequest, options: TaskOptions
+        _ type: T.Type, request: URLRequest, options: consuming TaskOptions
     ) -> T {
-        let identifier = state.withLock { state -> Int in
+        let (identifier, slot) = state.withLock { state -> (Int, Int) in
             defer { state.nextIdentifier += 1 }
-            return state.nextIdentifier
+            return (state.nextIdentifier, state.tasks.reserveSlot())
         }
         let prepared: PreparedRequest
         var failure: SessionError?
@@ -270,12 +270,16 @@ final class SessionEngine: Sendable {
             failure = error
             prepared = PreparedRequest.placeholder(for: request)
         }
-        let task = T(identifier: identifier, request: request, prepared: prepared, options: options, engine: self)
+        let task = T(
+            identifier: identifier, registrySlot: slot, request: request, prepared: prepared, options: options, engine: self)
         let registered = state.withLock { state -> Bool in
             // During a reset, new tasks belong to the fresh session (AFNetworking's own reset
             // test creates one at once): they are registered and wait for it to start.
-            guard state.invalidation == .active || state.resetsAfterInvalidation else { return false }
-            state.tasks[identifier] = task
+            guard state.invalidation == .active || state.resetsAfterInvalidation else {
+                state.tasks.release(slot)
+                return false
+            }
+            state.tasks.fill(slot, with: task)
             return true
         }
         if !registered {
@@ -293,7 +297,7 @@ final class SessionEngine: Sendable {
     /// Tasks not yet completed, in creation order. A completed task stays registered until
     /// its completion block has run (invalidation waits for that), but is not listed.
     var unfinishedTasks: [SessionTask] {
-        state.withLock { Array($0.tasks.values) }
+        state.withLock { $0.tasks.tasks }
             .filter { $0.state != .completed }
             .sorted { $0.taskIdentifier < $1.taskIdentifier }
     }

@@ -27,7 +27,16 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     }
 
     struct MutableState {
-        init(callbacks: TaskCallbacks) { self.callbacks = callbacks }
+        /// A new task's state, made where it is stored (`SessionTask.init`): built in a local
+        /// and then moved into the lock, the struct was copied and the local destroyed, a few
+        /// hundred instructions per task.
+        init(callbacks: TaskCallbacks, request: URLRequest, prepared: PreparedRequest) {
+            self.callbacks = callbacks
+            currentRequest = request
+            originalRequest = request
+            self.prepared = prepared
+            if case .data(let data) = prepared.body { bytesExpectedToSend = Int64(data.count) }
+        }
         var lifecycle = TaskLifecycle()
         var currentRequest: URLRequest?
         /// The caller's request, replaced by the adapted one when the first attempt's request
@@ -71,6 +80,8 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
 
     /// Unique within its manager.
     public let taskIdentifier: Int
+    /// Where the manager's registry keeps the task until its completion (`TaskRegistry`).
+    let registrySlot: Int
     /// The request the task was created with; once the task started under a request adapter
     /// (`URLSessionManager.requestAdapter` or `interceptor`), the request as adapted for its
     /// first attempt.
@@ -174,20 +185,21 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     /// Whether progress has a consumer: a closure, or a `Progress` object someone asked for.
     var observesProgress: Bool { reportsProgress || hasProgressObjects.load(ordering: .acquiring) }
 
-    required init(identifier: Int, request: URLRequest, prepared: PreparedRequest, options: TaskOptions, engine: SessionEngine) {
+    /// `options` is consumed: its closures move into the lock, the rest into `options`, with
+    /// no copy of either struct.
+    required init(
+        identifier: Int, registrySlot: Int, request: URLRequest, prepared: PreparedRequest,
+        options: consuming TaskOptions, engine: SessionEngine
+    ) {
         taskIdentifier = identifier
-        var stored = options
-        stored.callbacks = TaskCallbacks()
-        self.options = stored
+        self.registrySlot = registrySlot
         streamsBody = options.callbacks.dataHandler != nil || options.responseStream != nil
         reportsProgress = options.callbacks.uploadProgress != nil || options.callbacks.downloadProgress != nil
         self.engine = engine
-        var initial = MutableState(callbacks: options.callbacks)
-        initial.currentRequest = request
-        initial.originalRequest = request
-        initial.prepared = prepared
-        if case .data(let data) = prepared.body { initial.bytesExpectedToSend = Int64(data.count) }
-        protected = Mutex(initial)
+        let callbacks = options.callbacks
+        options.callbacks = TaskCallbacks()
+        self.options = options
+        protected = Mutex(MutableState(callbacks: callbacks, request: request, prepared: prepared))
     }
 
     // MARK: - Public state
