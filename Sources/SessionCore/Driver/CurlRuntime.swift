@@ -91,6 +91,10 @@ enum CurlRuntime {
         return "Accept-Encoding: " + info.allContentEncodings
     }()
 
+    /// The header lines of a request that sets no field of its own (the session adds none
+    /// either): `defaultAcceptEncodingLine` alone, one shared array instead of one per request.
+    static let defaultHeaderLines: [String] = [defaultAcceptEncodingLine]
+
     /// Whether this libcurl can reuse a cleartext HTTP/2 prior-knowledge connection
     /// (`Info.reusesPriorKnowledgeConnections`).
     static var reusesPriorKnowledgeConnections: Bool {
