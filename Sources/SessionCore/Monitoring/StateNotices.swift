@@ -42,6 +42,10 @@ final class StateNotices: Sendable {
 
     private struct Waiting {
         var notices: [(Notification.Name, SessionTask)] = []
+        /// An emptied list kept for the next round: posting takes the list's storage away, and
+        /// a fresh one for every request's notice cost its allocation, its growth and its free
+        /// (~300 instructions per request, callgrind at 64 in flight).
+        var spare: [(Notification.Name, SessionTask)] = []
         /// Whether the driver has queued a `postPending` that has not run yet.
         var flushQueued = false
     }
@@ -78,13 +82,19 @@ final class StateNotices: Sendable {
     /// Posts every waiting notice, oldest first. On the completion queue only.
     func postPending() {
         guard dueTime.load(ordering: .acquiring) != 0 else { return }
-        let notices = waiting.withLock { waiting -> [(Notification.Name, SessionTask)] in
+        var notices = waiting.withLock { waiting -> [(Notification.Name, SessionTask)] in
             waiting.flushQueued = false
             dueTime.store(0, ordering: .releasing)
-            defer { waiting.notices.removeAll() }
-            return waiting.notices
+            // The waiting list is taken; the spare (empty, with its capacity) waits instead.
+            var taken: [(Notification.Name, SessionTask)] = []
+            swap(&taken, &waiting.spare)
+            swap(&taken, &waiting.notices)
+            return taken
         }
         for (name, task) in notices { NotificationCenter.default.post(name: name, object: task) }
+        notices.removeAll(keepingCapacity: true)
+        // Two posts at once (a concurrent completion queue): one list is kept, the other freed.
+        waiting.withLock { waiting in if waiting.spare.capacity == 0 { swap(&waiting.spare, &notices) } }
     }
 
     /// What `flushIfDue` did.
