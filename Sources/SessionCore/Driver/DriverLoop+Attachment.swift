@@ -37,7 +37,7 @@ extension DriverLoop {
             engine.complete(task, outcome: TransferOutcome(error: error, request: task.currentRequest), batch: completions)
             return
         }
-        delegates[ObjectIdentifier(task)] = delegate
+        delegates.insert(delegate)
         delegate.unmanagedSelf = Unmanaged.passRetained(delegate).toOpaque()
         attach(delegate)
     }

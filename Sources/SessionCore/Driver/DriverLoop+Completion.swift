@@ -192,7 +192,7 @@ extension DriverLoop {
         }
         // Out of curl and out of its slot; the next transfer in line at its origin starts.
         transition(delegate) { $0.finish(now: TaskDelegate.uptime) }
-        delegates[ObjectIdentifier(delegate.task)] = nil
+        delegates.remove(delegate)
         recycle(delegate.easy)
         delegate.releaseSecurityContext()
         if let pointer = delegate.unmanagedSelf {

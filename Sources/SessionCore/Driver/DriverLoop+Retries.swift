@@ -171,7 +171,7 @@ extension DriverLoop {
         var earliest = UInt64.max
         scheduledRetries.removeAll { entry in
             // A task cancelled or timed out meanwhile is no longer in `delegates`.
-            guard delegates[ObjectIdentifier(entry.delegate.task)] === entry.delegate else { return true }
+            guard delegates[entry.delegate.task] === entry.delegate else { return true }
             if let error = entry.delegate.state.retryDue(now: now) {
                 due.append((entry.delegate, error))
                 return true

@@ -25,7 +25,7 @@ final class DriverLoop {
     // `inout` into code that reaches it again): `@exclusivity(unchecked)` drops the dynamic
     // check (~80 instructions and a thread-local lookup per access), in every build; the
     // compiler's static exclusivity checks still apply.
-    @exclusivity(unchecked) var delegates: [ObjectIdentifier: TaskDelegate] = [:]
+    @exclusivity(unchecked) var delegates = DelegateTable()
     /// The completions of the current pass of the loop (`run`), sent at its end.
     let completions: CompletionBatch<SessionEngine.FinishedTransfer>
     /// The time of the current pass, for the transfers' activity marks.
@@ -245,7 +245,7 @@ final class DriverLoop {
         for (delegate, expiry) in expired {
             // Finished meanwhile by an earlier one of these (a slot passing on cannot finish
             // another, but stay safe).
-            guard delegates[ObjectIdentifier(delegate.task)] === delegate else { continue }
+            guard delegates[delegate.task] === delegate else { continue }
             switch expiry {
             case .idle(let error):
                 // This attempt failed; the retrier may send another (its clock restarts), and
@@ -287,33 +287,33 @@ final class DriverLoop {
         case .start(let task):
             start(task)
         case .cancel(let task, let error):
-            guard let delegate = delegates[ObjectIdentifier(task)] else {
+            guard let delegate = delegates[task] else {
                 // Not (or no longer) running here: complete it if nobody else will.
                 engine.complete(task, outcome: TransferOutcome(error: error, request: task.currentRequest), batch: completions)
                 return
             }
             finish(delegate, outcome: outcome(of: delegate, error: error))
         case .pause(let task):
-            guard let delegate = delegates[ObjectIdentifier(task)] else { return }
+            guard let delegate = delegates[task] else { return }
             // A suspended task is not subject to the idle timeout (as URLSession's).
             if delegate.state.suspend(now: TaskDelegate.uptime) { _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_ALL) }
         case .unpause(let task):
-            guard let delegate = delegates[ObjectIdentifier(task)] else { return }
+            guard let delegate = delegates[task] else { return }
             let continues = delegate.state.resume(now: TaskDelegate.uptime)
             scheduleTimeoutCheck(for: delegate)
             if continues { _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT) }
         case .resumeReading(let task):
-            guard let delegate = delegates[ObjectIdentifier(task)],
+            guard let delegate = delegates[task],
                 delegate.state.consumerCaughtUp(now: TaskDelegate.uptime)  // else `unpause` continues it
             else { return }
             scheduleTimeoutCheck(for: delegate)
             _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
         case .resumeSending(let task):
-            guard let delegate = delegates[ObjectIdentifier(task)], delegate.state.maySend else { return }
+            guard let delegate = delegates[task], delegate.state.maySend else { return }
             // Clears the receive pause too; the write callback re-pauses if still behind.
             _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
         case .redirectDecision(let task, let proposed, let decision):
-            guard let delegate = delegates[ObjectIdentifier(task)],
+            guard let delegate = delegates[task],
                 transition(delegate, { $0.redirectAnswered(now: TaskDelegate.uptime) })
             else { return }
             if let decision {
@@ -322,7 +322,7 @@ final class DriverLoop {
                 finish(delegate, outcome: outcome(of: delegate, error: nil))
             }
         case .challengeDecision(let task, let disposition):
-            guard let delegate = delegates[ObjectIdentifier(task)],  // cancelled meanwhile
+            guard let delegate = delegates[task],  // cancelled meanwhile
                 transition(delegate, { $0.challengeAnswered(now: TaskDelegate.uptime) })
             else { return }
             switch delegate.resolveChallenge(disposition) {
@@ -331,7 +331,7 @@ final class DriverLoop {
             case .deliver: finish(delegate, outcome: outcome(of: delegate, error: nil))
             }
         case .responseDecision(let task, let disposition):
-            guard let delegate = delegates[ObjectIdentifier(task)], delegate.state.awaitsResponseDecision else { return }
+            guard let delegate = delegates[task], delegate.state.awaitsResponseDecision else { return }
             if disposition == .becomeDownload, let error = delegate.becomeDownload() {
                 finish(delegate, outcome: outcome(of: delegate, error: error))
                 return
@@ -352,7 +352,7 @@ final class DriverLoop {
                 _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
             }
         case .retryDecision(let task, let decision, let adapted):
-            guard let delegate = delegates[ObjectIdentifier(task)],
+            guard let delegate = delegates[task],
                 case .awaitingDecision(.retrier) = delegate.state.phase
             else { return }
             if decision.asksForAnotherAttempt, let adapted {
@@ -365,7 +365,7 @@ final class DriverLoop {
             }
             retryDecided(delegate, decision)
         case .connectivityDecision(let task, let returned):
-            guard let delegate = delegates[ObjectIdentifier(task)] else { return }
+            guard let delegate = delegates[task] else { return }
             connectivityDecided(delegate, returned: returned)
         case .shutdown(let completion):
             shutdownRequests.append(completion)
