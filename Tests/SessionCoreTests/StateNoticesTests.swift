@@ -9,15 +9,6 @@ import FoundationNetworking
 /// `StateNotices` alone: when the driver queues a post, how often, and what a post delivers.
 /// The engine's use of it (which notices wait, who posts them) is in `EngineObserverTests`.
 final class StateNoticesTests: XCTestCase {
-    private func makeTasks(_ count: Int) throws -> (URLSessionManager, [SessionTask]) {
-        var configuration = SessionConfiguration.default
-        configuration.proxy = .none
-        let manager = URLSessionManager.raw(configuration)
-        let url = try XCTUnwrap(URL(string: "http://127.0.0.1:9/never-sent"))
-        let tasks = (0..<count).map { _ in manager.dataTask(with: URLRequest(url: url), completionHandler: nil) as SessionTask }
-        return (manager, tasks)
-    }
-
     /// The state notices posted for some tasks, in order.
     private final class Posted: Sendable {
         private let lines = Mutex<[String]>([])
@@ -38,7 +29,7 @@ final class StateNoticesTests: XCTestCase {
     }
 
     func testTheDriverQueuesOnePostOnceTheOldestNoticeIsDueAndItPostsAllInOrder() throws {
-        let (manager, tasks) = try makeTasks(2)
+        let (manager, tasks) = try makeUnsentTasks(2)
         defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
         let (posted, observers) = record(tasks)
         defer { observers.forEach(NotificationCenter.default.removeObserver) }
@@ -69,7 +60,7 @@ final class StateNoticesTests: XCTestCase {
     /// A completion's delivery posts what waits; a later notice starts a new wait, and the
     /// driver may queue a post for it again.
     func testADeliveryPostsWhatWaitsAndALaterNoticeWaitsAnew() throws {
-        let (manager, tasks) = try makeTasks(1)
+        let (manager, tasks) = try makeUnsentTasks(1)
         defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
         let (posted, observers) = record(tasks)
         defer { observers.forEach(NotificationCenter.default.removeObserver) }
@@ -94,7 +85,7 @@ final class StateNoticesTests: XCTestCase {
 
     /// A clock at its very end neither wraps the due time to the past nor to "none".
     func testADueTimePastTheClocksEndIsStillADueTime() throws {
-        let (manager, tasks) = try makeTasks(1)
+        let (manager, tasks) = try makeUnsentTasks(1)
         defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
         let notices = StateNotices()
         notices.add(.taskDidResume, for: tasks[0], now: .max - 5)

@@ -8,18 +8,8 @@ import FoundationNetworking
 /// `TaskRegistry` alone (slots reserved, filled, freed and used again), then the manager's use
 /// of it: `tasks` lists what is registered, and a finished task leaves it.
 final class TaskRegistryTests: XCTestCase {
-    /// Tasks that are never resumed: only their identity and slot matter here.
-    private func makeTasks(_ count: Int) throws -> (URLSessionManager, [SessionTask]) {
-        var configuration = SessionConfiguration.default
-        configuration.proxy = .none
-        let manager = URLSessionManager.raw(configuration)
-        let url = try XCTUnwrap(URL(string: "http://127.0.0.1:9/never-sent"))
-        let tasks = (0..<count).map { _ in manager.dataTask(with: URLRequest(url: url), completionHandler: nil) as SessionTask }
-        return (manager, tasks)
-    }
-
     func testAFreedSlotIsUsedAgainAndTheRestStayRegistered() throws {
-        let (manager, tasks) = try makeTasks(3)
+        let (manager, tasks) = try makeUnsentTasks(3)
         defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
         // The manager's own registry gave these tasks slots 0, 1, 2: a fresh one gives the same.
         XCTAssertEqual(tasks.map(\.registrySlot), [0, 1, 2])
@@ -36,7 +26,7 @@ final class TaskRegistryTests: XCTestCase {
     }
 
     func testRemovingATaskWhoseSlotHoldsAnotherLeavesThatOne() throws {
-        let (manager, tasks) = try makeTasks(2)
+        let (manager, tasks) = try makeUnsentTasks(2)
         defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
         var registry = TaskRegistry()
         let slot = registry.reserveSlot()
@@ -67,14 +57,9 @@ final class TaskRegistryTests: XCTestCase {
     /// Through the manager: tasks are listed in creation order until their completion, then
     /// leave; the slot they leave is taken by the next task, which is listed like any other.
     func testTheManagerListsItsTasksUntilEachCompletes() throws {
-        var configuration = SessionConfiguration.default
-        configuration.proxy = .none
-        let manager = URLSessionManager.raw(configuration)
+        let (manager, tasks) = try makeUnsentTasks(3)
         defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
-        let url = try XCTUnwrap(URL(string: "http://127.0.0.1:9/never-sent"))
-        let first = manager.dataTask(with: URLRequest(url: url), completionHandler: nil)
-        let second = manager.dataTask(with: URLRequest(url: url), completionHandler: nil)
-        let third = manager.dataTask(with: URLRequest(url: url), completionHandler: nil)
+        let (first, second, third) = (tasks[0], tasks[1], tasks[2])
         XCTAssertEqual(manager.tasks.map(\.taskIdentifier), [first, second, third].map(\.taskIdentifier))
 
         let done = expectation(description: "the second task completed")
@@ -87,7 +72,7 @@ final class TaskRegistryTests: XCTestCase {
         // The notification comes after the task left the registry.
         XCTAssertEqual(manager.tasks.map(\.taskIdentifier), [first, third].map(\.taskIdentifier))
 
-        let fourth = manager.dataTask(with: URLRequest(url: url), completionHandler: nil)
+        let fourth = manager.dataTask(with: try XCTUnwrap(first.originalRequest), completionHandler: nil)
         XCTAssertEqual(fourth.registrySlot, second.registrySlot, "the freed slot is used again")
         XCTAssertEqual(manager.tasks.map(\.taskIdentifier), [first, third, fourth].map(\.taskIdentifier))
     }
