@@ -118,18 +118,10 @@ final class PreparedRequest: Sendable {
             if omittingCredentials && RedirectPolicy.credentialHeaders.contains(lower) { continue }
             merged.append((lower, name, value))
         }
-        // The usual request has no field of its own: its lines are the one shared list.
-        if merged.isEmpty {
-            return PreparedRequest(
-                url: url, urlString: absolute, method: method, headerLines: CurlRuntime.defaultHeaderLines,
-                acceptEncoding: "", body: body(of: request), hasCookieHeader: false, hasExpectHeader: false,
-                urlOrigin: parsed.origin, curlURL: parsed.curlURL, timeoutInterval: request.timeoutInterval,
-                handlesCookies: request.httpShouldHandleCookies, tlsTarget: parsed.tlsTarget)
-        }
         if merged.count > 1 { merged.sort { $0.lower < $1.lower } }  // deterministic order on the wire
 
-        var lines: [String] = []
-        lines.reserveCapacity(merged.count + 2)
+        var lines: [String] = []  // no storage while empty
+        if !merged.isEmpty { lines.reserveCapacity(merged.count + 2) }
         var acceptEncoding = ""
         var hasExpect = false
         var hasCookie = false
@@ -151,25 +143,30 @@ final class PreparedRequest: Sendable {
             // "Name;" is curl's syntax for a header with an empty value ("Name:" would remove it).
             lines.append(value.isEmpty ? name + ";" : name + ": " + value)
         }
-        // The line libcurl would format for `CURLOPT_ACCEPT_ENCODING` (set in `configure`,
-        // so it decodes the answer), written here once instead of by curl's printf per request.
-        lines.append(acceptEncoding.isEmpty ? CurlRuntime.defaultAcceptEncodingLine : "Accept-Encoding: " + acceptEncoding)
+        if merged.isEmpty {
+            // The usual request: no field of its own, nor one the session adds. Its lines are
+            // the one shared list, not an array of its own.
+            lines = CurlRuntime.defaultHeaderLines
+        } else {
+            // The line libcurl would format for `CURLOPT_ACCEPT_ENCODING` (set in `configure`,
+            // so it decodes the answer), written here once instead of by curl's printf per request.
+            lines.append(acceptEncoding.isEmpty ? CurlRuntime.defaultAcceptEncodingLine : "Accept-Encoding: " + acceptEncoding)
+        }
+        let body: RequestBody
+        if let data = request.httpBody {
+            body = .data(data)
+        } else if let stream = request.httpBodyStream {
+            let declared = request.value(forHTTPHeaderField: "Content-Length").flatMap { Int64($0) }
+            body = .stream(stream, length: declared)
+        } else {
+            body = .none
+        }
+
         return PreparedRequest(
             url: url, urlString: absolute, method: method, headerLines: lines,
-            acceptEncoding: acceptEncoding, body: body(of: request), hasCookieHeader: hasCookie, hasExpectHeader: hasExpect,
+            acceptEncoding: acceptEncoding, body: body, hasCookieHeader: hasCookie, hasExpectHeader: hasExpect,
             urlOrigin: parsed.origin, curlURL: parsed.curlURL, timeoutInterval: request.timeoutInterval,
             handlesCookies: request.httpShouldHandleCookies, tlsTarget: parsed.tlsTarget)
-    }
-
-    /// The request's body: its data, its stream (with the length its `Content-Length` field
-    /// declares, if any), or none.
-    private static func body(of request: URLRequest) -> RequestBody {
-        if let data = request.httpBody { return .data(data) }
-        if let stream = request.httpBodyStream {
-            let declared = request.value(forHTTPHeaderField: "Content-Length").flatMap { Int64($0) }
-            return .stream(stream, length: declared)
-        }
-        return .none
     }
 
     /// Validates an absolute URL string and has libcurl parse it.
