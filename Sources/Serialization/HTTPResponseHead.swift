@@ -215,8 +215,9 @@ public final class HTTPResponseHead: Sendable, CustomStringConvertible {
         }
     }
 
-    /// Whether ``httpURLResponse`` has been built (for tests of the fast paths).
-    var isResponseBuilt: Bool { built.withLock { $0 != nil } }
+    /// Whether ``httpURLResponse`` has been built (for tests of the fast paths, and for the
+    /// driver, which frees only heads without a Foundation object: `AllocationReturn`).
+    package var isResponseBuilt: Bool { built.withLock { $0 != nil } }
 
     /// The fields folded into a dictionary, repeated fields joined with ", ", the first
     /// spelling of a name kept.

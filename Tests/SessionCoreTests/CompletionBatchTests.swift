@@ -67,6 +67,28 @@ final class CompletionBatchTests: XCTestCase {
         }
     }
 
+    /// `delivered` gets a block's items once every one of them was delivered, in order, on
+    /// the queue: a lone item (one request at a time) and a batch alike.
+    func testDeliveredSeesTheBlocksItemsAfterTheyAllRan() {
+        let queue = DispatchQueue(label: "batch-test-delivered")
+        let log = Mutex<[String]>([])
+        let batch = CompletionBatch<Int>(
+            deliver: { number in log.withLock { $0.append("item \(number)") } },
+            delivered: { numbers in
+                let list = numbers.map(String.init).joined(separator: ",")
+                log.withLock { $0.append("delivered \(list)") }
+            })
+        batch.add(7, on: queue, kind: .own)
+        batch.flush()
+        queue.sync {}
+        for number in 0..<3 { batch.add(number, on: queue, kind: .own) }
+        batch.flush()
+        queue.sync {}
+        XCTAssertEqual(
+            log.withLock { $0 },
+            ["item 7", "delivered 7", "item 0", "item 1", "item 2", "delivered 0,1,2"])
+    }
+
     /// On Linux `DispatchQueue.main` is a new object at every use (`===` never matches it):
     /// the main queue is recognised all the same, and a queue of the caller's is not batched.
     func testTheMainQueueIsRecognisedThoughEveryUseIsANewObject() {

@@ -28,6 +28,9 @@ final class DriverLoop {
     @exclusivity(unchecked) var delegates = DelegateTable()
     /// The completions of the current pass of the loop (`run`), sent at its end.
     let completions: CompletionBatch<SessionEngine.FinishedTransfer>
+    /// The array the response heads, bodies and metrics this thread made are taken into, when
+    /// the completion queue hands them back to be freed here (`collectReturnedAllocations`).
+    @exclusivity(unchecked) private var returnedParts: [AllocationReturn.Parts] = []
     /// The time of the current pass, for the transfers' activity marks.
     let passClock = TaskDelegate.PassClock()
     /// The commands taken from the inbox in the current pass (`TransferDriver.drain(into:)`).
@@ -62,7 +65,10 @@ final class DriverLoop {
         self.share = share
         self.driver = driver
         self.engine = engine
-        completions = CompletionBatch { finished in engine.deliverCompletion(of: finished) }
+        let allocationReturn = engine.allocationReturn
+        completions = CompletionBatch(
+            deliver: { finished in engine.deliverCompletion(of: finished) },
+            delivered: { finished in allocationReturn.handBack(finished) })
         let configuration = engine.configuration
         admission = HostAdmission(limit: configuration.httpMaximumConnectionsPerHost)
         _ = curlew_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, configuration.httpMaximumConnectionsPerHost))
@@ -138,6 +144,7 @@ final class DriverLoop {
         var running: Int32 = 0
         while true {
             passClock.now = TaskDelegate.uptime
+            collectReturnedAllocations(accepting: true)
             driver.drain(into: &commands)
             if !commands.isEmpty {
                 for command in commands { handle(command) }
@@ -146,6 +153,7 @@ final class DriverLoop {
             if !shutdownRequests.isEmpty && delegates.isEmpty {
                 completions.flush()  // before the shutdown is answered
                 _ = engine.stateNotices.flushIfDue(now: .max, on: engine.completionQueue)
+                collectReturnedAllocations(accepting: false)
                 teardown()
                 return
             }
@@ -162,10 +170,19 @@ final class DriverLoop {
             // After the completions: a notice they carry is posted by their delivery.
             nextNoticeCheck = engine.stateNotices.flushIfDue(now: passClock.now, on: engine.completionQueue).nextCheck
             if driver.hasPendingCommands { continue }
+            // Without transfers the sleep may be long: nothing handed back may wait through it.
+            if delegates.isEmpty { collectReturnedAllocations(accepting: false) }
             // Blocks until a socket is ready, curl's next timeout, our next deadline, or a
             // wakeup. With no transfers there is no deadline: this sleeps until the next command.
             _ = curl_multi_poll(multi, nil, 0, pollTimeout(), nil)
         }
+    }
+
+    /// Frees here what the completion queue handed back (`AllocationReturn`), and says whether
+    /// it may hand back more until the next call.
+    private func collectReturnedAllocations(accepting: Bool) {
+        engine.allocationReturn.collect(into: &returnedParts, accepting: accepting)
+        if !returnedParts.isEmpty { returnedParts.removeAll(keepingCapacity: true) }
     }
 
     // MARK: - Timeouts

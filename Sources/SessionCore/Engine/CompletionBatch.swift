@@ -16,9 +16,12 @@ import Dispatch
 /// thread frees makes the two contend for glibc's arena locks (at 64 in flight 1.2–2.5
 /// `futex` calls per request, 93% of them glibc's internal locks; 8.2 such allocations per
 /// request before this, 6.2 after: the head, its storage, the body, the metrics, the
-/// outcome), so each one kept on its own side counts.
+/// outcome), so each one kept on its own side counts. The head, its storage, a small body and
+/// the metrics now go back to the driver after delivery (`delivered`, `AllocationReturn`).
 final class CompletionBatch<Item: Sendable> {
     private let deliver: @Sendable (Item) -> Void
+    /// Called on the queue with the items of a block once all of them were delivered.
+    private let delivered: (@Sendable (UnsafeBufferPointer<Item>) -> Void)?
     private var queue: DispatchQueue?
     // The driver thread only, one access at a time: no dynamic exclusivity check (see
     // DriverLoop.delegates).
@@ -30,9 +33,15 @@ final class CompletionBatch<Item: Sendable> {
     /// Whether `queue` is the main queue (its objects are then freed here, not there).
     private var queueIsMain = false
 
-    /// A batch whose items are handed to `deliver`, one call each, on their queue.
-    init(deliver: @escaping @Sendable (Item) -> Void) {
+    /// A batch whose items are handed to `deliver`, one call each, on their queue, and then
+    /// all of a block's items to `delivered` (the driver takes back what it allocated for them:
+    /// `AllocationReturn`).
+    init(
+        deliver: @escaping @Sendable (Item) -> Void,
+        delivered: (@Sendable (UnsafeBufferPointer<Item>) -> Void)? = nil
+    ) {
         self.deliver = deliver
+        self.delivered = delivered
     }
 
     /// Queues `item` for `queue` (a serial one: `kind` is `.own` or `.main`), after every
@@ -65,6 +74,7 @@ final class CompletionBatch<Item: Sendable> {
         }
         self.queue = nil
         let deliver = self.deliver
+        let delivered = self.delivered
         if items.count == 1 && (retired.count <= 1 || queueIsMain) {
             // One completion (one request at a time): the item and its retired object ride in
             // the block itself, and both arrays keep their storage, instead of two arrays
@@ -73,7 +83,11 @@ final class CompletionBatch<Item: Sendable> {
             let object = queueIsMain ? nil : retired.first
             items.removeAll(keepingCapacity: true)
             retired.removeAll(keepingCapacity: true)
-            queue.async { deliver(item); withExtendedLifetime(object) {} }
+            queue.async {
+                deliver(item)
+                if let delivered { withUnsafePointer(to: item) { delivered(UnsafeBufferPointer(start: $0, count: 1)) } }
+                withExtendedLifetime(object) {}
+            }
             return
         }
         let work = items
@@ -88,6 +102,7 @@ final class CompletionBatch<Item: Sendable> {
         // The block, and with it `objects`, is released on the queue once it has run.
         queue.async {
             for item in work { deliver(item) }
+            if let delivered { work.withUnsafeBufferPointer { delivered($0) } }
             withExtendedLifetime(objects) {}
         }
     }

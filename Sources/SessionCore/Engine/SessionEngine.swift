@@ -120,6 +120,8 @@ final class SessionEngine: Sendable {
     let monitorHub: MonitorHub?
     /// `.taskDidResume` and `.taskDidSuspend` waiting for the next completion or the driver.
     let stateNotices = StateNotices()
+    /// What the driver made for finished requests, handed back to it to be freed there.
+    let allocationReturn = AllocationReturn()
     /// The engine's own debug messages (`SessionConfiguration.logger`); nil: silent.
     let debugLog: EngineLog?
     /// How many times the driver probed a silent transfer (`DriverLoop.probe`; tests and
