@@ -116,6 +116,42 @@ final class AllocationReturnTests: XCTestCase {
         XCTAssertEqual(spare.count, AllocationReturn.capacity)
     }
 
+    /// A monitor's delivery hands back the heads, bodies and metrics its events held (it is
+    /// often the last to let go of them), with the same filters: a head a monitor had built a
+    /// Foundation response for stays where it is.
+    func testAMonitorsDeliveryHandsBackWhatItsEventsHeld() throws {
+        let (manager, tasks) = try makeUnsentTasks(1)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let bin = AllocationReturn()
+        var spare: [AllocationReturn.Parts] = []
+        bin.collect(into: &spare, accepting: true)
+        let heard = expectation(description: "the monitor heard both heads")
+        heard.expectedFulfillmentCount = 2
+        let monitor = RecordingMonitor(foundationResponses: false) { _ in heard.fulfill() }
+        let hub = try XCTUnwrap(MonitorHub(monitors: [monitor], allocationReturn: bin))
+        let url = try XCTUnwrap(URL(string: "http://127.0.0.1:9/monitored"))
+        var plain: WeakBox<HTTPResponseHead>?
+        var built: WeakBox<HTTPResponseHead>?
+        do {
+            let plainHead = head(url)
+            let builtHead = head(url)
+            _ = builtHead.httpURLResponse
+            plain = WeakBox(plainHead)
+            built = WeakBox(builtHead)
+            hub.emit(.received(tasks[0], plainHead))
+            hub.emit(.received(tasks[0], builtHead))
+        }
+        wait(for: [heard], timeout: 30)
+        monitor.queue.sync {}  // the delivery block, and its hand-back, finished
+        XCTAssertNil(built?.value, "a head with a built Foundation response was handed back")
+        XCTAssertNotNil(plain?.value, "the bin holds the monitor's last reference")
+        bin.collect(into: &spare, accepting: false)
+        XCTAssertEqual(spare.count, 1)
+        XCTAssertTrue(spare.first?.head === plain?.value)
+        spare.removeAll()
+        XCTAssertNil(plain?.value)
+    }
+
     /// Through a manager: 32 requests, 16 in flight, their heads watched from the handlers.
     /// Once they have all finished, the idle manager (alive, its driver asleep) keeps none of
     /// them: the driver frees what it was handed before it sleeps without transfers, and

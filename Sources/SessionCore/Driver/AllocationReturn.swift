@@ -14,6 +14,9 @@ import Synchronization
 /// `__lll_lock_wait_private`/`__lll_lock_wake_private` and the futex calls under them, from
 /// `_int_free` on the completion queue and `malloc` on the driver). Freed where they were
 /// allocated, they go back to the driver's cache, which its next responses take them from.
+/// The completion queue hands them back after a block of completions ran
+/// (`CompletionBatch`'s `delivered`), an event monitor's queue after a delivery
+/// (`MonitorHub`): whichever lets go last, the driver's release is the one that frees.
 ///
 /// Only while the driver has transfers (it wakes within a second then; `DriverLoop.run`)
 /// does it accept anything: before a sleep without transfers it takes back what is here and
@@ -58,16 +61,33 @@ final class AllocationReturn: Sendable {
         bin.withLock { bin in
             guard bin.accepting else { return }
             for item in finished {
-                guard bin.parts.count < Self.capacity else { return }
                 let outcome = item.outcome
-                let head = outcome.head.flatMap { $0.isResponseBuilt ? nil : $0 }
-                let bodyBytes = outcome.body?.count ?? 0
-                let body = bodyBytes <= Self.largestBody && bin.bodyBytes + bodyBytes <= Self.bodyBudget ? outcome.body : nil
-                guard head != nil || body != nil || outcome.metrics != nil else { continue }
-                if body != nil { bin.bodyBytes += bodyBytes }
-                bin.parts.append(Parts(head: head, body: body, metrics: outcome.metrics))
+                guard Self.add(head: outcome.head, body: outcome.body, metrics: outcome.metrics, to: &bin) else { return }
             }
         }
+    }
+
+    /// Hands back parts an event monitor's delivery held (its queue): the monitor's events
+    /// often hold a response's last references, since they are delivered after the completion.
+    func handBack(_ parts: [Parts]) {
+        bin.withLock { bin in
+            guard bin.accepting else { return }
+            for part in parts {
+                guard Self.add(head: part.head, body: part.body, metrics: part.metrics, to: &bin) else { return }
+            }
+        }
+    }
+
+    /// Adds what of one request may wait in `bin`; false once the bin is full.
+    private static func add(head: HTTPResponseHead?, body: Data?, metrics: TaskMetrics?, to bin: inout Bin) -> Bool {
+        guard bin.parts.count < capacity else { return false }
+        let head = head.flatMap { $0.isResponseBuilt ? nil : $0 }
+        let bodyBytes = body?.count ?? 0
+        let body = bodyBytes <= largestBody && bin.bodyBytes + bodyBytes <= bodyBudget ? body : nil
+        guard head != nil || body != nil || metrics != nil else { return true }
+        if body != nil { bin.bodyBytes += bodyBytes }
+        bin.parts.append(Parts(head: head, body: body, metrics: metrics))
+        return true
     }
 
     /// Whether hand-backs are taken now (tests: false once an idle driver sleeps).

@@ -140,7 +140,7 @@ final class SessionEngine: Sendable {
             return counter
         }
         self.configuration = configuration
-        monitorHub = MonitorHub(monitors: eventMonitors)
+        monitorHub = MonitorHub(monitors: eventMonitors, allocationReturn: allocationReturn)
         debugLog = configuration.logger.map { EngineLog(logger: $0, identifier: number) }
         let bypass = configuration.proxyBypassList.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
         proxyBypass = bypass.isEmpty ? nil : bypass.joined(separator: ",")

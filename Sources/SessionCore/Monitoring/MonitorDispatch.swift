@@ -103,11 +103,16 @@ final class MonitorHub: Sendable {
         weak var manager: URLSessionManager?
     }
 
+    /// Where a delivery hands back the response heads, bodies and metrics its events held
+    /// (the driver made them, and frees them best: `AllocationReturn`).
+    private let allocationReturn: AllocationReturn?
+
     /// nil when `monitors` is empty: then nothing is dispatched at all.
-    init?(monitors: [any EventMonitor]) {
+    init?(monitors: [any EventMonitor], allocationReturn: AllocationReturn? = nil) {
         guard !monitors.isEmpty else { return nil }
         self.monitors = monitors
         targets = monitors.map(Target.init)
+        self.allocationReturn = allocationReturn
     }
 
     func attach(to manager: URLSessionManager) {
@@ -144,9 +149,28 @@ final class MonitorHub: Sendable {
             lists.spare = nil
             return taken
         }
-        // Each event released after its call: the tasks go now, not at the next batch.
-        batch.drain { call(target.monitor, with: $0, foundation: target.receivesFoundationResponses) }
+        // Each event released after its call: the tasks go now, not at the next batch. What
+        // the driver made for the responses goes back to it, as the completion's does.
+        var returned: [AllocationReturn.Parts] = []
+        batch.drain { event in
+            call(target.monitor, with: event, foundation: target.receivesFoundationResponses)
+            if allocationReturn != nil { Self.collectParts(of: event, into: &returned) }
+        }
+        if let allocationReturn, !returned.isEmpty { allocationReturn.handBack(returned) }
         target.lists.withLock { if $0.spare == nil { $0.spare = batch } }
+    }
+
+    /// The driver-made parts an event holds: a received head, a completion's response.
+    private static func collectParts(of event: MonitorEvent, into parts: inout [AllocationReturn.Parts]) {
+        switch event {
+        case .received(_, let head):
+            parts.append(AllocationReturn.Parts(head: head, body: nil, metrics: nil))
+        case .finished(let completion):
+            let response = completion.response
+            parts.append(AllocationReturn.Parts(head: response.head, body: response.data, metrics: response.metrics))
+        default:
+            break
+        }
     }
 
     /// One event for one monitor, on the monitor's queue.
