@@ -180,9 +180,14 @@ final class DriverLoop {
 
     /// Frees here what the completion queue handed back (`AllocationReturn`), and says whether
     /// it may hand back more until the next call.
+    ///
+    /// While accepting, what is taken is freed at the next call, a pass later: a completion
+    /// block hands its parts back before its own references to them go (with the block), so
+    /// parts taken at once would often be let go here first and freed there after all.
     private func collectReturnedAllocations(accepting: Bool) {
-        engine.allocationReturn.collect(into: &returnedParts, accepting: accepting)
         if !returnedParts.isEmpty { returnedParts.removeAll(keepingCapacity: true) }
+        engine.allocationReturn.collect(into: &returnedParts, accepting: accepting)
+        if !accepting && !returnedParts.isEmpty { returnedParts.removeAll(keepingCapacity: true) }
     }
 
     // MARK: - Timeouts
