@@ -13,8 +13,10 @@ struct HostAdmission {
     /// `String` hash twice and an allocation per request (~900 instructions, callgrind).
     final class Origin {
         let key: String
-        fileprivate(set) var active = 0
-        fileprivate(set) var waiting: [TaskDelegate] = []
+        // The driver thread only, one access at a time (like DriverLoop.delegates): no dynamic
+        // exclusivity check, which reading `waiting` paid at every release (~180 instructions).
+        @exclusivity(unchecked) fileprivate(set) var active = 0
+        @exclusivity(unchecked) fileprivate(set) var waiting: [TaskDelegate] = []
         fileprivate init(key: String) { self.key = key }
     }
 

@@ -26,6 +26,7 @@ final class ByteBuffer {
     /// A copy of the bytes as an array.
     var array: [UInt8] { [UInt8](bytes) }
 
+    @inline(__always)
     func append(_ source: UnsafeRawBufferPointer) {
         guard let from = source.baseAddress, !source.isEmpty else { return }
         reserve(count + source.count)
@@ -48,6 +49,7 @@ final class ByteBuffer {
     }
 
     /// Appends three `Int32` values with one capacity check (a header field's offsets).
+    @inline(__always)
     func append(int32 first: Int32, _ second: Int32, _ third: Int32) {
         reserve(count + 12)
         base.storeBytes(of: first, toByteOffset: count, as: Int32.self)

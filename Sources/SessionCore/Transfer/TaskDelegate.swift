@@ -17,7 +17,10 @@ final class TaskDelegate {
     let task: SessionTask
     let easy: EasyHandle
     let engine: SessionEngine
-    var request: URLRequest
+    /// The request as sent now (a redirect or retry replaces it). Driver thread only, like
+    /// `body` (see DriverLoop.delegates): without the dynamic check, which each read as an
+    /// argument paid (~180 instructions, twice per request).
+    @exclusivity(unchecked) var request: URLRequest
     var prepared: PreparedRequest
     var bodyReader: BodyReader?
     /// This exchange's `http://` URL may be sent as `https://` by libcurl's HSTS engine: the
