@@ -27,15 +27,39 @@ final class AllocationReturnTests: XCTestCase {
         }
     }
 
-    func testNothingIsKeptWhileTheDriverDoesNotAccept() throws {
+    /// A bin, accepting or not, and a never-sent task to hang outcomes on (with its manager,
+    /// which `tearDown` invalidates).
+    private func makeBin(accepting: Bool) throws -> (AllocationReturn, SessionTask) {
         let (manager, tasks) = try makeUnsentTasks(1)
-        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        managers.append(manager)
         let bin = AllocationReturn()
+        var spare: [AllocationReturn.Parts] = []
+        bin.collect(into: &spare, accepting: accepting)
+        return (bin, tasks[0])
+    }
+
+    /// Hands `count` finished transfers back to `bin` and lets go of them here.
+    private func handBack(
+        _ count: Int, body: Data?, to bin: AllocationReturn, task: SessionTask,
+        heads: inout [WeakBox<HTTPResponseHead>], prepare: (inout [SessionEngine.FinishedTransfer]) -> Void = { _ in }
+    ) throws {
+        var items = try finished(count, task: task, body: body, heads: &heads)
+        prepare(&items)
+        items.withUnsafeBufferPointer { bin.handBack($0) }
+    }
+
+    private var managers: [URLSessionManager] = []
+
+    override func tearDown() {
+        for manager in managers { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        managers.removeAll()
+        super.tearDown()
+    }
+
+    func testNothingIsKeptWhileTheDriverDoesNotAccept() throws {
+        let (bin, task) = try makeBin(accepting: false)
         var heads: [WeakBox<HTTPResponseHead>] = []
-        do {
-            let items = try finished(3, task: tasks[0], body: Data("abc".utf8), heads: &heads)
-            items.withUnsafeBufferPointer { bin.handBack($0) }
-        }
+        try handBack(3, body: Data("abc".utf8), to: bin, task: task, heads: &heads)
         XCTAssertTrue(heads.allSatisfy { $0.value == nil }, "a bin that does not accept kept a head")
         var spare: [AllocationReturn.Parts] = []
         bin.collect(into: &spare, accepting: false)
@@ -43,17 +67,11 @@ final class AllocationReturnTests: XCTestCase {
     }
 
     func testHandedBackPartsLiveUntilTheDriverCollectsThem() throws {
-        let (manager, tasks) = try makeUnsentTasks(1)
-        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
-        let bin = AllocationReturn()
-        var spare: [AllocationReturn.Parts] = []
-        bin.collect(into: &spare, accepting: true)
+        let (bin, task) = try makeBin(accepting: true)
         var heads: [WeakBox<HTTPResponseHead>] = []
-        do {
-            let items = try finished(3, task: tasks[0], body: Data("abc".utf8), heads: &heads)
-            items.withUnsafeBufferPointer { bin.handBack($0) }
-        }
+        try handBack(3, body: Data("abc".utf8), to: bin, task: task, heads: &heads)
         XCTAssertTrue(heads.allSatisfy { $0.value != nil }, "the bin holds the last references")
+        var spare: [AllocationReturn.Parts] = []
         bin.collect(into: &spare, accepting: false)
         XCTAssertEqual(spare.count, 3)
         XCTAssertEqual(spare.first?.body, Data("abc".utf8))
@@ -62,10 +80,7 @@ final class AllocationReturnTests: XCTestCase {
         XCTAssertTrue(heads.allSatisfy { $0.value == nil })
 
         // Not accepting any more: a later hand-back keeps nothing.
-        do {
-            let items = try finished(2, task: tasks[0], body: nil, heads: &heads)
-            items.withUnsafeBufferPointer { bin.handBack($0) }
-        }
+        try handBack(2, body: nil, to: bin, task: task, heads: &heads)
         XCTAssertTrue(heads.allSatisfy { $0.value == nil })
         bin.collect(into: &spare, accepting: true)
         XCTAssertTrue(spare.isEmpty)
@@ -74,44 +89,35 @@ final class AllocationReturnTests: XCTestCase {
     /// A head whose Foundation response was built, a large body, and bodies past the budget
     /// stay with the completion queue.
     func testBuiltResponsesAndLargeBodiesAreNotTaken() throws {
-        let (manager, tasks) = try makeUnsentTasks(1)
-        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
-        let bin = AllocationReturn()
-        var spare: [AllocationReturn.Parts] = []
-        bin.collect(into: &spare, accepting: true)
+        let (bin, task) = try makeBin(accepting: true)
         var heads: [WeakBox<HTTPResponseHead>] = []
         let large = Data(count: AllocationReturn.largestBody + 1)
         let largest = Data(count: AllocationReturn.largestBody)
-        do {
-            var items = try finished(2, task: tasks[0], body: large, heads: &heads)
+        // Two with a body over the largest size (the first's Foundation response built), then
+        // enough of the largest size to pass the budget by one.
+        let fitting = AllocationReturn.bodyBudget / AllocationReturn.largestBody
+        try handBack(2, body: large, to: bin, task: task, heads: &heads) { items in
             _ = items[0].outcome.head?.httpURLResponse
-            // Enough bodies of the largest size taken to pass the budget by one.
-            items += try finished(AllocationReturn.bodyBudget / AllocationReturn.largestBody + 1, task: tasks[0], body: largest, heads: &heads)
-            items.withUnsafeBufferPointer { bin.handBack($0) }
         }
+        try handBack(fitting + 1, body: largest, to: bin, task: task, heads: &heads)
         XCTAssertNil(heads[0].value, "a head with a built Foundation response was kept")
+        var spare: [AllocationReturn.Parts] = []
         bin.collect(into: &spare, accepting: false)
         XCTAssertEqual(spare.count, heads.count, "every item has metrics to hand back")
         XCTAssertNil(spare[0].head)
         XCTAssertNil(spare[1].body, "a body over the largest size was kept")
         XCTAssertNotNil(spare[1].head)
         let keptBodies = spare.compactMap(\.body)
-        XCTAssertEqual(keptBodies.count, AllocationReturn.bodyBudget / AllocationReturn.largestBody)
+        XCTAssertEqual(keptBodies.count, fitting)
         XCTAssertLessThanOrEqual(keptBodies.reduce(0) { $0 + $1.count }, AllocationReturn.bodyBudget)
     }
 
     func testAtMostCapacityRequestsWait() throws {
-        let (manager, tasks) = try makeUnsentTasks(1)
-        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
-        let bin = AllocationReturn()
-        var spare: [AllocationReturn.Parts] = []
-        bin.collect(into: &spare, accepting: true)
+        let (bin, task) = try makeBin(accepting: true)
         var heads: [WeakBox<HTTPResponseHead>] = []
-        do {
-            let items = try finished(AllocationReturn.capacity + 5, task: tasks[0], body: nil, heads: &heads)
-            items.withUnsafeBufferPointer { bin.handBack($0) }
-        }
+        try handBack(AllocationReturn.capacity + 5, body: nil, to: bin, task: task, heads: &heads)
         XCTAssertEqual(heads.filter { $0.value != nil }.count, AllocationReturn.capacity)
+        var spare: [AllocationReturn.Parts] = []
         bin.collect(into: &spare, accepting: true)
         XCTAssertEqual(spare.count, AllocationReturn.capacity)
     }
@@ -120,11 +126,7 @@ final class AllocationReturnTests: XCTestCase {
     /// often the last to let go of them), with the same filters: a head a monitor had built a
     /// Foundation response for stays where it is.
     func testAMonitorsDeliveryHandsBackWhatItsEventsHeld() throws {
-        let (manager, tasks) = try makeUnsentTasks(1)
-        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
-        let bin = AllocationReturn()
-        var spare: [AllocationReturn.Parts] = []
-        bin.collect(into: &spare, accepting: true)
+        let (bin, task) = try makeBin(accepting: true)
         let heard = expectation(description: "the monitor heard both heads")
         heard.expectedFulfillmentCount = 2
         let monitor = RecordingMonitor(foundationResponses: false) { _ in heard.fulfill() }
@@ -138,13 +140,14 @@ final class AllocationReturnTests: XCTestCase {
             _ = builtHead.httpURLResponse
             plain = WeakBox(plainHead)
             built = WeakBox(builtHead)
-            hub.emit(.received(tasks[0], plainHead))
-            hub.emit(.received(tasks[0], builtHead))
+            hub.emit(.received(task, plainHead))
+            hub.emit(.received(task, builtHead))
         }
         wait(for: [heard], timeout: 30)
         monitor.queue.sync {}  // the delivery block, and its hand-back, finished
         XCTAssertNil(built?.value, "a head with a built Foundation response was handed back")
         XCTAssertNotNil(plain?.value, "the bin holds the monitor's last reference")
+        var spare: [AllocationReturn.Parts] = []
         bin.collect(into: &spare, accepting: false)
         XCTAssertEqual(spare.count, 1)
         XCTAssertTrue(spare.first?.head === plain?.value)
