@@ -215,9 +215,13 @@ public final class HTTPResponseHead: Sendable, CustomStringConvertible {
         }
     }
 
-    /// Whether ``httpURLResponse`` has been built (for tests of the fast paths, and for the
-    /// driver, which frees only heads without a Foundation object: `AllocationReturn`).
+    /// Whether ``httpURLResponse`` has been built (for tests of the fast paths).
     package var isResponseBuilt: Bool { built.withLock { $0 != nil } }
+
+    /// Whether ``httpURLResponse`` has been built or is being built now, without waiting for
+    /// a build in progress (a monitor's queue may be building it): the driver frees only heads
+    /// without a Foundation object (`AllocationReturn`), and the thread asking must not stall.
+    package var mayHoldResponse: Bool { built.withLockIfAvailable { $0 != nil } ?? true }
 
     /// The fields folded into a dictionary, repeated fields joined with ", ", the first
     /// spelling of a name kept.

@@ -23,7 +23,8 @@ import Synchronization
 /// stops accepting, so nothing waits here while the manager is idle, and while it runs a
 /// finished request's parts wait here until the driver's next pass at most. Bodies over
 /// `largestBody` (or past `bodyBudget` in all) and heads whose Foundation response was built
-/// (a Foundation object the completion queue made) are not taken: the completion queue frees
+/// or is being built (a Foundation object another thread made; the check does not wait for a
+/// build in progress) are not taken: the completion queue frees
 /// those as before. The parts are Curlew's own objects: freeing them runs no user code on the
 /// driver thread (a head whose response a caller builds after it was handed back frees that
 /// Foundation object there: deallocation only).
@@ -81,7 +82,7 @@ final class AllocationReturn: Sendable {
     /// Adds what of one request may wait in `bin`; false once the bin is full.
     private static func add(head: HTTPResponseHead?, body: Data?, metrics: TaskMetrics?, to bin: inout Bin) -> Bool {
         guard bin.parts.count < capacity else { return false }
-        let head = head.flatMap { $0.isResponseBuilt ? nil : $0 }
+        let head = head.flatMap { $0.mayHoldResponse ? nil : $0 }
         let bodyBytes = body?.count ?? 0
         let body = bodyBytes <= largestBody && bin.bodyBytes + bodyBytes <= bodyBudget ? body : nil
         guard head != nil || body != nil || metrics != nil else { return true }
