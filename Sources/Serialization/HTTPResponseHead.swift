@@ -216,7 +216,7 @@ public final class HTTPResponseHead: Sendable, CustomStringConvertible {
     }
 
     /// Whether ``httpURLResponse`` has been built (for tests of the fast paths).
-    package var isResponseBuilt: Bool { built.withLock { $0 != nil } }
+    var isResponseBuilt: Bool { built.withLock { $0 != nil } }
 
     /// Whether ``httpURLResponse`` has been built or is being built now, without waiting for
     /// a build in progress (a monitor's queue may be building it): the driver frees only heads

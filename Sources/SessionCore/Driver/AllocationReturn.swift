@@ -21,13 +21,13 @@ import Synchronization
 /// Only while the driver has transfers (it wakes within a second then; `DriverLoop.run`)
 /// does it accept anything: before a sleep without transfers it takes back what is here and
 /// stops accepting, so nothing waits here while the manager is idle, and while it runs a
-/// finished request's parts wait here until the driver's next pass at most. Bodies over
-/// `largestBody` (or past `bodyBudget` in all) and heads whose Foundation response was built
-/// or is being built (a Foundation object another thread made; the check does not wait for a
-/// build in progress) are not taken: the completion queue frees
-/// those as before. The parts are Curlew's own objects: freeing them runs no user code on the
-/// driver thread (a head whose response a caller builds after it was handed back frees that
-/// Foundation object there: deallocation only).
+/// finished request's parts wait here until the driver's next pass at most. Not taken, and
+/// freed where they are as before: bodies over `largestBody` (or past `bodyBudget` in all),
+/// and heads whose Foundation response was built or is being built (a Foundation object
+/// another thread made; the check does not wait for a build in progress). The parts are
+/// Curlew's own objects: freeing them runs no user code on the driver thread (a head whose
+/// response a caller builds after it was handed back frees that Foundation object there:
+/// deallocation only).
 ///
 /// Sendable: the parts wait under `bin`'s lock; the driver's side (`collect`) is called from
 /// the driver thread only.
