@@ -105,10 +105,10 @@ final class MonitorHub: Sendable {
 
     /// Where a delivery hands back the response heads, bodies and metrics its events held
     /// (the driver made them, and frees them best: `AllocationReturn`).
-    private let allocationReturn: AllocationReturn?
+    private let allocationReturn: AllocationReturn
 
     /// nil when `monitors` is empty: then nothing is dispatched at all.
-    init?(monitors: [any EventMonitor], allocationReturn: AllocationReturn? = nil) {
+    init?(monitors: [any EventMonitor], allocationReturn: AllocationReturn) {
         guard !monitors.isEmpty else { return nil }
         self.monitors = monitors
         targets = monitors.map(Target.init)
@@ -154,9 +154,9 @@ final class MonitorHub: Sendable {
         var returned: [AllocationReturn.Parts] = []
         batch.drain { event in
             call(target.monitor, with: event, foundation: target.receivesFoundationResponses)
-            if allocationReturn != nil { Self.collectParts(of: event, into: &returned) }
+            Self.collectParts(of: event, into: &returned)
         }
-        if let allocationReturn, !returned.isEmpty { allocationReturn.handBack(returned) }
+        if !returned.isEmpty { allocationReturn.handBack(returned) }
         target.lists.withLock { if $0.spare == nil { $0.spare = batch } }
     }
 
