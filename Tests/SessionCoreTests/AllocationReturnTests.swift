@@ -193,4 +193,40 @@ final class AllocationReturnTests: XCTestCase {
         manager.invalidateSessionCancelingTasks(false, resetSession: false)
         await manager.waitUntilInvalidated()
     }
+
+    /// Cancel and invalidation meet the hand-back: requests cancelled in flight by the
+    /// manager's invalidation complete while the driver tears down. Once the manager is
+    /// invalidated its bin accepts nothing and holds nothing, and the heads of the requests
+    /// that had finished before are gone.
+    func testAnInvalidatedManagerHoldsNothingBack() async throws {
+        var configuration = SessionConfiguration.default
+        configuration.httpMaximumConnectionsPerHost = 16
+        let manager = URLSessionManager.raw(configuration)
+        let heads = Mutex<[WeakBox<HTTPResponseHead>]>([])
+        let finished = expectation(description: "8 GETs")
+        finished.expectedFulfillmentCount = 8
+        for index in 0..<8 {
+            manager.dataTask(with: URLRequest(url: try Peer.url("/get?n=\(index)"))) { response in
+                if let head = response.head { heads.withLock { $0.append(WeakBox(head)) } }
+                finished.fulfill()
+            }.resume()
+        }
+        await fulfillment(of: [finished], timeout: 60)
+        let cancelled = expectation(description: "8 slow GETs cancelled")
+        cancelled.expectedFulfillmentCount = 8
+        for _ in 0..<8 {
+            manager.dataTask(with: URLRequest(url: try Peer.url("/delay/10"))) { response in
+                XCTAssertNotNil(response.error)
+                cancelled.fulfill()
+            }.resume()
+        }
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await fulfillment(of: [cancelled], timeout: 60)
+        await manager.waitUntilInvalidated()
+        manager.completionQueue.sync {}  // every completion block, and its hand-back, ran
+        let bin = manager.engine.allocationReturn
+        XCTAssertFalse(bin.isAccepting, "a torn-down driver still accepts hand-backs")
+        XCTAssertEqual(bin.waitingCount, 0, "parts wait for a driver that is gone")
+        XCTAssertEqual(heads.withLock { $0.filter { $0.value != nil }.count }, 0)
+    }
 }
