@@ -155,35 +155,45 @@ final class AllocationReturnTests: XCTestCase {
         XCTAssertNil(plain?.value)
     }
 
-    /// Through a manager: 32 requests, 16 in flight, their heads watched from the handlers.
-    /// Once they have all finished, the idle manager (alive, its driver asleep) keeps none of
-    /// them: the driver frees what it was handed before it sleeps without transfers, and
-    /// accepts nothing more until it has transfers again.
-    func testAnIdleManagerKeepsNoFinishedResponse() async throws {
+    /// A manager with 16 connections to the test peer.
+    private func makeManager() -> URLSessionManager {
         var configuration = SessionConfiguration.default
         configuration.httpMaximumConnectionsPerHost = 16
-        let manager = URLSessionManager.raw(configuration)
+        return URLSessionManager.raw(configuration)
+    }
+
+    /// Runs `count` GETs on `manager` to their end; their heads, weakly watched from the handlers.
+    private func finishGETs(_ count: Int, on manager: URLSessionManager) async throws -> [WeakBox<HTTPResponseHead>] {
         let heads = Mutex<[WeakBox<HTTPResponseHead>]>([])
-        let done = expectation(description: "32 GETs")
-        done.expectedFulfillmentCount = 32
-        for index in 0..<32 {
-            let request = URLRequest(url: try Peer.url("/get?n=\(index)"))
-            manager.dataTask(with: request) { response in
+        let done = expectation(description: "\(count) GETs")
+        done.expectedFulfillmentCount = count
+        for index in 0..<count {
+            manager.dataTask(with: URLRequest(url: try Peer.url("/get?n=\(index)"))) { response in
                 XCTAssertNil(response.error)
                 if let head = response.head { heads.withLock { $0.append(WeakBox(head)) } }
                 done.fulfill()
             }.resume()
         }
         await fulfillment(of: [done], timeout: 60)
+        return heads.withLock { $0 }
+    }
+
+    /// Through a manager: 32 requests, 16 in flight, their heads watched from the handlers.
+    /// Once they have all finished, the idle manager (alive, its driver asleep) keeps none of
+    /// them: the driver frees what it was handed before it sleeps without transfers, and
+    /// accepts nothing more until it has transfers again.
+    func testAnIdleManagerKeepsNoFinishedResponse() async throws {
+        let manager = makeManager()
+        let heads = try await finishGETs(32, on: manager)
         manager.completionQueue.sync {}  // the last block's hand-back ran
-        XCTAssertEqual(heads.withLock { $0.count }, 32)
+        XCTAssertEqual(heads.count, 32)
         // Bounded: the driver reaches its sleep within moments of its last transfer, and
         // stops accepting before it sleeps.
         let bin = manager.engine.allocationReturn
         var alive = 32
         var idle = false
         for _ in 0..<400 {
-            alive = heads.withLock { $0.filter { $0.value != nil }.count }
+            alive = heads.filter { $0.value != nil }.count
             idle = !bin.isAccepting && bin.waitingCount == 0
             if alive == 0 && idle { break }
             try await Task.sleep(nanoseconds: 25_000_000)
@@ -199,19 +209,8 @@ final class AllocationReturnTests: XCTestCase {
     /// invalidated its bin accepts nothing and holds nothing, and the heads of the requests
     /// that had finished before are gone.
     func testAnInvalidatedManagerHoldsNothingBack() async throws {
-        var configuration = SessionConfiguration.default
-        configuration.httpMaximumConnectionsPerHost = 16
-        let manager = URLSessionManager.raw(configuration)
-        let heads = Mutex<[WeakBox<HTTPResponseHead>]>([])
-        let finished = expectation(description: "8 GETs")
-        finished.expectedFulfillmentCount = 8
-        for index in 0..<8 {
-            manager.dataTask(with: URLRequest(url: try Peer.url("/get?n=\(index)"))) { response in
-                if let head = response.head { heads.withLock { $0.append(WeakBox(head)) } }
-                finished.fulfill()
-            }.resume()
-        }
-        await fulfillment(of: [finished], timeout: 60)
+        let manager = makeManager()
+        let heads = try await finishGETs(8, on: manager)
         let cancelled = expectation(description: "8 slow GETs cancelled")
         cancelled.expectedFulfillmentCount = 8
         for _ in 0..<8 {
@@ -227,6 +226,6 @@ final class AllocationReturnTests: XCTestCase {
         let bin = manager.engine.allocationReturn
         XCTAssertFalse(bin.isAccepting, "a torn-down driver still accepts hand-backs")
         XCTAssertEqual(bin.waitingCount, 0, "parts wait for a driver that is gone")
-        XCTAssertEqual(heads.withLock { $0.filter { $0.value != nil }.count }, 0)
+        XCTAssertEqual(heads.filter { $0.value != nil }.count, 0)
     }
 }
