@@ -91,6 +91,22 @@ final class CompletionBatchTests: XCTestCase {
 
     /// On Linux `DispatchQueue.main` is a new object at every use (`===` never matches it):
     /// the main queue is recognised all the same, and a queue of the caller's is not batched.
+    /// One completion per pass may resume its caller from the driver; every flush (a pass's
+    /// end, with or without items) allows the next one.
+    func testOneDirectResumePerPass() {
+        let queue = DispatchQueue(label: "batch-test-direct")
+        let batch = CompletionBatch<Int> { _ in }
+        XCTAssertTrue(batch.claimDirectResume())
+        XCTAssertFalse(batch.claimDirectResume())
+        batch.add(1, on: queue, kind: .own)
+        XCTAssertFalse(batch.claimDirectResume(), "still the same pass")
+        batch.flush()
+        XCTAssertTrue(batch.claimDirectResume(), "a new pass")
+        batch.flush()  // nothing gathered (the item went another way): still a pass's end
+        XCTAssertTrue(batch.claimDirectResume())
+        queue.sync {}
+    }
+
     func testTheMainQueueIsRecognisedThoughEveryUseIsANewObject() {
         let own = DispatchQueue(label: "batch-test-own")
         XCTAssertEqual(CompletionQueueKind(own, own: own), .own)

@@ -177,6 +177,15 @@ extension SessionTask {
             return state.callbacks
         }
     }
+
+    /// Takes the completion handler alone out (a completed task's, for `resumeDirectly`): the
+    /// completion queue then finds none to call, and the other closures stay for it.
+    func takeCompletionHandler() -> (@Sendable (DataResponse) -> Void)? {
+        protected.withLock { state in
+            defer { state.callbacks.completionHandler = nil }
+            return state.callbacks.completionHandler
+        }
+    }
 }
 
 extension SessionTask {

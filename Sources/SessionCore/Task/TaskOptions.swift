@@ -24,6 +24,13 @@ struct TaskOptions: Sendable {
     /// Whether the raw body is returned as the result (async `data(for:)`) instead of
     /// going through the manager's response serializer.
     var skipsSerializer = false
+    /// The completion handler is Curlew's own: the continuation of an async raw-data call
+    /// (`dataResponse(for:)`) whose task resumes on the global executor. It is called where
+    /// the task completes — on the driver thread, usually — so that the caller goes on one
+    /// thread hop sooner; the rest of the completion (hooks, monitors, notifications) follows
+    /// on the completion queue as for any task (`SessionEngine.resumeDirectly`). Never set
+    /// for a closure of the caller's: that runs on the completion queue.
+    var resumesDirectly = false
     /// Set for download tasks: the body goes to this file, not to memory.
     var download: DownloadOptions?
     /// Set for a streamed response (`bytes(for:)`): the head and the body chunks go there, to
