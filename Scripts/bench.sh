@@ -6,7 +6,7 @@
 #   --quick        scale 0.1 and 3 runs (a few minutes)
 #   --runs N       runs per client and workload (default 5)
 #   --scale X      multiplies every request count (default 1)
-#   --clients      subset of: libcurl,curlew,curlew-monitor,urlsession,ahc
+#   --clients      subset of: libcurl,curlew,curlew-monitor,curlew-async,urlsession,ahc
 #   --workloads    subset of the names printed by `curlew-bench --list`
 #   --serve        only set up and start nginx, print its ports, and keep it running until
 #                  interrupted (for profiling one client by hand)
@@ -16,7 +16,7 @@ cd "$CURLEW_ROOT"
 
 RUNS=5
 SCALE=1
-CLIENTS="libcurl,curlew,curlew-monitor,urlsession,ahc"
+CLIENTS="libcurl,curlew,curlew-monitor,curlew-async,urlsession,ahc"
 WORKLOADS=""
 SERVE=0
 while (($#)); do

@@ -5,6 +5,9 @@ enum BenchClientKind: String, CaseIterable, Sendable {
     /// Curlew with one `EventMonitor` attached (every event delivered on the monitor's queue):
     /// what the event seam costs a user who logs or measures.
     case curlewMonitor = "curlew-monitor"
+    /// Curlew's async API, as AsyncHTTPClient's client is driven: `concurrency` Swift tasks,
+    /// each looping `try await manager.dataResponse(for:)` (request workloads only).
+    case curlewAsync = "curlew-async"
     case urlsession
     case ahc
 
@@ -14,6 +17,7 @@ enum BenchClientKind: String, CaseIterable, Sendable {
         case .libcurl: return try LibcurlClient().run(spec)
         case .curlew: return try await CurlewClient().run(spec)
         case .curlewMonitor: return try await CurlewClient(monitored: true).run(spec)
+        case .curlewAsync: return try await CurlewClient(async: true).run(spec)
         case .urlsession: return try await URLSessionClient().run(spec)
         case .ahc: return try await AHCClient().run(spec)
         }

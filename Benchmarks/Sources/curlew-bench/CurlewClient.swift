@@ -15,6 +15,9 @@ struct CurlewClient {
 
     /// Attach one `EventMonitor` that counts what it hears (the `curlew-monitor` client).
     var monitored = false
+    /// Swift tasks looping `dataResponse(for:)` instead of completion handlers (the
+    /// `curlew-async` client).
+    var async = false
 
     /// Counts the events a user's metrics monitor would typically look at, the way the docs
     /// recommend: statuses from the parsed head, no Foundation response asked for.
@@ -41,6 +44,9 @@ struct CurlewClient {
         // The temporary file next to its destination, as the documentation advises: the final
         // move is a rename.
         configuration.downloadDirectory = spec.download?.directoryURL
+        if async, spec.kind != .gets {
+            throw Unsupported(reason: "the async client runs the request workloads only")
+        }
         let manager = URLSessionManager(configuration: configuration, eventMonitors: monitored ? [CountingMonitor()] : [])
         manager.responseSerializer = HTTPResponseSerializer()
 
@@ -48,6 +54,8 @@ struct CurlewClient {
         if spec.connectionClose { request.setValue("close", forHTTPHeaderField: "Connection") }
 
         switch spec.kind {
+        case .gets where async:
+            return await asyncGets(manager, request: request, spec: spec)
         case .gets, .download:
             let loop = RequestLoop(total: spec.count) { [request] loop in
                 manager.dataTask(with: request) { response in
@@ -89,6 +97,37 @@ struct CurlewClient {
             return await loop.run(concurrency: 1)
         case .slowOpen:
             return await slowOpen(manager, request: request, spec: spec)
+        }
+    }
+
+    /// `concurrency` Swift tasks, each sending its next request when its last one returned
+    /// (the shape of the `ahc` client): the raw-data call, which applies no serializer.
+    private func asyncGets(_ manager: URLSessionManager, request: URLRequest, spec: WorkloadSpec) async -> Outcome {
+        let tickets = Counter()
+        return await withTaskGroup(of: Outcome.self) { group in
+            for _ in 0..<min(spec.concurrency, spec.count) {
+                group.addTask {
+                    var outcome = Outcome()
+                    while tickets.next() < spec.count {
+                        do {
+                            let response = try await manager.dataResponse(for: request)
+                            let status = response.head?.statusCode ?? 0
+                            if (200..<300).contains(status) {
+                                outcome.completed += 1
+                                outcome.bytes += Int64(response.data?.count ?? 0)
+                            } else {
+                                outcome.fail("HTTP \(status)")
+                            }
+                        } catch {
+                            outcome.fail("\(error)")
+                        }
+                    }
+                    return outcome
+                }
+            }
+            var total = Outcome()
+            for await outcome in group { total.merge(outcome) }
+            return total
         }
     }
 
