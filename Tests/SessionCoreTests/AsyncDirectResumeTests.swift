@@ -1,11 +1,13 @@
 import Dispatch
 import Foundation
+import Glibc
 import Synchronization
 import XCTest
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 import Serialization
+import CurlewTestSupport
 @testable import SessionCore
 
 /// `data(for:)` and `dataResponse(for:)` resume their caller where the transfer ends
@@ -101,75 +103,99 @@ final class AsyncDirectResumeTests: XCTestCase {
     /// not an actor-isolated caller's.
     func testOnlyCallsThatResumeOnTheGlobalExecutorResumeDirectly() async {
         let executor = QueueExecutor()
-        let plain = await Task.detached { URLSessionManager.resumesOnGlobalExecutor(isolation: nil) }.value
+        let plain = await Task.detached { CallerExecutor.resumesOnGlobalExecutor(isolation: nil) }.value
         XCTAssertTrue(plain)
         let preferring = await Task.detached {
-            await withTaskExecutorPreference(executor) { URLSessionManager.resumesOnGlobalExecutor(isolation: nil) }
+            await withTaskExecutorPreference(executor) { CallerExecutor.resumesOnGlobalExecutor(isolation: nil) }
         }.value
         XCTAssertFalse(preferring)
         let isolated = await IsolatedProbe().resumesDirectly()
         XCTAssertFalse(isolated)
     }
 
-    /// With a task executor preference the call returns only after the completion queue let
-    /// go: its continuation is resumed there, as before, not from the driver thread.
-    func testATaskExecutorPreferenceWaitsForTheCompletionQueue() async throws {
+    /// Under a task executor preference, `data(for:)` works and its caller's executor is never
+    /// asked to `enqueue` on a driver thread (it is resumed from the completion queue).
+    func testATaskExecutorsEnqueueNeverRunsOnTheDriverForDataFor() async throws {
         let manager = URLSessionManager.raw()
-        let url = try Peer.url("/get?direct-resume=executor")
-        let release = DispatchSemaphore(value: 0)
-        defer { release.signal() }  // a failed check does not leave the queue held
-        let held = expectation(description: "completion queue held")
-        manager.completionQueue.async {
-            held.fulfill()
-            release.wait()
-        }
-        await fulfillment(of: [held], timeout: 30)
-        let released = Mutex(false)
-        let returnedAfterRelease = Mutex<Bool?>(nil)
-        let returned = expectation(description: "data(for:) returned")
         let executor = QueueExecutor()
-        Task.detached {
+        let url = try Peer.url("/get?direct-resume=executor")
+        let statuses = await Task.detached {
             await withTaskExecutorPreference(executor) {
-                let status = try? await manager.data(for: URLRequest(url: url)).1.statusCode
-                XCTAssertEqual(status, 200)
-                returnedAfterRelease.withLock { $0 = released.withLock { $0 } }
-                returned.fulfill()
+                var statuses: [Int] = []
+                for _ in 0..<5 {
+                    statuses.append((try? await manager.data(for: URLRequest(url: url)).1.statusCode) ?? 0)
+                }
+                return statuses
             }
-        }
-        // Until the transfer has ended (the task completed on the driver thread), then a
-        // moment for a wrongly direct resume to show; bounded.
-        var sawTask = false
-        for _ in 0..<3000 {
-            let tasks = manager.engine.state.withLock { $0.tasks.tasks }
-            if let task = tasks.first {
-                sawTask = true
-                if task.state == .completed { break }
-            } else if sawTask {
-                break
+        }.value
+        XCTAssertEqual(statuses, [200, 200, 200, 200, 200])
+        XCTAssertGreaterThan(executor.enqueued, 0, "the calls ran on the executor")
+        XCTAssertEqual(executor.enqueuedOnDriver, 0, "an enqueue ran on a driver thread")
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
+    /// The same for a streamed body, whose head and chunks the driver hands to a waiting
+    /// reader: a reader under a task executor preference is resumed from a global queue.
+    func testATaskExecutorsEnqueueNeverRunsOnTheDriverForAStream() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/drip", response: .stream((0..<4).map { _ in .init(Data("x".utf8), delay: .milliseconds(30)) }))
+        let manager = URLSessionManager.raw()
+        let executor = QueueExecutor()
+        let url = try server.url("/drip")
+        let body = await Task.detached {
+            await withTaskExecutorPreference(executor) { () async -> Data? in
+                guard let (bytes, _) = try? await manager.bytes(for: URLRequest(url: url)) else { return nil }
+                var body = Data()
+                do {
+                    for try await chunk in bytes { body.append(chunk) }
+                } catch {
+                    return nil
+                }
+                return body
             }
-            try await Task.sleep(nanoseconds: 10_000_000)
-        }
-        try await Task.sleep(nanoseconds: 100_000_000)
-        released.withLock { $0 = true }
-        release.signal()
-        await fulfillment(of: [returned], timeout: 60)
-        XCTAssertEqual(returnedAfterRelease.withLock { $0 }, true)
+        }.value
+        XCTAssertEqual(body, Data("xxxx".utf8))
+        XCTAssertGreaterThan(executor.enqueued, 0, "the reader ran on the executor")
+        XCTAssertEqual(executor.enqueuedOnDriver, 0, "an enqueue ran on a driver thread")
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
         await manager.waitUntilInvalidated()
     }
 }
 
-/// Runs its jobs on a serial dispatch queue: a caller's own task executor.
+/// Runs its jobs on a serial dispatch queue: a caller's own task executor. Counts its
+/// `enqueue` calls, and those made on one of Curlew's driver threads ("curlew.drv.N").
 private final class QueueExecutor: TaskExecutor {
     let queue = DispatchQueue(label: "AsyncDirectResumeTests.executor")
+    private let counts = Mutex((all: 0, onDriver: 0))
+
+    var enqueued: Int { counts.withLock { $0.all } }
+    var enqueuedOnDriver: Int { counts.withLock { $0.onDriver } }
 
     func enqueue(_ job: consuming ExecutorJob) {
+        let onDriver = Self.currentThreadName().hasPrefix("curlew.drv")
+        counts.withLock {
+            $0.all += 1
+            if onDriver { $0.onDriver += 1 }
+        }
         let job = UnownedJob(job)
         queue.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+    }
+
+    /// The kernel's name of the calling thread (the driver sets its own there).
+    private static func currentThreadName() -> String {
+        let file = open("/proc/thread-self/comm", O_RDONLY | O_CLOEXEC)
+        guard file >= 0 else { return "" }
+        defer { close(file) }
+        var buffer = [UInt8](repeating: 0, count: 32)
+        let count = buffer.withUnsafeMutableBytes { read(file, $0.baseAddress, $0.count) }
+        guard count > 0 else { return "" }
+        return String(decoding: buffer[..<count], as: UTF8.self)
     }
 }
 
 /// An actor-isolated caller.
 private actor IsolatedProbe {
-    func resumesDirectly() -> Bool { URLSessionManager.resumesOnGlobalExecutor() }
+    func resumesDirectly() -> Bool { CallerExecutor.resumesOnGlobalExecutor() }
 }

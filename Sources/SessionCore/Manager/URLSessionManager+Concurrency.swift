@@ -24,23 +24,13 @@ extension URLSessionManager {
     ///
     /// - Throws: `SessionError` when the transfer fails (a 4xx or 5xx is a response).
     public func dataResponse(for request: URLRequest) async throws -> DataResponse {
-        let direct = Self.resumesOnGlobalExecutor(isolation: #isolation)
+        let direct = CallerExecutor.resumesOnGlobalExecutor(isolation: #isolation)
         return try await perform { completion in
             var options = TaskOptions(collectsBody: true, completionHandler: completion)
             options.skipsSerializer = true
             options.resumesDirectly = direct
             return engine.makeTask(DataTask.self, request: request, options: options)
         }
-    }
-
-    /// Whether a continuation made in `perform` resumes the calling task through the global
-    /// concurrent executor: no actor isolation here and no task executor preference
-    /// (`withTaskExecutorPreference`). Then resuming it from the driver thread enqueues a job
-    /// there and runs nothing of the caller's; an executor of the caller's would run its own
-    /// `enqueue` on the driver thread, so its calls keep the completion queue's route.
-    static func resumesOnGlobalExecutor(isolation: isolated (any Actor)? = #isolation) -> Bool {
-        guard isolation == nil else { return false }
-        return withUnsafeCurrentTask { task in task.map { $0.unownedTaskExecutor == nil } ?? false }
     }
 
     /// Runs a task made by `makeTask` (which must hand the given completion to the task) and

@@ -18,7 +18,7 @@ final class AsyncBodyFeed: Sendable {
         var isFinished = false
         var failure: SessionError?
         var readerIsWaiting = false
-        var producerWaiter: CheckedContinuation<Void, Never>?
+        var producerWaiter: DriverResumedWaiter<Void, Never>?
         var producer: Task<Void, Never>?
         var producerStarted = false
         var isCancelled = false
@@ -84,7 +84,7 @@ final class AsyncBodyFeed: Sendable {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let resumeNow = state.withLock { state -> Bool in
                     guard !state.isCancelled, state.chunks.byteCount >= capacity else { return true }
-                    state.producerWaiter = continuation
+                    state.producerWaiter = DriverResumedWaiter(continuation)
                     return false
                 }
                 if resumeNow { continuation.resume() }
@@ -135,7 +135,7 @@ final class AsyncBodyFeed: Sendable {
     func take(into buffer: UnsafeMutableRawBufferPointer) -> BodyPump.Take {
         guard buffer.baseAddress != nil, buffer.count > 0 else { return .bytes(0) }
         var startProducer = false
-        var resumeProducer: CheckedContinuation<Void, Never>?
+        var resumeProducer: DriverResumedWaiter<Void, Never>?
         let result: BodyPump.Take = state.withLock { state in
             if state.chunks.byteCount > 0 {
                 let copied = state.chunks.copy(into: buffer)
@@ -156,21 +156,21 @@ final class AsyncBodyFeed: Sendable {
             }
             return .wait
         }
-        resumeProducer?.resume()
+        resumeProducer?.resumeFromDriver(with: .success(()))
         if startProducer { start() }
         return result
     }
 
     /// Stops the producer and drops what is buffered (the task completed).
     func cancel() {
-        let (producer, waiter) = state.withLock { state -> (Task<Void, Never>?, CheckedContinuation<Void, Never>?) in
+        let (producer, waiter) = state.withLock { state -> (Task<Void, Never>?, DriverResumedWaiter<Void, Never>?) in
             state.isCancelled = true
             state.chunks.removeAll()
             state.wake = nil
             defer { state.producerWaiter = nil }
             return (state.producer, state.producerWaiter)
         }
-        waiter?.resume()
+        waiter?.resumeFromDriver(with: .success(()))
         producer?.cancel()
     }
 

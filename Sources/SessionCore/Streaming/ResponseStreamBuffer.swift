@@ -9,7 +9,8 @@ import Synchronization
 /// Backpressure: the driver pauses the transfer (`CURL_WRITEFUNC_PAUSE`) while `credit.limit`
 /// bytes or more wait here (`TaskDelegate.didReceiveBody`); taking chunks out resumes it
 /// through the driver's `.resumeReading`. The driver side only appends under the lock and
-/// resumes a continuation: no user code runs on the driver thread.
+/// resumes a continuation: no user code runs on the driver thread (a consumer under a task
+/// executor preference is resumed from a global queue: `DriverResumedWaiter`).
 ///
 /// Lifetime: the task holds this buffer (through its options), the buffer holds the task
 /// weakly; the consumer (``ResponseStreamConsumer``) holds both.
@@ -22,10 +23,10 @@ final class ResponseStreamBuffer: Sendable {
 
     private struct State {
         var head: HTTPResponseHead?
-        var headWaiter: CheckedContinuation<HTTPResponseHead, any Error>?
+        var headWaiter: DriverResumedWaiter<HTTPResponseHead, any Error>?
         /// Chunks not yet taken.
         var chunks = ChunkQueue()
-        var chunkWaiter: CheckedContinuation<Data?, any Error>?
+        var chunkWaiter: DriverResumedWaiter<Data?, any Error>?
         /// Set once the transfer completed.
         var end: End?
         /// The consumer left: chunks are dropped as they come (the transfer is being cancelled).
@@ -50,7 +51,7 @@ final class ResponseStreamBuffer: Sendable {
 
     /// The delivered response's head arrived (driver thread).
     func receive(head: HTTPResponseHead) {
-        let waiter = state.withLock { state -> CheckedContinuation<HTTPResponseHead, any Error>? in
+        let waiter = state.withLock { state -> DriverResumedWaiter<HTTPResponseHead, any Error>? in
             // One head per stream: an attempt whose head went to the consumer is never retried
             // (`TaskDelegate.hasStreamedBody`), so a second one cannot arrive.
             guard state.head == nil else { return nil }
@@ -58,12 +59,12 @@ final class ResponseStreamBuffer: Sendable {
             defer { state.headWaiter = nil }
             return state.headWaiter
         }
-        waiter?.resume(returning: head)
+        waiter?.resumeFromDriver(with: .success(head))
     }
 
     /// A body chunk (driver thread); the driver already counted it in `credit`.
     func append(_ chunk: Data) {
-        let waiter = state.withLock { state -> CheckedContinuation<Data?, any Error>? in
+        let waiter = state.withLock { state -> DriverResumedWaiter<Data?, any Error>? in
             if state.isAbandoned { return nil }
             if let waiter = state.chunkWaiter {
                 state.chunkWaiter = nil
@@ -76,14 +77,14 @@ final class ResponseStreamBuffer: Sendable {
         // Handed straight to a waiting consumer: consumed now. The transfer is running (it
         // just delivered), so there is nothing to resume.
         _ = credit.consume(StreamCredit.cost(of: chunk.count))
-        waiter.resume(returning: chunk)
+        waiter.resumeFromDriver(with: .success(chunk))
     }
 
     /// The transfer completed (completion queue): a waiting consumer gets the end, after any
     /// chunks still buffered.
     func finish(error: (any Error)?) {
         let (headWaiter, chunkWaiter) = state.withLock {
-            state -> (CheckedContinuation<HTTPResponseHead, any Error>?, CheckedContinuation<Data?, any Error>?) in
+            state -> (DriverResumedWaiter<HTTPResponseHead, any Error>?, DriverResumedWaiter<Data?, any Error>?) in
             guard state.end == nil else { return (nil, nil) }
             state.end = error.map { .failed($0) } ?? .finished
             let headWaiter = state.headWaiter
@@ -93,10 +94,10 @@ final class ResponseStreamBuffer: Sendable {
             return (headWaiter, chunkWaiter)
         }
         if let headWaiter {
-            headWaiter.resume(throwing: error ?? SessionError.badServerResponse("the transfer ended without a response"))
+            headWaiter.continuation.resume(throwing: error ?? SessionError.badServerResponse("the transfer ended without a response"))
         }
         if let chunkWaiter {
-            if let error { chunkWaiter.resume(throwing: error) } else { chunkWaiter.resume(returning: nil) }
+            if let error { chunkWaiter.continuation.resume(throwing: error) } else { chunkWaiter.continuation.resume(returning: nil) }
         }
     }
 
@@ -117,7 +118,7 @@ final class ResponseStreamBuffer: Sendable {
                 case .failed(let error): return .failure(error)
                 case .finished: return .failure(SessionError.badServerResponse("the transfer ended without a response"))
                 case nil:
-                    state.headWaiter = continuation
+                    state.headWaiter = DriverResumedWaiter(continuation)
                     return nil
                 }
             }
@@ -137,7 +138,7 @@ final class ResponseStreamBuffer: Sendable {
                     state.end = .finished  // thrown once; later calls end quietly
                     return .failure(error)
                 case nil:
-                    state.chunkWaiter = continuation
+                    state.chunkWaiter = DriverResumedWaiter(continuation)
                     return nil
                 }
             }
