@@ -25,7 +25,7 @@ final class MonitorEventList: @unchecked Sendable {
     }
 
     /// Adds `event` after the others.
-    func append(_ event: MonitorEvent) {
+    func append(_ event: consuming MonitorEvent) {
         if count == capacity { grow() }
         (base + count).initialize(to: event)
         count += 1
