@@ -99,6 +99,66 @@ final class AsyncDirectResumeTests: XCTestCase {
         await manager.waitUntilInvalidated()
     }
 
+    /// Invalidation meets the direct route: the callers are resumed from the driver, while
+    /// their tasks leave the manager on the completion queue. An invalidation that lets them
+    /// finish ends only after every one was delivered; one that cancels ends them all with
+    /// `cancelled` (or their response, if it came first).
+    func testInvalidationWaitsForDirectlyResumedCalls() async throws {
+        let manager = URLSessionManager.raw()
+        let url = try Peer.url("/delay/1")
+        let completed = Mutex(0)
+        let observer = NotificationCenter.default.addObserver(forName: .taskDidComplete, object: nil, queue: nil) { note in
+            guard (note.object as? SessionTask)?.originalRequest?.url == url else { return }
+            completed.withLock { $0 += 1 }
+        }
+        defer { NotificationCenter.default.removeObserver(observer) }
+        let calls = (0..<8).map { _ in
+            Task { try await manager.data(for: URLRequest(url: url)).1.statusCode }
+        }
+        // Every call has its task before the manager stops taking new ones.
+        for _ in 0..<3000 where manager.tasks.count < 8 { try await Task.sleep(nanoseconds: 10_000_000) }
+        XCTAssertEqual(manager.tasks.count, 8)
+        manager.invalidateSessionCancelingTasks(false, resetSession: false)
+        // Bounded: a directly resumed task whose completion never ran would hold it forever.
+        let invalidated = expectation(description: "invalidated")
+        Task {
+            await manager.waitUntilInvalidated()
+            invalidated.fulfill()
+        }
+        await fulfillment(of: [invalidated], timeout: 60)
+        // The invalidation ended after every task's completion, notification included.
+        XCTAssertEqual(completed.withLock { $0 }, 8)
+        for call in calls {
+            let status = try await call.value
+            XCTAssertEqual(status, 200)
+        }
+
+        let cancelling = URLSessionManager.raw()
+        let slow = try Peer.url("/delay/10")
+        let cancelled = (0..<8).map { _ in
+            Task { () -> String in
+                do {
+                    return "\(try await cancelling.data(for: URLRequest(url: slow)).1.statusCode)"
+                } catch SessionError.cancelled {
+                    return "cancelled"
+                }
+            }
+        }
+        for _ in 0..<3000 where cancelling.tasks.count < 8 { try await Task.sleep(nanoseconds: 10_000_000) }
+        cancelling.invalidateSessionCancelingTasks(true, resetSession: false)
+        let cancelledAll = expectation(description: "invalidated, cancelling")
+        Task {
+            await cancelling.waitUntilInvalidated()
+            cancelledAll.fulfill()
+        }
+        await fulfillment(of: [cancelledAll], timeout: 60)
+        for call in cancelled {
+            let outcome = try await call.value
+            XCTAssertEqual(outcome, "cancelled")
+        }
+        XCTAssertTrue(cancelling.tasks.isEmpty)
+    }
+
     /// Which calls resume directly: a plain task's, not one with a task executor preference,
     /// not an actor-isolated caller's.
     func testOnlyCallsThatResumeOnTheGlobalExecutorResumeDirectly() async {
