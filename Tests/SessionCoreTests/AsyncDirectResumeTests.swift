@@ -21,14 +21,8 @@ final class AsyncDirectResumeTests: XCTestCase {
     func testDataResponseReturnsWhileTheCompletionQueueIsHeld() async throws {
         let manager = URLSessionManager.raw()
         let url = try Peer.url("/get?direct-resume=held")
-        let release = DispatchSemaphore(value: 0)
+        let release = await hold(manager.completionQueue)
         defer { release.signal() }  // a failed check does not leave the queue held
-        let held = expectation(description: "completion queue held")
-        manager.completionQueue.async {
-            held.fulfill()
-            release.wait()
-        }
-        await fulfillment(of: [held], timeout: 30)
         let posted = expectation(description: "taskDidComplete")
         let postedWhileHeld = Mutex(false)
         let releasing = Mutex(false)
@@ -69,14 +63,8 @@ final class AsyncDirectResumeTests: XCTestCase {
     /// A failed call resumes directly too, with its error.
     func testAFailureReturnsWhileTheCompletionQueueIsHeld() async throws {
         let manager = URLSessionManager.raw()
-        let release = DispatchSemaphore(value: 0)
+        let release = await hold(manager.completionQueue)
         defer { release.signal() }  // a failed check does not leave the queue held
-        let held = expectation(description: "completion queue held")
-        manager.completionQueue.async {
-            held.fulfill()
-            release.wait()
-        }
-        await fulfillment(of: [held], timeout: 30)
         let listener = try LoopbackListener()  // accepts nothing: refused once closed
         let port = listener.port
         listener.close()
@@ -221,6 +209,21 @@ final class AsyncDirectResumeTests: XCTestCase {
         XCTAssertEqual(executor.enqueuedOnDriver, 0, "an enqueue ran on a driver thread")
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
         await manager.waitUntilInvalidated()
+    }
+}
+
+extension AsyncDirectResumeTests {
+    /// Occupies `queue` with a block that waits for the returned semaphore; returns once the
+    /// block runs.
+    func hold(_ queue: DispatchQueue) async -> DispatchSemaphore {
+        let release = DispatchSemaphore(value: 0)
+        let held = expectation(description: "queue held")
+        queue.async {
+            held.fulfill()
+            release.wait()
+        }
+        await fulfillment(of: [held], timeout: 30)
+        return release
     }
 }
 

@@ -40,33 +40,12 @@ struct AHCClient {
         if spec.connectionClose { request.headers.add(name: "Connection", value: "close") }
         switch spec.kind {
         case .gets, .download:
-            let tickets = Counter()
             let request = request
             let limit = spec.kind == .download ? Int(UInt32.max) : 16 << 20
-            return await withTaskGroup(of: Outcome.self) { group in
-                for _ in 0..<min(spec.concurrency, spec.count) {
-                    group.addTask {
-                        var outcome = Outcome()
-                        while tickets.next() < spec.count {
-                            do {
-                                let response = try await client.execute(request, timeout: .seconds(60))
-                                let body = try await response.body.collect(upTo: limit)
-                                if (200..<300).contains(Int(response.status.code)) {
-                                    outcome.completed += 1
-                                    outcome.bytes += Int64(body.readableBytes)
-                                } else {
-                                    outcome.fail("HTTP \(response.status.code)")
-                                }
-                            } catch {
-                                outcome.fail("\(error)")
-                            }
-                        }
-                        return outcome
-                    }
-                }
-                var total = Outcome()
-                for await partial in group { total.merge(partial) }
-                return total
+            return await TaskLoop.run(count: spec.count, concurrency: spec.concurrency) {
+                let response = try await client.execute(request, timeout: .seconds(60))
+                let body = try await response.body.collect(upTo: limit)
+                return TaskLoop.Answer(status: Int(response.status.code), bytes: body.readableBytes)
             }
         case .downloadToFile:
             guard let target = spec.download else { throw DownloadTarget.Missing() }

@@ -100,34 +100,11 @@ struct CurlewClient {
         }
     }
 
-    /// `concurrency` Swift tasks, each sending its next request when its last one returned
-    /// (the shape of the `ahc` client): the raw-data call, which applies no serializer.
+    /// `concurrency` Swift tasks looping the raw-data call, which applies no serializer.
     private func asyncGets(_ manager: URLSessionManager, request: URLRequest, spec: WorkloadSpec) async -> Outcome {
-        let tickets = Counter()
-        return await withTaskGroup(of: Outcome.self) { group in
-            for _ in 0..<min(spec.concurrency, spec.count) {
-                group.addTask {
-                    var outcome = Outcome()
-                    while tickets.next() < spec.count {
-                        do {
-                            let response = try await manager.dataResponse(for: request)
-                            let status = response.head?.statusCode ?? 0
-                            if (200..<300).contains(status) {
-                                outcome.completed += 1
-                                outcome.bytes += Int64(response.data?.count ?? 0)
-                            } else {
-                                outcome.fail("HTTP \(status)")
-                            }
-                        } catch {
-                            outcome.fail("\(error)")
-                        }
-                    }
-                    return outcome
-                }
-            }
-            var total = Outcome()
-            for await outcome in group { total.merge(outcome) }
-            return total
+        await TaskLoop.run(count: spec.count, concurrency: spec.concurrency) {
+            let response = try await manager.dataResponse(for: request)
+            return TaskLoop.Answer(status: response.head?.statusCode ?? 0, bytes: response.data?.count ?? 0)
         }
     }
 
