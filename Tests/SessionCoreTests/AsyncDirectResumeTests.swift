@@ -87,6 +87,33 @@ final class AsyncDirectResumeTests: XCTestCase {
         await manager.waitUntilInvalidated()
     }
 
+    /// Redirects and the idle timeout meet the direct route (the completion queue held, so
+    /// only that route can answer): the final request and response after two redirects, and
+    /// the timeout's error.
+    func testRedirectsAndTimeoutsThroughTheDirectRoute() async throws {
+        var configuration = SessionConfiguration.default
+        configuration.timeoutIntervalForRequest = 1
+        let manager = URLSessionManager.raw(configuration)
+        let release = await hold(manager.completionQueue)
+        defer { release.signal() }
+
+        let redirected = try await manager.dataResponse(for: URLRequest(url: try Peer.url("/redirect/2")))
+        XCTAssertNil(redirected.error)
+        XCTAssertEqual(redirected.head?.statusCode, 200)
+        XCTAssertEqual(redirected.request?.url?.path, "/get", "the request sent last")
+        XCTAssertEqual(redirected.metrics?.redirectCount, 2)
+
+        do {
+            _ = try await manager.data(for: URLRequest(url: try Peer.url("/delay/5")))
+            XCTFail("expected the idle timeout")
+        } catch SessionError.timedOut {
+            // expected
+        }
+        release.signal()
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
     /// Invalidation meets the direct route: the callers are resumed from the driver, while
     /// their tasks leave the manager on the completion queue. An invalidation that lets them
     /// finish ends only after every one was delivered; one that cancels ends them all with
