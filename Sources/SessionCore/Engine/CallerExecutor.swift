@@ -32,7 +32,9 @@ struct DriverResumedWaiter<Value: Sendable, Failure: Error>: Sendable {
         resumesElsewhere = !CallerExecutor.resumesOnGlobalExecutor(isolation: nil)
     }
 
-    /// Resumes it from the driver thread.
+    /// Resumes it from the driver thread — or from a thread that may be it: a body producer is
+    /// also released by `AsyncBodyFeed.cancel()`, which the completion queue calls today; the
+    /// hop costs only the callers with an executor of their own.
     func resumeFromDriver(with result: Result<Value, Failure>) {
         if resumesElsewhere {
             let continuation = continuation
