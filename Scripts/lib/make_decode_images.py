@@ -41,13 +41,15 @@ def main(directory):
     alpha = Image.linear_gradient("L").resize(png.size).filter(ImageFilter.GaussianBlur(8))
     png.putalpha(alpha)
     png.save(out / "photo.png", compress_level=6)
+    # The same with alpha as a lossy WebP: decoded whole and resampled when downscaled.
+    png.save(out / "photo-alpha.webp", quality=80, method=4)
     # A 20-frame 800 × 600 animation: a window sliding over the scene, palette-quantised.
     frames = []
     for index in range(20):
         crop = photo.crop((index * 60, index * 40, index * 60 + 800, index * 40 + 600))
         frames.append(crop.quantize(colors=256, method=Image.Quantize.MEDIANCUT))
     frames[0].save(out / "animation.gif", save_all=True, append_images=frames[1:], duration=80, loop=0)
-    (out / "VERSION").write_text("2\n")
+    (out / "VERSION").write_text("3\n")
 
 
 if __name__ == "__main__":

@@ -36,14 +36,28 @@ for (label, file) in [("JPEG baseline", "photo-baseline.jpg"), ("JPEG progressiv
 cases.append(DecodeCase(name: "JPEG EXIF 6 (C: no rotation)", file: "photo-exif6.jpg", maximumPixelSize: nil) {
     icb_decode_jpeg($0, $1, 1, &$2)
 })
-cases.append(DecodeCase(name: "PNG RGBA", file: "photo.png", maximumPixelSize: nil) { icb_decode_png($0, $1, &$2) })
-cases.append(DecodeCase(name: "GIF animated", file: "animation.gif", maximumPixelSize: nil) { icb_decode_gif($0, $1, &$2) })
+// PNG, GIF and WebP with alpha cannot be scaled by their codecs: the C side decodes whole and
+// runs a plain C area resampler (the same filter as Curlew's; see image_codec_bench.h).
+for maximum in [nil, 1200, 600] as [Int?] {
+    cases.append(DecodeCase(name: "PNG RGBA" + (maximum.map { " → \($0)" } ?? ""), file: "photo.png", maximumPixelSize: maximum) {
+        icb_decode_png($0, $1, Int32(maximum ?? 0), &$2)
+    })
+}
+for maximum in [nil, 400] as [Int?] {
+    cases.append(DecodeCase(name: "GIF animated" + (maximum.map { " → \($0)" } ?? ""), file: "animation.gif", maximumPixelSize: maximum) {
+        icb_decode_gif($0, $1, Int32(maximum ?? 0), &$2)
+    })
+}
 cases.append(DecodeCase(name: "WebP lossy", file: "photo.webp", maximumPixelSize: nil) {
     icb_decode_webp($0, $1, 0, 0, &$2)
 })
 // 4000 × 3000 fitted into 1000: libwebp's rescaler to the same size on the C side.
 cases.append(DecodeCase(name: "WebP lossy → 1000", file: "photo.webp", maximumPixelSize: 1000) {
     icb_decode_webp($0, $1, 1000, 750, &$2)
+})
+// With alpha: decoded whole and resampled on both sides.
+cases.append(DecodeCase(name: "WebP alpha → 1000", file: "photo-alpha.webp", maximumPixelSize: 1000) {
+    icb_decode_webp_fit($0, $1, 1000, &$2)
 })
 
 // MARK: Arguments

@@ -34,7 +34,8 @@ enum GIFDecoder {
         var left = 0, top = 0, width = 0, height = 0
     }
 
-    /// Decodes every frame; a single-frame GIF becomes a still image.
+    /// Decodes every frame; a single-frame GIF becomes a still image. With a maximum size in
+    /// `options`, each frame is downsampled as soon as it is composed.
     static func decode(_ data: Data, options: Image.DecodingOptions) throws -> ImageDecoderOutput {
         try data.withUnsafeBytes { (raw: UnsafeRawBufferPointer) throws -> ImageDecoderOutput in
             guard let base = raw.baseAddress?.assumingMemoryBound(to: UInt8.self) else { throw ImageError.emptyData }
@@ -73,6 +74,12 @@ enum GIFDecoder {
         try options.checkBudget(width: width, height: height, format: .gif)
         var canvas = [UInt8](repeating: 0, count: width * height * 4)
         var frames: [ImageFrame] = []
+        // Downsampled: each frame is resampled straight from the canvas as it is composed, so
+        // no full-size copy of a frame is made or kept (the canvas stays the only full-size
+        // buffer, and stays in cache), and `Image.fit` finds the output already fits.
+        let fitted = options.targetPixelSize.flatMap {
+            Image.fittedSize(width: width, height: height, maximumPixelSize: $0)
+        }
         var control = FrameControl()
         // The previous frame's disposal, applied just before the next frame is drawn.
         var pendingDisposal = 0
@@ -128,7 +135,14 @@ enum GIFDecoder {
                                       transparentIndex: control.transparentIndex, canvas: &canvas)
                     }
                 }
-                frames.append(ImageFrame(pixels: canvas, delay: control.delay))
+                if let fitted {
+                    let pixels = Image.areaResample(canvas, width: width, height: height,
+                                                    toWidth: fitted.width, height: fitted.height)
+                    frames.append(ImageFrame(pixels: pixels, delay: control.delay))
+                } else {
+                    // Shares the canvas's storage: drawing the next frame copies it first.
+                    frames.append(ImageFrame(pixels: canvas, delay: control.delay))
+                }
                 pendingDisposal = control.disposal
                 pendingRect = frame.rect
                 control = FrameControl()
@@ -140,7 +154,7 @@ enum GIFDecoder {
             }
         }
         guard !frames.isEmpty else { throw ImageError.corrupt(.gif, reason: "the file holds no image.") }
-        return ImageDecoderOutput(width: width, height: height, frames: frames)
+        return ImageDecoderOutput(width: fitted?.width ?? width, height: fitted?.height ?? height, frames: frames)
     }
 
     /// Reads one extension and its sub-blocks; a Graphics Control Extension sets `control`.

@@ -81,6 +81,10 @@ enum WebPDecoder {
             throw ImageError.corrupt(.webp, reason: "libwebp could not read the animation's header.")
         }
         let byteCount = width * height * 4
+        // Downsampled: each frame resampled straight from libwebp's canvas, never copied whole.
+        let fitted = options.targetPixelSize.flatMap {
+            Image.fittedSize(width: width, height: height, maximumPixelSize: $0)
+        }
         var frames: [ImageFrame] = []
         frames.reserveCapacity(frameCount)
         var previousTimestamp: Int32 = 0
@@ -95,10 +99,17 @@ enum WebPDecoder {
             let milliseconds = Int(timestamp) - Int(previousTimestamp)
             previousTimestamp = timestamp
             let delay = milliseconds <= 10 ? GIFDecoder.defaultFrameDelay : TimeInterval(milliseconds) / 1000
-            frames.append(ImageFrame(pixels: Array(UnsafeBufferPointer(start: canvas, count: byteCount)), delay: delay))
+            let pixels = UnsafeBufferPointer(start: canvas, count: byteCount)
+            if let fitted {
+                let scaled = Image.areaResample(pixels, width: width, height: height,
+                                                toWidth: fitted.width, height: fitted.height)
+                frames.append(ImageFrame(pixels: scaled, delay: delay))
+            } else {
+                frames.append(ImageFrame(pixels: Array(pixels), delay: delay))
+            }
         }
         guard !frames.isEmpty else { throw ImageError.corrupt(.webp, reason: "the animation has no frame.") }
-        return ImageDecoderOutput(width: width, height: height, frames: frames)
+        return ImageDecoderOutput(width: fitted?.width ?? width, height: fitted?.height ?? height, frames: frames)
     }
 
     /// The canvas size and frame count, read by libwebp's demuxer (no pixel memory).
