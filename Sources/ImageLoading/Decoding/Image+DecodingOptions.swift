@@ -13,7 +13,9 @@ extension Image {
         /// 500 pixels is decoded at 1/8 and never occupies more than 1/64 of its full size; a
         /// still WebP without alpha is scaled by libwebp as it decodes (an area average, straight
         /// to the requested size); other images are decoded whole, then resampled with an area
-        /// filter on premultiplied colour. Values below 1 count as 1.
+        /// filter on premultiplied colour. An animated GIF or WebP is resampled frame by frame,
+        /// each frame as soon as it is composed on the full-size canvas, so only the canvas and
+        /// the small frames are ever held. Values below 1 count as 1.
         public var maximumPixelSize: Int?
 
         /// The most pixels decoding may produce, checked against the dimensions in the header
