@@ -59,6 +59,26 @@ final class DownsampleWhileDecodingTests: XCTestCase {
         for maximum in [20, 7, 2] { try assertSameAsScalingAfter(data, maximum: maximum) }
     }
 
+    func testADamagedGIFKeepsItsWholeFramesDownsampledAndTheBudgetStillHolds() throws {
+        let files = try PillowFixtures.make(GIFDecoderTests.writer + """
+            frames = [(0, 0, 12, 10, [(x * y) % 4 for x in range(12) for y in range(10)], 1, None, 10),
+                      (2, 2, 8, 6, [(x + y) % 4 for x in range(8) for y in range(6)], 2, 1, 10),
+                      (0, 0, 12, 10, [x % 4 for x in range(120)], 1, None, 10)]
+            raw('cut.gif', gif(12, 10, palette, frames, trailer=False)[:-6])
+            raw('whole.gif', gif(12, 10, palette, frames))
+            """)
+        // Cut inside the third frame's data: the two whole frames are shown, each downsampled.
+        let cut = try XCTUnwrap(files["cut.gif"])
+        XCTAssertEqual(try Image(data: cut).frames.count, 2)
+        try assertSameAsScalingAfter(cut, maximum: 5)
+        // The budget counts the decoded (full-size) pixels, whatever size the frames end up:
+        // 3 frames × 120 pixels do not fit in 300.
+        let whole = try XCTUnwrap(files["whole.gif"])
+        XCTAssertThrowsError(try Image(data: whole, options: .init(maximumPixelSize: 3, pixelBudget: 300))) { error in
+            XCTAssertEqual(error as? ImageError, .animationTooLarge(width: 12, height: 10, frameCount: 3))
+        }
+    }
+
     func testAStillGIFWithAMaximumSizeIsAStillImage() throws {
         let data = try PillowFixtures.make("still.gif", GIFDecoderTests.writer + """
             raw('still.gif', gif(6, 4, palette, [(0, 0, 6, 4, [i % 4 for i in range(24)], 1, None, 0)]))
