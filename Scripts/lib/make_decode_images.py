@@ -35,6 +35,9 @@ def main(directory):
     exif = Image.Exif()
     exif[0x0112] = 6
     photo.save(out / "photo-exif6.jpg", quality=90, subsampling=2, optimize=True, exif=exif.tobytes())
+    # Turned 180° (EXIF 3): flipped and mirrored, the axes kept.
+    exif[0x0112] = 3
+    photo.save(out / "photo-exif3.jpg", quality=90, subsampling=2, optimize=True, exif=exif.tobytes())
     photo.save(out / "photo.webp", quality=80, method=4)
     # A 2400 × 1800 PNG with a varying alpha channel, so the RGBA path is the one measured.
     png = photo.resize((2400, 1800), Image.BILINEAR)
@@ -49,7 +52,7 @@ def main(directory):
         crop = photo.crop((index * 60, index * 40, index * 60 + 800, index * 40 + 600))
         frames.append(crop.quantize(colors=256, method=Image.Quantize.MEDIANCUT))
     frames[0].save(out / "animation.gif", save_all=True, append_images=frames[1:], duration=80, loop=0)
-    (out / "VERSION").write_text("3\n")
+    (out / "VERSION").write_text("4\n")
 
 
 if __name__ == "__main__":

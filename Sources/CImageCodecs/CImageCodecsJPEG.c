@@ -103,14 +103,14 @@ int cimage_jpeg_start(CImageJPEGDecoder *decoder) {
     return 0;
 }
 
-int cimage_jpeg_read_rows(CImageJPEGDecoder *decoder, unsigned char *first_row, size_t stride,
+int cimage_jpeg_read_rows(CImageJPEGDecoder *decoder, unsigned char *first_row, ptrdiff_t stride,
                           unsigned int max_rows, unsigned int *rows_read) {
     if (setjmp(decoder->jump)) return 1;
     // libjpeg produces up to rec_outbuf_height rows per call (more with DCT scaling): asking for
     // a batch lets it write them all straight into the image instead of one call per row.
     JSAMPROW rows[CIMAGE_JPEG_MAX_ROWS];
     unsigned int count = max_rows < CIMAGE_JPEG_MAX_ROWS ? max_rows : CIMAGE_JPEG_MAX_ROWS;
-    for (unsigned int i = 0; i < count; i++) rows[i] = first_row + (size_t)i * stride;
+    for (unsigned int i = 0; i < count; i++) rows[i] = first_row + (ptrdiff_t)i * stride;
     *rows_read = count > 0 ? jpeg_read_scanlines(&decoder->info, rows, count) : 0;
     return 0;
 }

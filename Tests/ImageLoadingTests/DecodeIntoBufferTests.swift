@@ -93,6 +93,41 @@ final class DecodeIntoBufferTests: XCTestCase {
         assertColor(alpha.rgba(0, 1), [200, 30, 30, 128], tolerance: 4, "transparent pixels lend no colour")
     }
 
+    /// Orientations 2–4 are applied while libjpeg writes the rows (flipped rows bottom up,
+    /// mirrored rows reversed in place): the result must be exactly the unoriented decode of the
+    /// same JPEG data turned by `orient`, at full size and reduced scales (partial last batch:
+    /// 85 rows), for noisy colour, progressive and CMYK (whose rows are converted as written).
+    func testOrientationsTwoToFourAppliedWhileDecodingMatchOrient() throws {
+        let files = try PillowFixtures.make("""
+            import random
+            rng = random.Random(5)
+            im = Image.new('RGB', (50, 85))
+            im.putdata([(rng.randrange(256), rng.randrange(256), rng.randrange(256)) for _ in range(50 * 85)])
+            cmyk = Image.new('CMYK', (37, 85))
+            cmyk.putdata([tuple(rng.randrange(256) for _ in range(4)) for _ in range(37 * 85)])
+            for orientation in range(1, 5):
+                exif = Image.Exif()
+                exif[0x0112] = orientation
+                save('rgb%d.jpg' % orientation, im, quality=90, subsampling=2, exif=exif.tobytes())
+                save('prog%d.jpg' % orientation, im, quality=90, progressive=True, exif=exif.tobytes())
+                save('cmyk%d.jpg' % orientation, cmyk, quality=90, exif=exif.tobytes())
+            """)
+        for kind in ["rgb", "prog", "cmyk"] {
+            for maximum in [nil, 43, 11] as [Int?] {
+                let options = Image.DecodingOptions(maximumPixelSize: maximum)
+                let plain = try JPEGDecoder.decode(try XCTUnwrap(files["\(kind)1.jpg"]), options: options)
+                for orientation in 2...4 {
+                    let label = "\(kind), orientation \(orientation), maximum \(maximum.map(String.init) ?? "none")"
+                    let decoded = try JPEGDecoder.decode(try XCTUnwrap(files["\(kind)\(orientation).jpg"]), options: options)
+                    let expected = JPEGDecoder.orient(plain, orientation)
+                    XCTAssertEqual([decoded.width, decoded.height], [expected.width, expected.height], label)
+                    XCTAssertTrue(decoded.pixels == expected.pixels, label)
+                    XCTAssertFalse(decoded.pixels == plain.pixels, "\(label): turned at all")
+                }
+            }
+        }
+    }
+
     /// EXIF orientations are applied with one affine map per orientation, in 64 × 64 tiles: on
     /// an image wider and taller than a tile (partial tiles on both edges), every pixel must land
     /// where the EXIF definition puts it.

@@ -36,6 +36,9 @@ for (label, file) in [("JPEG baseline", "photo-baseline.jpg"), ("JPEG progressiv
 cases.append(DecodeCase(name: "JPEG EXIF 6 (C: no rotation)", file: "photo-exif6.jpg", maximumPixelSize: nil) {
     icb_decode_jpeg($0, $1, 1, &$2)
 })
+cases.append(DecodeCase(name: "JPEG EXIF 3 (C: no rotation)", file: "photo-exif3.jpg", maximumPixelSize: nil) {
+    icb_decode_jpeg($0, $1, 1, &$2)
+})
 // PNG, GIF and WebP with alpha cannot be scaled by their codecs: the C side decodes whole and
 // runs a plain C area resampler (the same filter as Curlew's; see image_codec_bench.h).
 for maximum in [nil, 1200, 600] as [Int?] {

@@ -47,8 +47,9 @@ int cimage_jpeg_start(CImageJPEGDecoder *_Nonnull decoder);
 /// The most rows cimage_jpeg_read_rows asks libjpeg for at once.
 #define CIMAGE_JPEG_MAX_ROWS 16
 /// jpeg_read_scanlines for up to `max_rows` (at most CIMAGE_JPEG_MAX_ROWS) consecutive rows,
-/// `stride` bytes apart from `first_row`; `rows_read` receives the number of rows produced.
-int cimage_jpeg_read_rows(CImageJPEGDecoder *_Nonnull decoder, unsigned char *_Nonnull first_row, size_t stride,
+/// `stride` bytes apart from `first_row` (negative: each row above the last, for an image
+/// stored bottom up); `rows_read` receives the number of rows produced.
+int cimage_jpeg_read_rows(CImageJPEGDecoder *_Nonnull decoder, unsigned char *_Nonnull first_row, ptrdiff_t stride,
                           unsigned int max_rows, unsigned int *_Nonnull rows_read);
 /// jpeg_finish_decompress.
 int cimage_jpeg_finish(CImageJPEGDecoder *_Nonnull decoder);

@@ -59,6 +59,7 @@ extension JPEGDecoder {
 
     /// The pixels turned upright for EXIF `orientation` (2–8 mirror and/or rotate; 5–8 swap
     /// width and height), into a buffer that is not zero-filled first: every pixel is written.
+    /// `decode` calls it for 5–8 only: it applies 2–4 itself as libjpeg writes the rows.
     static func orient(_ image: ImageDecoderOutput, _ orientation: Int) -> ImageDecoderOutput {
         guard (2...8).contains(orientation) else { return image }
         let (width, height) = (image.width, image.height)

@@ -47,21 +47,27 @@ enum JPEGDecoder {
             let invertedCMYK = info.pointee.saw_Adobe_marker != 0
             // Decoded straight into the image's own buffer, a batch of rows per libjpeg call;
             // every row is written (libjpeg pads a cut-off stream), so no zero-fill first.
+            // Orientations 2–4 (mirrored, turned 180°, flipped) are applied on the way: rows
+            // flipped go bottom up, and a mirrored row is reversed in place while in cache, so
+            // they cost no second buffer and no pass over the image (5–8 swap the axes: `orient`).
+            let flipsRows = orientation == 3 || orientation == 4
+            let mirrorsRows = orientation == 2 || orientation == 3
             let pixels = try [UInt8].decodedPixels(count: width * height * 4) { pixelBase in
                 let rowBytes = width * 4
+                let stride = flipsRows ? -rowBytes : rowBytes
                 var row = 0
                 while row < height {
                     var produced: UInt32 = 0
-                    let target = pixelBase + row * rowBytes
+                    let target = pixelBase + (flipsRows ? height - 1 - row : row) * rowBytes
                     let wanted = UInt32(min(height - row, Int(CIMAGE_JPEG_MAX_ROWS)))
-                    try step(decoder, cimage_jpeg_read_rows(decoder, target, rowBytes, wanted, &produced))
+                    try step(decoder, cimage_jpeg_read_rows(decoder, target, stride, wanted, &produced))
                     guard produced > 0, produced <= wanted else {
                         throw ImageError.corrupt(.jpeg, reason: "libjpeg stopped after \(row) of \(height) rows.")
                     }
-                    if isCMYK {
-                        for offset in 0..<Int(produced) {
-                            convertCMYKRow(target + offset * rowBytes, width: width, inverted: invertedCMYK)
-                        }
+                    for offset in 0..<Int(produced) {
+                        let line = target + offset * stride
+                        if isCMYK { convertCMYKRow(line, width: width, inverted: invertedCMYK) }
+                        if mirrorsRows { mirrorRow(line, width: width) }
                     }
                     row += Int(produced)
                 }
@@ -71,7 +77,22 @@ enum JPEGDecoder {
             if cimage_jpeg_hit_end_of_data(decoder) != 0 { throw ImageError.truncated(.jpeg) }
             return ImageDecoderOutput(width: width, height: height, pixels: pixels)
         }
-        return orient(output, orientation)
+        return orientation >= 5 ? orient(output, orientation) : output
+    }
+
+    /// Reverses the order of the `width` RGBA pixels at `row`, in place.
+    private static func mirrorRow(_ row: UnsafeMutablePointer<UInt8>, width: Int) {
+        let raw = UnsafeMutableRawPointer(row)
+        var left = 0, right = width - 1
+        while left < right {
+            // Whole pixels as raw 4-byte values (the buffer holds UInt8: no rebinding).
+            let a = raw.loadUnaligned(fromByteOffset: left * 4, as: UInt32.self)
+            let b = raw.loadUnaligned(fromByteOffset: right * 4, as: UInt32.self)
+            raw.storeBytes(of: b, toByteOffset: left * 4, as: UInt32.self)
+            raw.storeBytes(of: a, toByteOffset: right * 4, as: UInt32.self)
+            left += 1
+            right -= 1
+        }
     }
 
     /// The largest reduction whose result still has a longer side of at least `target`.
