@@ -93,11 +93,40 @@ final class DecodeIntoBufferTests: XCTestCase {
         assertColor(alpha.rgba(0, 1), [200, 30, 30, 128], tolerance: 4, "transparent pixels lend no colour")
     }
 
-    /// Orientations 2–4 are applied while libjpeg writes the rows (flipped rows bottom up,
-    /// mirrored rows reversed in place): the result must be exactly the unoriented decode of the
-    /// same JPEG data turned by `orient`, at full size and reduced scales (partial last batch:
-    /// 85 rows), for noisy colour, progressive and CMYK (whose rows are converted as written).
-    func testOrientationsTwoToFourAppliedWhileDecodingMatchOrient() throws {
+    /// The source pixel (x, y) of a `width` × `height` image that EXIF `orientation` shows at
+    /// upright (ux, uy), straight from the EXIF definition: the tests' reference.
+    private static func sourcePixel(_ ux: Int, _ uy: Int, orientation: Int, width: Int, height: Int) -> (Int, Int) {
+        switch orientation {
+        case 2: return (width - 1 - ux, uy)
+        case 3: return (width - 1 - ux, height - 1 - uy)
+        case 4: return (ux, height - 1 - uy)
+        case 5: return (uy, ux)
+        case 6: return (uy, height - 1 - ux)
+        case 7: return (width - 1 - uy, height - 1 - ux)
+        case 8: return (width - 1 - uy, ux)
+        default: return (ux, uy)
+        }
+    }
+
+    /// `image` (as decoded, orientation 1) turned upright for `orientation` by the reference.
+    private static func upright(_ image: ImageDecoderOutput, _ orientation: Int) -> (width: Int, height: Int, pixels: [UInt8]) {
+        let (width, height) = orientation >= 5 ? (image.height, image.width) : (image.width, image.height)
+        var pixels = [UInt8](repeating: 0, count: width * height * 4)
+        for uy in 0..<height {
+            for ux in 0..<width {
+                let (sx, sy) = sourcePixel(ux, uy, orientation: orientation, width: image.width, height: image.height)
+                let from = (sy * image.width + sx) * 4, to = (uy * width + ux) * 4
+                pixels[to..<to + 4] = image.pixels[from..<from + 4]
+            }
+        }
+        return (width, height, pixels)
+    }
+
+    /// Every orientation is applied while libjpeg writes the rows (2–4 in place, 5–8 through a
+    /// band spread as columns): the result must be exactly the unoriented decode of the same
+    /// JPEG data turned by the EXIF definition, at full size and reduced scales (85 rows: a
+    /// partial last batch), for noisy colour, progressive and CMYK (rows converted as written).
+    func testEveryOrientationAppliedWhileDecodingMatchesTheEXIFDefinition() throws {
         let files = try PillowFixtures.make("""
             import random
             rng = random.Random(5)
@@ -105,7 +134,7 @@ final class DecodeIntoBufferTests: XCTestCase {
             im.putdata([(rng.randrange(256), rng.randrange(256), rng.randrange(256)) for _ in range(50 * 85)])
             cmyk = Image.new('CMYK', (37, 85))
             cmyk.putdata([tuple(rng.randrange(256) for _ in range(4)) for _ in range(37 * 85)])
-            for orientation in range(1, 5):
+            for orientation in range(1, 9):
                 exif = Image.Exif()
                 exif[0x0112] = orientation
                 save('rgb%d.jpg' % orientation, im, quality=90, subsampling=2, exif=exif.tobytes())
@@ -116,10 +145,10 @@ final class DecodeIntoBufferTests: XCTestCase {
             for maximum in [nil, 43, 11] as [Int?] {
                 let options = Image.DecodingOptions(maximumPixelSize: maximum)
                 let plain = try JPEGDecoder.decode(try XCTUnwrap(files["\(kind)1.jpg"]), options: options)
-                for orientation in 2...4 {
+                for orientation in 2...8 {
                     let label = "\(kind), orientation \(orientation), maximum \(maximum.map(String.init) ?? "none")"
                     let decoded = try JPEGDecoder.decode(try XCTUnwrap(files["\(kind)\(orientation).jpg"]), options: options)
-                    let expected = JPEGDecoder.orient(plain, orientation)
+                    let expected = Self.upright(plain, orientation)
                     XCTAssertEqual([decoded.width, decoded.height], [expected.width, expected.height], label)
                     XCTAssertTrue(decoded.pixels == expected.pixels, label)
                     XCTAssertFalse(decoded.pixels == plain.pixels, "\(label): turned at all")
@@ -128,38 +157,35 @@ final class DecodeIntoBufferTests: XCTestCase {
         }
     }
 
-    /// EXIF orientations are applied with one affine map per orientation, in 64 × 64 tiles: on
-    /// an image wider and taller than a tile (partial tiles on both edges), every pixel must land
+    /// Orientations 5–8 spread each batch of rows as columns: for any batch size (libjpeg's
+    /// varies with the scale and the sampling) and an image of odd size, every pixel must land
     /// where the EXIF definition puts it.
-    func testOrientationMovesEveryPixelAcrossTiles() throws {
+    func testRowPlacementSpreadsBatchesOfAnySizeAsColumns() throws {
         let (width, height) = (150, 97)
         var pixels = [UInt8](repeating: 0, count: width * height * 4)
         for index in pixels.indices { pixels[index] = UInt8(truncatingIfNeeded: index &* 2_654_435_761 >> 9) }
         let source = ImageDecoderOutput(width: width, height: height, pixels: pixels)
-        for orientation in 1...8 {
-            let upright = JPEGDecoder.orient(source, orientation)
-            let swaps = orientation >= 5
-            XCTAssertEqual([upright.width, upright.height], swaps ? [height, width] : [width, height], "\(orientation)")
-            var mismatches = 0
-            for y in 0..<upright.height {
-                for x in 0..<upright.width {
-                    // The source pixel shown at upright (x, y), straight from the EXIF definition.
-                    let (sx, sy): (Int, Int)
-                    switch orientation {
-                    case 1: (sx, sy) = (x, y)
-                    case 2: (sx, sy) = (width - 1 - x, y)
-                    case 3: (sx, sy) = (width - 1 - x, height - 1 - y)
-                    case 4: (sx, sy) = (x, height - 1 - y)
-                    case 5: (sx, sy) = (y, x)
-                    case 6: (sx, sy) = (y, height - 1 - x)
-                    case 7: (sx, sy) = (width - 1 - y, height - 1 - x)
-                    default: (sx, sy) = (width - 1 - y, x)
+        for orientation in 5...8 {
+            for batch in [16, 7, 1] {
+                let placement = JPEGDecoder.RowPlacement(orientation: orientation, width: width, height: height)
+                XCTAssertTrue(placement.transposes)
+                var image = [UInt8](repeating: 0, count: pixels.count)
+                pixels.withUnsafeBufferPointer { rows in
+                    image.withUnsafeMutableBufferPointer { image in
+                        let band = UnsafeMutablePointer<UInt8>.allocate(capacity: batch * width * 4)
+                        defer { band.deallocate() }
+                        var row = 0
+                        while row < height {
+                            let count = min(batch, height - row)
+                            band.update(from: rows.baseAddress! + row * width * 4, count: count * width * 4)
+                            placement.spread(band, rows: count, from: row, into: image.baseAddress!)
+                            row += count
+                        }
                     }
-                    let from = (sy * width + sx) * 4, to = (y * upright.width + x) * 4
-                    if upright.pixels[to..<to + 4] != pixels[from..<from + 4] { mismatches += 1 }
                 }
+                let expected = Self.upright(source, orientation)
+                XCTAssertTrue(image == expected.pixels, "orientation \(orientation), batches of \(batch)")
             }
-            XCTAssertEqual(mismatches, 0, "orientation \(orientation)")
         }
     }
 }

@@ -46,20 +46,26 @@ enum JPEGDecoder {
             try step(decoder, cimage_jpeg_start(decoder))
             let invertedCMYK = info.pointee.saw_Adobe_marker != 0
             // Decoded straight into the image's own buffer, a batch of rows per libjpeg call;
-            // every row is written (libjpeg pads a cut-off stream), so no zero-fill first.
-            // Orientations 2–4 (mirrored, turned 180°, flipped) are applied on the way: rows
-            // flipped go bottom up, and a mirrored row is reversed in place while in cache, so
-            // they cost no second buffer and no pass over the image (5–8 swap the axes: `orient`).
-            let flipsRows = orientation == 3 || orientation == 4
-            let mirrorsRows = orientation == 2 || orientation == 3
+            // every row is written (libjpeg pads a cut-off stream), so no zero-fill first. The
+            // EXIF orientation is applied on the way, with no second full-size buffer and no
+            // pass over the finished image (`RowPlacement`).
+            let placement = RowPlacement(orientation: orientation, width: width, height: height)
             let pixels = try [UInt8].decodedPixels(count: width * height * 4) { pixelBase in
                 let rowBytes = width * 4
-                let stride = flipsRows ? -rowBytes : rowBytes
+                // Orientations 5–8 swap the axes: rows are decoded into this scratch band, and
+                // once it is full each of its rows becomes a column of the image. 64 rows (1 MB
+                // for a 4000-pixel row): each image row then gets 256 contiguous bytes per band.
+                let bandRows = RowPlacement.bandRows
+                let band = placement.transposes ? UnsafeMutablePointer<UInt8>.allocate(capacity: bandRows * rowBytes) : nil
+                defer { band?.deallocate() }
                 var row = 0
+                var bandStart = 0  // the source row the band's first row is
                 while row < height {
                     var produced: UInt32 = 0
-                    let target = pixelBase + (flipsRows ? height - 1 - row : row) * rowBytes
-                    let wanted = UInt32(min(height - row, Int(CIMAGE_JPEG_MAX_ROWS)))
+                    let target = band.map { $0 + (row - bandStart) * rowBytes } ?? pixelBase + placement.firstByte(ofRow: row)
+                    let stride = band == nil ? placement.rowStride : rowBytes
+                    let room = band == nil ? height - row : min(height - row, bandStart + bandRows - row)
+                    let wanted = UInt32(min(room, Int(CIMAGE_JPEG_MAX_ROWS)))
                     try step(decoder, cimage_jpeg_read_rows(decoder, target, stride, wanted, &produced))
                     guard produced > 0, produced <= wanted else {
                         throw ImageError.corrupt(.jpeg, reason: "libjpeg stopped after \(row) of \(height) rows.")
@@ -67,17 +73,22 @@ enum JPEGDecoder {
                     for offset in 0..<Int(produced) {
                         let line = target + offset * stride
                         if isCMYK { convertCMYKRow(line, width: width, inverted: invertedCMYK) }
-                        if mirrorsRows { mirrorRow(line, width: width) }
+                        if placement.mirrorsRows { mirrorRow(line, width: width) }
                     }
                     row += Int(produced)
+                    if let band, row == height || row == bandStart + bandRows {
+                        placement.spread(band, rows: row - bandStart, from: bandStart, into: pixelBase)
+                        bandStart = row
+                    }
                 }
             }
             try step(decoder, cimage_jpeg_finish(decoder))
             // libjpeg pads a stream that ends early with grey; a cut-off download is an error.
             if cimage_jpeg_hit_end_of_data(decoder) != 0 { throw ImageError.truncated(.jpeg) }
-            return ImageDecoderOutput(width: width, height: height, pixels: pixels)
+            let (uprightWidth, uprightHeight) = placement.transposes ? (height, width) : (width, height)
+            return ImageDecoderOutput(width: uprightWidth, height: uprightHeight, pixels: pixels)
         }
-        return orientation >= 5 ? orient(output, orientation) : output
+        return output
     }
 
     /// Reverses the order of the `width` RGBA pixels at `row`, in place.
