@@ -55,7 +55,7 @@ enum JPEGDecoder {
                 // Orientations 5–8 swap the axes: rows are decoded into this scratch band, and
                 // once it is full each of its rows becomes a column of the image. 64 rows (1 MB
                 // for a 4000-pixel row): each image row then gets 256 contiguous bytes per band.
-                let bandRows = RowPlacement.bandRows
+                let bandRows = min(RowPlacement.bandRows, height)  // a short, wide image: no more than it has
                 let band = placement.transposes ? UnsafeMutablePointer<UInt8>.allocate(capacity: bandRows * rowBytes) : nil
                 defer { band?.deallocate() }
                 var row = 0
