@@ -62,9 +62,9 @@ extension JPEGDecoder {
     /// The source image is `width` × `height`; the upright one the same, or `height` × `width`
     /// for 5–8, which swap the axes. 1 writes rows in place; 4 writes them bottom up; 2 mirrors
     /// each row in place as soon as it is written, and 3 does both (180°): no second buffer and
-    /// no pass over the image. For 5–8 a batch of rows is decoded into a small band and each
-    /// band row is spread as a column of the image (`spread`): each image row gets the band's
-    /// pixels for it as one contiguous run, so the writes stay in whole cache lines.
+    /// no pass over the image. For 5–8 rows are decoded into a band (``bandRows`` of them) and
+    /// each band row is spread as a column of the image (`spread`): each image row gets the
+    /// band's pixels for it as one contiguous run of `bandRows × 4` bytes.
     struct RowPlacement {
         /// Rows per band for 5–8: each image row receives this many pixels per band as one
         /// run. 16 (one libjpeg batch, 64 bytes per run) was slower than the copy it replaced;
