@@ -80,6 +80,7 @@ let package = Package(
             name: "CImageCodecBench",
             linkerSettings: [
                 .linkedLibrary("jpeg"), .linkedLibrary("png16"), .linkedLibrary("gif"), .linkedLibrary("webp"),
+                .linkedLibrary("webpdemux"),
             ]
         ),
         .executableTarget(

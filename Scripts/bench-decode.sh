@@ -33,7 +33,7 @@ ensure_python_peers
 
 # --- images, made once (VERSION changes when the generator does)
 IMAGES="$CURLEW_ROOT/.build/bench-decode"
-if [[ "$(cat "$IMAGES/VERSION" 2>/dev/null)" != "4" ]]; then
+if [[ "$(cat "$IMAGES/VERSION" 2>/dev/null)" != "5" ]]; then
     log "generating the test images in $IMAGES"
     rm -rf "$IMAGES"
     "$CURLEW_VENV/bin/python" "$CURLEW_ROOT/Scripts/lib/make_decode_images.py" "$IMAGES"

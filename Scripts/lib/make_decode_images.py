@@ -52,7 +52,17 @@ def main(directory):
         crop = photo.crop((index * 60, index * 40, index * 60 + 800, index * 40 + 600))
         frames.append(crop.quantize(colors=256, method=Image.Quantize.MEDIANCUT))
     frames[0].save(out / "animation.gif", save_all=True, append_images=frames[1:], duration=80, loop=0)
-    (out / "VERSION").write_text("4\n")
+    # The same 20 frames as an animated lossy WebP with alpha (a soft vignette), so the
+    # animation decoder composes RGBA frames.
+    mask = Image.radial_gradient("L").resize((800, 600)).point(lambda v: 255 - v // 2)
+    animated = []
+    for frame in frames:
+        rgba = frame.convert("RGBA")
+        rgba.putalpha(mask)
+        animated.append(rgba)
+    animated[0].save(out / "animation.webp", save_all=True, append_images=animated[1:], duration=80, loop=0,
+                     quality=80, method=4)
+    (out / "VERSION").write_text("5\n")
 
 
 if __name__ == "__main__":

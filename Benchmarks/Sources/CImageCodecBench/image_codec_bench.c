@@ -11,6 +11,7 @@
 #include <jpeglib.h>
 #include <math.h>
 #include <webp/decode.h>
+#include <webp/demux.h>
 
 static unsigned long long sample(const unsigned char *pixels, size_t count) {
     unsigned long long sum = 0;
@@ -351,4 +352,41 @@ int icb_decode_webp_fit(const unsigned char *data, size_t size, int maximum, icb
     out->checksum = sample(result, (size_t)width * (size_t)height * 4);
     if (result == pixels) WebPFree(pixels); else free(result);
     return 0;
+}
+
+int icb_decode_webp_animation(const unsigned char *data, size_t size, int maximum, icb_result *out) {
+    WebPAnimDecoderOptions options;
+    if (!WebPAnimDecoderOptionsInit(&options)) return 1;
+    options.color_mode = MODE_RGBA;
+    WebPData webp = {data, size};
+    WebPAnimDecoder *decoder = WebPAnimDecoderNew(&webp, &options);
+    if (decoder == NULL) return 1;
+    WebPAnimInfo info;
+    if (!WebPAnimDecoderGetInfo(decoder, &info)) { WebPAnimDecoderDelete(decoder); return 1; }
+    int width = (int)info.canvas_width, height = (int)info.canvas_height;
+    int out_width = width, out_height = height;
+    int scaled = maximum > 0 && icb_fitted_size(width, height, maximum, &out_width, &out_height);
+    size_t count = (size_t)width * (size_t)height * 4;
+    unsigned char **frames = calloc(info.frame_count, sizeof *frames);
+    int produced = 0, failed = frames == NULL;
+    unsigned long long checksum = 0;
+    while (!failed && WebPAnimDecoderHasMoreFrames(decoder)) {
+        uint8_t *canvas;
+        int timestamp;
+        if (!WebPAnimDecoderGetNext(decoder, &canvas, &timestamp) || produced >= (int)info.frame_count) { failed = 1; break; }
+        // Each frame kept, as Curlew keeps them: the canvas copied, or downscaled straight from it.
+        unsigned char *frame = scaled ? icb_area_resample(canvas, width, height, out_width, out_height) : malloc(count);
+        if (frame == NULL) { failed = 1; break; }
+        if (!scaled) memcpy(frame, canvas, count);
+        checksum += sample(frame, (size_t)out_width * (size_t)out_height * 4);
+        frames[produced++] = frame;
+    }
+    for (int i = 0; i < produced; i++) free(frames[i]);
+    free(frames);
+    WebPAnimDecoderDelete(decoder);
+    out->width = out_width;
+    out->height = out_height;
+    out->frames = produced;
+    out->checksum = checksum;
+    return failed;
 }

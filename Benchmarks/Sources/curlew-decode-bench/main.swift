@@ -58,6 +58,13 @@ cases.append(DecodeCase(name: "WebP lossy", file: "photo.webp", maximumPixelSize
 cases.append(DecodeCase(name: "WebP lossy → 1000", file: "photo.webp", maximumPixelSize: 1000) {
     icb_decode_webp($0, $1, 1000, 750, &$2)
 })
+// An animation (the GIF's 20 frames, lossy, with alpha): every frame kept, or downscaled.
+for maximum in [nil, 400] as [Int?] {
+    cases.append(DecodeCase(name: "WebP animated" + (maximum.map { " → \($0)" } ?? ""), file: "animation.webp",
+                            maximumPixelSize: maximum) {
+        icb_decode_webp_animation($0, $1, Int32(maximum ?? 0), &$2)
+    })
+}
 // With alpha: decoded whole and resampled on both sides.
 cases.append(DecodeCase(name: "WebP alpha → 1000", file: "photo-alpha.webp", maximumPixelSize: 1000) {
     icb_decode_webp_fit($0, $1, 1000, &$2)

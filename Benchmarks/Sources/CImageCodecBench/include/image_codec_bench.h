@@ -48,4 +48,8 @@ int icb_decode_webp(const unsigned char *data, size_t size, int scaled_width, in
  * which Curlew does not hand to libwebp's rescaler). */
 int icb_decode_webp_fit(const unsigned char *data, size_t size, int maximum, icb_result *out);
 
+/* libwebp's animation decoder (WebPAnimDecoder, RGBA): every composed frame kept as its own
+ * buffer as Curlew keeps them, or with `maximum` downscaled straight from the canvas. */
+int icb_decode_webp_animation(const unsigned char *data, size_t size, int maximum, icb_result *out);
+
 #endif
