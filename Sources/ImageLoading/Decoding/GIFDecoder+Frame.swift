@@ -77,12 +77,17 @@ extension GIFDecoder {
                         remaining -= 1
                         guard row < frame.visibleRows else { continue }
                         let rowStart = ((rect.top + row) * canvasWidth + rect.left) * 4
+                        guard let base = pixels.baseAddress, let table = words.baseAddress else { continue }
+                        // The row's visible pixels lie inside the canvas (FrameLayout clips them),
+                        // so the per-pixel offsets cannot overflow: wrapping arithmetic, a raw
+                        // pointer, no checks per pixel (this loop ran at twice C's cost).
+                        let target = base + rowStart
                         for column in 0..<frame.visibleColumns {
                             // 0 (never an opaque colour, whose alpha byte is 255) leaves the canvas
                             // as it is: the transparent index and indices past the table.
-                            let word = words[Int(line[column])]
+                            let word = table[Int(line[column])]
                             guard word != 0 else { continue }
-                            pixels.storeBytes(of: word, toByteOffset: rowStart + column * 4, as: UInt32.self)
+                            target.storeBytes(of: word, toByteOffset: column &* 4, as: UInt32.self)
                         }
                     }
                 }
