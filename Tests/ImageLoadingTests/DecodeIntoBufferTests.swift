@@ -157,6 +157,30 @@ final class DecodeIntoBufferTests: XCTestCase {
         }
     }
 
+    /// A cut-off JPEG is an error whatever its orientation: the flipped rows (3, 4) and the band
+    /// spread as columns (5–8) see libjpeg's padding like the plain path, and the end of data
+    /// is still noticed, at full size and at a reduced scale.
+    func testATruncatedJPEGIsAnErrorInEveryOrientation() throws {
+        let files = try PillowFixtures.make("""
+            import random
+            rng = random.Random(9)
+            im = Image.new('RGB', (50, 85))
+            im.putdata([(rng.randrange(256), rng.randrange(256), rng.randrange(256)) for _ in range(50 * 85)])
+            for orientation in range(1, 9):
+                exif = Image.Exif()
+                exif[0x0112] = orientation
+                save('o%d.jpg' % orientation, im, quality=90, exif=exif.tobytes())
+            """)
+        for orientation in 1...8 {
+            let whole = try XCTUnwrap(files["o\(orientation).jpg"])
+            XCTAssertNoThrow(try Image(data: whole), "orientation \(orientation), whole")
+            for maximum in [nil, 20] as [Int?] {
+                assertImageError(.truncated(.jpeg),
+                                 try Image(data: whole.prefix(whole.count * 2 / 3), options: .init(maximumPixelSize: maximum)))
+            }
+        }
+    }
+
     /// Orientations 5–8 spread each batch of rows as columns: for any batch size (libjpeg's
     /// varies with the scale and the sampling) and an image of odd size, every pixel must land
     /// where the EXIF definition puts it.
