@@ -6,7 +6,8 @@
 #   --quick        scale 0.1 and 3 runs (a few minutes)
 #   --runs N       runs per client and workload (default 5)
 #   --scale X      multiplies every request count (default 1)
-#   --clients      subset of: libcurl,curlew,curlew-monitor,curlew-async,urlsession,ahc
+#   --clients      subset of: libcurl,libcurl-handoff,curlew,curlew-monitor,curlew-async,
+#                  urlsession,ahc (the default), or libcurl-dispatch
 #   --workloads    subset of the names printed by `curlew-bench --list`
 #   --serve        only set up and start nginx, print its ports, and keep it running until
 #                  interrupted (for profiling one client by hand)
@@ -16,7 +17,7 @@ cd "$CURLEW_ROOT"
 
 RUNS=5
 SCALE=1
-CLIENTS="libcurl,curlew,curlew-monitor,curlew-async,urlsession,ahc"
+CLIENTS="libcurl,libcurl-handoff,curlew,curlew-monitor,curlew-async,urlsession,ahc"
 WORKLOADS=""
 SERVE=0
 while (($#)); do
@@ -27,7 +28,7 @@ while (($#)); do
         --clients) CLIENTS="$2"; shift ;;
         --workloads) WORKLOADS="$2"; shift ;;
         --serve) SERVE=1 ;;
-        -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
         *) log "unknown argument: $1"; exit 2 ;;
     esac
     shift

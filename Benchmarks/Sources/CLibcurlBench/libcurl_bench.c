@@ -17,6 +17,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,7 @@ static void finish(transfer *t, CURLcode code, lcb_result *result) {
 }
 
 int lcb_run(const lcb_config *config, lcb_result *result) {
+    if (config->handoff) return lcb_run_handoff(config, result);
     memset(result, 0, sizeof *result);
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         note_error(result, "curl_global_init failed");
@@ -278,6 +280,257 @@ int lcb_run(const lcb_config *config, lcb_result *result) {
         free(t->body);
     }
     free(transfers);
+    curl_slist_free_all(headers);
+    curl_multi_cleanup(multi);
+    curl_share_cleanup(share);
+    return failed_setup ? -1 : 0;
+}
+
+/* --- The one-serial-context floor (lcb_run_handoff) ------------------------------------- */
+
+/* What the two threads share. Each transfer is in at most one place at a time: in flight on
+ * the driver, in `done` (or being delivered), or in `starts`; so each list holds at most
+ * `slots` entries and the transfer's fields belong to whichever thread holds it. */
+typedef struct handoff {
+    pthread_mutex_t lock;
+    pthread_cond_t ready;  /* `done` has transfers, or `stop` */
+    transfer **done;       /* finished by the driver, not yet delivered */
+    long done_count;
+    transfer **starts;     /* delivered and asked for again, not yet added by the driver */
+    long start_count;
+    transfer **delivering; /* the delivering thread's own: the batch it works on */
+    int stop;
+    CURLM *multi;          /* only for curl_multi_wakeup off the driver thread */
+    long slots;
+    long total;
+    long started;          /* the delivering thread's after the first `slots` */
+    long delivered;
+    unsigned long checksum; /* the delivered bodies' bytes */
+    long work_after_ns;     /* LCB_WORK_AFTER_NS: busy time per delivered transfer (experiment) */
+} handoff;
+
+/* The delivering thread: takes each batch the driver hands over, hands each body on as a
+ * completion handler would receive it, and asks for the next request of each finished slot. */
+static void *handoff_deliver(void *argument) {
+    handoff *h = argument;
+    transfer **batch = h->delivering;
+    pthread_mutex_lock(&h->lock);
+    for (;;) {
+        while (h->done_count == 0 && !h->stop) pthread_cond_wait(&h->ready, &h->lock);
+        if (h->done_count == 0) break; /* stopped and drained */
+        long count = h->done_count;
+        memcpy(batch, h->done, (size_t)count * sizeof *batch);
+        h->done_count = 0;
+        pthread_mutex_unlock(&h->lock);
+
+        long again = 0;
+        for (long i = 0; i < count; i++) {
+            transfer *t = batch[i];
+            h->checksum += t->length; /* the handler sees the body; it reads nothing more */
+            h->delivered += 1;
+            if (h->started < h->total) {
+                h->started += 1;
+                batch[again++] = t;
+            }
+        }
+        pthread_mutex_lock(&h->lock);
+        if (again > 0) {
+            memcpy(h->starts + h->start_count, batch, (size_t)again * sizeof *batch);
+            h->start_count += again;
+            pthread_mutex_unlock(&h->lock);
+            curl_multi_wakeup(h->multi); /* one per batch, as a library coalesces them */
+            if (h->work_after_ns > 0) {
+                /* An experiment (LCB_WORK_AFTER_NS): work a library does after the handler
+                 * (notifications, releases), as busy time on this thread. */
+                double until = now_seconds() + (double)h->work_after_ns * count / 1e9;
+                while (now_seconds() < until) {}
+            }
+            pthread_mutex_lock(&h->lock);
+        }
+    }
+    pthread_mutex_unlock(&h->lock);
+    return NULL;
+}
+
+/* handoff == 2: the same hop through a libdispatch serial queue, as Swift code sends work to
+ * a DispatchQueue (the functions declared here: this file does not build against dispatch's
+ * headers; the Swift runtime the benchmark links brings the library). */
+typedef struct dispatch_queue_s *lcb_dispatch_queue;
+extern lcb_dispatch_queue dispatch_queue_create(const char *label, void *attributes);
+extern void dispatch_async_f(lcb_dispatch_queue queue, void *context, void (*work)(void *));
+extern void dispatch_sync_f(lcb_dispatch_queue queue, void *context, void (*work)(void *));
+extern void dispatch_release(void *object);
+
+/* One pass's finished transfers, carried to the queue in one block. */
+typedef struct handoff_batch {
+    handoff *h;
+    long count;
+    transfer *items[];
+} handoff_batch;
+
+/* On the serial queue: what handoff_deliver does for one batch. */
+static void handoff_deliver_batch(void *context) {
+    handoff_batch *b = context;
+    handoff *h = b->h;
+    long again = 0;
+    for (long i = 0; i < b->count; i++) {
+        transfer *t = b->items[i];
+        h->checksum += t->length;
+        h->delivered += 1;
+        if (h->started < h->total) {
+            h->started += 1;
+            b->items[again++] = t;
+        }
+    }
+    if (again > 0) {
+        pthread_mutex_lock(&h->lock);
+        memcpy(h->starts + h->start_count, b->items, (size_t)again * sizeof *b->items);
+        h->start_count += again;
+        pthread_mutex_unlock(&h->lock);
+        curl_multi_wakeup(h->multi);
+    }
+    free(b);
+}
+
+static void handoff_nothing(void *context) { (void)context; }
+
+int lcb_run_handoff(const lcb_config *config, lcb_result *result) {
+    memset(result, 0, sizeof *result);
+    if (config->slow_open || config->upload_path || config->sink != LCB_SINK_MEMORY) {
+        note_error(result, "the hand-off client runs the small GETs only");
+        return -1;
+    }
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        note_error(result, "curl_global_init failed");
+        return -1;
+    }
+    run state = {.config = config, .result = result, .receiving = 0};
+    CURLM *multi = curl_multi_init();
+    CURLSH *share = curl_share_init();
+    if (!multi || !share) {
+        note_error(result, "curl_multi_init or curl_share_init failed");
+        return -1;
+    }
+    /* The share is used by the driver thread alone: no lock callbacks, as in lcb_run. */
+    curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    long slots = config->concurrency < 1 ? 1 : config->concurrency;
+    if (slots > config->total) slots = config->total > 0 ? config->total : 1;
+    curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, slots);
+    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, slots);
+    struct curl_slist *headers = NULL;
+    if (config->connection_close) headers = curl_slist_append(headers, "Connection: close");
+
+    handoff h = {.multi = multi, .slots = slots, .total = config->total};
+    const char *work_after = getenv("LCB_WORK_AFTER_NS");
+    h.work_after_ns = work_after ? atol(work_after) : 0;
+    transfer *transfers = calloc((size_t)slots, sizeof *transfers);
+    transfer **lists = calloc((size_t)slots * 4, sizeof *lists);
+    if (!transfers || !lists) {
+        note_error(result, "out of memory");
+        return -1;
+    }
+    h.done = lists;
+    h.starts = lists + slots;
+    transfer **batch = lists + 2 * slots; /* the driver's own: one pass's finished transfers */
+    h.delivering = lists + 3 * slots;
+    pthread_mutex_init(&h.lock, NULL);
+    pthread_cond_init(&h.ready, NULL);
+
+    int failed_setup = 0;
+    for (long i = 0; i < slots; i++) {
+        transfer *t = &transfers[i];
+        t->output = -1;
+        t->run = &state;
+        t->easy = curl_easy_init();
+        if (!t->easy || configure(t, share, headers) != 0) {
+            note_error(result, "could not set up an easy handle");
+            failed_setup = 1;
+            break;
+        }
+        h.starts[h.start_count++] = t; /* the first requests, as a caller's resume() would */
+    }
+    h.started = h.start_count;
+
+    int dispatched = config->handoff == 2;
+    lcb_dispatch_queue queue = dispatched ? dispatch_queue_create("lcb.completions", NULL) : NULL;
+    pthread_t deliverer;
+    if (dispatched && !queue) {
+        note_error(result, "could not create the dispatch queue");
+        failed_setup = 1;
+    } else if (!failed_setup && !dispatched && pthread_create(&deliverer, NULL, handoff_deliver, &h) != 0) {
+        note_error(result, "could not start the delivering thread");
+        failed_setup = 1;
+    }
+    long finished = 0;
+    int running = 0;
+    while (!failed_setup && finished < config->total) {
+        pthread_mutex_lock(&h.lock);
+        long count = h.start_count;
+        memcpy(batch, h.starts, (size_t)count * sizeof *batch);
+        h.start_count = 0;
+        pthread_mutex_unlock(&h.lock);
+        for (long i = 0; i < count; i++) {
+            rearm(batch[i]);
+            curl_multi_add_handle(multi, batch[i]->easy);
+        }
+        curl_multi_perform(multi, &running);
+        long ended = 0;
+        CURLMsg *message;
+        int queued;
+        while ((message = curl_multi_info_read(multi, &queued))) {
+            if (message->msg != CURLMSG_DONE) continue;
+            transfer *t = NULL;
+            curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, (char **)&t);
+            CURLcode code = message->data.result;
+            curl_multi_remove_handle(multi, t->easy);
+            finish(t, code, result);
+            batch[ended++] = t;
+        }
+        finished += ended;
+        if (ended > 0 && dispatched) {
+            handoff_batch *b = malloc(sizeof *b + (size_t)ended * sizeof *b->items);
+            if (!b) {
+                note_error(result, "out of memory");
+                break;
+            }
+            b->h = &h;
+            b->count = ended;
+            memcpy(b->items, batch, (size_t)ended * sizeof *batch);
+            dispatch_async_f(queue, b, handoff_deliver_batch);
+        } else if (ended > 0) {
+            pthread_mutex_lock(&h.lock);
+            memcpy(h.done + h.done_count, batch, (size_t)ended * sizeof *batch);
+            h.done_count += ended;
+            pthread_cond_signal(&h.ready);
+            pthread_mutex_unlock(&h.lock);
+        }
+        if (finished >= config->total) break;
+        curl_multi_poll(multi, NULL, 0, 1000, NULL);
+    }
+    if (dispatched && queue) {
+        dispatch_sync_f(queue, NULL, handoff_nothing); /* every batch delivered */
+        dispatch_release(queue);
+    } else if (!failed_setup) {
+        pthread_mutex_lock(&h.lock);
+        h.stop = 1;
+        pthread_cond_signal(&h.ready);
+        pthread_mutex_unlock(&h.lock);
+        pthread_join(deliverer, NULL);
+    }
+
+    for (long i = 0; i < slots; i++) {
+        transfer *t = &transfers[i];
+        if (t->easy) {
+            curl_multi_remove_handle(multi, t->easy);
+            curl_easy_cleanup(t->easy);
+        }
+        free(t->body);
+    }
+    free(transfers);
+    free(lists);
+    pthread_mutex_destroy(&h.lock);
+    pthread_cond_destroy(&h.ready);
     curl_slist_free_all(headers);
     curl_multi_cleanup(multi);
     curl_share_cleanup(share);

@@ -3,13 +3,29 @@ import CLibcurlBench
 /// The reference: raw libcurl multi in C (Sources/CLibcurlBench). This file only passes the
 /// workload to it.
 struct LibcurlClient {
+    /// The one-serial-context floor (`lcb_run_handoff`): the same transfers, finished ones
+    /// handed to a second thread that asks for the next, with no library code in between.
+    enum Handoff: Int32 {
+        /// Raw libcurl on one thread.
+        case none = 0
+        /// To a thread of its own, through a mutex and a condition variable.
+        case thread = 1
+        /// To a libdispatch serial queue (`dispatch_async_f`), as a Swift library does.
+        case dispatchQueue = 2
+    }
+    var handoff = Handoff.none
+
     /// Thrown when libcurl could not be set up at all.
     struct SetupError: Error, CustomStringConvertible {
         let description: String
     }
 
     func run(_ spec: WorkloadSpec) throws -> Outcome {
+        if handoff != .none, spec.kind != .gets {
+            throw Unsupported(reason: "the hand-off client runs the request workloads only")
+        }
         var config = lcb_config()
+        config.handoff = handoff.rawValue
         config.total = spec.count
         config.concurrency = spec.concurrency
         config.http2 = spec.http2 ? 1 : 0
