@@ -154,7 +154,10 @@ stop_nginx() {
         pid="$(cat "$BENCH/nginx.pid")"
         kill -QUIT "$pid" 2>/dev/null || true
         for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        rm -f "$BENCH/nginx.pid"
+        # nginx removes its own file when it exits; only a stale one is removed here, never
+        # one that another run's nginx wrote meanwhile (a `--serve` stopped as a run starts
+        # took the run's file, and the run's nginx outlived it).
+        if [[ "$(cat "$BENCH/nginx.pid" 2>/dev/null)" == "$pid" ]]; then rm -f "$BENCH/nginx.pid"; fi
     fi
 }
 stop_nginx   # a leftover from an interrupted run
