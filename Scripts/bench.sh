@@ -148,24 +148,40 @@ http {
 }
 EOF
 
+# Stops the nginx `$1` names, or the one the pid file names.
 stop_nginx() {
-    if [[ -s "$BENCH/nginx.pid" ]]; then
-        local pid
-        pid="$(cat "$BENCH/nginx.pid")"
+    local pid="${1:-}"
+    if [[ -z "$pid" && -s "$BENCH/nginx.pid" ]]; then pid="$(cat "$BENCH/nginx.pid")"; fi
+    [[ -n "$pid" ]] || return 0
+    # Only an nginx: a stale file's number may belong to another process by now.
+    if [[ "$(ps -o comm= -p "$pid" 2>/dev/null)" == nginx* ]]; then
         kill -QUIT "$pid" 2>/dev/null || true
         for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        # nginx removes its own file when it exits; only a stale one is removed here, never
-        # one that another run's nginx wrote meanwhile (a `--serve` stopped as a run starts
-        # took the run's file, and the run's nginx outlived it).
-        if [[ "$(cat "$BENCH/nginx.pid" 2>/dev/null)" == "$pid" ]]; then rm -f "$BENCH/nginx.pid"; fi
+        # A graceful stop waits for open connections; after 5 s the next run needs the ports.
+        if kill -0 "$pid" 2>/dev/null; then
+            kill -TERM "$pid" 2>/dev/null || true
+            for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        fi
     fi
+    # nginx removes its own file when it exits; a stale one is removed only while it still
+    # names this nginx, never once another run's nginx wrote it.
+    if [[ "$(cat "$BENCH/nginx.pid" 2>/dev/null)" == "$pid" ]]; then rm -f "$BENCH/nginx.pid"; fi
 }
 stop_nginx   # a leftover from an interrupted run
-cleanup() { stop_nginx; rm -rf "$BENCH/downloads"; }   # a client killed by timeout leaves its file
+# Only the nginx this run started, once: the trap may run twice (a signal, then the exit), and
+# by the second time another run may have started its own nginx and written the pid file (a
+# `--serve` stopped just as a run started took the run's nginx down with it).
+OUR_NGINX=""
+cleanup() {
+    if [[ -n "$OUR_NGINX" ]]; then stop_nginx "$OUR_NGINX"; fi
+    OUR_NGINX=""
+    rm -rf "$BENCH/downloads"   # a client killed by timeout leaves its file
+}
 trap cleanup EXIT INT TERM
 log "starting nginx ($BENCH/nginx.conf)"
 nginx -p "$BENCH" -c "$BENCH/nginx.conf" -e "$BENCH/logs/error.log"
 for _ in $(seq 1 50); do [[ -s "$BENCH/nginx.pid" ]] && break; sleep 0.1; done
+OUR_NGINX="$(cat "$BENCH/nginx.pid" 2>/dev/null || true)"
 if ((SERVE)); then
     log "nginx serves $BENCH/www: http://127.0.0.1:$HTTP_PORT (slow: $SLOW_PORT), https h2 :$H2_PORT," \
         "https resume :$RESUME_PORT, no resume :$NORESUME_PORT (CA: $BENCH/ca.pem). Ctrl-C stops it."

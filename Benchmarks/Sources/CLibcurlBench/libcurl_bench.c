@@ -177,29 +177,67 @@ static void finish(transfer *t, CURLcode code, lcb_result *result) {
     t->sent = 0;
 }
 
-int lcb_run(const lcb_config *config, lcb_result *result) {
-    if (config->handoff) return lcb_run_handoff(config, result);
-    memset(result, 0, sizeof *result);
+/* The next transfer the multi handle reports done, taken out of it and counted (`finish`);
+ * NULL when no other is done. */
+static transfer *next_finished(CURLM *multi, lcb_result *result) {
+    CURLMsg *message;
+    int queued;
+    while ((message = curl_multi_info_read(multi, &queued))) {
+        if (message->msg != CURLMSG_DONE) continue;
+        transfer *t = NULL;
+        curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, (char **)&t);
+        CURLcode code = message->data.result;
+        curl_multi_remove_handle(multi, t->easy);
+        finish(t, code, result);
+        return t;
+    }
+    return NULL;
+}
+
+/* How many easy handles a run uses: one per transfer in flight (slow mode: one per transfer). */
+static long slot_count(const lcb_config *config) {
+    long slots = config->slow_open ? config->total : config->concurrency;
+    if (slots < 1) slots = 1;
+    if (!config->slow_open && slots > config->total) slots = config->total > 0 ? config->total : 1;
+    return slots;
+}
+
+/* libcurl, a multi handle for `slots` connections and a DNS + TLS-session share that one
+ * thread uses (no lock callbacks); -1, with the reason in `result`, when any of it fails. */
+static int open_multi(const lcb_config *config, lcb_result *result, long slots, CURLM **multi, CURLSH **share) {
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         note_error(result, "curl_global_init failed");
         return -1;
     }
-    run state = {.config = config, .result = result, .receiving = 0};
-    CURLM *multi = curl_multi_init();
-    CURLSH *share = curl_share_init();
-    if (!multi || !share) {
+    *multi = curl_multi_init();
+    *share = curl_share_init();
+    if (!*multi || !*share) {
         note_error(result, "curl_multi_init or curl_share_init failed");
         return -1;
     }
-    curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
-    curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
-
-    long slots = config->slow_open ? config->total : config->concurrency;
-    if (slots < 1) slots = 1;
-    if (!config->slow_open && slots > config->total) slots = config->total > 0 ? config->total : 1;
+    curl_share_setopt(*share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    curl_share_setopt(*share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
     /* HTTP/1.1: exactly one connection per in-flight transfer; HTTP/2 multiplexes on one. */
-    curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, config->slow_open ? 0L : slots);
-    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, slots);
+    curl_multi_setopt(*multi, CURLMOPT_MAX_HOST_CONNECTIONS, config->slow_open ? 0L : slots);
+    curl_multi_setopt(*multi, CURLMOPT_MAXCONNECTS, slots);
+    return 0;
+}
+
+static int drive_handoff(const lcb_config *config, lcb_result *result, run *state, long slots, CURLM *multi,
+                         CURLSH *share);
+
+int lcb_run(const lcb_config *config, lcb_result *result) {
+    memset(result, 0, sizeof *result);
+    if (config->handoff && (config->slow_open || config->upload_path || config->sink != LCB_SINK_MEMORY)) {
+        note_error(result, "the hand-off client runs the small GETs only");
+        return -1;
+    }
+    run state = {.config = config, .result = result, .receiving = 0};
+    long slots = slot_count(config);
+    CURLM *multi = NULL;
+    CURLSH *share = NULL;
+    if (open_multi(config, result, slots, &multi, &share) != 0) return -1;
+    if (config->handoff) return drive_handoff(config, result, &state, slots, multi, share);
 
     struct curl_slist *headers = NULL;
     if (config->connection_close) headers = curl_slist_append(headers, "Connection: close");
@@ -234,15 +272,8 @@ int lcb_run(const lcb_config *config, lcb_result *result) {
     int sampled = 0;
     while (!failed_setup) {
         curl_multi_perform(multi, &running);
-        CURLMsg *message;
-        int queued;
-        while ((message = curl_multi_info_read(multi, &queued))) {
-            if (message->msg != CURLMSG_DONE) continue;
-            transfer *t = NULL;
-            curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, (char **)&t);
-            CURLcode code = message->data.result;
-            curl_multi_remove_handle(multi, t->easy);
-            finish(t, code, result);
+        transfer *t;
+        while ((t = next_finished(multi, result))) {
             if (started < config->total && !config->slow_open) {
                 if (rearm(t) == 0) {
                     curl_multi_add_handle(multi, t->easy);
@@ -286,7 +317,7 @@ int lcb_run(const lcb_config *config, lcb_result *result) {
     return failed_setup ? -1 : 0;
 }
 
-/* --- The one-serial-context floor (lcb_run_handoff) ------------------------------------- */
+/* --- The one-serial-context floor (lcb_config.handoff) ---------------------------------- */
 
 /* What the two threads share. Each transfer is in at most one place at a time: in flight on
  * the driver, in `done` (or being delivered), or in `starts`; so each list holds at most
@@ -394,30 +425,10 @@ static void handoff_deliver_batch(void *context) {
 
 static void handoff_nothing(void *context) { (void)context; }
 
-int lcb_run_handoff(const lcb_config *config, lcb_result *result) {
-    memset(result, 0, sizeof *result);
-    if (config->slow_open || config->upload_path || config->sink != LCB_SINK_MEMORY) {
-        note_error(result, "the hand-off client runs the small GETs only");
-        return -1;
-    }
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        note_error(result, "curl_global_init failed");
-        return -1;
-    }
-    run state = {.config = config, .result = result, .receiving = 0};
-    CURLM *multi = curl_multi_init();
-    CURLSH *share = curl_share_init();
-    if (!multi || !share) {
-        note_error(result, "curl_multi_init or curl_share_init failed");
-        return -1;
-    }
-    /* The share is used by the driver thread alone: no lock callbacks, as in lcb_run. */
-    curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
-    curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
-    long slots = config->concurrency < 1 ? 1 : config->concurrency;
-    if (slots > config->total) slots = config->total > 0 ? config->total : 1;
-    curl_multi_setopt(multi, CURLMOPT_MAX_HOST_CONNECTIONS, slots);
-    curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, slots);
+/* lcb_run's small GETs with `config->handoff` (see the header): `multi` and `share`, set up by
+ * lcb_run, are used by the driving thread alone and freed here. */
+static int drive_handoff(const lcb_config *config, lcb_result *result, run *state, long slots, CURLM *multi,
+                         CURLSH *share) {
     struct curl_slist *headers = NULL;
     if (config->connection_close) headers = curl_slist_append(headers, "Connection: close");
 
@@ -441,7 +452,7 @@ int lcb_run_handoff(const lcb_config *config, lcb_result *result) {
     for (long i = 0; i < slots; i++) {
         transfer *t = &transfers[i];
         t->output = -1;
-        t->run = &state;
+        t->run = state;
         t->easy = curl_easy_init();
         if (!t->easy || configure(t, share, headers) != 0) {
             note_error(result, "could not set up an easy handle");
@@ -476,17 +487,8 @@ int lcb_run_handoff(const lcb_config *config, lcb_result *result) {
         }
         curl_multi_perform(multi, &running);
         long ended = 0;
-        CURLMsg *message;
-        int queued;
-        while ((message = curl_multi_info_read(multi, &queued))) {
-            if (message->msg != CURLMSG_DONE) continue;
-            transfer *t = NULL;
-            curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, (char **)&t);
-            CURLcode code = message->data.result;
-            curl_multi_remove_handle(multi, t->easy);
-            finish(t, code, result);
-            batch[ended++] = t;
-        }
+        transfer *t;
+        while ((t = next_finished(multi, result))) batch[ended++] = t;
         finished += ended;
         if (ended > 0 && dispatched) {
             handoff_batch *b = malloc(sizeof *b + (size_t)ended * sizeof *b->items);

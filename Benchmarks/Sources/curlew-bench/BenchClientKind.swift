@@ -3,7 +3,7 @@ enum BenchClientKind: String, CaseIterable, Sendable {
     case libcurl
     /// Raw libcurl as a library that runs no user code on its driver thread must use it, and
     /// nothing more: each pass's finished transfers handed to a second thread, which asks for
-    /// the next requests (`lcb_run_handoff`). The floor of Curlew's design on this machine
+    /// the next requests (`lcb_config.handoff`). The floor of Curlew's design on this machine
     /// (request workloads only).
     case libcurlHandoff = "libcurl-handoff"
     /// The same with the hand-off through a libdispatch serial queue (`dispatch_async_f`), the

@@ -3,7 +3,7 @@ import CLibcurlBench
 /// The reference: raw libcurl multi in C (Sources/CLibcurlBench). This file only passes the
 /// workload to it.
 struct LibcurlClient {
-    /// The one-serial-context floor (`lcb_run_handoff`): the same transfers, finished ones
+    /// The one-serial-context floor (`lcb_config.handoff`): the same transfers, finished ones
     /// handed to a second thread that asks for the next, with no library code in between.
     enum Handoff: Int32 {
         /// Raw libcurl on one thread.

@@ -29,8 +29,13 @@ typedef struct lcb_config {
     long upload_buffer_size; /* CURLOPT_UPLOAD_BUFFERSIZE; 0 keeps libcurl's default (64 KiB) */
     int slow_open;          /* 1: open `total` transfers, wait until all receive, sample RSS, cancel */
     double deadline_seconds; /* slow mode: give up waiting after this long */
-    int handoff;            /* 1: the one-serial-context floor (lcb_run_handoff's comment);
-                             * 2: the same with the hop through a libdispatch serial queue */
+    int handoff;            /* small GETs only. 1: the floor of a library that runs no user code
+                             * on the thread that drives libcurl, and nothing else: that thread
+                             * hands each pass's finished transfers to a second one (a mutex and
+                             * a condition variable), which delivers them and asks for the next
+                             * requests through a locked list and curl_multi_wakeup. 2: the same
+                             * hop through a libdispatch serial queue (dispatch_async_f), as a
+                             * Swift library reaches a DispatchQueue. */
 } lcb_config;
 
 typedef struct lcb_result {
@@ -46,16 +51,6 @@ typedef struct lcb_result {
 /* Runs the workload described by `config`; returns 0, or -1 when libcurl could not be set up
  * (the reason is in result->message). */
 int lcb_run(const lcb_config *config, lcb_result *result);
-
-/* The same small GETs as lcb_run (memory sink, `total` at `concurrency`), built the way a
- * library that never runs its user's code on the thread that drives libcurl must be, and with
- * nothing else: one thread drives the multi handle and hands each pass's finished transfers to
- * a second thread (a mutex and a condition variable), which "delivers" them and asks for the
- * next requests through a locked list and curl_multi_wakeup. What this costs against lcb_run
- * is the floor of that design on the machine: the thread hops alone, without any library code.
- * `config->handoff` selects it in lcb_run; 2 sends each pass's batch with dispatch_async_f to
- * a serial queue instead (the hop a Swift library makes to a DispatchQueue). */
-int lcb_run_handoff(const lcb_config *config, lcb_result *result);
 
 /* The process's resident set size now, in KiB (from /proc/self/statm). */
 long lcb_current_rss_kb(void);
