@@ -334,14 +334,40 @@ typedef struct handoff {
     CURLM *multi;          /* only for curl_multi_wakeup off the driver thread */
     long slots;
     long total;
-    long started;          /* the delivering thread's after the first `slots` */
-    long delivered;
+    long started;          /* the delivering side's after the first `slots` */
     unsigned long checksum; /* the delivered bodies' bytes */
     long work_after_ns;     /* LCB_WORK_AFTER_NS: busy time per delivered transfer (experiment) */
 } handoff;
 
-/* The delivering thread: takes each batch the driver hands over, hands each body on as a
- * completion handler would receive it, and asks for the next request of each finished slot. */
+/* Delivers `count` finished transfers as completion handlers would receive them (the body;
+ * nothing more is read) and keeps, at the front of `items`, those asked for again: returns how
+ * many. The delivering side only. */
+static long deliver(handoff *h, transfer **items, long count) {
+    long again = 0;
+    for (long i = 0; i < count; i++) {
+        transfer *t = items[i];
+        h->checksum += t->length;
+        if (h->started < h->total) {
+            h->started += 1;
+            items[again++] = t;
+        }
+    }
+    return again;
+}
+
+/* Hands `count` transfers to the driver to start again, and wakes it: one wakeup per batch, as
+ * a library coalesces them. */
+static void ask_again(handoff *h, transfer **items, long count) {
+    if (count == 0) return;
+    pthread_mutex_lock(&h->lock);
+    memcpy(h->starts + h->start_count, items, (size_t)count * sizeof *items);
+    h->start_count += count;
+    pthread_mutex_unlock(&h->lock);
+    curl_multi_wakeup(h->multi);
+}
+
+/* The delivering thread (handoff == 1): takes each batch the driver hands over, delivers it
+ * and asks for the next request of each finished slot. */
 static void *handoff_deliver(void *argument) {
     handoff *h = argument;
     transfer **batch = h->delivering;
@@ -354,30 +380,14 @@ static void *handoff_deliver(void *argument) {
         h->done_count = 0;
         pthread_mutex_unlock(&h->lock);
 
-        long again = 0;
-        for (long i = 0; i < count; i++) {
-            transfer *t = batch[i];
-            h->checksum += t->length; /* the handler sees the body; it reads nothing more */
-            h->delivered += 1;
-            if (h->started < h->total) {
-                h->started += 1;
-                batch[again++] = t;
-            }
+        ask_again(h, batch, deliver(h, batch, count));
+        if (h->work_after_ns > 0) {
+            /* An experiment (LCB_WORK_AFTER_NS): work a library does after the handler
+             * (notifications, releases), as busy time on this thread. */
+            double until = now_seconds() + (double)h->work_after_ns * count / 1e9;
+            while (now_seconds() < until) {}
         }
         pthread_mutex_lock(&h->lock);
-        if (again > 0) {
-            memcpy(h->starts + h->start_count, batch, (size_t)again * sizeof *batch);
-            h->start_count += again;
-            pthread_mutex_unlock(&h->lock);
-            curl_multi_wakeup(h->multi); /* one per batch, as a library coalesces them */
-            if (h->work_after_ns > 0) {
-                /* An experiment (LCB_WORK_AFTER_NS): work a library does after the handler
-                 * (notifications, releases), as busy time on this thread. */
-                double until = now_seconds() + (double)h->work_after_ns * count / 1e9;
-                while (now_seconds() < until) {}
-            }
-            pthread_mutex_lock(&h->lock);
-        }
     }
     pthread_mutex_unlock(&h->lock);
     return NULL;
@@ -399,27 +409,10 @@ typedef struct handoff_batch {
     transfer *items[];
 } handoff_batch;
 
-/* On the serial queue: what handoff_deliver does for one batch. */
+/* On the serial queue (handoff == 2): one batch, as handoff_deliver takes it. */
 static void handoff_deliver_batch(void *context) {
     handoff_batch *b = context;
-    handoff *h = b->h;
-    long again = 0;
-    for (long i = 0; i < b->count; i++) {
-        transfer *t = b->items[i];
-        h->checksum += t->length;
-        h->delivered += 1;
-        if (h->started < h->total) {
-            h->started += 1;
-            b->items[again++] = t;
-        }
-    }
-    if (again > 0) {
-        pthread_mutex_lock(&h->lock);
-        memcpy(h->starts + h->start_count, b->items, (size_t)again * sizeof *b->items);
-        h->start_count += again;
-        pthread_mutex_unlock(&h->lock);
-        curl_multi_wakeup(h->multi);
-    }
+    ask_again(b->h, b->items, deliver(b->h, b->items, b->count));
     free(b);
 }
 
@@ -439,6 +432,11 @@ static int drive_handoff(const lcb_config *config, lcb_result *result, run *stat
     transfer **lists = calloc((size_t)slots * 4, sizeof *lists);
     if (!transfers || !lists) {
         note_error(result, "out of memory");
+        free(transfers);
+        free(lists);
+        curl_slist_free_all(headers);
+        curl_multi_cleanup(multi);
+        curl_share_cleanup(share);
         return -1;
     }
     h.done = lists;

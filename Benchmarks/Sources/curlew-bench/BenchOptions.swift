@@ -24,7 +24,8 @@ struct BenchOptions: Sendable {
     var listOnly = false
 
     static let usage = """
-        usage: curlew-bench --client NAME --workload NAME [--scale X]
+        usage: curlew-bench --client \(BenchClientKind.allCases.map(\.rawValue).joined(separator: "|"))
+                            --workload NAME [--scale X]
                             [--dir .build/bench] [--host 127.0.0.1] [--http-port N] [--slow-port N]
                             [--h2-port N] [--resume-port N] [--noresume-port N] [--slow-deadline S]
                curlew-bench --list        (prints the workload names)
