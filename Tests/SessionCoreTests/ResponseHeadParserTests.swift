@@ -108,6 +108,22 @@ final class ResponseHeadParserTests: XCTestCase {
         }
     }
 
+    /// The parser's own token table against RFC 9110's `tchar` as `HTTPHeaderValidation` has it:
+    /// every byte value inside a field name, and the name kept as sent when it is valid.
+    func testEveryByteOfAFieldNameIsJudgedAsRFC9110Says() {
+        for byte in UInt8.min...UInt8.max where byte != UInt8(ascii: ":") {
+            let parser = ResponseHeadParser(maximumBytes: 1024)
+            _ = Array("HTTP/1.1 200 OK\r\n".utf8).withUnsafeBytes { parser.consume($0) }
+            let event = ([UInt8(ascii: "X"), byte, UInt8(ascii: "Y")] + Array(": v\r\n".utf8)).withUnsafeBytes { parser.consume($0) }
+            if HTTPHeaderValidation.isTokenByte(byte) {
+                XCTAssertEqual(event, .needMore, "byte \(byte)")
+                XCTAssertEqual(parser.fieldCount, 1, "byte \(byte)")
+            } else {
+                XCTAssertEqual(event, .invalid("invalid header field name"), "byte \(byte)")
+            }
+        }
+    }
+
     func testHeadOverTheLimitIsTooLarge() {
         var parser = ResponseHeadParser(maximumBytes: 64)
         let events = feed(&parser, ["HTTP/1.1 200 OK\r\n", "X-A: \(String(repeating: "a", count: 60))\r\n"])

@@ -101,7 +101,7 @@ final class DriverLoop {
     /// sessions verified under the old policy are never offered again. (The per-request
     /// admission check refuses them anyway; this keeps them from costing a retry.)
     func refreshShareIfPolicyChanged() {
-        let tag = engine.security.snapshot.tag
+        let tag = engine.security.tag
         guard let filledUnder = shareSecurityTag else {
             shareSecurityTag = tag
             return

@@ -157,19 +157,19 @@ extension TaskDelegate {
     }
 
     func configureMethodAndBody() {
-        let method = prepared.method
-        if method == "HEAD" {
+        let kind = prepared.methodKind
+        if kind == .head {
             easy.set(CURLOPT_NOBODY, 1)
-        } else if bodyReader == nil && method == "GET" {
+        } else if bodyReader == nil && kind == .get {
             easy.set(CURLOPT_HTTPGET, 1)
-        } else if bodyReader == nil && method != "POST" && method != "PUT" && method != "PATCH" {
-            easy.set(CURLOPT_CUSTOMREQUEST, method)  // DELETE, OPTIONS, ... without a body
+        } else if bodyReader == nil && kind == .other {
+            easy.set(CURLOPT_CUSTOMREQUEST, prepared.method)  // DELETE, OPTIONS, ... without a body
         } else {
             // Any method with a body (or POST/PUT/PATCH with an empty one): POST mechanics
             // with the caller's method name; the read callback supplies the bytes.
             easy.set(CURLOPT_POST, 1)
             easy.set(CURLOPT_POSTFIELDSIZE_LARGE, offset: bodyReader.map { $0.length ?? -1 } ?? 0)
-            if method != "POST" { easy.set(CURLOPT_CUSTOMREQUEST, method) }
+            if kind != .post { easy.set(CURLOPT_CUSTOMREQUEST, prepared.method) }
         }
     }
 

@@ -118,7 +118,8 @@ final class ResponseHeadParser {
         }
         // The name: token bytes, then the colon (which is not a token byte), in one pass.
         var colon = 0
-        while colon < line.count && Self.isTokenByte(line[colon]) { colon += 1 }
+        let tokenBytes = Self.tokenTable.utf8Start
+        while colon < line.count && tokenBytes[Int(line[colon])] == UInt8(ascii: "1") { colon += 1 }
         guard colon < line.count else { return .invalid("header line without a colon") }
         guard line[colon] == UInt8(ascii: ":") else { return Self.nameOrColonError(line, from: colon) }
         guard colon > 0 else { return .invalid("invalid header field name") }
@@ -151,31 +152,45 @@ final class ResponseHeadParser {
     /// byte) is looked at byte by byte.
     private static func allValueBytes(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let base = bytes.baseAddress else { return true }
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        let highs: UInt64 = 0x8080_8080_8080_8080
         var offset = 0
         while offset + 8 <= bytes.count {
-            let word = base.loadUnaligned(fromByteOffset: offset, as: UInt64.self)
-            let below20 = (word &- ones &* 0x20) & ~word & highs
-            let flipped = word ^ (ones &* 0x7F)
-            let is7F = (flipped &- ones) & ~flipped & highs
-            if below20 | is7F != 0 {
+            if hasControlByte(base.loadUnaligned(fromByteOffset: offset, as: UInt64.self)) {
                 for index in offset..<(offset + 8) where !isValueByte(bytes[index]) { return false }
             }
             offset += 8
+        }
+        guard offset < bytes.count else { return true }
+        if bytes.count >= 8 {
+            // The last 0-7 bytes: the value's last eight, as one word (some looked at twice).
+            let word = base.loadUnaligned(fromByteOffset: bytes.count - 8, as: UInt64.self)
+            return !hasControlByte(word) || !(bytes.count - 8..<bytes.count).contains { !isValueByte(bytes[$0]) }
         }
         for index in offset..<bytes.count where !isValueByte(bytes[index]) { return false }
         return true
     }
 
-    /// RFC 9110 `tchar`, as a 128-bit table in two constants (no lazy global, no
-    /// cross-module call per byte): bit `b` of the pair is set when byte `b` is a token byte.
+    /// Whether `word` may hold a byte below 0x20 or a 0x7F (a tab, which is a value byte,
+    /// answers true too: the caller looks at such a word byte by byte).
     @inline(__always)
-    private static func isTokenByte(_ byte: UInt8) -> Bool {
-        let low: UInt64 = 0x03FF_6CFA_0000_0000  // bytes 0-63: ! # $ % & ' * + - . 0-9
-        let high: UInt64 = 0x57FF_FFFF_C7FF_FFFE  // bytes 64-127: A-Z ^ _ ` a-z | ~
-        guard byte < 128 else { return false }
-        return ((byte < 64 ? low : high) >> UInt64(byte & 63)) & 1 == 1
+    private static func hasControlByte(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        let highs: UInt64 = 0x8080_8080_8080_8080
+        let below20 = (word &- ones &* 0x20) & ~word & highs
+        let flipped = word ^ (ones &* 0x7F)
+        let is7F = (flipped &- ones) & ~flipped & highs
+        return below20 | is7F != 0
+    }
+
+    /// RFC 9110 `tchar`: "1" at offset `b` when byte `b` is a token byte. A string literal's
+    /// bytes in the binary's constant data (no lazy global, no cross-module call): one load
+    /// and one compare per byte of a field name, where two 64-bit masks cost three more.
+    private static var tokenTable: StaticString {
+        """
+        0000000000000000000000000000000001011111001101101111111111000000\
+        0111111111111111111111111110001111111111111111111111111111101010\
+        0000000000000000000000000000000000000000000000000000000000000000\
+        0000000000000000000000000000000000000000000000000000000000000000
+        """
     }
 
     /// `HTTPHeaderValidation.isValueByte`, inlined here: a cross-module call per byte cost

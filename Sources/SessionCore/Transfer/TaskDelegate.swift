@@ -41,7 +41,9 @@ final class TaskDelegate {
     var failure: SessionError?
     @exclusivity(unchecked) var transactions: [TransactionMetrics] = []
     let startDate = Date()
-    let startUptime = DispatchTime.now().uptimeNanoseconds
+    /// When the transfer started on the timeouts' clock: the pass's reading (`PassClock`),
+    /// taken just before this pass's commands were handled, not a clock read of its own.
+    let startUptime: UInt64
     var bodyBytesDelivered: Int64 = 0
     /// Decoded body bytes of this exchange, delivered or held back (the bomb guard counts
     /// every body, a redirect's and a held-back 401's too).
@@ -104,6 +106,7 @@ final class TaskDelegate {
         self.easy = easy
         self.engine = engine
         self.passClock = passClock
+        startUptime = passClock.now
         self.request = task.currentRequest ?? URLRequest(url: prepared.url)
         self.prepared = prepared
         self.head = easy.headParser
