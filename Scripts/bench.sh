@@ -7,7 +7,7 @@
 #   --runs N       runs per client and workload (default 5)
 #   --scale X      multiplies every request count (default 1)
 #   --clients      subset of: libcurl,libcurl-handoff,curlew,curlew-monitor,curlew-async,
-#                  urlsession,ahc (the default), or libcurl-dispatch
+#                  urlsession,ahc (the default), or libcurl-dispatch, curlew-quiet
 #   --workloads    subset of the names printed by `curlew-bench --list`
 #   --serve        only set up and start nginx, print its ports, and keep it running until
 #                  interrupted (for profiling one client by hand)

@@ -79,6 +79,8 @@ struct TransportOptions: ParsableArguments {
     /// The session configuration for a request to `url`.
     func configuration(for url: URL) -> SessionConfiguration {
         var configuration = SessionConfiguration.default
+        // The tool observes no task notifications: each would cost its request for nothing.
+        configuration.postsTaskNotifications = false
         if let timeout { configuration.timeoutIntervalForRequest = timeout == 0 ? .infinity : timeout }
         configuration.maximumRedirects = maxRedirects
         if http1 { configuration.httpVersion = .http1_1 }

@@ -13,6 +13,9 @@ enum BenchClientKind: String, CaseIterable, Sendable {
     /// Curlew with one `EventMonitor` attached (every event delivered on the monitor's queue):
     /// what the event seam costs a user who logs or measures.
     case curlewMonitor = "curlew-monitor"
+    /// Curlew with `postsTaskNotifications = false`: what AFNetworking's task notifications,
+    /// on by default, cost a user who does not observe them (on request only).
+    case curlewQuiet = "curlew-quiet"
     /// Curlew's async API, as AsyncHTTPClient's client is driven: `concurrency` Swift tasks,
     /// each looping `try await manager.dataResponse(for:)` (request workloads only).
     case curlewAsync = "curlew-async"
@@ -27,6 +30,7 @@ enum BenchClientKind: String, CaseIterable, Sendable {
         case .libcurlDispatch: return try LibcurlClient(handoff: .dispatchQueue).run(spec)
         case .curlew: return try await CurlewClient().run(spec)
         case .curlewMonitor: return try await CurlewClient(monitored: true).run(spec)
+        case .curlewQuiet: return try await CurlewClient(postsNotifications: false).run(spec)
         case .curlewAsync: return try await CurlewClient(async: true).run(spec)
         case .urlsession: return try await URLSessionClient().run(spec)
         case .ahc: return try await AHCClient().run(spec)

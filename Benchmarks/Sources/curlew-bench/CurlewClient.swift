@@ -18,6 +18,8 @@ struct CurlewClient {
     /// Swift tasks looping `dataResponse(for:)` instead of completion handlers (the
     /// `curlew-async` client).
     var async = false
+    /// `SessionConfiguration.postsTaskNotifications` (false: the `curlew-quiet` client).
+    var postsNotifications = true
 
     /// Counts the events a user's metrics monitor would typically look at, the way the docs
     /// recommend: statuses from the parsed head, no Foundation response asked for.
@@ -44,6 +46,7 @@ struct CurlewClient {
         // The temporary file next to its destination, as the documentation advises: the final
         // move is a rename.
         configuration.downloadDirectory = spec.download?.directoryURL
+        configuration.postsTaskNotifications = postsNotifications
         if async, spec.kind != .gets {
             throw Unsupported(reason: "the async client runs the request workloads only")
         }

@@ -214,10 +214,12 @@ extension SessionEngine {
         callbacks.completionHandler?(response)
         EngineObservers.taskHandlerDidReturn(task, metrics: outcome.metrics, error: failure, hooks: hooks)
         unregister(task)
-        EngineObservers.taskDidComplete(
-            task, body: outcome.body, result: response.result,
-            serializer: serializer.serializer, serializerRan: !task.options.skipsSerializer && task.options.collectsBody,
-            metrics: outcome.metrics, fileURL: outcome.fileURL)
+        if EngineObservers.postsNotifications(of: task, engine: self) {
+            EngineObservers.taskDidComplete(
+                task, body: outcome.body, result: response.result,
+                serializer: serializer.serializer, serializerRan: !task.options.skipsSerializer && task.options.collectsBody,
+                metrics: outcome.metrics, fileURL: outcome.fileURL)
+        }
         if let temporary = outcome.fileURL, task.options.download?.fileURL == temporary || !(task is DownloadTask) {
             // No destination took the file: like URLSession's, it is gone once the
             // completion handler (which may move it) and the observers have run.

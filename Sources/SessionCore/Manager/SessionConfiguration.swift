@@ -209,6 +209,21 @@ public struct SessionConfiguration: Sendable {
     /// Alt-Svc through libcurl's engine (`CURLOPT_ALTSVC_CTRL`). Default: `.disabled`.
     public var alternativeServices: AlternativeServices = .disabled
 
+    /// Whether this manager's tasks post `taskDidResume`, `taskDidSuspend` and
+    /// `taskDidComplete` (with its `userInfo`) to `NotificationCenter.default`, as
+    /// AFNetworking's do. Default: `true`.
+    ///
+    /// Posting costs every request whether or not anything observes: building the
+    /// completion's `userInfo` and Foundation's two posts are the largest single cost a
+    /// request has after libcurl (Docs/Performance.md, "Eleventh pass": about 2.5 µs of CPU and
+    /// 5–8% of requests per second at 64 in flight, 10 µs or more of CPU at one at a time).
+    /// An app that does not observe them can turn them off. Curlew's own observers keep
+    /// working: while a ``NetworkActivityIndicatorManager`` is enabled every manager posts, and
+    /// a task bound to a control (`setRefreshingWithStateOfTask(_:)` and the like) posts its
+    /// own. `sessionDidInvalidate` and the download file notifications are always posted; hooks
+    /// and `EventMonitor`s are not affected.
+    public var postsTaskNotifications = true
+
     /// Where the engine writes its own debug messages: its driver thread starting and
     /// stopping, transfers waiting for a connection slot, retries. Written at `.debug`, never
     /// from the driver thread. `nil` (the default): silent. For one line per request, give

@@ -1,5 +1,6 @@
 import Foundation
 import Serialization
+import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -21,11 +22,20 @@ enum EngineObservers {
     /// Returns false for a download, whose notice `postStateNow` posts instead, after the
     /// lock.
     static func queueStateNotice(_ name: Notification.Name, for task: SessionTask, engine: SessionEngine) -> Bool {
+        guard postsNotifications(of: task, engine: engine) else { return true }  // nothing to post
         guard task is DownloadTask else {
             engine.stateNotices.add(name, for: task)
             return true
         }
         return false
+    }
+
+    /// Whether `task`'s `taskDidResume`, `taskDidSuspend` and `taskDidComplete` are posted:
+    /// the configuration says so (`postsTaskNotifications`), or one of Curlew's own observers
+    /// listens (an enabled activity indicator, a control bound to this task).
+    static func postsNotifications(of task: SessionTask, engine: SessionEngine) -> Bool {
+        engine.configuration.postsTaskNotifications || TaskNotificationDemand.isWanted
+            || task.isFollowedByBinding.load(ordering: .acquiring)
     }
 
     /// Posts a download's state notice on the completion queue now (never on the caller's

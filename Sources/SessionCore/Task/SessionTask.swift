@@ -96,6 +96,9 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     let reportsProgress: Bool
     /// Set once `interceptor` was given, so tasks without one take no lock for it.
     let hasOwnInterceptor = Atomic<Bool>(false)
+    /// Set when a control is bound to the task (`TaskStateBinding`): its notifications are
+    /// posted even where the configuration turned them off (`postsTaskNotifications`).
+    let isFollowedByBinding = Atomic<Bool>(false)
     let engine: SessionEngine
     let protected: Mutex<MutableState>
     /// The two `Progress` objects, made on first use: most tasks never need them, and each

@@ -57,6 +57,7 @@ public final class NetworkActivityIndicatorManager: @unchecked Sendable {
 
     deinit {
         for observer in observers { NotificationCenter.default.removeObserver(observer) }
+        if state.withLock({ $0.isEnabled }) { TaskNotificationDemand.change(by: -1) }
     }
 
     // MARK: Settings
@@ -65,10 +66,17 @@ public final class NetworkActivityIndicatorManager: @unchecked Sendable {
     /// off hides a visible indicator.
     public var isEnabled: Bool {
         get { state.withLock { $0.isEnabled } }
-        set { update { state in
-            state.isEnabled = newValue
-            return true
-        } }
+        set {
+            var demand = 0
+            update { state in
+                // While enabled, every manager posts the task notifications it counts from
+                // (`SessionConfiguration.postsTaskNotifications`).
+                if state.isEnabled != newValue { demand = newValue ? 1 : -1 }
+                state.isEnabled = newValue
+                return true
+            }
+            if demand != 0 { TaskNotificationDemand.change(by: demand) }
+        }
     }
 
     /// How long activity must last before the indicator turns on, in seconds (default 1.0).

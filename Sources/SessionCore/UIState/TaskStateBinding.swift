@@ -42,6 +42,9 @@ final class TaskStateBinding: @unchecked Sendable {
                 active(control, isActive)
             }
         }
+        // Before the observers: this task posts its notifications from now on, whatever its
+        // manager's `postsTaskNotifications` says.
+        task.isFollowedByBinding.store(true, ordering: .releasing)
         let center = NotificationCenter.default
         binding.observers = [
             center.addObserver(forName: .taskDidResume, object: task, queue: nil) { _ in deliver(true) },
