@@ -53,7 +53,11 @@ final class TaskNotificationOptOutTests: XCTestCase {
         var names: [String] { seen.names.withLock { $0 } }
 
         func stop() {
-            for observer in observers.withLock({ $0 }) { NotificationCenter.default.removeObserver(observer) }
+            // Inside the lock: the observer tokens are not Sendable, so they never leave it.
+            observers.withLock { observers in
+                for observer in observers { NotificationCenter.default.removeObserver(observer) }
+                observers = []
+            }
         }
     }
 
