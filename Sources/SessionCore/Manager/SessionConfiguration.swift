@@ -215,8 +215,8 @@ public struct SessionConfiguration: Sendable {
     ///
     /// Posting costs every request whether or not anything observes: building the
     /// completion's `userInfo` and Foundation's two posts are the largest single cost a
-    /// request has after libcurl (Docs/Performance.md, "Eleventh pass": about 2.5 µs of CPU and
-    /// 5–8% of requests per second at 64 in flight).
+    /// request has after libcurl (Docs/Performance.md, "Eleventh pass": 2–8% of requests per
+    /// second at 64 in flight and up to 10% one at a time, between runs of the benchmark).
     /// An app that does not observe them can turn them off. Curlew's own observers keep
     /// working: while a ``NetworkActivityIndicatorManager`` is enabled every manager posts, and
     /// a task bound to a control (`setRefreshingWithStateOfTask(_:)` and the like) posts its
