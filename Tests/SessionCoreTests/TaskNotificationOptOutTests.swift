@@ -41,7 +41,7 @@ final class TaskNotificationOptOutTests: XCTestCase {
 
         init(_ task: @escaping @Sendable () -> SessionTask?) {
             let seen = self.seen
-            let names: [Notification.Name] = [.taskDidResume, .taskDidSuspend, .taskDidComplete]
+            let names: [Notification.Name] = [.taskDidResume, .taskDidSuspend, .taskDidComplete, .downloadTaskDidMoveFileSuccessfully]
             observers = Mutex(names.map { name in
                 NotificationCenter.default.addObserver(forName: name, object: nil, queue: nil) { note in
                     guard let observed = note.object as? SessionTask, observed === task() else { return }
@@ -115,6 +115,31 @@ final class TaskNotificationOptOutTests: XCTestCase {
         let task = try XCTUnwrap(quietTask.withLock { $0 })
         try await eventually({ monitor.lines(for: task).contains("resume") && monitor.lines(for: task).last?.hasPrefix("produce") == true },
             "the monitor hears the task from its resume to its result: \(monitor.lines(for: task))")
+    }
+
+    /// Downloads post their state notices by another route (`postStateNow`, at once) and
+    /// report their file's move on the operation queue: the option stops the first, and the
+    /// move, which it does not cover, is still posted.
+    func testAQuietDownloadStillReportsItsFileMoveAndNothingElse() async throws {
+        let quiet = manager(posting: false)
+        defer { quiet.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let destination = FileManager.default.temporaryDirectory.appendingPathComponent("opt-out-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: destination) }
+        let box = Mutex<SessionTask?>(nil)
+        let counter = NoteCounter { box.withLock { $0 } }
+        defer { counter.stop() }
+        let url = try server.url("/ok")
+        let queue = completionQueue
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            let task = quiet.downloadTask(with: URLRequest(url: url), destination: { _, _ in destination }) { response in
+                XCTAssertNil(response.error)
+                queue.async { done.resume() }  // after the rest of this completion
+            }
+            box.withLock { $0 = task }
+            task.resume()
+        }
+        XCTAssertEqual(counter.names, ["downloadTaskDidMoveFileSuccessfully"])
+        XCTAssertEqual(try Data(contentsOf: destination), Data("ok".utf8))
     }
 
     func testAnEnabledActivityIndicatorMakesEveryManagerPost() async throws {

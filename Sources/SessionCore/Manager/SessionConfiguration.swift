@@ -219,7 +219,7 @@ public struct SessionConfiguration: Sendable {
     /// second at 64 in flight and up to 10% one at a time, between runs of the benchmark).
     /// An app that does not observe them can turn them off. Curlew's own observers keep
     /// working: while a ``NetworkActivityIndicatorManager`` is enabled every manager posts, and
-    /// a task bound to a control (`setRefreshingWithStateOfTask(_:)` and the like) posts its
+    /// a task bound to a control (`setRefreshingWithStateOfTask(_:on:)` and the like) posts its
     /// own. `sessionDidInvalidate` and the download file notifications are always posted; hooks
     /// and `EventMonitor`s are not affected.
     public var postsTaskNotifications = true
