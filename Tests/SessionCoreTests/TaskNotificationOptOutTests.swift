@@ -69,27 +69,38 @@ final class TaskNotificationOptOutTests: XCTestCase {
         return manager
     }
 
-    /// Runs one GET of `/ok` on `manager` and returns the notifications its task posted, once
-    /// everything its completion does has run. `prepare` sees the task before it resumes.
-    private func notesOfOneRequest(
-        on manager: URLSessionManager, prepare: (SessionTask) -> Void = { _ in }
-    ) async throws -> [String] {
+    /// Runs the task `makeTask` makes (it calls `finished` from its completion handler) and
+    /// returns the notifications the task posted, once everything its completion does has run.
+    /// `prepare` sees the task before it resumes.
+    private func notes(
+        of makeTask: (_ finished: @escaping @Sendable () -> Void) -> SessionTask,
+        prepare: (SessionTask) -> Void = { _ in }
+    ) async -> [String] {
         let box = Mutex<SessionTask?>(nil)
         let counter = NoteCounter { box.withLock { $0 } }
         defer { counter.stop() }
-        let url = try server.url("/ok")
         let queue = completionQueue
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            let task = manager.dataTask(with: URLRequest(url: url)) { response in
-                XCTAssertEqual(response.data, Data("ok".utf8))
-                // Runs after the rest of this completion (and any post it makes).
-                queue.async { done.resume() }
-            }
+            // Queued from the handler: runs after the rest of that completion (and any post it makes).
+            let task = makeTask { queue.async { done.resume() } }
             box.withLock { $0 = task }
             prepare(task)
             task.resume()
         }
         return counter.names
+    }
+
+    /// `notes(of:prepare:)` for one GET of `/ok` on `manager`.
+    private func notesOfOneRequest(
+        on manager: URLSessionManager, prepare: (SessionTask) -> Void = { _ in }
+    ) async throws -> [String] {
+        let url = try server.url("/ok")
+        return await notes(of: { finished in
+            manager.dataTask(with: URLRequest(url: url)) { response in
+                XCTAssertEqual(response.data, Data("ok".utf8))
+                finished()
+            }
+        }, prepare: prepare)
     }
 
     func testAManagerThatPostsNoneStillRunsItsHooksAndMonitors() async throws {
@@ -125,20 +136,14 @@ final class TaskNotificationOptOutTests: XCTestCase {
         defer { quiet.invalidateSessionCancelingTasks(true, resetSession: false) }
         let destination = FileManager.default.temporaryDirectory.appendingPathComponent("opt-out-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: destination) }
-        let box = Mutex<SessionTask?>(nil)
-        let counter = NoteCounter { box.withLock { $0 } }
-        defer { counter.stop() }
         let url = try server.url("/ok")
-        let queue = completionQueue
-        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
-            let task = quiet.downloadTask(with: URLRequest(url: url), destination: { _, _ in destination }) { response in
+        let names = await notes(of: { finished in
+            quiet.downloadTask(with: URLRequest(url: url), destination: { _, _ in destination }) { response in
                 XCTAssertNil(response.error)
-                queue.async { done.resume() }  // after the rest of this completion
+                finished()
             }
-            box.withLock { $0 = task }
-            task.resume()
-        }
-        XCTAssertEqual(counter.names, ["downloadTaskDidMoveFileSuccessfully"])
+        })
+        XCTAssertEqual(names, ["downloadTaskDidMoveFileSuccessfully"])
         XCTAssertEqual(try Data(contentsOf: destination), Data("ok".utf8))
     }
 
