@@ -38,6 +38,9 @@ extension DriverLoop {
             return
         }
         delegates.insert(delegate)
+        if let limit = connectionCacheLimit.note(transfers: delegates.count) {
+            _ = curlew_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, limit)
+        }
         delegate.unmanagedSelf = Unmanaged.passRetained(delegate).toOpaque()
         attach(delegate)
     }

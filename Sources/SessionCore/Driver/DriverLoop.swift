@@ -51,6 +51,11 @@ final class DriverLoop {
     let timeoutCheckInterval: UInt64 = 50_000_000
     /// Easy handles kept for reuse; more are freed as transfers end.
     let idleHandleLimit = 256
+    /// The size of libcurl's connection cache, grown with the most transfers held at once
+    /// (`start`): libcurl's default shrank it whenever transfers were between a completion
+    /// and the next request, closing connections the next requests then opened again.
+    /// Driver thread only, read and changed once per start: unchecked like `delegates`.
+    @exclusivity(unchecked) var connectionCacheLimit = ConnectionCacheLimit()
 
     init?(multi: UnsafeMutableRawPointer, driver: TransferDriver, engine: SessionEngine) {
         let sharesHSTS = NetworkOptions.sharesHSTS(engine.configuration)
@@ -74,6 +79,7 @@ final class DriverLoop {
         _ = curlew_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, configuration.httpMaximumConnectionsPerHost))
         _ = curlew_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max(0, configuration.httpMaximumConnections))
         _ = curlew_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
+        _ = curlew_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, connectionCacheLimit.limit)
     }
 
     /// A DNS + TLS session cache, and the HSTS cache when the manager keeps one. Used from

@@ -69,6 +69,8 @@ public struct SessionConfiguration: Sendable {
     public var httpAdditionalHeaders: [String: String] = [:]
     /// The most connections opened to one host at a time (`CURLMOPT_MAX_HOST_CONNECTIONS`);
     /// further transfers to that host wait for a free connection. `0` means no limit. Default: 6.
+    /// Idle connections are kept for the next requests: up to four per transfer the manager has
+    /// held at once at its busiest, at least 64 (Docs/SessionCore.md, "Priority and connections").
     public var httpMaximumConnectionsPerHost: Int = 6
     /// The most connections open in total (`CURLMOPT_MAX_TOTAL_CONNECTIONS`); `0` means no limit.
     public var httpMaximumConnections: Int = 0
