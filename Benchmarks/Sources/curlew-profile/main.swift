@@ -15,6 +15,7 @@ import Synchronization
 //   valgrind --tool=callgrind --separate-threads=yes \
 //       Benchmarks/.build/release/curlew-profile http://127.0.0.1:27180/small.txt 5000 64
 //   CURLEW_PROFILE_MONITOR=1 attaches one EventMonitor.
+//   CURLEW_PROFILE_QUIET=1 turns the task notifications off (`postsTaskNotifications`).
 //   CURLEW_PROFILE_CA=FILE trusts that CA (bench.sh --serve's .build/bench/ca.pem), and
 //   CURLEW_PROFILE_H2=1 asks for HTTP/2 (https://127.0.0.1:27543/small.txt), as the
 //   get-h2-tls-c64 workload does.
@@ -39,6 +40,9 @@ if ProcessInfo.processInfo.environment["CURLEW_PROFILE_H2"] == "1" {
 }
 if let size = ProcessInfo.processInfo.environment["CURLEW_PROFILE_BUFFER"].flatMap({ Int($0) }) {
     configuration.receiveBufferSize = size  // experiments: the receive buffer's effect
+}
+if ProcessInfo.processInfo.environment["CURLEW_PROFILE_QUIET"] == "1" {
+    configuration.postsTaskNotifications = false  // as bench.sh's `curlew-quiet` client
 }
 /// One monitor that counts responses and completions (`CURLEW_PROFILE_MONITOR=1`): what the
 /// event seam costs, as bench.sh's `curlew-monitor` client.
