@@ -337,6 +337,7 @@ typedef struct handoff {
     long started;          /* the delivering side's after the first `slots` */
     unsigned long checksum; /* the delivered bodies' bytes */
     long work_after_ns;     /* LCB_WORK_AFTER_NS: busy time per delivered transfer (experiment) */
+    long work_before_ns;    /* LCB_WORK_BEFORE_NS: the same, before the next request is asked */
 } handoff;
 
 /* Delivers `count` finished transfers as completion handlers would receive them (the body;
@@ -380,6 +381,12 @@ static void *handoff_deliver(void *argument) {
         h->done_count = 0;
         pthread_mutex_unlock(&h->lock);
 
+        if (h->work_before_ns > 0) {
+            /* An experiment (LCB_WORK_BEFORE_NS): work a library does between a response's
+             * arrival and the next request (notices, the serializer, the handler itself). */
+            double until = now_seconds() + (double)h->work_before_ns * count / 1e9;
+            while (now_seconds() < until) {}
+        }
         ask_again(h, batch, deliver(h, batch, count));
         if (h->work_after_ns > 0) {
             /* An experiment (LCB_WORK_AFTER_NS): work a library does after the handler
@@ -428,6 +435,8 @@ static int drive_handoff(const lcb_config *config, lcb_result *result, run *stat
     handoff h = {.multi = multi, .slots = slots, .total = config->total};
     const char *work_after = getenv("LCB_WORK_AFTER_NS");
     h.work_after_ns = work_after ? atol(work_after) : 0;
+    const char *work_before = getenv("LCB_WORK_BEFORE_NS");
+    h.work_before_ns = work_before ? atol(work_before) : 0;
     transfer *transfers = calloc((size_t)slots, sizeof *transfers);
     transfer **lists = calloc((size_t)slots * 4, sizeof *lists);
     if (!transfers || !lists) {
