@@ -59,6 +59,28 @@ final class ConnectionCacheTests: XCTestCase {
         await manager.waitUntilInvalidated()
     }
 
+    /// The same six origins in turn under `httpMaximumConnections = 2`: the larger cache does
+    /// not hold idle connections the cap needs, so no request waits for one (libcurl closes
+    /// the oldest idle connection to open the next), and every request of the round opens its
+    /// own: 18 connections, never more than 2 at once by the cap.
+    func testATotalConnectionCapStillClosesIdleConnectionsForTheNextRequest() async throws {
+        let servers = try (0..<6).map { _ in try TestServer() }
+        defer { servers.forEach { $0.shutdown() } }
+        for server in servers { server.route("/poll", response: .text("ok")) }
+        var configuration = SessionConfiguration.default
+        configuration.httpMaximumConnections = 2
+        let manager = URLSessionManager.raw(configuration)
+        for round in 1...3 {
+            for server in servers {
+                let response = await manager.response(for: URLRequest(url: try server.url("/poll")))
+                XCTAssertNil(response.error, "round \(round)")
+            }
+        }
+        XCTAssertEqual(servers.map(\.acceptedConnectionCount), Array(repeating: 3, count: 6))
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
     /// 80 requests at once (more than the floor covers: the limit follows the peak), then a lull
     /// of one request at a time, then 80 at once again: the second burst reuses the first
     /// one's 80 connections. With libcurl's default each request of the lull closed one idle
