@@ -44,19 +44,8 @@ final class ConnectionCacheTests: XCTestCase {
     /// multi handle), so the fifth origin's connection closed the first one's, and every
     /// request after the first round opened a new connection.
     func testOneRequestAtATimeToSixOriginsKeepsEveryConnection() async throws {
-        let servers = try (0..<6).map { _ in try TestServer() }
-        defer { servers.forEach { $0.shutdown() } }
-        for server in servers { server.route("/poll", response: .text("ok")) }
-        let manager = URLSessionManager.raw()
-        for round in 1...3 {
-            for server in servers {
-                let response = await manager.response(for: URLRequest(url: try server.url("/poll")))
-                XCTAssertNil(response.error, "round \(round)")
-            }
-        }
-        XCTAssertEqual(servers.map(\.acceptedConnectionCount), Array(repeating: 1, count: 6))
-        manager.invalidateSessionCancelingTasks(true, resetSession: false)
-        await manager.waitUntilInvalidated()
+        let accepted = try await connectionsPerOrigin(afterRounds: 3, with: .default)
+        XCTAssertEqual(accepted, Array(repeating: 1, count: 6))
     }
 
     /// The same six origins in turn under `httpMaximumConnections = 2`: the larger cache does
@@ -64,21 +53,30 @@ final class ConnectionCacheTests: XCTestCase {
     /// the oldest idle connection to open the next), and every request of the round opens its
     /// own: 18 connections, never more than 2 at once by the cap.
     func testATotalConnectionCapStillClosesIdleConnectionsForTheNextRequest() async throws {
+        var configuration = SessionConfiguration.default
+        configuration.httpMaximumConnections = 2
+        let accepted = try await connectionsPerOrigin(afterRounds: 3, with: configuration)
+        XCTAssertEqual(accepted, Array(repeating: 3, count: 6))
+    }
+
+    /// Sends one request at a time to six origins in turn, `rounds` times, through a manager
+    /// with `configuration` (each must be answered); returns how many connections each origin
+    /// accepted.
+    private func connectionsPerOrigin(afterRounds rounds: Int, with configuration: SessionConfiguration) async throws -> [Int] {
         let servers = try (0..<6).map { _ in try TestServer() }
         defer { servers.forEach { $0.shutdown() } }
         for server in servers { server.route("/poll", response: .text("ok")) }
-        var configuration = SessionConfiguration.default
-        configuration.httpMaximumConnections = 2
         let manager = URLSessionManager.raw(configuration)
-        for round in 1...3 {
+        for round in 1...rounds {
             for server in servers {
                 let response = await manager.response(for: URLRequest(url: try server.url("/poll")))
                 XCTAssertNil(response.error, "round \(round)")
             }
         }
-        XCTAssertEqual(servers.map(\.acceptedConnectionCount), Array(repeating: 3, count: 6))
+        let accepted = servers.map(\.acceptedConnectionCount)
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
         await manager.waitUntilInvalidated()
+        return accepted
     }
 
     /// 80 requests at once (more than the floor covers: the limit follows the peak), then a lull
