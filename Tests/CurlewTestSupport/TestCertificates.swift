@@ -130,7 +130,10 @@ public struct TestCertificates: Sendable {
 private struct Generator {
     let directory: URL
     let openssl: URL
-    let now = Date()
+    /// Whole seconds: `DateFormatter` rounds a date to the millisecond before it prints the
+    /// second, so a `now` ending in .9995 s or more was written into the certificates one second
+    /// later than `notYetValidStart` said (CertificateTests failed once in a run that way).
+    let now = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
 
     init(directory: URL) throws {
         self.directory = directory
@@ -236,7 +239,7 @@ private struct Generator {
             unrelatedRoot: try files("unrelated-root", issuers: [], root: "unrelated-root"),
             unrelatedLeaf: try files("unrelated-leaf", issuers: [], root: "unrelated-root"),
             selfSigned: try files("self-signed", issuers: [], root: "self-signed"),
-            notYetValidStart: Date(timeIntervalSince1970: futureStartDate.timeIntervalSince1970.rounded(.down))
+            notYetValidStart: futureStartDate  // whole seconds, as written into the certificate
         )
     }
 
