@@ -218,6 +218,54 @@ final class TLSPolicyTests: XCTestCase {
         XCTAssertEqual(server.handshakeCount, 2)
     }
 
+    /// Six connections kept alive under one policy (the connection cache keeps every one,
+    /// `ConnectionCacheLimit`), then a policy that refuses the server, then one that trusts it
+    /// again: no pooled connection carries a request of another policy, each refused one costs
+    /// no request byte, and the new policy's own connections are reused after it.
+    func testChangedPolicyRefusesEveryPooledConnection() async throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try TLSFixture.server(certificates.leaf) { _ in
+            // Held long enough that the six requests of a round need six connections.
+            var response = TestResponse.json("{}")
+            response.delayBeforeHead = .milliseconds(200)
+            return response
+        }
+        defer { server.shutdown() }
+        let manager = TLSFixture.manager(policy: try TLSFixture.trustingTestRoot())
+        let parallel = manager.engine.configuration.httpMaximumConnectionsPerHost
+        func round(_ name: String) async throws -> [DataResponse] {
+            let urls = try (0..<parallel).map { try server.url("/\(name)/\($0)") }
+            return await withTaskGroup(of: DataResponse.self) { group in
+                for url in urls { group.addTask { await manager.get(url) } }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+        }
+        func connections(of name: String) -> Set<Int> {
+            Set(server.requests.filter { $0.path.hasPrefix("/\(name)/") }.map(\.connectionID))
+        }
+
+        for response in try await round("first") { XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)") }
+        let first = connections(of: "first")
+        XCTAssertGreaterThan(first.count, 1, "the first round kept one connection only: nothing pooled to refuse")
+        XCTAssertEqual(server.openConnectionCount, first.count, "the first round's connections are kept alive")
+
+        manager.securityPolicy = try pinned(.publicKey, [certificates.leafNewKey])
+        let bytesBefore = server.recordedApplicationBytes
+        for response in try await round("refused") {
+            XCTAssertEqual(TLSFixture.trustFailure(response)?.reason, .noPinMatched, "\(response.result)")
+        }
+        XCTAssertEqual(server.recordedApplicationBytes, bytesBefore, "a request byte reached the server under the refusing policy")
+        XCTAssertEqual(connections(of: "refused"), [])
+
+        manager.securityPolicy = try pinned(.publicKey, [certificates.leaf])
+        for response in try await round("trusted") { XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)") }
+        let trusted = connections(of: "trusted")
+        XCTAssertEqual(trusted.intersection(first), [], "a connection of the first policy carried a request of the third")
+        for response in try await round("again") { XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)") }
+        XCTAssertTrue(connections(of: "again").isSubset(of: trusted), "the new policy's connections were not reused")
+        await manager.waitUntilInvalidatedAfterUse()
+    }
+
     /// Resumption with an unchanged policy still happens (positive control), and a session
     /// resumed under a changed policy is refused by the per-request check even when the
     /// session cache is not replaced (the check alone must hold).
