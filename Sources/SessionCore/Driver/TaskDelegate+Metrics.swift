@@ -64,7 +64,24 @@ extension TaskDelegate {
         if code == CURLE_OK {
             return responseHead == nil ? .badServerResponse("the transfer ended without a response") : nil
         }
+        if code == CURLE_SEND_FAIL_REWIND { return bodyNotResendable() }
         return SessionError(curlCode: code, message: easy.errorMessage)
+    }
+
+    /// libcurl had to send the request again and could not take its body from the start (a
+    /// caller's `InputStream`, or a stream body that is not rewindable, read once already):
+    /// curl's own words ("seek callback returned error 2") say nothing a caller can act on.
+    /// Without any answer, the only reason libcurl sends a request again is the kept-alive
+    /// connection it reused closing first (a server's idle timeout racing the request): a lost
+    /// connection. After an answer, it is libcurl's own authentication round (Digest, NTLM).
+    /// (The metrics cannot tell: libcurl has opened the next connection before it asks for
+    /// the body's start.)
+    private func bodyNotResendable() -> SessionError {
+        let stream = "the request body is a stream that can be read only once, so it cannot be sent again"
+        if responseHead == nil {
+            return .networkLost("the kept-alive connection closed before the response began, and \(stream)")
+        }
+        return .bodyStreamFailed("libcurl had to send the request again (an authentication round), but \(stream)")
     }
 
     /// Takes the collected body out (no copy).
