@@ -145,4 +145,111 @@ final class HTTP2Tests: XCTestCase {
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
         await manager.waitUntilInvalidated()
     }
+
+    /// One stream suspended mid-body on an HTTP/2 connection (libcurl pauses it) while its
+    /// siblings are fetched one after another on the same connection: suspending one download
+    /// must not hold up the other requests to that host, and the resumed download arrives
+    /// whole. A slow `bytes(for:)` consumer pauses its stream the same way.
+    func testASuspendedStreamDoesNotHoldUpItsSiblings() async throws {
+        let (manager, big, bigURL, siblings) = try await pausedStreamFixture(named: "paused")
+        let connection = siblings.connection
+
+        // The download suspends itself at its first chunk (the data hook, operation queue).
+        let bigTaskID = Mutex(-1)
+        let suspended = expectation(description: "suspended at the first chunk")
+        let suspendedOnce = Mutex(false)
+        manager.setDataTaskDidReceiveDataBlock { task, _ in
+            guard task.taskIdentifier == bigTaskID.withLock({ $0 }) else { return }
+            guard suspendedOnce.withLock({ done in defer { done = true }; return !done }) else { return }
+            task.suspend()
+            suspended.fulfill()
+        }
+        let bigDone = expectation(description: "the download completed")
+        let bigResponse = Mutex<DataResponse?>(nil)
+        var bigRequest = URLRequest(url: bigURL)
+        bigRequest.timeoutInterval = 30
+        let bigTask = manager.dataTask(with: bigRequest) { response in
+            bigResponse.withLock { $0 = response }
+            bigDone.fulfill()
+        }
+        bigTaskID.withLock { $0 = bigTask.taskIdentifier }
+        bigTask.resume()
+        await fulfillment(of: [suspended], timeout: 30)
+
+        await siblings.fetch(with: manager, while: "the download is suspended")
+        XCTAssertEqual(bigTask.state, .suspended)
+        let heldAt = bigTask.countOfBytesReceived
+        XCTAssertLessThan(heldAt, Int64(big.count), "the download was not held mid-body: nothing tested")
+
+        bigTask.resume()
+        await fulfillment(of: [bigDone], timeout: 60)
+        let response = try XCTUnwrap(bigResponse.withLock { $0 })
+        XCTAssertNil(response.error)
+        XCTAssertEqual(response.data?.count, big.count)
+        XCTAssertTrue(response.data == big, "the resumed download's bytes differ")
+        XCTAssertEqual(response.metrics?.finalTransaction?.localPort, connection)
+        print("HTTP/2 download held at \(heldAt) of \(big.count) bytes while 10 siblings arrived")
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
+    /// The same with a `bytes(for:)` consumer that stops reading after its first chunk: its
+    /// stream pauses when the 64 KiB buffer is full, and the siblings still arrive.
+    func testAStalledByteStreamDoesNotHoldUpItsSiblings() async throws {
+        let (manager, big, bigURL, siblings) = try await pausedStreamFixture(named: "stalled")
+        var request = URLRequest(url: bigURL)
+        request.timeoutInterval = 30
+        let (bytes, head) = try await manager.bytes(for: request, bufferSize: 64 << 10)
+        XCTAssertEqual(head.statusCode, 200)
+        var iterator = bytes.makeAsyncIterator()
+        var received = try await iterator.next() ?? Data()
+        XCTAssertLessThan(received.count, big.count)
+
+        await siblings.fetch(with: manager, while: "the byte stream is stalled")
+
+        while let chunk = try await iterator.next() { received += chunk }
+        XCTAssertEqual(received.count, big.count)
+        XCTAssertTrue(received == big, "the stream's bytes differ")
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
+    /// Small requests to the peer, each one after the other, that must each arrive whole on
+    /// the connection the first one opened.
+    private struct Siblings {
+        let request: URLRequest
+        let body: Data
+        let connection: Int?
+
+        func fetch(with manager: URLSessionManager, while what: String, file: StaticString = #filePath, line: UInt = #line) async {
+            for index in 0..<10 {
+                let response = await manager.response(for: request)
+                XCTAssertNil(response.error, "sibling \(index) while \(what)", file: file, line: line)
+                XCTAssertEqual(response.data, body, "sibling \(index)", file: file, line: line)
+                XCTAssertEqual(
+                    response.metrics?.finalTransaction?.localPort, connection, "sibling \(index) on another connection",
+                    file: file, line: line)
+            }
+        }
+    }
+
+    /// An 8 MiB download under `prefix` and a small sibling file on the shared peer, and a
+    /// manager whose connection to the peer is open (the sibling fetched once).
+    private func pausedStreamFixture(named prefix: String) async throws -> (URLSessionManager, Data, URL, Siblings) {
+        var big = Data(count: 8 << 20)
+        big.withUnsafeMutableBytes { bytes in
+            for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: index &* 31 &+ index >> 13) }
+        }
+        let small = Data((0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        let (manager, bigURL) = try servedOverTLS(big, named: prefix)
+        let smallName = "sibling-\(UUID().uuidString).bin"
+        try small.write(to: try HTTP2Peer.shared().directory.appendingPathComponent(smallName))
+        var smallRequest = URLRequest(url: try XCTUnwrap(URL(string: smallName, relativeTo: bigURL)?.absoluteURL))
+        smallRequest.timeoutInterval = 10
+        let opening = await manager.response(for: smallRequest)  // opens the connection
+        XCTAssertNil(opening.error)
+        XCTAssertEqual(opening.metrics?.httpVersion, "HTTP/2")
+        let siblings = Siblings(request: smallRequest, body: small, connection: opening.metrics?.finalTransaction?.localPort)
+        return (manager, big, bigURL, siblings)
+    }
 }
