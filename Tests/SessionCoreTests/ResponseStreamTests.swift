@@ -167,6 +167,30 @@ final class ResponseStreamTests: XCTestCase {
         XCTAssertEqual(task.error as? SessionError, .cancelled)
     }
 
+    /// A caller whose `Task` is cancelled already gets the cancellation, and the request is
+    /// never sent (`data(for:)` likewise: `AsyncCancelRaceTests`).
+    func testACallFromACancelledTaskSendsNothing() async throws {
+        server.route("/never", response: .text("ok"))
+        let request = URLRequest(url: try server.url("/never"))
+        for round in 0..<20 {
+            let call = Task { [manager] () async throws -> Int in
+                withUnsafeCurrentTask { $0?.cancel() }
+                let (bytes, _) = try await manager!.bytes(for: request)
+                return try await bytes.reduce(0) { $0 + $1.count }
+            }
+            do {
+                _ = try await call.value
+                XCTFail("round \(round): the call returned")
+            } catch {
+                XCTAssertEqual(error as? SessionError, .cancelled, "round \(round): \(error)")
+            }
+        }
+        // Then a request that is sent: the server saw it, and only it.
+        let (bytes, _) = try await manager.bytes(for: request)
+        _ = try await bytes.reduce(0) { $0 + $1.count }
+        XCTAssertEqual(server.requests.count, 1)
+    }
+
     func testAStreamNobodyIteratesIsCancelledWhenDropped() async throws {
         server.route("/ignored", response: streamed(["x"], delay: .seconds(600)))
         weak var weakTask: DataTask?

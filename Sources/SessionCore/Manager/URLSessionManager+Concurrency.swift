@@ -34,14 +34,20 @@ extension URLSessionManager {
     }
 
     /// Runs a task made by `makeTask` (which must hand the given completion to the task) and
-    /// returns its response, or throws its error. Swift `Task` cancellation cancels it.
+    /// returns its response, or throws its error. Swift `Task` cancellation cancels it; a call
+    /// whose `Task` is cancelled already sends nothing (its task is cancelled before it starts).
     func perform(_ makeTask: (@escaping @Sendable (DataResponse) -> Void) -> SessionTask) async throws -> DataResponse {
         let box = Mutex<SessionTask?>(nil)
         return try await withTaskCancellationHandler {
             let response = await withCheckedContinuation { (continuation: CheckedContinuation<DataResponse, Never>) in
                 let task = makeTask { continuation.resume(returning: $0) }
                 box.withLock { $0 = task }
+                if Task.isCancelled {
+                    task.cancel()
+                    return
+                }
                 task.resume()
+                // Cancelled between the check and `resume()`: the handler found no task yet.
                 if Task.isCancelled { task.cancel() }
             }
             if case .failure(let error) = response.result { throw error }

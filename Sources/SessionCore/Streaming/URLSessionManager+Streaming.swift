@@ -96,7 +96,8 @@ extension URLSessionManager {
         if let feed { task.replaceBody(with: .feed(feed)) }
         buffer.attach(task)
         let consumer = ResponseStreamConsumer(buffer: buffer, task: task)
-        task.resume()
+        // A caller whose `Task` is cancelled already sends nothing: the task ends before it starts.
+        if Task.isCancelled { task.cancel() } else { task.resume() }
         let head = try await withTaskCancellationHandler {
             try await buffer.awaitHead()
         } onCancel: {
