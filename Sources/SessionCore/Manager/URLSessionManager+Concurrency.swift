@@ -42,13 +42,13 @@ extension URLSessionManager {
             let response = await withCheckedContinuation { (continuation: CheckedContinuation<DataResponse, Never>) in
                 let task = makeTask { continuation.resume(returning: $0) }
                 box.withLock { $0 = task }
+                // A cancellation before the box held the task found nothing to cancel: it is
+                // seen here, and the task ends before it starts. One after it, the handler takes.
                 if Task.isCancelled {
                     task.cancel()
                     return
                 }
                 task.resume()
-                // Cancelled between the check and `resume()`: the handler found no task yet.
-                if Task.isCancelled { task.cancel() }
             }
             if case .failure(let error) = response.result { throw error }
             return response
