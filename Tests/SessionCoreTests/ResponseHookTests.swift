@@ -1,5 +1,6 @@
 import CurlewTestSupport
 import Foundation
+import Serialization
 import Synchronization
 import XCTest
 #if canImport(FoundationNetworking)
@@ -55,6 +56,33 @@ final class ResponseHookTests: XCTestCase {
         let file = try XCTUnwrap(response.fileURL)
         XCTAssertEqual(response.value as? URL, file)
         try await eventually({ !FileManager.default.fileExists(atPath: file.path) }, "removed after the handler")
+    }
+
+    /// The async calls that return the body read it from memory: for them the hook's
+    /// `.becomeDownload` is `.allow` (it had given `data(for:)` an empty body with a 200, and
+    /// `dataResponse(for:)` a file the completion queue removed as the caller went on). The
+    /// hook is still asked, and its `.cancel` still applies.
+    func testAsyncCallsThatReturnTheBodyGetItInMemoryWhenTheHookWantsAFile() async throws {
+        answer(.becomeDownload)
+        let url = try server.url("/big")
+        let whole = Data(repeating: 0x42, count: 1_000_000)
+        let (data, head) = try await manager.data(for: URLRequest(url: url))
+        XCTAssertEqual(head.statusCode, 200)
+        XCTAssertEqual(data, whole, "data(for:)")
+        let response = try await manager.dataResponse(for: URLRequest(url: url))
+        XCTAssertEqual(response.data, whole, "dataResponse(for:)")
+        XCTAssertNil(response.fileURL)
+        let decoded = try await manager.object(for: URLRequest(url: url), serializer: HTTPResponseSerializer())
+        XCTAssertEqual(decoded, whole, "object(for:serializer:)")
+        XCTAssertEqual(log.entries.withLock { $0.count }, 3, "the hook is asked for each")
+
+        answer(.cancel)
+        do {
+            _ = try await manager.data(for: URLRequest(url: url))
+            XCTFail("the hook's .cancel must end the call")
+        } catch {
+            XCTAssertEqual(error as? SessionError, .cancelled)
+        }
     }
 
     func testAllowedResponsesDeliverTheWholeBody() async throws {

@@ -260,6 +260,7 @@ extension HTTPSessionManager {
         let response = try await perform { completion in
             var options = TaskOptions(collectsBody: true, completionHandler: completion)
             options.skipsSerializer = true
+            options.keepsBodyInMemory = true
             return engine.makeTask(UploadTask.self, request: request, options: options)
         }
         return try serializer.engineResponseObject(
@@ -283,6 +284,7 @@ extension HTTPSessionManager {
         let response = try await perform { completion in
             var options = TaskOptions(collectsBody: true, completionHandler: completion)
             options.skipsSerializer = true
+            options.keepsBodyInMemory = true
             return engine.makeTask(DataTask.self, request: request, options: options)
         }
         guard let http = response.response else { throw SessionError.badServerResponse("no HTTP response") }

@@ -28,6 +28,7 @@ extension URLSessionManager {
         return try await perform { completion in
             var options = TaskOptions(collectsBody: true, completionHandler: completion)
             options.skipsSerializer = true
+            options.keepsBodyInMemory = true
             options.resumesDirectly = direct
             return engine.makeTask(DataTask.self, request: request, options: options)
         }

@@ -56,6 +56,7 @@ extension URLSessionManager {
         let response = try await perform { completion in
             var options = TaskOptions(collectsBody: true, completionHandler: completion)
             options.skipsSerializer = true
+            options.keepsBodyInMemory = true
             return engine.makeTask(DataTask.self, request: request, options: options)
         }
         return try serializer.engineResponseObject(

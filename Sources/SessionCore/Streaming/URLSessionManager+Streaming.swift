@@ -55,6 +55,7 @@ extension URLSessionManager {
                 completion(response)
             })
             options.skipsSerializer = true
+            options.keepsBodyInMemory = true
             let task = engine.makeTask(UploadTask.self, request: request, options: options)
             task.replaceBody(with: .feed(feed))
             return task

@@ -9,6 +9,9 @@ public enum ResponseDisposition: Sendable, Equatable {
     /// streams to a temporary file in `SessionConfiguration.downloadDirectory`, the
     /// completion handler's `fileURL` and `result` are that file, and the file is removed once
     /// the handler and the `taskDidComplete` observers have run (move it from the handler to
-    /// keep it). The task stays the same `DataTask`; the serializer is not run.
+    /// keep it). The task stays the same `DataTask`; the serializer is not run. The async
+    /// calls that return the body (`data(for:)`, `dataResponse(for:)`,
+    /// `object(for:serializer:)`, `upload(for:from:)` and `HTTPSessionManager`'s async calls)
+    /// read it from memory: for their tasks this is taken as ``allow``.
     case becomeDownload
 }

@@ -24,6 +24,11 @@ struct TaskOptions: Sendable {
     /// Whether the raw body is returned as the result (async `data(for:)`) instead of
     /// going through the manager's response serializer.
     var skipsSerializer = false
+    /// The caller reads the body from memory once the task returns (the async calls that
+    /// return `Data` or decode it): a response hook's `.becomeDownload` is taken as `.allow`
+    /// for it. A file would reach such a caller as an empty body, or be removed by the
+    /// completion queue while the caller went on.
+    var keepsBodyInMemory = false
     /// The completion handler is Curlew's own: the continuation of an async raw-data call
     /// (`dataResponse(for:)`) whose task resumes on the global executor. It is called where
     /// the task completes — on the driver thread, usually — so that the caller goes on one

@@ -167,8 +167,10 @@ extension TaskDelegate {
         guard let hook = engine.hooks.dataTaskDidReceiveResponse, let dataTask = task as? DataTask else { return }
         state.responseHookAsked(now: passClock.now)
         let engine = self.engine
+        let keepsBodyInMemory = task.options.keepsBodyInMemory
         engine.operationQueue.async {
-            let disposition = head.httpURLResponse.map { hook(dataTask, $0) } ?? .allow
+            var disposition = head.httpURLResponse.map { hook(dataTask, $0) } ?? .allow
+            if disposition == .becomeDownload && keepsBodyInMemory { disposition = .allow }
             engine.submit(.responseDecision(dataTask, disposition))
         }
     }
