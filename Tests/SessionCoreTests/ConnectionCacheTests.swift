@@ -114,6 +114,32 @@ final class ConnectionCacheTests: XCTestCase {
         await manager.waitUntilInvalidated()
     }
 
+    /// A manager let go without `invalidateSessionCancelingTasks` while its cache holds 40 idle
+    /// connections (more than libcurl's own default would have kept): every one is closed, and
+    /// the process has the descriptors it had before.
+    func testAManagerLetGoClosesEveryIdleConnection() async throws {
+        let server = try TestServer { _ in
+            var response = TestResponse.text("ok")
+            response.delayBeforeHead = .milliseconds(200)  // forty at once need forty connections
+            return response
+        }
+        defer { server.shutdown() }
+        let descriptorsBefore = openFileDescriptorCount()  // the server's own are counted
+        weak var released: URLSessionManager?
+        do {
+            var configuration = SessionConfiguration.default
+            configuration.httpMaximumConnectionsPerHost = 40
+            let manager = URLSessionManager.raw(configuration)
+            released = manager
+            try await requests(40, to: "\(server.baseURLString)/idle", with: manager)
+            XCTAssertGreaterThan(server.acceptedConnectionCount, 1)
+            XCTAssertEqual(server.openConnectionCount, server.acceptedConnectionCount, "kept alive, idle")
+        }
+        try await eventually({ released == nil }, "the manager outlived its last reference")
+        XCTAssertTrue(server.waitForAllConnectionsClosed(timeout: .seconds(20)), "idle connections left open")
+        try await eventually({ openFileDescriptorCount() <= descriptorsBefore }, "descriptors: \(openFileDescriptorCount()) against \(descriptorsBefore)")
+    }
+
     /// Sends `count` GETs to `url` at once and waits for every answer.
     private func requests(_ count: Int, to url: String, with manager: URLSessionManager) async throws {
         let request = URLRequest(url: try XCTUnwrap(URL(string: url)))
