@@ -165,6 +165,34 @@ final class AuthenticationChallengeTests: XCTestCase {
         XCTAssertEqual(realms.withLock { $0 }, ["curlew tests"])
     }
 
+    /// A streamed response (`bytes(for:)`) behind a Basic challenge the handler answers: the
+    /// stream's head and bytes are the answer to the credential, never the 401's.
+    func testAStreamedResponseBehindAChallengeIsTheAnswerNotThe401() async throws {
+        let server = try Self.basicServer()
+        defer { server.shutdown() }
+        let manager = TLSFixture.manager(policy: nil)
+        let asked = Mutex(0)
+        manager.setAuthenticationChallengeHandler { _, _ in
+            asked.withLock { $0 += 1 }
+            return .useCredential(URLCredential(user: "user", password: "secret", persistence: .forSession))
+        }
+        let (bytes, head) = try await manager.bytes(for: URLRequest(url: try server.url("/private")))
+        XCTAssertEqual(head.statusCode, 200)
+        let body = try await bytes.reduce(into: Data()) { $0 += $1 }
+        XCTAssertEqual(body, Data("{\"welcome\":true}".utf8))
+        XCTAssertEqual(asked.withLock { $0 }, 1)
+        await manager.waitUntilInvalidatedAfterUse()
+        // With an answer that fails (a manager that remembers no credential), the stream is
+        // the last 401, whole.
+        let refusing = TLSFixture.manager(policy: nil)
+        refusing.setAuthenticationChallengeHandler { _, _ in .useCredential(URLCredential(user: "user", password: "wrong", persistence: .none)) }
+        let (refused, refusedHead) = try await refusing.bytes(for: URLRequest(url: try server.url("/other")))
+        XCTAssertEqual(refusedHead.statusCode, 401)
+        let refusedBody = try await refused.reduce(into: Data()) { $0 += $1 }
+        XCTAssertEqual(refusedBody, Data("who are you".utf8))
+        await refusing.waitUntilInvalidatedAfterUse()
+    }
+
     func testBasicChallengeIsBoundedAndDeliversLast401() async throws {
         let server = try Self.basicServer()
         defer { server.shutdown() }
