@@ -1,6 +1,7 @@
 import CurlewTestSupport
 import Foundation
 import Security
+import Serialization
 import Synchronization
 import XCTest
 #if canImport(FoundationNetworking)
@@ -210,6 +211,55 @@ final class HTTP2Tests: XCTestCase {
         while let chunk = try await iterator.next() { received += chunk }
         XCTAssertEqual(received.count, big.count)
         XCTAssertTrue(received == big, "the stream's bytes differ")
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
+    /// A receive cap on one download (`maximumReceiveRate`, paced by libcurl) paces that
+    /// download only: ten 1 MiB siblings arrive whole on the open HTTP/2 connection while the
+    /// capped download has not got 4 MiB of its 8 (at its cap of 256 KB/s the siblings' 10 MiB
+    /// would take 40 s; libcurl lets a capped transfer read up to 100 buffers between rate
+    /// checks, hence the margin). libcurl before 8.2 paces a capped HTTP/2 stream by leaving
+    /// the whole connection unread, so there the capped download opens a connection of its
+    /// own (without that, the siblings arrived only as the capped download ended, 30 s on).
+    func testAReceiveCapOnOneDownloadDoesNotPaceTheOtherRequests() async throws {
+        let (manager, big, bigURL, _) = try await pausedStreamFixture(named: "capped")
+        let sibling = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 11) })
+        let siblingName = "sibling-mib-\(UUID().uuidString).bin"
+        try sibling.write(to: try HTTP2Peer.shared().directory.appendingPathComponent(siblingName))
+        var siblingRequest = URLRequest(url: try XCTUnwrap(URL(string: siblingName, relativeTo: bigURL)?.absoluteURL))
+        siblingRequest.timeoutInterval = 30
+        let opening = await manager.response(for: siblingRequest)
+        XCTAssertEqual(opening.data, sibling)
+        let connection = opening.metrics?.finalTransaction?.localPort
+
+        let cappedDone = expectation(description: "the capped download ended")
+        let cappedResponse = Mutex<DataResponse?>(nil)
+        let capped = manager.dataTask(with: URLRequest(url: bigURL)) { response in
+            cappedResponse.withLock { $0 = response }
+            cappedDone.fulfill()
+        }
+        capped.maximumReceiveRate = 256_000
+        capped.resume()
+        try await eventually({ capped.countOfBytesReceived > 0 }, "the capped download never began")
+        for index in 0..<10 {
+            let response = await manager.response(for: siblingRequest)
+            XCTAssertNil(response.error, "sibling \(index)")
+            XCTAssertEqual(response.data, sibling, "sibling \(index)")
+            XCTAssertEqual(response.metrics?.httpVersion, "HTTP/2", "sibling \(index)")
+            XCTAssertEqual(response.metrics?.finalTransaction?.localPort, connection, "sibling \(index) on another connection")
+        }
+        let cappedBytes = capped.countOfBytesReceived
+        XCTAssertLessThan(cappedBytes, Int64(4 << 20), "the siblings waited for the capped download")
+        print("capped download at \(cappedBytes) of \(big.count) bytes while 10 MiB of siblings arrived")
+        capped.cancel()
+        await fulfillment(of: [cappedDone], timeout: 30)
+        XCTAssertEqual(cappedResponse.withLock { $0?.error as? SessionError }, .cancelled)
+        // The handle the cap was set on goes back to the manager's HTTP version.
+        for _ in 0..<3 {
+            let after = await manager.response(for: siblingRequest)
+            XCTAssertEqual(after.metrics?.httpVersion, "HTTP/2")
+        }
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
         await manager.waitUntilInvalidated()
     }

@@ -42,6 +42,13 @@ enum CurlRuntime {
         /// of 20 in five). 8.1 rewrote that buffering. `DriverLoop.probe` works around it.
         var strandsBufferedStreamInput: Bool { versionNumber < 0x08_01_00 }
 
+        /// Whether a receive cap on one HTTP/2 stream holds up the other streams of its
+        /// connection. Before 8.2 libcurl paced a capped transfer by leaving its connection
+        /// unread, and the other streams' frames waited there (7.88.1 against nghttpd: ten
+        /// 1 MiB siblings of a download capped at 256 KB/s arrived only as it ended). 8.2 (curl
+        /// pull request 11115) sizes the capped stream's window to its rate instead.
+        var pacesWholeHTTP2Connections: Bool { versionNumber < 0x08_02_00 }
+
         /// What libcurl sends for `CURLOPT_ACCEPT_ENCODING` "" (every coding it decodes), in
         /// its order: "deflate, gzip, br, zstd" with all of them built in.
         var allContentEncodings: String {
@@ -101,6 +108,13 @@ enum CurlRuntime {
         guard case .success(let info) = state else { return false }
         return info.reusesPriorKnowledgeConnections
     }
+
+    /// Whether a capped transfer must stay off shared HTTP/2 connections
+    /// (`Info.pacesWholeHTTP2Connections`).
+    static let pacesWholeHTTP2Connections: Bool = {
+        guard case .success(let info) = state else { return false }
+        return info.pacesWholeHTTP2Connections
+    }()
 
     /// Whether silent transfers need probing (`Info.strandsBufferedStreamInput`).
     static let strandsBufferedStreamInput: Bool = {

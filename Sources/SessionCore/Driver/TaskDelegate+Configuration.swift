@@ -100,11 +100,22 @@ extension TaskDelegate {
         if shareHoldsHSTS { network.loadHSTSFileIfNeeded(on: easy) }
         let receiveIsCapped = configureRates()
 
+        var multiplexes = PreparedRequest.canMultiplex(prepared.urlOrigin, version: engine.configuration.httpVersion)
+        if multiplexes, receiveIsCapped, CurlRuntime.pacesWholeHTTP2Connections {
+            // libcurl before 8.2 paces a capped HTTP/2 stream by not reading its connection:
+            // every other stream on it waited behind the capped one (ten 1 MiB siblings of an
+            // 8 MiB download capped at 256 KB/s took 30 s). A capped transfer opens a connection
+            // of its own instead of joining one (still HTTP/2: a server may speak nothing else),
+            // and does not wait to multiplex; libcurl gives the next requests the older
+            // connections first. (The cap marks the handle for a reset before its next transfer.)
+            easy.set(CURLOPT_FRESH_CONNECT, 1)
+            multiplexes = false
+        }
         // PIPEWAIT makes a transfer wait for a connection whose multiplexing is not known
         // yet rather than open another. Only where multiplexing can happen: on a cleartext
         // http:// URL under `.http2` (HTTP/1.1 only), it made parallel requests to one host
         // queue behind each other's response heads.
-        if PreparedRequest.canMultiplex(prepared.urlOrigin, version: engine.configuration.httpVersion) {
+        if multiplexes {
             easy.set(CURLOPT_PIPEWAIT, 1)
             // The task's priority as its HTTP/2 stream weight, 1...256 (weights only matter
             // relative to the other streams of the connection: the default 0.5 gives 129).
@@ -134,7 +145,6 @@ extension TaskDelegate {
         // averages over a window and fired seconds after the last byte moved.
         if let error = configureTLS() { return error }
 
-        let multiplexes = PreparedRequest.canMultiplex(prepared.urlOrigin, version: engine.configuration.httpVersion)
         let bufferSize = engine.configuration.receiveBufferSize
             ?? (multiplexes ? task.options.multiplexedReceiveBufferSize : nil) ?? task.options.defaultReceiveBufferSize
         // Never below libcurl's default 16 KiB: libcurl 7.88 keeps a transfer's buffer when the
