@@ -170,22 +170,16 @@ final class AuthenticationChallengeTests: XCTestCase {
     func testAStreamedResponseBehindAChallengeIsTheAnswerNotThe401() async throws {
         let server = try Self.basicServer()
         defer { server.shutdown() }
-        let manager = TLSFixture.manager(policy: nil)
-        let asked = Mutex(0)
-        manager.setAuthenticationChallengeHandler { _, _ in
-            asked.withLock { $0 += 1 }
-            return .useCredential(URLCredential(user: "user", password: "secret", persistence: .forSession))
-        }
+        let (manager, asked) = Self.manager(answering: "secret", persistence: .forSession)
         let (bytes, head) = try await manager.bytes(for: URLRequest(url: try server.url("/private")))
         XCTAssertEqual(head.statusCode, 200)
         let body = try await bytes.reduce(into: Data()) { $0 += $1 }
         XCTAssertEqual(body, Data("{\"welcome\":true}".utf8))
-        XCTAssertEqual(asked.withLock { $0 }, 1)
+        XCTAssertEqual(asked.count.withLock { $0 }, 1)
         await manager.waitUntilInvalidatedAfterUse()
         // With an answer that fails (a manager that remembers no credential), the stream is
         // the last 401, whole.
-        let refusing = TLSFixture.manager(policy: nil)
-        refusing.setAuthenticationChallengeHandler { _, _ in .useCredential(URLCredential(user: "user", password: "wrong", persistence: .none)) }
+        let (refusing, _) = Self.manager(answering: "wrong", persistence: .none)
         let (refused, refusedHead) = try await refusing.bytes(for: URLRequest(url: try server.url("/other")))
         XCTAssertEqual(refusedHead.statusCode, 401)
         let refusedBody = try await refused.reduce(into: Data()) { $0 += $1 }
@@ -193,18 +187,30 @@ final class AuthenticationChallengeTests: XCTestCase {
         await refusing.waitUntilInvalidatedAfterUse()
     }
 
+    /// A manager whose challenge handler answers every challenge with "user" and `password`,
+    /// and the count of challenges it was asked.
+    private static func manager(answering password: String, persistence: URLCredential.Persistence) -> (URLSessionManager, AskCount) {
+        let manager = TLSFixture.manager(policy: nil)
+        let asked = AskCount()
+        manager.setAuthenticationChallengeHandler { _, _ in
+            asked.count.withLock { $0 += 1 }
+            return .useCredential(URLCredential(user: "user", password: password, persistence: persistence))
+        }
+        return (manager, asked)
+    }
+
+    /// How many challenges a handler was asked.
+    private final class AskCount: Sendable {
+        let count = Mutex(0)
+    }
+
     func testBasicChallengeIsBoundedAndDeliversLast401() async throws {
         let server = try Self.basicServer()
         defer { server.shutdown() }
-        let manager = TLSFixture.manager(policy: nil)
-        let asked = Mutex(0)
-        manager.setAuthenticationChallengeHandler { _, _ in
-            asked.withLock { $0 += 1 }
-            return .useCredential(URLCredential(user: "user", password: "wrong", persistence: .none))
-        }
+        let (manager, asked) = Self.manager(answering: "wrong", persistence: .none)
         let response = await manager.get(try server.url("/private"))
         XCTAssertEqual(response.response?.statusCode, 401)
-        XCTAssertEqual(asked.withLock { $0 }, TransferSecurityState.maximumChallengeAttempts)
+        XCTAssertEqual(asked.count.withLock { $0 }, TransferSecurityState.maximumChallengeAttempts)
         XCTAssertEqual(server.requests.count, TransferSecurityState.maximumChallengeAttempts + 1)
     }
 
