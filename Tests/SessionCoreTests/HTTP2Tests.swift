@@ -264,6 +264,32 @@ final class HTTP2Tests: XCTestCase {
         await manager.waitUntilInvalidated()
     }
 
+    /// Under a manager-wide receive cap on a libcurl that needs the capped transfers apart
+    /// (`CurlRuntime.pacesWholeHTTP2Connections`), each request's connection of its own is
+    /// closed when it ends: twenty requests leave no connection behind in the pool.
+    func testCappedTransfersLeaveNoConnectionsBehind() async throws {
+        try XCTSkipUnless(CurlRuntime.pacesWholeHTTP2Connections, "this libcurl shares connections with capped transfers")
+        let payload = Data((0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 3) })
+        let (_, url) = try servedOverTLS(payload, named: "capped-pool")
+        var configuration = SessionConfiguration.default
+        configuration.maximumReceiveRate = 10_000_000
+        let manager = URLSessionManager.raw(configuration)
+        var policy = SecurityPolicy.default
+        policy.trustedRootCertificates = [try Certificate(contentsOf: try TestCertificates.shared().root.certificatePEM)]
+        try manager.setSecurityPolicy(policy)
+        let first = await manager.response(for: URLRequest(url: url))
+        XCTAssertEqual(first.data, payload)
+        let descriptors = openFileDescriptorCount()
+        for index in 0..<20 {
+            let response = await manager.response(for: URLRequest(url: url))
+            XCTAssertEqual(response.data, payload, "request \(index)")
+            XCTAssertEqual(response.metrics?.httpVersion, "HTTP/2")
+        }
+        try await eventually({ openFileDescriptorCount() <= descriptors }, "connections left behind: \(openFileDescriptorCount() - descriptors)")
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
     /// Small requests to the peer, each one after the other, that must each arrive whole on
     /// the connection the first one opened.
     private struct Siblings {

@@ -107,8 +107,11 @@ extension TaskDelegate {
             // 8 MiB download capped at 256 KB/s took 30 s). A capped transfer opens a connection
             // of its own instead of joining one (still HTTP/2: a server may speak nothing else),
             // and does not wait to multiplex; libcurl gives the next requests the older
-            // connections first. (The cap marks the handle for a reset before its next transfer.)
+            // connections first. The connection closes after it: under a manager-wide cap every
+            // transfer opens one, and kept they would pile up in the pool. (The cap marks the
+            // handle for a reset before its next transfer.)
             easy.set(CURLOPT_FRESH_CONNECT, 1)
+            easy.set(CURLOPT_FORBID_REUSE, 1)
             multiplexes = false
         }
         // PIPEWAIT makes a transfer wait for a connection whose multiplexing is not known
