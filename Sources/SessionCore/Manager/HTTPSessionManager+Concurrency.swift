@@ -258,9 +258,7 @@ extension HTTPSessionManager {
     ) async throws -> sending S.Output {
         let request = try multipartRequest(urlString: urlString, parameters: parameters, headers: headers, block: block)
         let response = try await perform { completion in
-            var options = TaskOptions(collectsBody: true, completionHandler: completion)
-            options.skipsSerializer = true
-            options.keepsBodyInMemory = true
+            let options = TaskOptions.asyncCall(completionHandler: completion)
             return engine.makeTask(UploadTask.self, request: request, options: options)
         }
         return try serializer.engineResponseObject(
@@ -282,9 +280,7 @@ extension HTTPSessionManager {
     ) async throws -> HTTPURLResponse {
         let request = try request(method: "HEAD", urlString: urlString, parameters: parameters, headers: headers)
         let response = try await perform { completion in
-            var options = TaskOptions(collectsBody: true, completionHandler: completion)
-            options.skipsSerializer = true
-            options.keepsBodyInMemory = true
+            let options = TaskOptions.asyncCall(completionHandler: completion)
             return engine.makeTask(DataTask.self, request: request, options: options)
         }
         guard let http = response.response else { throw SessionError.badServerResponse("no HTTP response") }

@@ -26,9 +26,7 @@ extension URLSessionManager {
     public func dataResponse(for request: URLRequest) async throws -> DataResponse {
         let direct = CallerExecutor.resumesOnGlobalExecutor(isolation: #isolation)
         return try await perform { completion in
-            var options = TaskOptions(collectsBody: true, completionHandler: completion)
-            options.skipsSerializer = true
-            options.keepsBodyInMemory = true
+            var options = TaskOptions.asyncCall(completionHandler: completion)
             options.resumesDirectly = direct
             return engine.makeTask(DataTask.self, request: request, options: options)
         }

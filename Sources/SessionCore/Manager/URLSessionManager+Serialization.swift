@@ -54,9 +54,7 @@ extension URLSessionManager {
         for request: URLRequest, serializer: S
     ) async throws -> sending S.Output {
         let response = try await perform { completion in
-            var options = TaskOptions(collectsBody: true, completionHandler: completion)
-            options.skipsSerializer = true
-            options.keepsBodyInMemory = true
+            let options = TaskOptions.asyncCall(completionHandler: completion)
             return engine.makeTask(DataTask.self, request: request, options: options)
         }
         return try serializer.engineResponseObject(

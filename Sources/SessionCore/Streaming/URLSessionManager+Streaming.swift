@@ -50,12 +50,10 @@ extension URLSessionManager {
         request.httpBodyStream = nil
         let surplus = Mutex<SessionError?>(nil)
         let response = try await perform { completion in
-            var options = TaskOptions(collectsBody: true, completionHandler: { response in
+            let options = TaskOptions.asyncCall(completionHandler: { response in
                 surplus.withLock { $0 = feed.finishTransfer() }
                 completion(response)
             })
-            options.skipsSerializer = true
-            options.keepsBodyInMemory = true
             let task = engine.makeTask(UploadTask.self, request: request, options: options)
             task.replaceBody(with: .feed(feed))
             return task

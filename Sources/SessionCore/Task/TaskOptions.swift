@@ -42,6 +42,15 @@ struct TaskOptions: Sendable {
     /// an async consumer, instead of to a data handler or memory.
     var responseStream: ResponseStreamBuffer?
 
+    /// The options of an async call that returns the raw body (or decodes it after the task
+    /// returns): the body collected, no serializer, the body kept in memory.
+    static func asyncCall(completionHandler: @escaping @Sendable (DataResponse) -> Void) -> TaskOptions {
+        var options = TaskOptions(collectsBody: true, completionHandler: completionHandler)
+        options.skipsSerializer = true
+        options.keepsBodyInMemory = true
+        return options
+    }
+
     init(
         collectsBody: Bool, completionHandler: (@Sendable (DataResponse) -> Void)? = nil,
         dataHandler: (@Sendable (Data) -> Void)? = nil,
