@@ -264,11 +264,11 @@ final class HTTP2Tests: XCTestCase {
         await manager.waitUntilInvalidated()
     }
 
-    /// Under a manager-wide receive cap on a libcurl that needs the capped transfers apart
-    /// (`CurlRuntime.pacesWholeHTTP2Connections`), each request's connection of its own is
-    /// closed when it ends: twenty requests leave no connection behind in the pool.
+    /// Under a manager-wide receive cap, twenty requests one after another leave no connection
+    /// behind in the pool: on a libcurl that needs capped transfers apart
+    /// (`CurlRuntime.pacesWholeHTTP2Connections`, this one) each opens a connection of its own,
+    /// closed when it ends; on a newer one they share one HTTP/2 connection.
     func testCappedTransfersLeaveNoConnectionsBehind() async throws {
-        try XCTSkipUnless(CurlRuntime.pacesWholeHTTP2Connections, "this libcurl shares connections with capped transfers")
         let payload = Data((0..<20_000).map { UInt8(truncatingIfNeeded: $0 &* 3) })
         let (_, url) = try servedOverTLS(payload, named: "capped-pool")
         var configuration = SessionConfiguration.default
@@ -286,6 +286,35 @@ final class HTTP2Tests: XCTestCase {
             XCTAssertEqual(response.metrics?.httpVersion, "HTTP/2")
         }
         try await eventually({ openFileDescriptorCount() <= descriptors }, "connections left behind: \(openFileDescriptorCount() - descriptors)")
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
+    /// A manager-wide receive cap meets the per-host connection cap: six requests at once under
+    /// `httpMaximumConnectionsPerHost = 2` all arrive whole (each capped transfer's own
+    /// connection, on a libcurl that needs them apart, waits for a slot and frees it as it ends).
+    func testCappedTransfersUnderThePerHostCapAllArrive() async throws {
+        let payload = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 9) })
+        let (_, url) = try servedOverTLS(payload, named: "capped-slots")
+        var configuration = SessionConfiguration.default
+        configuration.maximumReceiveRate = 20_000_000
+        configuration.httpMaximumConnectionsPerHost = 2
+        let manager = URLSessionManager.raw(configuration)
+        var policy = SecurityPolicy.default
+        policy.trustedRootCertificates = [try Certificate(contentsOf: try TestCertificates.shared().root.certificatePEM)]
+        try manager.setSecurityPolicy(policy)
+        var timed = URLRequest(url: url)
+        timed.timeoutInterval = 30
+        let request = timed
+        let responses = await withTaskGroup(of: DataResponse.self) { group in
+            for _ in 0..<6 { group.addTask { await manager.response(for: request) } }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        XCTAssertEqual(responses.count, 6)
+        for response in responses {
+            XCTAssertNil(response.error)
+            XCTAssertEqual(response.data, payload)
+        }
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
         await manager.waitUntilInvalidated()
     }
