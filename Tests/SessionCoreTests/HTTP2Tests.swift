@@ -264,6 +264,51 @@ final class HTTP2Tests: XCTestCase {
         await manager.waitUntilInvalidated()
     }
 
+    /// The same when the capped download is the only connection to the host: the requests
+    /// that follow it open a connection of their own and arrive while it is paced. On a
+    /// libcurl that paces whole HTTP/2 connections (`CurlRuntime.pacesWholeHTTP2Connections`)
+    /// they would otherwise join the capped connection as new streams, which libcurl then
+    /// reads no faster than the cap (measured: the siblings waited 23 s, until it ended).
+    func testRequestsAfterACappedDownloadDoNotJoinItsConnection() async throws {
+        var big = Data(count: 8 << 20)
+        big.withUnsafeMutableBytes { bytes in
+            for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: index &* 13 &+ index >> 11) }
+        }
+        let (manager, bigURL) = try servedOverTLS(big, named: "capped-first")
+        let sibling = Data((0..<(1 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 5) })
+        let siblingName = "sibling-first-\(UUID().uuidString).bin"
+        try sibling.write(to: try HTTP2Peer.shared().directory.appendingPathComponent(siblingName))
+        var siblingRequest = URLRequest(url: try XCTUnwrap(URL(string: siblingName, relativeTo: bigURL)?.absoluteURL))
+        siblingRequest.timeoutInterval = 30
+
+        let cappedDone = expectation(description: "the capped download ended")
+        let cappedResponse = Mutex<DataResponse?>(nil)
+        let capped = manager.dataTask(with: URLRequest(url: bigURL)) { response in
+            cappedResponse.withLock { $0 = response }
+            cappedDone.fulfill()
+        }
+        capped.maximumReceiveRate = 256_000
+        capped.resume()
+        try await eventually({ capped.countOfBytesReceived > 0 }, "the capped download never began")
+        var connections = Set<Int>()
+        for index in 0..<10 {
+            let response = await manager.response(for: siblingRequest)
+            XCTAssertNil(response.error, "sibling \(index)")
+            XCTAssertEqual(response.data, sibling, "sibling \(index)")
+            XCTAssertEqual(response.metrics?.httpVersion, "HTTP/2", "sibling \(index)")
+            if let port = response.metrics?.finalTransaction?.localPort { connections.insert(port) }
+        }
+        let cappedBytes = capped.countOfBytesReceived
+        XCTAssertLessThan(cappedBytes, Int64(4 << 20), "the siblings waited for the capped download")
+        XCTAssertEqual(connections.count, 1, "the siblings did not share their connection: \(connections)")
+        print("capped download at \(cappedBytes) of \(big.count) bytes while 10 MiB of siblings arrived")
+        capped.cancel()
+        await fulfillment(of: [cappedDone], timeout: 30)
+        XCTAssertEqual(cappedResponse.withLock { $0?.error as? SessionError }, .cancelled)
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
     /// Under a manager-wide receive cap, twenty requests one after another leave no connection
     /// behind in the pool: on a libcurl that needs capped transfers apart
     /// (`CurlRuntime.pacesWholeHTTP2Connections`, this one) each opens a connection of its own,

@@ -112,6 +112,16 @@ extension TaskDelegate {
             // handle for a reset before its next transfer.)
             easy.set(CURLOPT_FRESH_CONNECT, 1)
             easy.set(CURLOPT_FORBID_REUSE, 1)
+            // Nor may a later request join it as a new stream, which happened whenever the
+            // capped connection was the only one to the host (the request then waited for the
+            // capped download to end). libcurl reuses a TLS connection only for a transfer of
+            // the same TLS options, so the capped one's carry a flag only Windows' Schannel
+            // reads (revocation checks best-effort; OpenSSL, the only back end Curlew runs on,
+            // ignores it): the same handshake, and a connection no uncapped request matches.
+            // (Its TLS sessions are kept apart the same way: it resumes only another capped
+            // transfer's.) A cleartext prior-knowledge connection has no TLS options to tell it
+            // apart; before libcurl 8.0 it is fresh and closed for every transfer anyway.
+            easy.set(CURLOPT_SSL_OPTIONS, Int(CURLSSLOPT_REVOKE_BEST_EFFORT))
             multiplexes = false
         }
         // PIPEWAIT makes a transfer wait for a connection whose multiplexing is not known
