@@ -16,8 +16,10 @@ import FoundationNetworking
 /// bounded buffer), and the response `HTTPBody` is the transfer's ``ResponseBytes``, paused in
 /// libcurl while the reader falls behind; no body is ever held whole. Cancelling the task that
 /// awaits `send` or iterates the response body cancels the transfer. The manager's retrier
-/// is asked about attempts that fail before their response head; a response is never sent
-/// again once its head was handed over (its body streams to the caller).
+/// is asked about every attempt that fails: before its response head, or (a request without
+/// a streamed body) with a 4xx or 5xx status, held back from the client until the retrier
+/// declines; a response is never sent again once its head was handed over (its body streams
+/// to the caller).
 ///
 /// ```swift-fragment
 /// let client = Client(serverURL: try Servers.Server1.url(), transport: CurlewTransport(manager: manager))

@@ -74,6 +74,26 @@ final class CurlewTransportTests: XCTestCase {
         XCTAssertEqual(try refused.badRequest.body.json.reason, "a note needs a title")
     }
 
+    /// The manager's retrier applies to the transport's calls: a 503 the `RetryPolicy` retries
+    /// never reaches the generated client, which gets the retried answer (the transport's
+    /// response streams, so the failure is held back until the retrier has decided).
+    func testTheManagersRetryPolicyRetriesAFailedCall() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let calls = Mutex(0)
+        server.route("/api/greet") { _ in
+            let call = calls.withLock { calls -> Int in
+                calls += 1
+                return calls
+            }
+            return call == 1 ? .json("{\"reason\":\"busy\"}", status: 503) : .json("{\"message\":\"Hello, again!\"}")
+        }
+        manager.requestRetrier = RetryPolicy(exponentialBackoffScale: 0.01, jitter: 0)
+        let greeting = try await client(server).greet()
+        XCTAssertEqual(try greeting.ok.body.json.message, "Hello, again!")
+        XCTAssertEqual(server.requests.count, 2)
+    }
+
     func testAHundredMegabyteDownloadStreamsWithFlatMemory() async throws {
         let total = 100 << 20
         let server = try RawLoopbackServer(.serve(bytes: total))

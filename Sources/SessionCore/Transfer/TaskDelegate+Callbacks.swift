@@ -57,7 +57,8 @@ extension TaskDelegate {
                 ?? (response.value(forHTTPHeaderField: "Content-Encoding").map { $0.lowercased() != "identity" } ?? false)
             let hop = RedirectPolicy.nextHop(from: request, response: response)
             let disposition: TransferStateMachine.HeadDisposition =
-                if let hop { .redirect(hop) } else if withholdsForChallenge(response) { .challenge } else { .deliver }
+                if let hop { .redirect(hop) } else if withholdsForChallenge(response) { .challenge }
+                else if holdsForRetrier(response) { .heldForRetrier } else { .deliver }
             state.headReceived(disposition)
             let expected = head.expectedContentLength ?? response.expectedContentLength
             if disposition == .deliver {
@@ -71,16 +72,50 @@ extension TaskDelegate {
                     if download.needsFullRestart { return expected >= 0 && expected <= Self.droppedBodyLimit }
                     reportDownloadResumed(download, expectedLength: expected)
                 }
-                task.didReceive(head: response, announced: expected, offset: download?.plannedOffset ?? 0)
-                if let responseStream {
-                    headWentToStream = true
-                    responseStream.receive(head: response)
-                }
-                if let hub = engine.monitorHub { hub.emit(.received(task, response)) }
-                if asksResponseHook { askResponseHook(response) }
-                if task.options.collectsBody { body.expect(expected) }
+                deliverHead(response, expected: expected)
             }
             return true
+        }
+    }
+
+    /// The delivered response's head goes to the task, its stream, the monitors and the
+    /// response hook.
+    private func deliverHead(_ response: HTTPResponseHead, expected: Int64) {
+        task.didReceive(head: response, announced: expected, offset: download?.plannedOffset ?? 0)
+        if let responseStream {
+            headWentToStream = true
+            responseStream.receive(head: response)
+        }
+        if let hub = engine.monitorHub { hub.emit(.received(task, response)) }
+        if asksResponseHook { askResponseHook(response) }
+        if task.options.collectsBody { body.expect(expected) }
+    }
+
+    /// Decides (at the response head) whether a failure status is held back from a streamed
+    /// response while the retrier may still send the request again. `bytes(for:)` (and the
+    /// OpenAPI transport on it) returns at the head, after which nothing can be retried: a 401
+    /// that an `AuthenticationInterceptor` would refresh and retry, or a 503 a `RetryPolicy`
+    /// would, reached the caller instead. Held, its body is kept aside (up to the stream's
+    /// buffer) and the retrier is asked when it ends, as for a collected response; not
+    /// retried, the head and body are the stream's. Only when the retrier could act: a body
+    /// that can be sent again, and no response hook (which is asked at the head itself).
+    private func holdsForRetrier(_ response: HTTPResponseHead) -> Bool {
+        response.statusCode >= 400 && responseStream != nil && !asksResponseHook && canReplayBody
+            && engine.retrier(for: task) != nil
+    }
+
+    /// A held-back failure's body outgrew what may be kept: the response is the stream's
+    /// after all (its head, the kept bytes, then the rest as it arrives), and the retrier is
+    /// no longer asked about it.
+    private func releaseHeldResponse() {
+        guard let response = responseHead, let responseStream else { return }
+        state.headReceived(.deliver)
+        deliverHead(response, expected: head.expectedContentLength ?? response.expectedContentLength)
+        let kept = body.take()
+        if !kept.isEmpty {
+            responseStream.credit.add(StreamCredit.cost(of: kept.count))
+            responseStream.append(kept)
+            bodyBytesDelivered += Int64(kept.count)
         }
     }
 
@@ -107,9 +142,15 @@ extension TaskDelegate {
                 return .abort
             }
         }
+        if state.headDisposition == .heldForRetrier, let responseStream,
+            body.count + bytes.count > responseStream.credit.limit
+        {
+            releaseHeldResponse()
+        }
         if !state.deliversResponse {
-            // A redirect's body is kept (small, capped) only in case the hook refuses it.
-            if body.count < 1 << 20 { _ = body.append(bytes) }  // capped: stays a small Data
+            // A redirect's body is kept (small, capped) only in case the hook refuses it; a
+            // failure held for the retrier, up to the stream's buffer (released above).
+            if body.count < 1 << 20 || state.headDisposition == .heldForRetrier { _ = body.append(bytes) }
             return .accepted
         }
         if let streamCredit {

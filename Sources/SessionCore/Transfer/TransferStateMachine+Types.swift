@@ -50,6 +50,10 @@ extension TransferStateMachine {
         case redirect(RedirectPolicy.Hop)
         /// A 401 the authentication challenge handler will be asked about.
         case challenge
+        /// A failure status (400 or more) of a streamed response, held back with its body
+        /// (kept aside, capped) until the retrier is asked at the attempt's end; delivered
+        /// after all when it declines, or when the body outgrows what may be kept.
+        case heldForRetrier
     }
 
     /// The facts only the driver knows when an exchange ends (the machine knows the rest:
