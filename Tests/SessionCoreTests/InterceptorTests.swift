@@ -266,7 +266,7 @@ final class InterceptorStateMachineTests: XCTestCase {
         var machine = TransferStateMachine(timeouts: TransferTimeouts(idle: 100, total: 10_000), maximumRedirects: 16, now: 0)
         machine.attached(now: 0, taskIsSuspended: false)
         _ = machine.connecting(now: 0)
-        machine.headReceived(.deliver)
+        machine.headReceived(.deliver, now: 0)
         XCTAssertEqual(machine.exchangeEnded(TransferStateMachine.EndFacts(), now: 1), .finish(nil))
         let refused = InterceptorTestError(reason: "refresh failed")
         XCTAssertEqual(machine.retryDecided(.doNotRetryWithError(refused), now: 1), .ignore, "not asked yet")

@@ -22,7 +22,7 @@ final class TransferStateMachineTests: XCTestCase {
         for _ in 0..<redirects { machine.redirectFollowed(now: 0) }
         machine.attached(now: 0, taskIsSuspended: false)
         _ = machine.connecting(now: 0)
-        if let disposition { machine.headReceived(disposition) }
+        if let disposition { machine.headReceived(disposition, now: 0) }
         return machine
     }
 
@@ -54,7 +54,10 @@ final class TransferStateMachineTests: XCTestCase {
         XCTAssertTrue(machine.resume(now: 5_000))
         XCTAssertFalse(machine.probeIsDue(now: 5_009))
         XCTAssertTrue(machine.probeIsDue(now: 5_010))
-        machine.consumerFellBehind(now: 5_010)
+        machine.bodyProducerFellBehind(now: 5_010)
+        XCTAssertTrue(machine.probeIsDue(now: 5_030), "waiting for the body's producer: the receive side is still probed")
+        XCTAssertTrue(machine.bodyProducerCaughtUp(now: 5_030))
+        machine.consumerFellBehind(now: 5_030)
         XCTAssertFalse(machine.probeIsDue(now: 9_000), "held by backpressure")
 
         var off = exchanging(.deliver)
@@ -68,7 +71,7 @@ final class TransferStateMachineTests: XCTestCase {
         var machine = Machine(timeouts: TransferTimeouts(idle: 1_000, total: nil), maximumRedirects: 16, now: 0, firstProbeDelay: 10)
         machine.attached(now: 0, taskIsSuspended: false)
         _ = machine.connecting(now: 0)
-        machine.headReceived(.deliver)
+        machine.headReceived(.deliver, now: 0)
         machine.responseHookAsked(now: 5)
         XCTAssertFalse(machine.probeIsDue(now: 900), "the hook decides: not the server's silence")
         XCTAssertEqual(machine.responseAnswered(cancel: false, now: 900), .continueTransfer)
@@ -191,7 +194,7 @@ final class TransferStateMachineTests: XCTestCase {
         var machine = exchanging(.deliver)
         XCTAssertTrue(machine.nextResponseBegins(), "an authentication pass before the hook is asked")
         XCTAssertNil(machine.headDisposition)
-        machine.headReceived(.deliver)
+        machine.headReceived(.deliver, now: 0)
         machine.responseHookAsked(now: 0)
         XCTAssertFalse(machine.nextResponseBegins())
     }
@@ -241,13 +244,15 @@ final class TransferStateMachineTests: XCTestCase {
         var connected = connecting
         XCTAssertNotNil(connected.connecting(now: 0))
         var delivering = connected
-        delivering.headReceived(.deliver)
+        delivering.headReceived(.deliver, now: 0)
         var hookPending = delivering
         hookPending.responseHookAsked(now: 0)
         var backpressured = delivering
         backpressured.consumerFellBehind(now: 0)
         var suspended = delivering
         XCTAssertTrue(suspended.suspend(now: 0))
+        var producerBehind = connected
+        producerBehind.bodyProducerFellBehind(now: 0)
         var challenge = exchanging(.challenge)
         var facts = Machine.EndFacts()
         facts.hasChallengeForHandler = true
@@ -271,7 +276,8 @@ final class TransferStateMachineTests: XCTestCase {
             ("ready", ready), ("waitingForSlot", waiting), ("attached, connecting", connecting),
             ("attached, connected", connected), ("attached, delivering", delivering),
             ("attached, response hook pending", hookPending), ("attached, backpressured", backpressured),
-            ("attached, suspended", suspended), ("awaiting the challenge handler", challenge),
+            ("attached, suspended", suspended), ("attached, waiting for its body producer", producerBehind),
+            ("awaiting the challenge handler", challenge),
             ("awaiting the redirection hook", redirect), ("awaiting the response hook", response),
             ("awaiting the retrier", retrier), ("awaiting a retry's back-off", backingOff),
             ("awaiting a route", awaitingRoute), ("finished", finished),
@@ -289,6 +295,8 @@ final class TransferStateMachineTests: XCTestCase {
             ("bodyArrived", { "\($0.bodyArrived(now: 5))" }),
             ("consumerFellBehind", { $0.consumerFellBehind(now: 5); return "" }),
             ("consumerCaughtUp", { "\($0.consumerCaughtUp(now: 5))" }),
+            ("bodyProducerFellBehind", { $0.bodyProducerFellBehind(now: 5); return "" }),
+            ("bodyProducerCaughtUp", { "\($0.bodyProducerCaughtUp(now: 5))" }),
             ("suspend", { "\($0.suspend(now: 5))" }),
             ("resume", { "\($0.resume(now: 5))" }),
             ("exchangeEnded", { $0.exchangeEnded(Machine.EndFacts(), now: 5).map { "\($0)" } ?? "nil" }),
@@ -303,7 +311,7 @@ final class TransferStateMachineTests: XCTestCase {
             ("connectivityReturned", { "\($0.connectivityDecided(returned: true, now: 5))" }),
             ("restart", { $0.restart(now: 5); return "" }),
             ("redirectFollowed", { $0.redirectFollowed(now: 5); return "\($0.redirectCount)" }),
-            ("headReceived", { $0.headReceived(.deliver); return "" }),
+            ("headReceived", { $0.headReceived(.deliver, now: 0); return "" }),
             ("responseHookAsked", { $0.responseHookAsked(now: 5); return "" }),
             ("nextResponseBegins", { "\($0.nextResponseBegins())" }),
             ("finish", { $0.finish(now: 5); return "" }),
@@ -318,7 +326,7 @@ final class TransferStateMachineTests: XCTestCase {
         "exchangeEnded": [
             "attached, connecting": "ready", "attached, connected": "ready", "attached, delivering": "ready",
             "attached, response hook pending": "awaitingDecision(response)", "attached, backpressured": "ready",
-            "attached, suspended": "ready",
+            "attached, suspended": "ready", "attached, waiting for its body producer": "ready",
         ],
         "responseAnswered": ["awaiting the response hook": "ready"],
         "challengeAnswered": ["awaiting the challenge handler": "ready"],
@@ -340,6 +348,7 @@ final class TransferStateMachineTests: XCTestCase {
         "attemptTimedOut": [
             "attached, connecting": "ready", "attached, connected": "ready", "attached, delivering": "ready",
             "attached, response hook pending": "ready", "attached, backpressured": "ready", "attached, suspended": "ready",
+            "attached, waiting for its body producer": "ready",
         ],
     ]
 
@@ -356,15 +365,17 @@ final class TransferStateMachineTests: XCTestCase {
 
     /// Whether the idle clock may run in this state, written out from the rule rather than
     /// from `holds`: attached, connected, not suspended, not held by the consumer, not
-    /// waiting for the response hook about a delivered response.
+    /// waiting for the response hook about a delivered response, not waiting for the request
+    /// body's producer before the server answered.
     private func idleClockShouldRun(_ machine: Machine) -> Bool {
         machine.phase == .attached && machine.hasConnection && !machine.isSuspended && !machine.isBackpressured
             && !(machine.awaitsResponseDecision && machine.headDisposition == .deliver)
+            && !(machine.awaitsBodyProducer && machine.headDisposition == nil)
     }
 
     func testEveryEventInEveryPhase() throws {
         let phases = try everyPhase()
-        XCTAssertEqual(phases.count, 15)
+        XCTAssertEqual(phases.count, 16)
         for (eventName, event) in everyEvent() {
             for (phaseName, start) in phases {
                 var machine = start
@@ -389,7 +400,7 @@ final class TransferStateMachineTests: XCTestCase {
                     XCTAssertNil(machine.expiry(at: .max), "a finished transfer never times out: \(context)")
                 }
                 // Curl is asked to continue only a transfer that is in it and not suspended.
-                if answer == "true", ["resume", "consumerCaughtUp"].contains(eventName) {
+                if answer == "true", ["resume", "consumerCaughtUp", "bodyProducerCaughtUp"].contains(eventName) {
                     XCTAssertEqual(machine.phase, .attached, context)
                 }
                 if answer == "continueTransfer" { XCTAssertTrue(machine.maySend, context) }
@@ -413,6 +424,33 @@ final class TransferStateMachineTests: XCTestCase {
         XCTAssertTrue(machine.resume(now: 10_000), "attached: curl continues")
         XCTAssertNil(machine.expiry(at: 10_099))
         XCTAssertEqual(machine.expiry(at: 10_100).map { caseName(of: $0) }, "idle")
+    }
+
+    /// Waiting for the request body's producer holds the idle clock until the server answers:
+    /// a producer slower than the timeout is the caller's pace. Its bytes restart the clock;
+    /// a head that arrives while it waits (an early answer, a two-way stream) starts it too.
+    func testWaitingForTheBodyProducerHoldsTheClockUntilTheHead() {
+        var machine = Machine(timeouts: TransferTimeouts(idle: 100, total: nil), maximumRedirects: 16, now: 0)
+        machine.attached(now: 0, taskIsSuspended: false)
+        _ = machine.connecting(now: 0)
+        machine.bodyProducerFellBehind(now: 50)
+        XCTAssertEqual(machine.holds, .bodyProducer)
+        XCTAssertNil(machine.expiry(at: 10_000), "the producer's pace is not the server's silence")
+        XCTAssertTrue(machine.bodyProducerCaughtUp(now: 10_000))
+        XCTAssertTrue(machine.holds.isEmpty)
+        XCTAssertNil(machine.expiry(at: 10_099))
+        XCTAssertEqual(machine.expiry(at: 10_100).map { caseName(of: $0) }, "idle", "the clock restarted from its bytes")
+
+        machine.bodyProducerFellBehind(now: 10_050)
+        XCTAssertNil(machine.expiry(at: 20_000))
+        machine.headReceived(.deliver, now: 20_000)
+        XCTAssertTrue(machine.holds.isEmpty, "once the server answered, its silence counts again")
+        XCTAssertNil(machine.expiry(at: 20_099))
+        XCTAssertEqual(machine.expiry(at: 20_100).map { caseName(of: $0) }, "idle")
+        XCTAssertTrue(machine.bodyProducerCaughtUp(now: 20_050))
+        XCTAssertTrue(machine.suspend(now: 20_060))
+        machine.bodyProducerFellBehind(now: 20_065)
+        XCTAssertFalse(machine.bodyProducerCaughtUp(now: 20_070), "a suspended task is not continued")
     }
 
     /// A resume while the transfer has no connection yet does not start the clock: it starts

@@ -209,6 +209,67 @@ final class UploadSequenceTests: XCTestCase {
         XCTAssertEqual(String(decoding: data, as: UTF8.self), expected(first + second, "chunked"))
     }
 
+    /// A producer slower than the timeout: while the server waits for the rest of the request,
+    /// the wait is the caller's pace, not the server's silence (held like a slow consumer's);
+    /// until 2026-11-27 the upload ended with `.timedOut` after one second.
+    func testAProducerSlowerThanTheTimeoutIsNotTimedOut() async throws {
+        let first = Data((0..<1_000).map { UInt8(truncatingIfNeeded: $0 &* 3) })
+        let second = Data((0..<1_000).map { UInt8(truncatingIfNeeded: $0 &* 5 &+ 1) })
+        let stream = AsyncStream<Data> { continuation in
+            Task {
+                continuation.yield(first)
+                try? await Task.sleep(nanoseconds: 2_500_000_000)
+                continuation.yield(second)
+                continuation.finish()
+            }
+        }
+        var request = try post()
+        request.timeoutInterval = 1
+        let (data, response) = try await manager.upload(for: request, from: stream)
+        XCTAssertEqual(response.statusCode, 200)
+        XCTAssertEqual(String(decoding: data, as: UTF8.self), expected(first + second, "chunked"))
+    }
+
+    /// Once the server answered, its silence counts again: a two-way stream whose server sent
+    /// its head and a first chunk, then nothing, while the producer waits for the caller, ends
+    /// with `.timedOut` after the timeout (the request body's wait does not hold it any more).
+    func testAfterTheHeadTheServersSilenceTimesOutWhileTheProducerWaits() async throws {
+        let server = try ScriptedServer(connections: 1) { socket, server in
+            guard server.readHead(socket) != nil else { return }
+            server.write(socket, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")
+            while server.readSome(socket) {}  // silent until the client closes
+        }
+        defer { server.stop() }
+        let producerWentOn = Flag()
+        let stream = AsyncStream<Data> { continuation in
+            let producer = Task {
+                continuation.yield(Data("first".utf8))
+                // The caller has nothing more for 30 s (cancelled with the transfer).
+                guard (try? await Task.sleep(nanoseconds: 30_000_000_000)) != nil else { return }
+                producerWentOn.value.store(true, ordering: .releasing)
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in producer.cancel() }
+        }
+        var request = URLRequest(url: try XCTUnwrap(URL(string: server.baseURLString + "/talk")))
+        request.httpMethod = "POST"
+        request.timeoutInterval = 1
+        let (bytes, response) = try await manager.bytes(for: request, uploading: stream)
+        XCTAssertEqual(response.statusCode, 200)
+        var received = Data()
+        do {
+            for try await chunk in bytes { received += chunk }
+            XCTFail("the stream ended without an error")
+        } catch let error as SessionError {
+            guard case .timedOut = error else { return XCTFail("\(error)") }
+        }
+        XCTAssertEqual(String(decoding: received, as: UTF8.self), "hello")
+        XCTAssertFalse(producerWentOn.value.load(ordering: .acquiring), "timed out only once the producer went on")
+    }
+
+    /// A flag a producer task sets.
+    private final class Flag: Sendable { let value = Atomic<Bool>(false) }
+
     func testStreamingBothWays() async throws {
         let (stream, body) = chunks(count: 8, size: 4_096)
         let (bytes, response) = try await manager.bytes(for: try post(), uploading: stream)

@@ -161,7 +161,10 @@ final class DriverLoop {
             scheduleTimeoutCheck(for: delegate)
             _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
         case .resumeSending(let task):
-            guard let delegate = delegates[task], delegate.state.maySend else { return }
+            guard let delegate = delegates[task],
+                delegate.state.bodyProducerCaughtUp(now: TaskDelegate.uptime)  // else `unpause` continues it
+            else { return }
+            scheduleTimeoutCheck(for: delegate)
             // Clears the receive pause too; the write callback re-pauses if still behind.
             _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
         case .redirectDecision(let task, let proposed, let decision):

@@ -58,7 +58,10 @@ public struct SessionConfiguration: Sendable {
     /// this long (connecting included), checked to within 50 ms. A request's own
     /// `timeoutInterval`, when it differs from `URLRequest`'s 60-second default, overrides it.
     /// The clock stops while the task is suspended or its data handler holds the transfer
-    /// paused. `0`, a negative value, `.infinity` or more than a century mean no limit.
+    /// paused, and while a request body streamed from the caller (an `InputStream`, an async
+    /// sequence) has nothing ready before the server answered: the server is then waiting for
+    /// the caller, not silent. `0`, a negative value, `.infinity` or more than a century mean
+    /// no limit.
     /// Default: 60 s.
     public var timeoutIntervalForRequest: TimeInterval = 60
     /// Total time a task may take, redirects, uploads and hook decisions included.

@@ -59,7 +59,11 @@ extension TaskDelegate {
             let disposition: TransferStateMachine.HeadDisposition =
                 if let hop { .redirect(hop) } else if withholdsForChallenge(response) { .challenge }
                 else if holdsForRetrier(response) { .heldForRetrier } else { .deliver }
-            state.headReceived(disposition)
+            let waitedForProducer = state.awaitsBodyProducer
+            state.headReceived(disposition, now: passClock.now)
+            // The server answered while the body's producer was behind: its silence counts
+            // again from now, and the loop must check by the new deadline.
+            if waitedForProducer { passClock.noteStarted(state.clock.nextWake) }
             let expected = head.expectedContentLength ?? response.expectedContentLength
             if disposition == .deliver {
                 if let download {
@@ -109,7 +113,7 @@ extension TaskDelegate {
     /// no longer asked about it.
     private func releaseHeldResponse() {
         guard let response = responseHead, let responseStream else { return }
-        state.headReceived(.deliver)
+        state.headReceived(.deliver, now: passClock.now)
         deliverHead(response, expected: head.expectedContentLength ?? response.expectedContentLength)
         let kept = body.take()
         if !kept.isEmpty {
@@ -223,6 +227,7 @@ extension TaskDelegate {
         let outcome = reader.read(into: buffer)
         switch outcome {
         case .bytes(let count) where count > 0: state.noteActivity(now: passClock.now)
+        case .pause: state.bodyProducerFellBehind(now: passClock.now)  // its wake-up continues it
         case .failed(let error): failure = error
         default: break
         }

@@ -25,6 +25,9 @@ struct TransferClock: Sendable {
         /// Waiting for user code or a scheduled time: a hook, the challenge handler, the
         /// response hook, the retrier, or a retry's back-off.
         static let decision = Hold(rawValue: 1 << 3)
+        /// The request body's producer (the caller's stream or sequence) has nothing ready
+        /// and the server has not answered yet.
+        static let bodyProducer = Hold(rawValue: 1 << 4)
     }
 
     let timeouts: TransferTimeouts
@@ -77,8 +80,10 @@ struct TransferClock: Sendable {
     /// byte, then twice as long after each probe that found nothing (up to
     /// `longestProbeFactor` times), while the idle clock runs; nil when probing is off or a
     /// hold stops the clock (a transfer Curlew or the caller paused is not silent, it waits).
+    /// Waiting for the request body's producer is the exception: its receive side is not
+    /// paused, and an early answer stranded there would otherwise wait for the producer.
     var nextProbe: UInt64? {
-        guard let first = firstProbeDelay, holds.isEmpty else { return nil }
+        guard let first = firstProbeDelay, holds.subtracting(.bodyProducer).isEmpty else { return nil }
         let factor = min(UInt64(1) << UInt64(min(probesSinceActivity, 62)), Self.longestProbeFactor)
         let (wait, overflow) = first.multipliedReportingOverflow(by: factor)
         return overflow ? nil : probeAnchor &+ wait

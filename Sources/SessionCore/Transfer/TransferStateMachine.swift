@@ -45,11 +45,14 @@ struct TransferStateMachine {
     private(set) var isSuspended = false
     /// libcurl resolves, connects or handed the transfer a connection (this exchange).
     private(set) var hasConnection = false
-    /// The consumer of a streamed body fell behind; curl is paused until it catches up.
     /// The wait for a route in progress was the retrier's answer (`.retryWhenConnected`), not
     /// `waitsForConnectivity`'s: it ends in another attempt whether or not a route was missing.
     private(set) var routeWaitIsARetry = false
+    /// The consumer of a streamed body fell behind; curl is paused until it catches up.
     private(set) var isBackpressured = false
+    /// The request body's producer (a caller's `InputStream` or async sequence, read ahead by
+    /// Curlew) has nothing ready; curl's sending is paused until it has.
+    private(set) var awaitsBodyProducer = false
     /// The response hook has not answered about the delivered response yet.
     private(set) var awaitsResponseDecision = false
     /// How the current response is treated, decided when its head arrived (nil before).
@@ -95,6 +98,11 @@ struct TransferStateMachine {
         case .attached:
             if !hasConnection { holds.insert(.noConnection) }
             if isBackpressured { holds.insert(.backpressure) }
+            // Until the server answers, it waits for the rest of the request: a producer
+            // slower than the timeout is the caller's pace, not the server's silence. Once a
+            // head arrived (a server answering early, or the other direction of a two-way
+            // stream), the server's silence counts again.
+            if awaitsBodyProducer && headDisposition == nil { holds.insert(.bodyProducer) }
             // The hook's time is not the server's silence: held from the moment it is asked
             // (a server that stalls meanwhile is timed again once the hook answered).
             if awaitsResponseDecision && headDisposition == .deliver { holds.insert(.decision) }
@@ -114,6 +122,7 @@ struct TransferStateMachine {
     private mutating func beginExchange() {
         hasConnection = false
         isBackpressured = false
+        awaitsBodyProducer = false
         awaitsResponseDecision = false
         headDisposition = nil
     }
@@ -181,8 +190,9 @@ struct TransferStateMachine {
     // MARK: - The exchange
 
     /// The response head is complete; `disposition` says whose it is.
-    mutating func headReceived(_ disposition: HeadDisposition) {
+    mutating func headReceived(_ disposition: HeadDisposition, now: UInt64) {
         headDisposition = disposition
+        if awaitsBodyProducer { settleClock(now) }  // its hold ends with the head
     }
 
     /// The delivered response was put to the response hook.
@@ -215,6 +225,25 @@ struct TransferStateMachine {
         guard phase == .attached, !isBackpressured else { return }
         isBackpressured = true
         settleClock(now)
+    }
+
+    /// The request body's producer has nothing ready: curl pauses sending, and the idle
+    /// clock holds until the response head (see `holds`).
+    mutating func bodyProducerFellBehind(now: UInt64) {
+        guard phase == .attached, !awaitsBodyProducer else { return }
+        awaitsBodyProducer = true
+        settleClock(now)
+    }
+
+    /// The producer has bytes (or its end, or a failure) ready. True: let curl continue now
+    /// (attached and not suspended).
+    mutating func bodyProducerCaughtUp(now: UInt64) -> Bool {
+        guard phase == .attached else { return false }
+        if awaitsBodyProducer {
+            awaitsBodyProducer = false
+            settleClock(now)
+        }
+        return !isSuspended
     }
 
     /// The consumer caught up. True: let curl continue now (attached and not suspended).
