@@ -68,6 +68,43 @@ final class ServerSentEventsTests: XCTestCase {
         XCTAssertEqual(accept, Array(repeating: "text/event-stream", count: 3))
     }
 
+    /// The idle timeout meets a quiet stream: a server silent for longer than the request's
+    /// `timeoutInterval` (no event, no comment) has its connection dropped as a network loss,
+    /// and the sequence reconnects after the retry delay with `Last-Event-ID`, losing nothing
+    /// a server that honours the ID replays.
+    func testAStreamQuietLongerThanTheTimeoutIsReconnectedFromTheLastEventID() async throws {
+        let connections = Mutex<[String?]>([])
+        server.route("/quiet") { request in
+            let attempt = connections.withLock { list -> Int in
+                list.append(request.header("Last-Event-ID"))
+                return list.count
+            }
+            switch attempt {
+            case 1:
+                var response = Self.eventStream(["retry: 10\nid: 7\ndata: before the silence\n\n"], ending: .complete)
+                // Then nothing for 30 s (the client gives up after 1 s).
+                response.body = .stream([
+                    TestResponse.Chunk(Data("retry: 10\nid: 7\ndata: before the silence\n\n".utf8)),
+                    TestResponse.Chunk(Data("data: too late\n\n".utf8), delay: .seconds(30)),
+                ])
+                return response
+            case 2:
+                return Self.eventStream(["id: 8\ndata: after the silence\n\n"], ending: .close)
+            default:
+                return TestResponse(status: 204)
+            }
+        }
+        var request = URLRequest(url: try server.url("/quiet"))
+        request.timeoutInterval = 1
+        var received: [ServerSentEvent] = []
+        for try await event in manager.events(for: request) { received.append(event) }
+        XCTAssertEqual(received, [
+            ServerSentEvent(id: "7", data: "before the silence", retry: 10),
+            ServerSentEvent(id: "8", data: "after the silence"),
+        ])
+        XCTAssertEqual(connections.withLock { $0 }, [nil, "7", "8"])
+    }
+
     func testAConnectionThatFailsIsRetried() async throws {
         let attempts = Mutex(0)
         server.route("/flaky") { _ in
