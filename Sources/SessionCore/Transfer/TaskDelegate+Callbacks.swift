@@ -102,10 +102,9 @@ extension TaskDelegate {
     /// would, reached the caller instead. Held, its body is kept aside (up to the stream's
     /// buffer) and the retrier is asked when it ends, as for a collected response; not
     /// retried, the head and body are the stream's. Only when the retrier could act: a body
-    /// that can be sent again, and no response hook (which is asked at the head itself).
+    /// that can be sent again. (The response hook is never asked about a stream.)
     private func holdsForRetrier(_ response: HTTPResponseHead) -> Bool {
-        response.statusCode >= 400 && responseStream != nil && !asksResponseHook && canReplayBody
-            && engine.retrier(for: task) != nil
+        response.statusCode >= 400 && responseStream != nil && canReplayBody && engine.retrier(for: task) != nil
     }
 
     /// A held-back failure's body outgrew what may be kept: the response is the stream's
@@ -146,16 +145,21 @@ extension TaskDelegate {
                 return .abort
             }
         }
-        if state.headDisposition == .heldForRetrier, let responseStream,
-            body.count + bytes.count > responseStream.credit.limit
-        {
-            releaseHeldResponse()
-        }
         if !state.deliversResponse {
-            // A redirect's body is kept (small, capped) only in case the hook refuses it; a
-            // failure held for the retrier, up to the stream's buffer (released above).
-            if body.count < 1 << 20 || state.headDisposition == .heldForRetrier { _ = body.append(bytes) }
-            return .accepted
+            if case .heldForRetrier? = state.headDisposition {
+                // A failure held for the retrier is kept up to the stream's buffer; past it,
+                // the response is the stream's after all, and this chunk is delivered below.
+                if let responseStream, body.count + bytes.count > responseStream.credit.limit {
+                    releaseHeldResponse()
+                } else {
+                    _ = body.append(bytes)
+                    return .accepted
+                }
+            } else {
+                // A redirect's body is kept (small, capped) only in case the hook refuses it.
+                if body.count < 1 << 20 { _ = body.append(bytes) }  // capped: stays a small Data
+                return .accepted
+            }
         }
         if let streamCredit {
             let chunk = Data(bytes)
