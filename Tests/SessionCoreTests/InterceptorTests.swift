@@ -33,6 +33,16 @@ struct ThrowingAdapter: RequestAdapter {
     }
 }
 
+/// Adds a cookie of its own and a marker field to every request it adapts.
+struct CookieAdapter: RequestAdapter {
+    func adapt(_ request: URLRequest, for task: SessionTask, attempt: Int) async throws -> URLRequest {
+        var request = request
+        request.setValue("session=adapter", forHTTPHeaderField: "Cookie")
+        request.setValue("yes", forHTTPHeaderField: "X-Adapted")
+        return request
+    }
+}
+
 /// Counts the calls of each async requirement and answers `decision`.
 final class OrderedRetrier: RequestRetrier, Sendable {
     let decision: RetryDecision
@@ -246,6 +256,62 @@ final class InterceptorTests: XCTestCase {
 
         let other = await manager.response(for: URLRequest(url: try server.url("/echo")))
         XCTAssertEqual(text(other), "manager", "another task has only the manager's")
+    }
+
+    /// Three features meet: a redirect to another origin (a signed storage URL), a retry of
+    /// that hop (a 503 the `RetryPolicy` retries) and an adapter that adds a credential (the
+    /// `AuthenticationInterceptor`). The redirect leaves the token behind, and so must the
+    /// retry: the adapters run again for it, but no credential field they add goes to an
+    /// origin the request was redirected to. Until 2026-11-27 the retry carried the token
+    /// there. A credential the redirection hook itself put into the hop stays.
+    func testARetriedHopOnAnotherOriginGetsNoCredentialFromTheAdapters() async throws {
+        let storage = try TestServer()
+        defer { storage.shutdown() }
+        let storageCalls = Mutex(0)
+        storage.route("/blob") { _ in
+            let call = storageCalls.withLock { calls -> Int in
+                calls += 1
+                return calls
+            }
+            return call == 1 ? TestResponse(status: 503) : .text("blob")
+        }
+        let blobURL = try storage.url("/blob")
+        server.route("/download") { _ in
+            TestResponse(status: 302, headers: [("Location", blobURL.absoluteString)])
+        }
+        let tokens = try TokenServer()
+        defer { tokens.server.shutdown() }
+        let refresher = URLSessionManager.raw()
+        let authenticator = TokenAuthenticator(tokenURL: try tokens.server.url("/token"), refresher: refresher)
+        manager.requestRetrier = RetryPolicy(exponentialBackoffScale: 0.01, jitter: 0)
+        manager.interceptor = Interceptor(
+            adapters: [AuthenticationInterceptor(
+                authenticator: authenticator, credential: TestToken(token: "t0", requiresRefresh: false))],
+            retriers: [])
+        manager.requestAdapter = CookieAdapter()
+
+        let response = await manager.response(for: URLRequest(url: try server.url("/download")))
+        XCTAssertEqual(text(response), "blob")
+        XCTAssertEqual(server.requests.last?.header("Authorization"), "Bearer t0", "the API got its token")
+        XCTAssertEqual(storage.requests.count, 2, "the 503 was retried")
+        for (index, request) in storage.requests.enumerated() {
+            XCTAssertNil(request.header("Authorization"), "request \(index) to the other origin carried the token")
+            XCTAssertNil(request.header("Cookie"), "request \(index) to the other origin carried the adapter's cookie")
+            XCTAssertEqual(request.header("X-Adapted"), "yes", "request \(index): the adapters' other fields go along")
+        }
+
+        // The redirection hook's own credential for the new origin is its choice: it stays.
+        storageCalls.withLock { $0 = 0 }
+        manager.setTaskWillPerformHTTPRedirectionBlock { _, _, request in
+            var chosen = request
+            chosen.setValue("Bearer for-storage", forHTTPHeaderField: "Authorization")
+            return chosen
+        }
+        let second = await manager.response(for: URLRequest(url: try server.url("/download")))
+        XCTAssertEqual(text(second), "blob")
+        XCTAssertEqual(storage.requests.suffix(2).map { $0.header("Authorization") }, ["Bearer for-storage", "Bearer for-storage"])
+        refresher.invalidateSessionCancelingTasks(true, resetSession: false)
+        await refresher.waitUntilInvalidated()
     }
 
     func testRetryDecisionsCompare() {

@@ -51,7 +51,8 @@ extension DriverLoop {
         let attempt = delegate.state.retryCount
         let current = delegate.request
         // After a redirect to another origin, the configuration's credentials stay behind on
-        // retries too (the adapted request is prepared as the redirect's was).
+        // retries too (the adapted request is prepared as the redirect's was), and so do any
+        // the adapters add.
         let omitsCredentials = delegate.hasCrossedOrigin
         let driver = self.driver
         let engine = self.engine
@@ -66,7 +67,9 @@ extension DriverLoop {
             var adapted: Result<AdaptedRequest, SessionError>?
             if decision.asksForAnotherAttempt, let adapter {
                 do {
-                    let request = try await adapter.adapt(current, for: task, attempt: attempt + 1)
+                    var request = try await adapter.adapt(current, for: task, attempt: attempt + 1)
+                    // A hop on another origin gets no credential from adapters meant for the first.
+                    if omitsCredentials { request = RedirectPolicy.keepingCredentials(of: current, in: request) }
                     adapted = Result { () throws(SessionError) -> AdaptedRequest in
                         AdaptedRequest(
                             request: request,

@@ -59,6 +59,22 @@ enum RedirectPolicy {
         return Hop(request: next, keepsBody: !becomesGet)
     }
 
+    /// `adapted` with the credential fields `hop` had: what an adapter added, changed or
+    /// removed there is undone. For a retry of a hop a redirect took to another origin, where
+    /// adapters written for the first origin (a bearer token, a session cookie) run again:
+    /// credentials never follow a request to another origin, whoever adds them, while a
+    /// credential the redirection hook chose for the hop stays.
+    static func keepingCredentials(of hop: URLRequest, in adapted: URLRequest) -> URLRequest {
+        var result = adapted
+        for (name, _) in adapted.allHTTPHeaderFields ?? [:] where credentialHeaders.contains(name.lowercased()) {
+            result.setValue(nil, forHTTPHeaderField: name)
+        }
+        for (name, value) in hop.allHTTPHeaderFields ?? [:] where credentialHeaders.contains(name.lowercased()) {
+            result.setValue(value, forHTTPHeaderField: name)
+        }
+        return result
+    }
+
     /// Same scheme, host and port (default ports made explicit).
     static func isSameOrigin(_ lhs: URL, _ rhs: URL) -> Bool {
         lhs.scheme?.lowercased() == rhs.scheme?.lowercased()
