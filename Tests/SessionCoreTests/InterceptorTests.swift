@@ -314,6 +314,37 @@ final class InterceptorTests: XCTestCase {
         await refresher.waitUntilInvalidated()
     }
 
+    /// The interceptor judges refusals of the origin it authenticates only: a 401 from the
+    /// storage host an API redirected to (which never saw the token) is the task's answer, with
+    /// no refresh and no retry. Until 2026-11-27 it was retried without a token (the request
+    /// "was sent with an older credential") until the refresh window gave up with
+    /// `AuthenticationError.excessiveRefresh`.
+    func testARefusalFromTheOriginARedirectReachedIsNotTheInterceptors() async throws {
+        let storage = try TestServer()
+        defer { storage.shutdown() }
+        storage.route("/blob") { _ in TestResponse(status: 401, headers: [("WWW-Authenticate", "Bearer")]) }
+        let blobURL = try storage.url("/blob")
+        server.route("/download") { _ in
+            TestResponse(status: 302, headers: [("Location", blobURL.absoluteString)])
+        }
+        let tokens = try TokenServer()
+        defer { tokens.server.shutdown() }
+        let refresher = URLSessionManager.raw()
+        let authenticator = TokenAuthenticator(tokenURL: try tokens.server.url("/token"), refresher: refresher)
+        let interceptor = AuthenticationInterceptor(
+            authenticator: authenticator, credential: TestToken(token: "t0", requiresRefresh: false))
+        manager.interceptor = interceptor
+
+        let response = await manager.response(for: URLRequest(url: try server.url("/download")))
+        XCTAssertNil(response.error, "\(String(describing: response.error))")
+        XCTAssertEqual(response.response?.statusCode, 401)
+        XCTAssertEqual(storage.requests.count, 1, "the storage host's refusal was retried")
+        XCTAssertEqual(tokens.tokenRequests, 0)
+        XCTAssertEqual(interceptor.refreshCount, 0)
+        refresher.invalidateSessionCancelingTasks(true, resetSession: false)
+        await refresher.waitUntilInvalidated()
+    }
+
     func testRetryDecisionsCompare() {
         XCTAssertEqual(RetryDecision.retry, .retry)
         XCTAssertEqual(RetryDecision.retryAfter(1), .retryAfter(1))

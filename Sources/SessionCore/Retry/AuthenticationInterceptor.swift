@@ -17,6 +17,9 @@ import FoundationNetworking
 ///   at once with the current one, without another refresh.
 /// - A failed refresh fails every request waiting for it with the refresh's error (the
 ///   task's `error` is that error).
+/// - Only the origin of the task's first request is its concern: a redirect to another
+///   origin leaves the credential behind, retries of that hop get none, and that origin's
+///   refusals are the task's answers (no refresh, no retry).
 /// - It never loops: more than ``RefreshWindow/maximumRefreshes`` refreshes within
 ///   ``RefreshWindow/interval`` seconds, or a task refused more often than that, fail with
 ///   ``AuthenticationError/excessiveRefresh(maximumRefreshes:interval:)``.
@@ -104,6 +107,12 @@ public final class AuthenticationInterceptor<AuthenticatorType: Authenticator>: 
         guard let request = task.currentRequest,
             authenticator.didRequest(request, failWith: response, error: error)
         else { return .doNotRetry }
+        // Only refusals from the origin the credential is for: a redirect to another origin
+        // left it behind (as it leaves every credential), so that origin's 401 is not about
+        // it, and neither a refresh nor a retry would change what it is sent.
+        if let first = task.originalRequest?.url, let url = request.url, !RedirectPolicy.isSameOrigin(first, url) {
+            return .doNotRetry
+        }
         // A refusal per refresh allowed, and one more for a request that raced a refresh: a
         // task is never retried for ever, whatever the authenticator answers.
         guard attempt <= refreshWindow.maximumRefreshes else {
