@@ -44,6 +44,19 @@ final class StreamRetryTests: XCTestCase {
         return count
     }
 
+    /// A retrier that notes it was asked, then answers as `policy` does.
+    private final class AskedRetrier: RequestRetrier, Sendable {
+        let policy: RetryPolicy
+        let asked = Atomic<Bool>(false)
+
+        init(_ policy: RetryPolicy) { self.policy = policy }
+
+        func shouldRetry(_ task: SessionTask, attempt: Int, error: SessionError?, response: HTTPURLResponse?) async throws -> RetryDecision {
+            asked.store(true, ordering: .releasing)
+            return try await policy.shouldRetry(task, attempt: attempt, error: error, response: response)
+        }
+    }
+
     /// The requests a scripted route has answered.
     private final class RequestCount: Sendable {
         private let value = Mutex(0)
@@ -107,6 +120,26 @@ final class StreamRetryTests: XCTestCase {
         XCTAssertEqual(head.statusCode, 503)
         XCTAssertEqual(String(decoding: body, as: UTF8.self), "down for good")
         XCTAssertEqual(requests.total, 3, "the first attempt and two retries")
+    }
+
+    /// A caller that gives up while its held failure waits out the retrier's back-off (5 s
+    /// here): `bytes(for:)` throws the cancellation at once, and the retry never goes out.
+    func testCancellingTheCallerDuringTheBackOffEndsTheCall() async throws {
+        let requests = scripted("/busy", [TestResponse(status: 503, body: Data("busy".utf8))])
+        let retrier = AskedRetrier(RetryPolicy(exponentialBackoffScale: 5, jitter: 0))
+        manager.requestRetrier = retrier
+        let manager = self.manager!
+        let url = try server.url("/busy")
+        let call = Task { try await manager.bytes(for: URLRequest(url: url)) }
+        try await eventually({ retrier.asked.load(ordering: .acquiring) }, "the retrier was never asked")
+        call.cancel()
+        do {
+            _ = try await call.value
+            XCTFail("the cancelled call returned the held failure")
+        } catch let error as SessionError {
+            XCTAssertEqual(error, .cancelled)
+        } catch is CancellationError {}
+        XCTAssertEqual(requests.total, 1)
     }
 
     /// A failure whose body is larger than the stream's buffer is not held whole: it becomes the
