@@ -233,15 +233,7 @@ final class HTTP2Tests: XCTestCase {
         XCTAssertEqual(opening.data, sibling)
         let connection = opening.metrics?.finalTransaction?.localPort
 
-        let cappedDone = expectation(description: "the capped download ended")
-        let cappedResponse = Mutex<DataResponse?>(nil)
-        let capped = manager.dataTask(with: URLRequest(url: bigURL)) { response in
-            cappedResponse.withLock { $0 = response }
-            cappedDone.fulfill()
-        }
-        capped.maximumReceiveRate = 256_000
-        capped.resume()
-        try await eventually({ capped.countOfBytesReceived > 0 }, "the capped download never began")
+        let capped = try await CappedDownload(of: bigURL, with: manager, test: self)
         for index in 0..<10 {
             let response = await manager.response(for: siblingRequest)
             XCTAssertNil(response.error, "sibling \(index)")
@@ -249,12 +241,10 @@ final class HTTP2Tests: XCTestCase {
             XCTAssertEqual(response.metrics?.httpVersion, "HTTP/2", "sibling \(index)")
             XCTAssertEqual(response.metrics?.finalTransaction?.localPort, connection, "sibling \(index) on another connection")
         }
-        let cappedBytes = capped.countOfBytesReceived
+        let cappedBytes = capped.task.countOfBytesReceived
         XCTAssertLessThan(cappedBytes, Int64(4 << 20), "the siblings waited for the capped download")
         print("capped download at \(cappedBytes) of \(big.count) bytes while 10 MiB of siblings arrived")
-        capped.cancel()
-        await fulfillment(of: [cappedDone], timeout: 30)
-        XCTAssertEqual(cappedResponse.withLock { $0?.error as? SessionError }, .cancelled)
+        await capped.cancel(test: self)
         // The handle the cap was set on goes back to the manager's HTTP version.
         for _ in 0..<3 {
             let after = await manager.response(for: siblingRequest)
@@ -281,15 +271,7 @@ final class HTTP2Tests: XCTestCase {
         var siblingRequest = URLRequest(url: try XCTUnwrap(URL(string: siblingName, relativeTo: bigURL)?.absoluteURL))
         siblingRequest.timeoutInterval = 30
 
-        let cappedDone = expectation(description: "the capped download ended")
-        let cappedResponse = Mutex<DataResponse?>(nil)
-        let capped = manager.dataTask(with: URLRequest(url: bigURL)) { response in
-            cappedResponse.withLock { $0 = response }
-            cappedDone.fulfill()
-        }
-        capped.maximumReceiveRate = 256_000
-        capped.resume()
-        try await eventually({ capped.countOfBytesReceived > 0 }, "the capped download never began")
+        let capped = try await CappedDownload(of: bigURL, with: manager, test: self)
         var connections = Set<Int>()
         for index in 0..<10 {
             let response = await manager.response(for: siblingRequest)
@@ -298,13 +280,11 @@ final class HTTP2Tests: XCTestCase {
             XCTAssertEqual(response.metrics?.httpVersion, "HTTP/2", "sibling \(index)")
             if let port = response.metrics?.finalTransaction?.localPort { connections.insert(port) }
         }
-        let cappedBytes = capped.countOfBytesReceived
+        let cappedBytes = capped.task.countOfBytesReceived
         XCTAssertLessThan(cappedBytes, Int64(4 << 20), "the siblings waited for the capped download")
         XCTAssertEqual(connections.count, 1, "the siblings did not share their connection: \(connections)")
         print("capped download at \(cappedBytes) of \(big.count) bytes while 10 MiB of siblings arrived")
-        capped.cancel()
-        await fulfillment(of: [cappedDone], timeout: 30)
-        XCTAssertEqual(cappedResponse.withLock { $0?.error as? SessionError }, .cancelled)
+        await capped.cancel(test: self)
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
         await manager.waitUntilInvalidated()
     }
@@ -362,6 +342,29 @@ final class HTTP2Tests: XCTestCase {
         }
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
         await manager.waitUntilInvalidated()
+    }
+
+    /// A download capped at 256 KB/s, started and seen to begin.
+    private final class CappedDownload {
+        let task: DataTask
+        let done: XCTestExpectation
+
+        init(of url: URL, with manager: URLSessionManager, test: XCTestCase) async throws {
+            let done = test.expectation(description: "the capped download ended")
+            self.done = done
+            task = manager.dataTask(with: URLRequest(url: url)) { _ in done.fulfill() }
+            task.maximumReceiveRate = 256_000
+            task.resume()
+            let task = self.task
+            try await test.eventually({ task.countOfBytesReceived > 0 }, "the capped download never began")
+        }
+
+        /// Cancels it; it ends with `.cancelled`.
+        func cancel(test: XCTestCase) async {
+            task.cancel()
+            await test.fulfillment(of: [done], timeout: 30)
+            XCTAssertEqual(task.error as? SessionError, .cancelled)
+        }
     }
 
     /// Small requests to the peer, each one after the other, that must each arrive whole on

@@ -43,6 +43,35 @@ struct CookieAdapter: RequestAdapter {
     }
 }
 
+/// A storage host on another origin whose `/blob` answers `answer`, the test server's
+/// `/download` redirecting there (302), and a token service with its authenticator.
+struct StorageRedirect {
+    let storage: TestServer
+    let tokens: TokenServer
+    let refresher: URLSessionManager
+    let authenticator: TokenAuthenticator
+
+    init(from api: TestServer, answer: @escaping @Sendable (TestRequest) -> TestResponse) throws {
+        storage = try TestServer()
+        storage.route("/blob", answer)
+        let blobURL = try storage.url("/blob")
+        api.route("/download") { _ in TestResponse(status: 302, headers: [("Location", blobURL.absoluteString)]) }
+        tokens = try TokenServer()
+        refresher = URLSessionManager.raw()
+        authenticator = TokenAuthenticator(tokenURL: try tokens.server.url("/token"), refresher: refresher)
+    }
+
+    func closeRefresher() async {
+        refresher.invalidateSessionCancelingTasks(true, resetSession: false)
+        await refresher.waitUntilInvalidated()
+    }
+
+    func shutdown() {
+        storage.shutdown()
+        tokens.server.shutdown()
+    }
+}
+
 /// Counts the calls of each async requirement and answers `decision`.
 final class OrderedRetrier: RequestRetrier, Sendable {
     let decision: RetryDecision
@@ -265,28 +294,20 @@ final class InterceptorTests: XCTestCase {
     /// origin the request was redirected to. Until 2026-11-27 the retry carried the token
     /// there. A credential the redirection hook itself put into the hop stays.
     func testARetriedHopOnAnotherOriginGetsNoCredentialFromTheAdapters() async throws {
-        let storage = try TestServer()
-        defer { storage.shutdown() }
         let storageCalls = Mutex(0)
-        storage.route("/blob") { _ in
+        let redirect = try StorageRedirect(from: server) { _ in
             let call = storageCalls.withLock { calls -> Int in
                 calls += 1
                 return calls
             }
             return call == 1 ? TestResponse(status: 503) : .text("blob")
         }
-        let blobURL = try storage.url("/blob")
-        server.route("/download") { _ in
-            TestResponse(status: 302, headers: [("Location", blobURL.absoluteString)])
-        }
-        let tokens = try TokenServer()
-        defer { tokens.server.shutdown() }
-        let refresher = URLSessionManager.raw()
-        let authenticator = TokenAuthenticator(tokenURL: try tokens.server.url("/token"), refresher: refresher)
+        defer { redirect.shutdown() }
+        let storage = redirect.storage
         manager.requestRetrier = RetryPolicy(exponentialBackoffScale: 0.01, jitter: 0)
         manager.interceptor = Interceptor(
             adapters: [AuthenticationInterceptor(
-                authenticator: authenticator, credential: TestToken(token: "t0", requiresRefresh: false))],
+                authenticator: redirect.authenticator, credential: TestToken(token: "t0", requiresRefresh: false))],
             retriers: [])
         manager.requestAdapter = CookieAdapter()
 
@@ -310,8 +331,7 @@ final class InterceptorTests: XCTestCase {
         let second = await manager.response(for: URLRequest(url: try server.url("/download")))
         XCTAssertEqual(text(second), "blob")
         XCTAssertEqual(storage.requests.suffix(2).map { $0.header("Authorization") }, ["Bearer for-storage", "Bearer for-storage"])
-        refresher.invalidateSessionCancelingTasks(true, resetSession: false)
-        await refresher.waitUntilInvalidated()
+        await redirect.closeRefresher()
     }
 
     /// The interceptor judges refusals of the origin it authenticates only: a 401 from the
@@ -320,19 +340,14 @@ final class InterceptorTests: XCTestCase {
     /// "was sent with an older credential") until the refresh window gave up with
     /// `AuthenticationError.excessiveRefresh`.
     func testARefusalFromTheOriginARedirectReachedIsNotTheInterceptors() async throws {
-        let storage = try TestServer()
-        defer { storage.shutdown() }
-        storage.route("/blob") { _ in TestResponse(status: 401, headers: [("WWW-Authenticate", "Bearer")]) }
-        let blobURL = try storage.url("/blob")
-        server.route("/download") { _ in
-            TestResponse(status: 302, headers: [("Location", blobURL.absoluteString)])
+        let redirect = try StorageRedirect(from: server) { _ in
+            TestResponse(status: 401, headers: [("WWW-Authenticate", "Bearer")])
         }
-        let tokens = try TokenServer()
-        defer { tokens.server.shutdown() }
-        let refresher = URLSessionManager.raw()
-        let authenticator = TokenAuthenticator(tokenURL: try tokens.server.url("/token"), refresher: refresher)
+        defer { redirect.shutdown() }
+        let storage = redirect.storage
+        let tokens = redirect.tokens
         let interceptor = AuthenticationInterceptor(
-            authenticator: authenticator, credential: TestToken(token: "t0", requiresRefresh: false))
+            authenticator: redirect.authenticator, credential: TestToken(token: "t0", requiresRefresh: false))
         manager.interceptor = interceptor
 
         let response = await manager.response(for: URLRequest(url: try server.url("/download")))
@@ -341,8 +356,7 @@ final class InterceptorTests: XCTestCase {
         XCTAssertEqual(storage.requests.count, 1, "the storage host's refusal was retried")
         XCTAssertEqual(tokens.tokenRequests, 0)
         XCTAssertEqual(interceptor.refreshCount, 0)
-        refresher.invalidateSessionCancelingTasks(true, resetSession: false)
-        await refresher.waitUntilInvalidated()
+        await redirect.closeRefresher()
     }
 
     func testRetryDecisionsCompare() {
