@@ -7,10 +7,10 @@ import FoundationNetworking
 #endif
 @testable import SessionCore
 
-/// The retrier meets a streamed response (`bytes(for:)`, which returns at the head): a failure
-/// status is held back until the retrier is asked, so a token refresh or a retry policy works
-/// for streams as for collected responses, and a failure it declines is still the stream's,
-/// head and body.
+/// The retrier meets a body that user code sees as it arrives (`bytes(for:)`, which returns at
+/// the head; a data handler; the data-received hook): a failure status is held back until the
+/// retrier is asked, so a token refresh or a retry policy works for them as for collected
+/// responses, and a failure it declines still reaches that code, head and body.
 final class StreamRetryTests: XCTestCase {
     private var server: TestServer!
     private var manager: URLSessionManager!
@@ -140,6 +140,81 @@ final class StreamRetryTests: XCTestCase {
             XCTAssertEqual(error, .cancelled)
         } catch is CancellationError {}
         XCTAssertEqual(requests.total, 1)
+    }
+
+    // MARK: - Data handlers and the data-received hook
+
+    /// A manager-wide data-received hook only observes: it must not turn retries off. Until
+    /// 2026-11-27 the 503's body reached the hook, so the attempt counted as delivered to user
+    /// code and was never retried, for every data task of such a manager.
+    func testADataHookDoesNotTurnRetriesOffAndSeesOnlyTheAnswer() async throws {
+        let requests = scripted("/flaky-hooked", [
+            TestResponse(status: 503, body: Data("busy".utf8)), TestResponse(status: 200, body: Data("ok".utf8)),
+        ])
+        manager.requestRetrier = RetryPolicy(exponentialBackoffScale: 0.01, jitter: 0)
+        let seen = Mutex(Data())
+        manager.setDataTaskDidReceiveDataBlock { _, chunk in seen.withLock { $0 += chunk } }
+        let response = await manager.response(for: URLRequest(url: try server.url("/flaky-hooked")))
+        XCTAssertEqual(response.response?.statusCode, 200)
+        XCTAssertEqual(response.data, Data("ok".utf8))
+        XCTAssertEqual(requests.total, 2)
+        XCTAssertEqual(seen.withLock { $0 }, Data("ok".utf8), "the hook saw the retried attempt's failure")
+    }
+
+    /// A data handler gets the retried answer's bytes only; a failure the retrier declines
+    /// reaches it whole, before the completion; so does the hook's copy of a collected one.
+    func testADataHandlerAndTheHookGetTheDeclinedFailureWhole() async throws {
+        let payload = Data((0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 17) })
+        let retried = scripted("/flaky-handled", [
+            TestResponse(status: 503, body: Data("busy".utf8)), TestResponse(status: 200, body: payload),
+        ])
+        let declined = scripted("/gone", [TestResponse(status: 404, body: payload)])
+        manager.requestRetrier = RetryPolicy(exponentialBackoffScale: 0.01, jitter: 0)
+        for (path, status, count) in [("/flaky-handled", 200, retried), ("/gone", 404, declined)] {
+            let received = Mutex(Data())
+            let done = expectation(description: path)
+            let handled = Mutex<DataResponse?>(nil)
+            let task = manager.dataTask(with: URLRequest(url: try server.url(path))) { chunk in
+                received.withLock { $0 += chunk }
+            } completionHandler: { response in
+                // The handler's chunks are all in before the completion runs.
+                handled.withLock { $0 = response }
+                XCTAssertEqual(received.withLock { $0 }, payload, path)
+                done.fulfill()
+            }
+            task.resume()
+            await fulfillment(of: [done], timeout: 30)
+            XCTAssertEqual(handled.withLock { $0?.response?.statusCode }, status, path)
+            XCTAssertNil(handled.withLock { $0?.error }, path)
+            XCTAssertEqual(count.total, status == 200 ? 2 : 1, path)
+        }
+        let seen = Mutex(Data())
+        manager.setDataTaskDidReceiveDataBlock { _, chunk in seen.withLock { $0 += chunk } }
+        let collected = await manager.response(for: URLRequest(url: try server.url("/gone")))
+        XCTAssertEqual(collected.response?.statusCode, 404)
+        XCTAssertEqual(collected.data, payload)
+        XCTAssertEqual(seen.withLock { $0 }, payload, "the hook did not see the declined failure's body")
+    }
+
+    /// Past the handler's 4 MiB buffer a failure is handed over as it arrives, every byte in
+    /// order, and not retried.
+    func testAFailureLargerThanTheHandlersBufferIsHandedOverWhole() async throws {
+        var payload = Data(count: 6 << 20)
+        payload.withUnsafeMutableBytes { bytes in
+            for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: index &* 29 &+ index >> 14) }
+        }
+        let requests = scripted("/huge-handled", [TestResponse(status: 503, body: payload)])
+        manager.requestRetrier = RetryPolicy(exponentialBackoffScale: 0.01, jitter: 0)
+        let received = Mutex(Data())
+        let done = expectation(description: "completed")
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/huge-handled"))) { chunk in
+            received.withLock { $0 += chunk }
+        } completionHandler: { _ in done.fulfill() }
+        task.resume()
+        await fulfillment(of: [done], timeout: 30)
+        XCTAssertEqual(task.response?.statusCode, 503)
+        XCTAssertTrue(received.withLock { $0 } == payload, "the released body's bytes differ")
+        XCTAssertEqual(requests.total, 1, "a failure already handed over was retried")
     }
 
     /// A failure whose body is larger than the stream's buffer is not held whole: it becomes the

@@ -218,6 +218,8 @@ open class URLSessionManager: @unchecked Sendable {
     }
 
     /// Called on `operationQueue` with each chunk of every data task's body, as it arrives.
+    /// A 4xx or 5xx answer the retrier may still send again is shown only once it is the
+    /// task's (the retrier declined it): the hook never sees the body of a retried attempt.
     public func setDataTaskDidReceiveDataBlock(_ block: (@Sendable (DataTask, Data) -> Void)?) {
         engine.updateHooks { $0.dataReceived = block }
     }

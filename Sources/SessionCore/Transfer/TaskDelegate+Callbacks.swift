@@ -95,31 +95,53 @@ extension TaskDelegate {
         if task.options.collectsBody { body.expect(expected) }
     }
 
-    /// Decides (at the response head) whether a failure status is held back from a streamed
-    /// response while the retrier may still send the request again. `bytes(for:)` (and the
-    /// OpenAPI transport on it) returns at the head, after which nothing can be retried: a 401
+    /// Decides (at the response head) whether a failure status is held back from user code
+    /// that sees the body as it arrives, while the retrier may still send the request again.
+    /// Once body bytes reach user code an attempt is never sent again, so before this a 401
     /// that an `AuthenticationInterceptor` would refresh and retry, or a 503 a `RetryPolicy`
-    /// would, reached the caller instead. Held, its body is kept aside (up to the stream's
-    /// buffer) and the retrier is asked when it ends, as for a collected response; not
-    /// retried, the head and body are the stream's. Only when the retrier could act: a body
-    /// that can be sent again. (The response hook is never asked about a stream.)
+    /// would, went to the caller instead: for `bytes(for:)` (and the OpenAPI transport on it),
+    /// which returns at the head; for a data handler; and for every data task of a manager
+    /// with a data-received hook, so that merely observing bytes turned retries off. Held,
+    /// the body is kept aside (up to the stream's or handler's buffer) and the retrier is
+    /// asked when it ends, as for a collected response; not retried, the head and body go to
+    /// user code then. Only when the retrier could act (a body that can be sent again) and
+    /// no response hook is asked at the head (it is never asked about a stream).
     private func holdsForRetrier(_ response: HTTPResponseHead) -> Bool {
-        response.statusCode >= 400 && responseStream != nil && canReplayBody && engine.retrier(for: task) != nil
+        response.statusCode >= 400 && deliversBody && !asksResponseHook && canReplayBody
+            && engine.retrier(for: task) != nil
     }
 
-    /// A held-back failure's body outgrew what may be kept: the response is the stream's
+    /// A held-back failure's body outgrew what may be kept: the response goes to user code
     /// after all (its head, the kept bytes, then the rest as it arrives), and the retrier is
     /// no longer asked about it.
     private func releaseHeldResponse() {
-        guard let response = responseHead, let responseStream else { return }
+        guard let response = responseHead, let streamCredit else { return }
         state.headReceived(.deliver, now: passClock.now)
         deliverHead(response, expected: head.expectedContentLength ?? response.expectedContentLength)
         let kept = body.take()
-        if !kept.isEmpty {
-            responseStream.credit.add(StreamCredit.cost(of: kept.count))
+        guard !kept.isEmpty else { return }
+        streamCredit.add(StreamCredit.cost(of: kept.count))
+        if let responseStream {
             responseStream.append(kept)
-            bodyBytesDelivered += Int64(kept.count)
+            if let dataReceivedHook { engine.deliverToHook(kept, for: task, hook: dataReceivedHook) }
+        } else {
+            engine.deliver(kept, for: task, hook: dataReceivedHook, credit: streamCredit)
+            // A collected body keeps what it had (the hook saw a copy).
+            if task.options.collectsBody { kept.withUnsafeBytes { _ = body.append($0) } }
         }
+        bodyBytesDelivered += Int64(kept.count)
+    }
+
+    /// A held-back failure the retrier declined is the task's answer: its kept body goes to
+    /// the data handler or the data-received hook, before the completion (which follows
+    /// through the operation queue). `collected`: the body the completion carries, when the
+    /// task collects it. A stream gets its head and body in `DriverLoop.finish`.
+    func deliverHeldBody(collected: Data?) {
+        guard case .heldForRetrier? = state.headDisposition, responseStream == nil, let streamCredit else { return }
+        let kept = collected ?? body.take()
+        guard !kept.isEmpty else { return }
+        streamCredit.add(StreamCredit.cost(of: kept.count))
+        engine.deliver(kept, for: task, hook: dataReceivedHook, credit: streamCredit)
     }
 
     func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> WriteDecision {
@@ -147,9 +169,10 @@ extension TaskDelegate {
         }
         if !state.deliversResponse {
             if case .heldForRetrier? = state.headDisposition {
-                // A failure held for the retrier is kept up to the stream's buffer; past it,
-                // the response is the stream's after all, and this chunk is delivered below.
-                if let responseStream, body.count + bytes.count > responseStream.credit.limit {
+                // A failure held for the retrier is kept up to the stream's or handler's
+                // buffer; past it, the response is user code's after all, and this chunk is
+                // delivered below.
+                if let streamCredit, body.count + bytes.count > streamCredit.limit {
                     releaseHeldResponse()
                 } else {
                     _ = body.append(bytes)
