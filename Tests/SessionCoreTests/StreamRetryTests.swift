@@ -57,6 +57,15 @@ final class StreamRetryTests: XCTestCase {
         }
     }
 
+    /// `count` bytes of a pattern that does not repeat within 64 KiB (a misplaced chunk shows).
+    private static func pattern(count: Int, step: Int) -> Data {
+        var data = Data(count: count)
+        data.withUnsafeMutableBytes { bytes in
+            for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: index &* step &+ index >> 13) }
+        }
+        return data
+    }
+
     /// The requests a scripted route has answered.
     private final class RequestCount: Sendable {
         private let value = Mutex(0)
@@ -199,10 +208,7 @@ final class StreamRetryTests: XCTestCase {
     /// Past the handler's 4 MiB buffer a failure is handed over as it arrives, every byte in
     /// order, and not retried.
     func testAFailureLargerThanTheHandlersBufferIsHandedOverWhole() async throws {
-        var payload = Data(count: 6 << 20)
-        payload.withUnsafeMutableBytes { bytes in
-            for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: index &* 29 &+ index >> 14) }
-        }
+        let payload = Self.pattern(count: 6 << 20, step: 29)
         let requests = scripted("/huge-handled", [TestResponse(status: 503, body: payload)])
         manager.requestRetrier = RetryPolicy(exponentialBackoffScale: 0.01, jitter: 0)
         let received = Mutex(Data())
@@ -221,10 +227,7 @@ final class StreamRetryTests: XCTestCase {
     /// stream's response once the buffer would overflow (the head, the kept bytes, the rest as
     /// it arrives), every byte in order, and is not retried.
     func testAFailureBodyLargerThanTheBufferIsStreamedWholeAndNotRetried() async throws {
-        var payload = Data(count: 3 << 20)
-        payload.withUnsafeMutableBytes { bytes in
-            for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: index &* 31 &+ index >> 12) }
-        }
+        let payload = Self.pattern(count: 3 << 20, step: 31)
         let requests = scripted("/huge-failure", [TestResponse(status: 503, body: payload)])
         manager.requestRetrier = RetryPolicy(exponentialBackoffScale: 0.01, jitter: 0)
         let (head, body) = try await streamed("/huge-failure", bufferSize: 64 << 10)

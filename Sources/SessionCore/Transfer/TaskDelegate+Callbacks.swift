@@ -120,16 +120,23 @@ extension TaskDelegate {
         deliverHead(response, expected: head.expectedContentLength ?? response.expectedContentLength)
         let kept = body.take()
         guard !kept.isEmpty else { return }
-        streamCredit.add(StreamCredit.cost(of: kept.count))
-        if let responseStream {
-            responseStream.append(kept)
-            if let dataReceivedHook { engine.deliverToHook(kept, for: task, hook: dataReceivedHook) }
-        } else {
-            engine.deliver(kept, for: task, hook: dataReceivedHook, credit: streamCredit)
-            // A collected body keeps what it had (the hook saw a copy).
-            if task.options.collectsBody { kept.withUnsafeBytes { _ = body.append($0) } }
-        }
+        handToUserCode(kept, credit: streamCredit)
+        // A collected body keeps what it had (the hook saw a copy).
+        if task.options.collectsBody { kept.withUnsafeBytes { _ = body.append($0) } }
         bodyBytesDelivered += Int64(kept.count)
+    }
+
+    /// Hands `chunk` to the code that sees the body as it arrives: the stream's consumer (and
+    /// the data-received hook a copy), or the data handler and the hook; `credit` counts it
+    /// for backpressure.
+    private func handToUserCode(_ chunk: Data, credit: StreamCredit) {
+        credit.add(StreamCredit.cost(of: chunk.count))
+        if let responseStream {
+            responseStream.append(chunk)
+            if let dataReceivedHook { engine.deliverToHook(chunk, for: task, hook: dataReceivedHook) }
+        } else {
+            engine.deliver(chunk, for: task, hook: dataReceivedHook, credit: credit)
+        }
     }
 
     /// A held-back failure the retrier declined is the task's answer: its kept body goes to
@@ -140,8 +147,7 @@ extension TaskDelegate {
         guard case .heldForRetrier? = state.headDisposition, responseStream == nil, let streamCredit else { return }
         let kept = collected ?? body.take()
         guard !kept.isEmpty else { return }
-        streamCredit.add(StreamCredit.cost(of: kept.count))
-        engine.deliver(kept, for: task, hook: dataReceivedHook, credit: streamCredit)
+        handToUserCode(kept, credit: streamCredit)
     }
 
     func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> WriteDecision {
@@ -184,16 +190,7 @@ extension TaskDelegate {
                 return .accepted
             }
         }
-        if let streamCredit {
-            let chunk = Data(bytes)
-            streamCredit.add(StreamCredit.cost(of: chunk.count))
-            if let responseStream {
-                responseStream.append(chunk)
-                if let dataReceivedHook { engine.deliverToHook(chunk, for: task, hook: dataReceivedHook) }
-            } else {
-                engine.deliver(chunk, for: task, hook: dataReceivedHook, credit: streamCredit)
-            }
-        }
+        if let streamCredit { handToUserCode(Data(bytes), credit: streamCredit) }
         if let download {
             if download.dropsBody { return .accepted }  // dropped: sent again, or the task fails
             if let error = download.write(bytes) {
