@@ -14,15 +14,19 @@ final class HTTP2Tests: XCTestCase {
     /// `payload` served by the shared TLS peer under a fresh name, and a manager that trusts
     /// the peer's root.
     private func servedOverTLS(_ payload: Data, named prefix: String) throws -> (URLSessionManager, URL) {
-        let certificates = try TestCertificates.shared()
         let peer = try HTTP2Peer.shared()
         let name = "\(prefix)-\(UUID().uuidString).bin"
         try payload.write(to: peer.directory.appendingPathComponent(name))
-        let manager = URLSessionManager.raw()
+        return (try managerTrustingThePeer(), try XCTUnwrap(URL(string: "https://localhost:\(peer.port)/\(name)")))
+    }
+
+    /// A manager of `configuration` that trusts the shared TLS peer's root.
+    private func managerTrustingThePeer(_ configuration: SessionConfiguration = .default) throws -> URLSessionManager {
+        let manager = URLSessionManager.raw(configuration)
         var policy = SecurityPolicy.default
-        policy.trustedRootCertificates = [try Certificate(contentsOf: certificates.root.certificatePEM)]
+        policy.trustedRootCertificates = [try Certificate(contentsOf: try TestCertificates.shared().root.certificatePEM)]
         try manager.setSecurityPolicy(policy)
-        return (manager, try XCTUnwrap(URL(string: "https://localhost:\(peer.port)/\(name)")))
+        return manager
     }
 
     func testHTTP2IsNegotiatedAndRequestsShareOneConnection() async throws {
@@ -298,10 +302,7 @@ final class HTTP2Tests: XCTestCase {
         let (_, url) = try servedOverTLS(payload, named: "capped-pool")
         var configuration = SessionConfiguration.default
         configuration.maximumReceiveRate = 10_000_000
-        let manager = URLSessionManager.raw(configuration)
-        var policy = SecurityPolicy.default
-        policy.trustedRootCertificates = [try Certificate(contentsOf: try TestCertificates.shared().root.certificatePEM)]
-        try manager.setSecurityPolicy(policy)
+        let manager = try managerTrustingThePeer(configuration)
         let first = await manager.response(for: URLRequest(url: url))
         XCTAssertEqual(first.data, payload)
         let descriptors = openFileDescriptorCount()
@@ -324,10 +325,7 @@ final class HTTP2Tests: XCTestCase {
         var configuration = SessionConfiguration.default
         configuration.maximumReceiveRate = 20_000_000
         configuration.httpMaximumConnectionsPerHost = 2
-        let manager = URLSessionManager.raw(configuration)
-        var policy = SecurityPolicy.default
-        policy.trustedRootCertificates = [try Certificate(contentsOf: try TestCertificates.shared().root.certificatePEM)]
-        try manager.setSecurityPolicy(policy)
+        let manager = try managerTrustingThePeer(configuration)
         var timed = URLRequest(url: url)
         timed.timeoutInterval = 30
         let request = timed

@@ -179,19 +179,7 @@ extension DriverLoop {
             // redirection hook declined, a 401 nobody answered.
             hub.emit(.received(delegate.task, head))
         }
-        if outcome.error == nil { delegate.deliverHeldBody(collected: outcome.body) }
-        if let stream = delegate.responseStream, !delegate.headWentToStream, outcome.error == nil, let head = outcome.head {
-            // The same for a streamed response: the consumer of `bytes(for:)` gets this final
-            // head and the (small, capped) body kept aside for it, as `data(for:)` would.
-            delegate.headWentToStream = true
-            stream.receive(head: head)
-            let kept = delegate.body.take()
-            if !kept.isEmpty {
-                stream.credit.add(StreamCredit.cost(of: kept.count))
-                stream.append(kept)
-                if let hook = delegate.dataReceivedHook { engine.deliverToHook(kept, for: delegate.task, hook: hook) }
-            }
-        }
+        if outcome.error == nil, let head = outcome.head { delegate.deliverWithheldResponse(head, collected: outcome.body) }
         // Out of curl and out of its slot; the next transfer in line at its origin starts.
         transition(delegate) { $0.finish(now: TaskDelegate.uptime) }
         delegates.remove(delegate)

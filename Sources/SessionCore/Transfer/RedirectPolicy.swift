@@ -51,11 +51,7 @@ enum RedirectPolicy {
                 next.setValue(nil, forHTTPHeaderField: name)
             }
         }
-        if !isSameOrigin(base, target) {
-            for (name, _) in next.allHTTPHeaderFields ?? [:] where credentialHeaders.contains(name.lowercased()) {
-                next.setValue(nil, forHTTPHeaderField: name)
-            }
-        }
+        if !isSameOrigin(base, target) { next = withoutCredentials(next) }
         return Hop(request: next, keepsBody: !becomesGet)
     }
 
@@ -65,12 +61,18 @@ enum RedirectPolicy {
     /// credentials never follow a request to another origin, whoever adds them, while a
     /// credential the redirection hook chose for the hop stays.
     static func keepingCredentials(of hop: URLRequest, in adapted: URLRequest) -> URLRequest {
-        var result = adapted
-        for (name, _) in adapted.allHTTPHeaderFields ?? [:] where credentialHeaders.contains(name.lowercased()) {
-            result.setValue(nil, forHTTPHeaderField: name)
-        }
+        var result = withoutCredentials(adapted)
         for (name, value) in hop.allHTTPHeaderFields ?? [:] where credentialHeaders.contains(name.lowercased()) {
             result.setValue(value, forHTTPHeaderField: name)
+        }
+        return result
+    }
+
+    /// `request` without its `credentialHeaders`, whatever their case.
+    static func withoutCredentials(_ request: URLRequest) -> URLRequest {
+        var result = request
+        for (name, _) in request.allHTTPHeaderFields ?? [:] where credentialHeaders.contains(name.lowercased()) {
+            result.setValue(nil, forHTTPHeaderField: name)
         }
         return result
     }

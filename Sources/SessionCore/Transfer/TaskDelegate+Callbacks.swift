@@ -139,14 +139,24 @@ extension TaskDelegate {
         }
     }
 
-    /// A held-back failure the retrier declined is the task's answer: its kept body goes to
-    /// the data handler or the data-received hook, before the completion (which follows
-    /// through the operation queue). `collected`: the body the completion carries, when the
-    /// task collects it. A stream gets its head and body in `DriverLoop.finish`.
-    func deliverHeldBody(collected: Data?) {
-        guard case .heldForRetrier? = state.headDisposition, responseStream == nil, let streamCredit else { return }
-        let kept = collected ?? body.take()
-        guard !kept.isEmpty else { return }
+    /// The task ends with a response its body's code was not given at the head: a stream's
+    /// consumer gets `head` (a 3xx the redirection hook declined, a 401 nobody answered, a
+    /// failure the retrier declined) and the body kept aside for it, as `data(for:)` would; a
+    /// data handler or the data-received hook gets a held failure's body. Before the
+    /// completion, which follows the chunks through the operation queue. `collected`: the
+    /// body the completion carries, when the task collects it.
+    func deliverWithheldResponse(_ head: HTTPResponseHead, collected: Data?) {
+        let kept: Data
+        if let responseStream {
+            guard !headWentToStream else { return }
+            headWentToStream = true
+            responseStream.receive(head: head)
+            kept = body.take()
+        } else {
+            guard case .heldForRetrier? = state.headDisposition else { return }
+            kept = collected ?? body.take()
+        }
+        guard !kept.isEmpty, let streamCredit else { return }
         handToUserCode(kept, credit: streamCredit)
     }
 
