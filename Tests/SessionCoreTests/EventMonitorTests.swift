@@ -150,7 +150,8 @@ final class EventMonitorTests: XCTestCase {
         assertPlacedRight(monitor)
     }
 
-    func testARetryIsReportedBeforeItsAttempt() async throws {
+    /// `/flaky` answers its first request with a 503 and every later one with "ok".
+    private func routeFlaky() {
         let count = Mutex(0)
         server.route("/flaky") { _ in
             let attempt = count.withLock { value -> Int in
@@ -159,16 +160,69 @@ final class EventMonitorTests: XCTestCase {
             }
             return attempt == 1 ? TestResponse(status: 503, body: Data("busy".utf8)) : .text("ok")
         }
-        let monitor = RecordingMonitor()
+    }
+
+    /// A manager with `monitor` that retries a 503 at once.
+    private func retryingManager(_ monitor: RecordingMonitor) -> URLSessionManager {
         let manager = manager([monitor])
         manager.requestRetrier = RetryPolicy(exponentialBackoffScale: 0.01, jitter: 0)
-        let task = manager.dataTask(with: URLRequest(url: try server.url("/flaky")), completionHandler: { _ in })
+        return manager
+    }
+
+    /// What a task retried once after a 503 reports, however its body is taken.
+    private static let retriedOnce = [
+        "create", "resume", "send GET /flaky", "receive 503", "retry", "send GET /flaky", "receive 200",
+        "metrics 2", "complete ok", "produce ok",
+    ]
+
+    func testARetryIsReportedBeforeItsAttempt() async throws {
+        routeFlaky()
+        let monitor = RecordingMonitor()
+        let task = retryingManager(monitor).dataTask(with: URLRequest(url: try server.url("/flaky")), completionHandler: { _ in })
         try await run(task, monitor)
-        XCTAssertEqual(
-            monitor.lines(for: task),
-            ["create", "resume", "send GET /flaky", "receive 503", "retry", "send GET /flaky", "receive 200",
-             "metrics 2", "complete ok", "produce ok"])
+        XCTAssertEqual(monitor.lines(for: task), Self.retriedOnce)
         assertPlacedRight(monitor)
+    }
+
+    /// A failure held back from a stream while the retrier decides (`bytes(for:)` returns at
+    /// the head; `StreamRetryTests`) is reported as a collected one is: its response, then
+    /// the retry. (It was not: a monitor saw a retry with no response before it.)
+    func testAFailureHeldFromAStreamIsReportedBeforeItsRetry() async throws {
+        routeFlaky()
+        let monitor = RecordingMonitor()
+        let (bytes, head) = try await retryingManager(monitor).bytes(for: URLRequest(url: try server.url("/flaky")))
+        var body = Data()
+        for try await chunk in bytes { body += chunk }
+        XCTAssertEqual(head.statusCode, 200)
+        XCTAssertEqual(String(decoding: body, as: UTF8.self), "ok")
+        let lines = try await linesOfOnlyTask(monitor)
+        XCTAssertEqual(lines, Self.retriedOnce)
+        assertPlacedRight(monitor)
+    }
+
+    /// The same for a data handler's task: the 503 is held from the handler, and reported.
+    func testAFailureHeldFromADataHandlerIsReportedBeforeItsRetry() async throws {
+        routeFlaky()
+        let monitor = RecordingMonitor()
+        let received = Mutex(Data())
+        let task = retryingManager(monitor).dataTask(
+            with: URLRequest(url: try server.url("/flaky")), dataHandler: { chunk in received.withLock { $0 += chunk } },
+            completionHandler: { _ in })
+        try await run(task, monitor)
+        XCTAssertEqual(monitor.lines(for: task), Self.retriedOnce)
+        XCTAssertEqual(String(decoding: received.withLock { $0 }, as: UTF8.self), "ok", "the handler saw the 503's body")
+        assertPlacedRight(monitor)
+    }
+
+    /// The lines of the one task `monitor` has heard of (a call that makes its own task, like
+    /// `bytes(for:)`), once it has seen that task's `didProduce`.
+    private func linesOfOnlyTask(_ monitor: RecordingMonitor) async throws -> [String] {
+        func lines() -> [String] { monitor.allEntries.filter { $0.task != nil }.map(\.line) }
+        for _ in 0..<3000 where !(lines().last?.hasPrefix("produce") ?? false) {
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        XCTAssertEqual(Set(monitor.allEntries.compactMap(\.task)).count, 1)
+        return lines()
     }
 
     func testADownloadIsProducedOnceItsFileIsInPlace() async throws {

@@ -293,6 +293,72 @@ final class HTTP2Tests: XCTestCase {
         await manager.waitUntilInvalidated()
     }
 
+    /// A retrier meets a stream on an HTTP/2 connection: `bytes(for:)` holds the failure back
+    /// (`StreamRetryTests` does it over HTTP/1.1) while the retrier decides. Here the retrier
+    /// puts the missing file in place and asks for another attempt, which the stream gets; a
+    /// failure it declines reaches the stream with the body a collected call gets.
+    func testAStreamsFailureIsHeldForTheRetrierOverHTTP2() async throws {
+        let peer = try HTTP2Peer.shared()
+        let manager = try managerTrustingThePeer()
+        let payload = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 11 &+ $0 >> 9) })
+        let name = "held-\(UUID().uuidString).bin"
+        let file = peer.directory.appendingPathComponent(name)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let retrier = PlacingRetrier(payload, at: file)
+        manager.requestRetrier = retrier
+
+        let (head, body) = try await streamed(try XCTUnwrap(URL(string: "https://localhost:\(peer.port)/\(name)")), with: manager)
+        XCTAssertEqual(head.statusCode, 200, "the stream got the 404 the retrier answered")
+        XCTAssertEqual(body, payload)
+        XCTAssertEqual(retrier.statuses, [404])
+
+        // Declined (the second ask): the 404 and its whole body, as a collected call has it.
+        let missing = try XCTUnwrap(URL(string: "https://localhost:\(peer.port)/missing-\(UUID().uuidString)"))
+        let collected = await manager.response(for: URLRequest(url: missing))
+        let (failedHead, failedBody) = try await streamed(missing, with: manager)
+        XCTAssertEqual(failedHead.statusCode, 404)
+        XCTAssertEqual(failedBody, collected.data)
+        XCTAssertFalse(failedBody.isEmpty, "nghttpd answers a missing file with a page")
+        XCTAssertEqual(retrier.statuses, [404, 404, 404], "the collected call's and the stream's refusals were asked about")
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
+    /// `url` through `bytes(for:)`, read to its end.
+    private func streamed(_ url: URL, with manager: URLSessionManager) async throws -> (HTTPURLResponse, Data) {
+        var request = URLRequest(url: url)
+        request.timeoutInterval = 30
+        let (bytes, head) = try await manager.bytes(for: request)
+        var body = Data()
+        for try await chunk in bytes { body += chunk }
+        return (head, body)
+    }
+
+    /// A retrier that, asked the first time, writes the missing file the request names and
+    /// asks for another attempt; it declines every later ask. It notes the statuses it saw.
+    private final class PlacingRetrier: RequestRetrier, Sendable {
+        private let payload: Data
+        private let file: URL
+        private let seen = Mutex<[Int]>([])
+
+        init(_ payload: Data, at file: URL) {
+            self.payload = payload
+            self.file = file
+        }
+
+        var statuses: [Int] { seen.withLock { $0 } }
+
+        func shouldRetry(_ task: SessionTask, attempt: Int, error: SessionError?, response: HTTPURLResponse?) async throws -> RetryDecision {
+            let first = seen.withLock { seen in
+                seen.append(response?.statusCode ?? 0)
+                return seen.count == 1
+            }
+            guard first else { return .doNotRetry }
+            try payload.write(to: file)
+            return .retry
+        }
+    }
+
     /// Under a manager-wide receive cap, twenty requests one after another leave no connection
     /// behind in the pool: on a libcurl that needs capped transfers apart
     /// (`CurlRuntime.pacesWholeHTTP2Connections`, this one) each opens a connection of its own,

@@ -157,6 +157,10 @@ extension DriverLoop {
     /// Tells the monitors and the engine's log that a retry follows (before its `willSend`).
     func noteRetry(of delegate: TaskDelegate, after delay: TimeInterval, error: SessionError?, attempt: Int) {
         if let hub = engine.monitorHub {
+            // A failure held back from a stream or a data handler while the retrier decided
+            // (`heldForRetrier`) was not reported at its head: the monitors hear of it now,
+            // before its retry, as they hear of a collected task's at its head.
+            if let head = delegate.responseHead, delegate.task.responseHead !== head { hub.emit(.received(delegate.task, head)) }
             hub.emit(.willRetry(delegate.task, delay, error, delegate.responseHead))
         }
         if let log = engine.debugLog {
