@@ -324,6 +324,50 @@ final class HTTP2Tests: XCTestCase {
         await manager.waitUntilInvalidated()
     }
 
+    /// A request body's producer meets HTTP/2: a POST whose producer falls behind (libcurl's
+    /// sending paused) holds neither its own idle clock nor the connection. Requests sent on
+    /// the connection while the producer waits arrive at once; the producer then waits
+    /// longer than the 1 s timeout, and the upload still ends with the server's answer.
+    func testAProducerThatFallsBehindHoldsNeitherItsTimeoutNorItsSiblings() async throws {
+        let (manager, url) = try servedOverTLS(Data("served".utf8), named: "post-target")
+        var warm = URLRequest(url: url)
+        warm.timeoutInterval = 10
+        let opened = await manager.response(for: warm)  // the connection the siblings share
+        let port = try XCTUnwrap(opened.metrics?.finalTransaction?.localPort)
+        let siblingsDone = AsyncStream<Void>.makeStream()
+        let chunk = Data(repeating: 0x61, count: 100_000)
+        let body = AsyncStream<Data> { continuation in
+            Task {
+                continuation.yield(chunk)
+                for await _ in siblingsDone.stream {}
+                try? await Task.sleep(nanoseconds: 1_500_000_000)  // longer than the timeout
+                continuation.yield(chunk)
+                continuation.finish()
+            }
+        }
+        var request = URLRequest(url: url)
+        request.httpMethod = "POST"
+        request.timeoutInterval = 1
+        async let upload = manager.upload(for: request, from: body)
+        // The siblings go once the upload is under way (its first chunk taken by libcurl).
+        for _ in 0..<1000 where !manager.tasks.contains(where: { $0.countOfBytesSent > 0 }) {
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        XCTAssertTrue(manager.tasks.contains { $0.countOfBytesSent > 0 }, "the upload never started sending")
+        for index in 0..<5 {
+            let response = await manager.response(for: warm)
+            XCTAssertNil(response.error, "sibling \(index)")
+            XCTAssertEqual(response.data, Data("served".utf8), "sibling \(index)")
+            XCTAssertEqual(response.metrics?.finalTransaction?.localPort, port, "sibling \(index) on another connection")
+        }
+        siblingsDone.continuation.finish()
+        let (data, response) = try await upload
+        XCTAssertEqual(response.statusCode, 200)
+        XCTAssertEqual(String(decoding: data, as: UTF8.self), "served")
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
     /// `url` through `bytes(for:)`, read to its end.
     private func streamed(_ url: URL, with manager: URLSessionManager) async throws -> (HTTPURLResponse, Data) {
         var request = URLRequest(url: url)
