@@ -54,7 +54,7 @@ struct RequestCommand: AsyncParsableCommand {
     @OptionGroup(title: "TLS and network") var transport: TransportOptions
 
     @Option(name: .customLong("session"), help: ArgumentHelp(
-        "Keep cookies and headers between runs in this session (files under ~/.config/curlew/sessions, mode 0600).",
+        "Keep cookies, and headers per host, between runs in this session (files under ~/.config/curlew/sessions, mode 0600).",
         valueName: "NAME"))
     var session: String?
 
@@ -89,7 +89,7 @@ struct RequestCommand: AsyncParsableCommand {
         }
         if let session {
             let opened = try SessionStore(name: session)
-            builder.baseHeaders = try opened.loadHeaders()
+            builder.baseHeaders = try opened.loadHeaders(for: line.url)
             store = opened
         }
         let built: BuiltRequest
@@ -109,7 +109,7 @@ struct RequestCommand: AsyncParsableCommand {
             guard let store else { return }
             var headers = builder.baseHeaders
             for case .header(let name, let value) in line.items { headers[name] = value }
-            try store.save(jar: configuration.cookieJar, headers: headers)
+            try store.save(jar: configuration.cookieJar, headers: headers, for: line.url)
         }
         if download.download {
             try await DownloadRun(

@@ -9,7 +9,10 @@ import Glibc
 /// Two files per session in `$XDG_CONFIG_HOME/curlew/sessions` (else
 /// `~/.config/curlew/sessions`): `NAME.cookies`, the cookie jar in curl's Netscape format
 /// (`CookieJar.save(to:)`, readable by `curl -b`), and `NAME.headers.json`, the headers given
-/// on earlier runs. A NAME with a slash is a path to the cookie file itself.
+/// on earlier runs, kept per origin (scheme, host and port) and sent only to the origin they
+/// were given for: an `Authorization` given for one API never goes to another host that a
+/// later run of the same session names (the cookies are the jar's, matched by domain as
+/// always). A NAME with a slash is a path to the cookie file itself.
 ///
 /// Cookies and headers are credentials: directories are created 0700, files are written
 /// 0600 through a new file renamed into place, and a directory or file that is a symbolic
@@ -102,13 +105,40 @@ struct SessionStore {
         }
     }
 
-    /// The stored headers (none for a new session).
-    func loadHeaders() throws -> [String: String] {
+    /// The origin stored headers are bound to, as `scheme://host:port` (the port spelled out,
+    /// the default one included, scheme and host in lower case); nil for a URL without a host.
+    static func origin(of url: URL) -> String? {
+        guard let scheme = url.scheme?.lowercased(), var host = url.host?.lowercased(), !host.isEmpty else { return nil }
+        if host.contains(":"), !host.hasPrefix("[") { host = "[" + host + "]" }  // an IPv6 literal, as in a URL
+        let port = url.port ?? (scheme == "https" ? 443 : scheme == "http" ? 80 : -1)
+        return port < 0 ? "\(scheme)://\(host)" : "\(scheme)://\(host):\(port)"
+    }
+
+    /// The headers given on earlier runs for `url`'s origin (none for a new session, or for an
+    /// origin the session has not been used with).
+    func loadHeaders(for url: URL) throws -> [String: String] {
+        guard let origin = Self.origin(of: url) else { return [:] }
+        return try storedHeaders(warning: true)[origin] ?? [:]
+    }
+
+    /// Every origin's stored headers. A file of an earlier version (one set of headers, bound
+    /// to no origin) gives none: nothing says which host they were meant for, so none is sent
+    /// them, and they are replaced at the next save (`warning`: say so on stderr).
+    private func storedHeaders(warning: Bool) throws -> [String: [String: String]] {
         guard FileManager.default.fileExists(atPath: headerFile.path) else { return [:] }
-        guard let data = try? Data(contentsOf: headerFile),
-            let headers = try? JSONDecoder().decode([String: String].self, from: data)
-        else { throw ToolFailure(.error, "--session: \(headerFile.path) is not a headers file") }
-        return headers
+        guard let data = try? Data(contentsOf: headerFile) else {
+            throw ToolFailure(.error, "--session: \(headerFile.path) cannot be read")
+        }
+        if let byOrigin = try? JSONDecoder().decode([String: [String: String]].self, from: data) { return byOrigin }
+        if let unbound = try? JSONDecoder().decode([String: String].self, from: data) {
+            if warning, !unbound.isEmpty {
+                Terminal.standardError.write(
+                    "curlew: warning: --session: \(headerFile.lastPathComponent) holds headers bound to no host "
+                        + "(\(unbound.keys.sorted().joined(separator: ", "))); they are not sent and are dropped: give them again\n")
+            }
+            return [:]
+        }
+        throw ToolFailure(.error, "--session: \(headerFile.path) is not a headers file")
     }
 
     /// A jar with the stored cookies.
@@ -123,8 +153,9 @@ struct SessionStore {
         return jar
     }
 
-    /// Keeps the jar's cookies and the headers (those worth keeping) for the next run.
-    func save(jar: CookieJar?, headers: [String: String]) throws {
+    /// Keeps the jar's cookies, and the headers (those worth keeping) for `url`'s origin, for
+    /// the next run; other origins' headers stay as they were.
+    func save(jar: CookieJar?, headers: [String: String], for url: URL) throws {
         if let jar {
             do {
                 try jar.save(to: cookieFile)
@@ -132,10 +163,13 @@ struct SessionStore {
                 throw ToolFailure(.error, "--session: \(ToolFailure.oneLine(error))")
             }
         }
+        guard let origin = Self.origin(of: url) else { return }
+        var byOrigin = try storedHeaders(warning: false)
         let kept = headers.filter { Self.isKept(header: $0.key) }
+        byOrigin[origin] = kept.isEmpty ? nil : kept
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
-        guard let data = try? encoder.encode(kept) else { return }
+        guard let data = try? encoder.encode(byOrigin) else { return }
         try Self.writePrivately(data, to: headerFile)
     }
 

@@ -184,6 +184,19 @@ final class EndToEndTests: XCTestCase {
             let attributes = try FileManager.default.attributesOfItem(atPath: path)
             XCTAssertEqual((attributes[.posixPermissions] as? NSNumber)?.intValue, mode, path)
         }
+        // Headers are the origin's they were given for: another host (the same server by
+        // another name) gets neither the kept header nor a token given with it.
+        let token = try run(["--session", "s1", "\(base)/anything", "Authorization:Bearer s1-token"], environment: environment)
+        XCTAssertEqual(token.status, 0, token.stderr)
+        var components = try XCTUnwrap(URLComponents(string: base))
+        components.host = components.host == "127.0.0.1" ? "localhost" : "127.0.0.1"
+        let otherHost = try XCTUnwrap(components.string)
+        let elsewhere = try json(try run(["--session", "s1", "\(otherHost)/anything"], environment: environment))
+        XCTAssertNil((elsewhere["headers"] as? [String: String])?["Authorization"], "the session's token went to another host")
+        XCTAssertNil((elsewhere["headers"] as? [String: String])?["X-Kept"])
+        let back = try json(try run(["--session", "s1", "\(base)/anything"], environment: environment))
+        XCTAssertEqual((back["headers"] as? [String: String])?["Authorization"], "Bearer s1-token")
+        XCTAssertEqual((back["headers"] as? [String: String])?["X-Kept"], "yes")
         let other = try run(["--session", "s2", "\(base)/anything"], environment: environment)
         XCTAssertNil((try json(other)["headers"] as? [String: String])?["Cookie"], "sessions do not share cookies")
         let refused = try run(["--session", ".hidden", "\(base)/get"], environment: environment)

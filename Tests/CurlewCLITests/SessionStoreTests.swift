@@ -31,10 +31,49 @@ final class SessionStoreTests: XCTestCase {
         XCTAssertEqual(store.cookieFile.path, root.appendingPathComponent("curlew/sessions/work.cookies").path)
         XCTAssertEqual(try mode(root.appendingPathComponent("curlew").path), 0o700)
         XCTAssertEqual(try mode(root.appendingPathComponent("curlew/sessions").path), 0o700)
-        try store.save(jar: try store.loadJar(), headers: ["X-Team": "blue", "Content-Type": "text/plain", "If-None-Match": "x"])
+        try store.save(jar: try store.loadJar(), headers: ["X-Team": "blue", "Content-Type": "text/plain", "If-None-Match": "x"], for: api)
         XCTAssertEqual(try mode(store.cookieFile.path), 0o600)
         XCTAssertEqual(try mode(store.headerFile.path), 0o600)
-        XCTAssertEqual(try store.loadHeaders(), ["X-Team": "blue"], "a request's own fields are not kept")
+        XCTAssertEqual(try store.loadHeaders(for: api), ["X-Team": "blue"], "a request's own fields are not kept")
+    }
+
+    private let api = URL(string: "https://api.example.com/v1/items")!
+
+    /// Headers are kept per origin: a token given for one API is never sent to another host,
+    /// port or scheme that a later run of the same session names; each origin keeps its own.
+    func testHeadersAreBoundToTheOriginTheyWereGivenFor() throws {
+        let store = try SessionStore(name: "work", environment: environment)
+        try store.save(jar: nil, headers: ["Authorization": "Bearer api-token", "X-Team": "blue"], for: api)
+        for other in ["https://evil.example.com/", "http://api.example.com/", "https://api.example.com:8443/", "https://example.com/"] {
+            XCTAssertEqual(try store.loadHeaders(for: try XCTUnwrap(URL(string: other))), [:], other)
+        }
+        XCTAssertEqual(try store.loadHeaders(for: try XCTUnwrap(URL(string: "HTTPS://API.example.com:443/other?q=1"))),
+                       ["Authorization": "Bearer api-token", "X-Team": "blue"], "the same origin, spelled otherwise")
+        let mirror = try XCTUnwrap(URL(string: "http://127.0.0.1:8080/"))
+        try store.save(jar: nil, headers: ["X-Team": "red"], for: mirror)
+        XCTAssertEqual(try store.loadHeaders(for: mirror), ["X-Team": "red"])
+        XCTAssertEqual(try store.loadHeaders(for: api)["X-Team"], "blue", "saving one origin keeps the others")
+        try store.save(jar: nil, headers: [:], for: mirror)
+        XCTAssertEqual(try store.loadHeaders(for: mirror), [:])
+        XCTAssertEqual(SessionStore.origin(of: try XCTUnwrap(URL(string: "http://[::1]:9/x"))), "http://[::1]:9")
+        XCTAssertNil(SessionStore.origin(of: URL(fileURLWithPath: "/tmp/x")))
+    }
+
+    /// A headers file of an earlier version (one set of headers, no origin) says nothing of
+    /// the host they were for: none gets them, and the next save replaces them.
+    func testHeadersKeptWithoutAnOriginAreNotSent() throws {
+        let store = try SessionStore(name: "old", environment: environment)
+        let descriptor = open(store.headerFile.path, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        XCTAssertGreaterThanOrEqual(descriptor, 0)
+        close(descriptor)
+        try Data(#"{"Authorization": "Bearer old-token"}"#.utf8).write(to: store.headerFile)
+        XCTAssertEqual(try store.loadHeaders(for: api), [:])
+        try store.save(jar: nil, headers: ["X-Team": "blue"], for: api)
+        let text = String(decoding: try Data(contentsOf: store.headerFile), as: UTF8.self)
+        XCTAssertFalse(text.contains("old-token"), text)
+        XCTAssertEqual(try store.loadHeaders(for: api), ["X-Team": "blue"])
+        try Data("[1, 2]".utf8).write(to: store.headerFile)
+        XCTAssertThrowsError(try store.loadHeaders(for: api), "not a headers file")
     }
 
     func testNamesCannotLeaveTheDirectory() {
@@ -55,7 +94,7 @@ final class SessionStoreTests: XCTestCase {
 
     func testAFileOthersMayReadIsRefused() throws {
         let store = try SessionStore(name: "open", environment: environment)
-        try store.save(jar: nil, headers: ["A": "1"])
+        try store.save(jar: nil, headers: ["A": "1"], for: api)
         chmod(store.headerFile.path, 0o644)
         XCTAssertThrowsError(try SessionStore(name: "open", environment: environment)) {
             XCTAssertTrue("\($0)".contains("may be read by others"), "\($0)")
