@@ -68,6 +68,46 @@ final class ServerSentEventsTests: XCTestCase {
         XCTAssertEqual(accept, Array(repeating: "text/event-stream", count: 3))
     }
 
+    /// Token refresh meets reconnection: the server revokes the token while the stream is
+    /// down, so the reconnection is refused with a 401. The `AuthenticationInterceptor`
+    /// refreshes the token and the reconnection goes again with it (the refusal was held back
+    /// for the retrier, not taken as a status that ends the stream), resuming from the last
+    /// event ID; one refresh in all.
+    func testAReconnectionRefusedForAnExpiredTokenIsRefreshedAndResumes() async throws {
+        let tokens = try TokenServer()
+        defer { tokens.server.shutdown() }
+        let seen = Mutex<[String]>([])  // each connection's Authorization and Last-Event-ID
+        tokens.server.route("/stream") { request in
+            let authorization = request.header("Authorization") ?? "-"
+            let attempt = seen.withLock { list -> Int in
+                list.append("\(authorization) \(request.header("Last-Event-ID") ?? "-")")
+                return list.count
+            }
+            let current = tokens.state.withLock { $0.current }
+            guard authorization == "Bearer \(current)" else { return TestResponse(status: 401, body: Data("expired".utf8)) }
+            switch attempt {
+            case 1:
+                tokens.revoke()  // while the stream is down, the token stops being valid
+                return Self.eventStream(["retry: 10\nid: 1\ndata: first\n\n"], ending: .close)
+            case 3: return Self.eventStream(["id: 2\ndata: second\n\n"], ending: .close)
+            default: return TestResponse(status: 204)
+            }
+        }
+        let refresher = URLSessionManager.raw()
+        manager.interceptor = AuthenticationInterceptor(
+            authenticator: TokenAuthenticator(tokenURL: try tokens.server.url("/token"), refresher: refresher),
+            credential: TestToken(token: "t0", requiresRefresh: false))
+        var received: [ServerSentEvent] = []
+        for try await event in manager.events(for: URLRequest(url: try tokens.server.url("/stream"))) {
+            received.append(event)
+        }
+        XCTAssertEqual(received, [ServerSentEvent(id: "1", data: "first", retry: 10), ServerSentEvent(id: "2", data: "second")])
+        XCTAssertEqual(seen.withLock { $0 }, ["Bearer t0 -", "Bearer t0 1", "Bearer t1 1", "Bearer t1 2"])
+        XCTAssertEqual(tokens.tokenRequests, 1)
+        refresher.invalidateSessionCancelingTasks(true, resetSession: false)
+        await refresher.waitUntilInvalidated()
+    }
+
     /// The idle timeout meets a quiet stream: a server silent for longer than the request's
     /// `timeoutInterval` (no event, no comment) has its connection dropped as a network loss,
     /// and the sequence reconnects after the retry delay with `Last-Event-ID`, losing nothing
