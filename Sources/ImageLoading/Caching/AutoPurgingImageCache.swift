@@ -193,8 +193,12 @@ public final class AutoPurgingImageCache: ImageRequestCache {
 
     /// The key an image for `request` is stored under: the absolute URL string followed by
     /// `additionalIdentifier` (AFNetworking's key). A request without URL uses the empty string.
+    /// A request that carries credentials of its own (`Authorization`, `Proxy-Authorization`,
+    /// `Cookie`, a URL user) has their name added (`URLRequest.credentialsDigest`), so that one
+    /// user's image is never another's answer for the same URL; without, the key is
+    /// AFNetworking's exactly.
     public static func identifier(for request: URLRequest, withAdditionalIdentifier additionalIdentifier: String?) -> String {
-        (request.url?.absoluteString ?? "") + (additionalIdentifier ?? "")
+        (request.url?.absoluteString ?? "") + (additionalIdentifier ?? "") + ImageRequestKey.suffix(for: request)
     }
 
     // MARK: Purging

@@ -152,10 +152,11 @@ public final class ImageDownloader: Sendable {
             if let failure { callbacks.async { failure(request, nil, URLError(.badURL)) } }
             return nil
         }
-        // The one identity of this download from request to cancel: the caller's URL. The
-        // task's own request may differ (a `RequestAdapter` may change the URL), so nothing
-        // here is keyed by it; receipts are found again by their task.
-        let key = url.absoluteString
+        // The one identity of this download from request to cancel: the caller's URL, and the
+        // credentials the request carries (another user's request for the URL never joins
+        // this one). The task's own request may differ (a `RequestAdapter` may change the
+        // URL), so nothing here is keyed by it; receipts are found again by their task.
+        let key = ImageRequestKey.key(for: request, url: url)
         let handler = ImageDownloadHandler(receiptID: receiptID, request: request, success: success, failure: failure)
 
         // 1. Join a transfer already under way for this URL.

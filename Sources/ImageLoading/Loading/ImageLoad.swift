@@ -32,7 +32,7 @@ enum ImageLoad {
             failure?(request, nil, URLError(.badURL))
             return
         }
-        let urlIdentifier = url.absoluteString
+        let urlIdentifier = ImageRequestKey.key(for: request, url: url)  // another user's load of the URL is another load
         if ImageBindingRegistry.isActive(owner, slot, urlIdentifier: urlIdentifier) { return }
         cancel(owner, slot)
 

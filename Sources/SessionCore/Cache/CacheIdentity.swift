@@ -76,6 +76,22 @@ struct CacheIdentity: Sendable, Equatable {
         return Self.hex(salt) + "." + Self.hex(digest)
     }
 
+    /// A name for this identity that is equal for equal material within this process: the
+    /// SHA-256 of one salt drawn per process and the material, in hex; nil when anonymous. It
+    /// says nothing of the values, and nothing from one run to the next. Should hashing fail,
+    /// a new random name each time: nothing is shared rather than the wrong thing.
+    func processDigest() -> String? {
+        guard !material.isEmpty else { return nil }
+        guard let digest = Self.sha256(Self.processSalt + material) else { return UUID().uuidString }
+        return Self.hex(digest)
+    }
+
+    /// The salt of ``processDigest()``, drawn once per process.
+    private static let processSalt: [UInt8] = {
+        var generator = SystemRandomNumberGenerator()
+        return (0..<16).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
+    }()
+
     /// Whether an entry tagged `tag` was stored for this identity.
     func matches(_ tag: String?) -> Bool {
         guard let tag else { return material.isEmpty }

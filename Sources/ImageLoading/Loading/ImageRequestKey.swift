@@ -1,0 +1,23 @@
+import Foundation
+import SessionCore
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// What tells image requests apart: the URL as the caller gave it and, when the request
+/// carries credentials of its own, their name (`URLRequest.credentialsDigest`). Two requests
+/// share a download, a binding's load or a cache entry only when both match, so one user's
+/// image never answers another user's request for the same URL; a request without
+/// credentials is keyed by its URL alone, as AFNetworking keys it.
+enum ImageRequestKey {
+    /// The key of `request`, whose URL is `url`.
+    static func key(for request: URLRequest, url: URL) -> String {
+        url.absoluteString + suffix(for: request)
+    }
+
+    /// What follows the URL (and a cache's additional identifier) for a request with
+    /// credentials: a space (never in an absolute URL) and their name; empty without.
+    static func suffix(for request: URLRequest) -> String {
+        request.credentialsDigest.map { " credentials:" + $0 } ?? ""
+    }
+}
