@@ -201,6 +201,45 @@ final class AuthenticationInterceptorTests: XCTestCase {
         XCTAssertEqual(tokens.resourceAuthorizations, ["Bearer t0"])
     }
 
+    /// Cancellation meets a refresh: a task held for a token refresh that has not come back
+    /// ends with `.cancelled` at once (the refresh still hanging), its closures released, and
+    /// is never sent; the refresh, once it returns, serves the next request.
+    func testATaskCancelledWhileItsRefreshHangsEndsAtOnceAndIsNeverSent() async throws {
+        let gate = AsyncStream<Void>.makeStream()
+        var authenticator = TokenAuthenticator(tokenURL: try tokens.server.url("/token"), refresher: refresher)
+        authenticator.beforeRefresh = { for await _ in gate.stream {} }  // until the test lets it go
+        let interceptor = AuthenticationInterceptor(authenticator: authenticator, credential: TestToken(token: "t0", requiresRefresh: true))
+        manager.interceptor = interceptor
+        final class Captured: Sendable {}
+        weak var captured: Captured?
+        let ended = Mutex<[String]>([])
+        let url = try tokens.server.url("/resource")
+        let task: DataTask = {
+            let object = Captured()
+            captured = object
+            return manager.dataTask(with: URLRequest(url: url)) { response in
+                _ = object
+                ended.withLock { $0.append(response.error.map { "\($0)" } ?? "ok") }
+            }
+        }()
+        task.resume()
+        for _ in 0..<500 where interceptor.waitingRequestCount == 0 { try await Task.sleep(nanoseconds: 10_000_000) }
+        XCTAssertEqual(interceptor.waitingRequestCount, 1, "the task waits for the refresh")
+        task.cancel()
+        try await eventually({ task.state == .completed }, "the cancelled task ended while its refresh hangs")
+        XCTAssertEqual(ended.withLock { $0 }, ["\(SessionError.cancelled)"])
+        try await eventually({ captured == nil }, "the completion handler (and what it captured) released")
+        XCTAssertEqual(tokens.tokenRequests, 0, "the refresh has not reached the token endpoint yet")
+
+        gate.continuation.finish()
+        try await eventually({ tokens.tokenRequests == 1 && interceptor.waitingRequestCount == 0 }, "the refresh returned")
+        XCTAssertTrue(tokens.resourceAuthorizations.isEmpty, "the cancelled task was sent after all")
+        let next = await manager.response(for: URLRequest(url: url))
+        XCTAssertEqual(next.response?.statusCode, 200)
+        XCTAssertEqual(tokens.resourceAuthorizations, ["Bearer t1"])
+        XCTAssertEqual(ended.withLock { $0 }.count, 1, "the handler ran once")
+    }
+
     func testAServerThatAlwaysRefusesEndsWithTheBoundedError() async throws {
         tokens.state.withLock { $0.alwaysRefuses = true }
         let interceptor = try interceptor(
