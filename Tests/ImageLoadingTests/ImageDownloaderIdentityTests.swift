@@ -87,6 +87,19 @@ final class ImageDownloaderIdentityTests: XCTestCase {
         await shutDown(downloader)
     }
 
+    /// The prefetcher tells them apart too (one user's prefetch does not stand in for the
+    /// other's), and stopping a URL stops its prefetches whoever they are for.
+    func testThePrefetcherKeepsAnotherUsersPrefetchOfTheURL() async throws {
+        let downloader = TestImages.downloader()
+        let prefetcher = ImagePrefetcher(downloader: downloader, maximumConcurrentPrefetches: 4)
+        prefetcher.startPrefetching(for: [try avatar("Bearer alice"), try avatar("Bearer bob"), try avatar("Bearer alice")])
+        XCTAssertTrue(prefetcher.prefetchCounts == (0, 2), "\(prefetcher.prefetchCounts)")
+        prefetcher.stopPrefetching(for: [try server.url("/me/avatar")])
+        XCTAssertTrue(prefetcher.prefetchCounts == (0, 0), "\(prefetcher.prefetchCounts)")
+        try await eventually({ downloader.pendingDownloadCount == (0, 0, 0) }, "both withdrawn")
+        await shutDown(downloader)
+    }
+
     func testTheCachesKeyAddsTheRequestsOwnCredentialsOnly() throws {
         let url = try XCTUnwrap(URL(string: "https://images.example.com/me/avatar?size=64"))
         func key(_ fields: [String: String], url: URL = url, _ identifier: String? = "@2x") -> String {

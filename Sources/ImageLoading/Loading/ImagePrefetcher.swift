@@ -15,9 +15,9 @@ import FoundationNetworking
 public final class ImagePrefetcher: Sendable {
     /// Everything mutable, behind `state`'s lock (never held while calling the downloader).
     private struct State {
-        /// URLs waiting to start, in the order asked.
+        /// Requests waiting to start, in the order asked, by `ImageRequestKey`.
         var pending: [(key: String, request: URLRequest)] = []
-        /// Running prefetches by URL: the receipt ID (recorded before the download starts)
+        /// Running prefetches by `ImageRequestKey`: the receipt ID (recorded before the download starts)
         /// and the receipt once the downloader returned it.
         var active: [String: (receiptID: UUID, receipt: ImageDownloadReceipt?)] = [:]
     }
@@ -55,12 +55,15 @@ public final class ImagePrefetcher: Sendable {
     }
 
     /// Queues `requests` for prefetching; requests without URL are ignored, and a URL already
-    /// queued or running is not added twice.
+    /// queued or running is not added twice (with other credentials of its own, a request for
+    /// the same URL is another image: `ImageDownloader` neither merges nor caches them as one).
     public func startPrefetching(for requests: [URLRequest]) {
         state.withLock { state in
             var known = Set(state.pending.map(\.key)).union(state.active.keys)
             for request in requests {
-                guard let key = request.url?.absoluteString, known.insert(key).inserted else { continue }
+                guard let url = request.url else { continue }
+                let key = ImageRequestKey.key(for: request, url: url)
+                guard known.insert(key).inserted else { continue }
                 state.pending.append((key, request))
             }
         }
@@ -70,10 +73,12 @@ public final class ImagePrefetcher: Sendable {
     /// Stops prefetching `urls`: queued ones are dropped, running ones withdrawn from the
     /// downloader (whose transfer stops unless someone else wants the image).
     public func stopPrefetching(for urls: [URL]) {
-        let keys = Set(urls.map(\.absoluteString))
+        // Every prefetch of these URLs, whatever credentials its request carries.
+        let stops = Set(urls.map(\.absoluteString))
+        let isStopped = { (key: String) in stops.contains(String(ImageRequestKey.url(of: key))) }
         let receipts = state.withLock { state -> [ImageDownloadReceipt] in
-            state.pending.removeAll { keys.contains($0.key) }
-            let stopped = state.active.filter { keys.contains($0.key) }
+            state.pending.removeAll { isStopped($0.key) }
+            let stopped = state.active.filter { isStopped($0.key) }
             for key in stopped.keys { state.active[key] = nil }
             return stopped.values.compactMap(\.receipt)
         }

@@ -15,6 +15,11 @@ enum ImageRequestKey {
         url.absoluteString + suffix(for: request)
     }
 
+    /// The URL part of `key` (everything before the credentials' name, if any).
+    static func url(of key: String) -> Substring {
+        key.prefix { $0 != " " }
+    }
+
     /// What follows the URL (and a cache's additional identifier) for a request with
     /// credentials: a space (never in an absolute URL) and their name; empty without.
     static func suffix(for request: URLRequest) -> String {
