@@ -214,6 +214,38 @@ final class EventMonitorTests: XCTestCase {
         assertPlacedRight(monitor)
     }
 
+    /// A held failure whose body then stalls past the timeout, with a retrier that declines:
+    /// the task ends with the 503 and `.timedOut`, and the monitors hear the 503, as they hear
+    /// a collected task's at its head. (They did not: a held head was reported only when the
+    /// task ended without an error.)
+    func testAHeldFailureThatEndsInAnErrorIsReported() async throws {
+        let stalled = try ScriptedServer(connections: 2) { socket, server in
+            guard server.readHead(socket) != nil else { return }
+            _ = server.write(socket, "HTTP/1.1 503 Busy\r\nContent-Length: 100\r\n\r\nbusy")
+            while server.readSome(socket) {}  // the rest never comes
+        }
+        defer { stalled.stop() }
+        let monitor = RecordingMonitor()
+        let manager = manager([monitor])
+        manager.requestRetrier = DecliningRetrier()
+        var request = URLRequest(url: try XCTUnwrap(URL(string: "http://127.0.0.1:\(stalled.port)/busy")))
+        request.timeoutInterval = 1
+        let task = manager.dataTask(with: request, dataHandler: { _ in }, completionHandler: { _ in })
+        try await run(task, monitor)
+        XCTAssertEqual(task.response?.statusCode, 503)
+        XCTAssertEqual(
+            monitor.lines(for: task),
+            ["create", "resume", "send GET /busy", "receive 503", "metrics 1", "complete timedOut", "produce timedOut"])
+        assertPlacedRight(monitor)
+    }
+
+    /// A retrier that is asked and never retries: failures are held for it all the same.
+    private struct DecliningRetrier: RequestRetrier {
+        func shouldRetry(_ task: SessionTask, attempt: Int, error: SessionError?, response: HTTPURLResponse?) async throws -> RetryDecision {
+            .doNotRetry
+        }
+    }
+
     /// The lines of the one task `monitor` has heard of (a call that makes its own task, like
     /// `bytes(for:)`), once it has seen that task's `didProduce`.
     private func linesOfOnlyTask(_ monitor: RecordingMonitor) async throws -> [String] {

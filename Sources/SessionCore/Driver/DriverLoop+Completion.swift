@@ -174,9 +174,12 @@ extension DriverLoop {
             let (fileURL, resumePoint, error) = delegate.finishDownload(error: outcome.error)
             outcome = outcome.with(fileURL: fileURL, resumePoint: resumePoint, error: error)
         }
-        if let hub = engine.monitorHub, outcome.error == nil, let head = outcome.head, delegate.task.responseHead !== head {
+        if let hub = engine.monitorHub, let head = outcome.head, delegate.task.responseHead !== head,
+            outcome.error == nil || delegate.state.headDisposition == .heldForRetrier
+        {
             // A response the task completes with but was not told of at its head: a 3xx the
-            // redirection hook declined, a 401 nobody answered.
+            // redirection hook declined, a 401 nobody answered, a failure held for the
+            // retrier (also when its body then failed: a collected one was heard at its head).
             hub.emit(.received(delegate.task, head))
         }
         if outcome.error == nil, let head = outcome.head { delegate.deliverWithheldResponse(head, collected: outcome.body) }
