@@ -227,7 +227,7 @@ final class EventMonitorTests: XCTestCase {
         defer { stalled.stop() }
         let monitor = RecordingMonitor()
         let manager = manager([monitor])
-        manager.requestRetrier = DecliningRetrier()
+        manager.requestRetrier = FixedRetrier(decision: .doNotRetry)  // asked, never retries: the 503 is held for it
         var request = URLRequest(url: try XCTUnwrap(URL(string: "http://127.0.0.1:\(stalled.port)/busy")))
         request.timeoutInterval = 1
         let task = manager.dataTask(with: request, dataHandler: { _ in }, completionHandler: { _ in })
@@ -237,13 +237,6 @@ final class EventMonitorTests: XCTestCase {
             monitor.lines(for: task),
             ["create", "resume", "send GET /busy", "receive 503", "metrics 1", "complete timedOut", "produce timedOut"])
         assertPlacedRight(monitor)
-    }
-
-    /// A retrier that is asked and never retries: failures are held for it all the same.
-    private struct DecliningRetrier: RequestRetrier {
-        func shouldRetry(_ task: SessionTask, attempt: Int, error: SessionError?, response: HTTPURLResponse?) async throws -> RetryDecision {
-            .doNotRetry
-        }
     }
 
     /// The lines of the one task `monitor` has heard of (a call that makes its own task, like
