@@ -174,13 +174,13 @@ extension DriverLoop {
             let (fileURL, resumePoint, error) = delegate.finishDownload(error: outcome.error)
             outcome = outcome.with(fileURL: fileURL, resumePoint: resumePoint, error: error)
         }
-        if let hub = engine.monitorHub, let head = outcome.head, delegate.task.responseHead !== head,
+        if let hub = engine.monitorHub, let head = outcome.head,
             outcome.error == nil || delegate.state.headDisposition == .heldForRetrier
         {
             // A response the task completes with but was not told of at its head: a 3xx the
             // redirection hook declined, a 401 nobody answered, a failure held for the
             // retrier (also when its body then failed: a collected one was heard at its head).
-            hub.emit(.received(delegate.task, head))
+            reportUnheardHead(head, of: delegate, to: hub)
         }
         if outcome.error == nil, let head = outcome.head { delegate.deliverWithheldResponse(head, collected: outcome.body) }
         // Out of curl and out of its slot; the next transfer in line at its origin starts.
@@ -198,6 +198,14 @@ extension DriverLoop {
         // reference to the prepared request; its URL, strings and parsed libcurl URL are
         // freed with the completions instead.
         completions.retire(delegate.prepared)
+    }
+
+    /// Tells the monitors of `head` unless the task was told of it at its arrival (the head
+    /// was delivered): the one rule for a head that reached the monitors late, before a retry
+    /// or at the end.
+    func reportUnheardHead(_ head: HTTPResponseHead, of delegate: TaskDelegate, to hub: MonitorHub) {
+        guard delegate.task.responseHead !== head else { return }
+        hub.emit(.received(delegate.task, head))
     }
 
     func recycle(_ easy: EasyHandle) {

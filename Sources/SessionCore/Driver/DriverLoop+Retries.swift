@@ -160,7 +160,7 @@ extension DriverLoop {
             // A failure held back from a stream or a data handler while the retrier decided
             // (`heldForRetrier`) was not reported at its head: the monitors hear of it now,
             // before its retry, as they hear of a collected task's at its head.
-            if let head = delegate.responseHead, delegate.task.responseHead !== head { hub.emit(.received(delegate.task, head)) }
+            if let head = delegate.responseHead { reportUnheardHead(head, of: delegate, to: hub) }
             hub.emit(.willRetry(delegate.task, delay, error, delegate.responseHead))
         }
         if let log = engine.debugLog {
