@@ -239,6 +239,62 @@ final class EventMonitorTests: XCTestCase {
         assertPlacedRight(monitor)
     }
 
+    /// A response withheld at its head — a 401 put to the challenge handler, a redirect — whose
+    /// body then stalls past the timeout: the task ends with that head as its `response` and
+    /// the timeout, and the monitors hear the head before the completion, as they hear a
+    /// delivered one's.
+    func testAWithheldResponseThatEndsInAnErrorIsReported() async throws {
+        let heads = [
+            "HTTP/1.1 401 No\r\nWWW-Authenticate: Basic realm=\"r\"\r\n",
+            "HTTP/1.1 302 Found\r\nLocation: /elsewhere\r\n",
+        ]
+        for head in heads {
+            let stalled = try ScriptedServer(connections: 1) { socket, server in
+                guard server.readHead(socket) != nil else { return }
+                _ = server.write(socket, head + "Content-Length: 100\r\n\r\nnope")
+                while server.readSome(socket) {}  // the rest never comes
+            }
+            defer { stalled.stop() }
+            let monitor = RecordingMonitor()
+            let manager = manager([monitor])
+            manager.setAuthenticationChallengeHandler { _, _ in .performDefaultHandling }  // the 401 is withheld for it
+            var request = URLRequest(url: try XCTUnwrap(URL(string: "http://127.0.0.1:\(stalled.port)/held")))
+            request.timeoutInterval = 1
+            let task = manager.dataTask(with: request, completionHandler: { _ in })
+            try await run(task, monitor)
+            let status = try XCTUnwrap(task.response?.statusCode, head)
+            XCTAssertEqual(
+                monitor.lines(for: task),
+                ["create", "resume", "send GET /held", "receive \(status)", "metrics 1", "complete timedOut", "produce timedOut"],
+                head)
+            assertPlacedRight(monitor)
+        }
+    }
+
+    /// A 401 the challenge handler answers is the first attempt's response: the monitors hear
+    /// it before the attempt that sends the credential, as every attempt's `willSend` is
+    /// followed by its response.
+    func testAnAnsweredChallengeIsReportedBeforeTheResend() async throws {
+        server.route("/private") { request in
+            request.header("Authorization") == nil
+                ? TestResponse(status: 401, headers: [("WWW-Authenticate", "Basic realm=\"r\"")], body: Data("who?".utf8))
+                : .text("hello")
+        }
+        let monitor = RecordingMonitor()
+        let manager = manager([monitor])
+        manager.setAuthenticationChallengeHandler { _, _ in
+            .useCredential(URLCredential(user: "user", password: "secret", persistence: .none))
+        }
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/private")), completionHandler: { _ in })
+        try await run(task, monitor)
+        XCTAssertEqual(task.response?.statusCode, 200)
+        XCTAssertEqual(
+            monitor.lines(for: task),
+            ["create", "resume", "send GET /private", "receive 401", "send GET /private", "receive 200", "metrics 2",
+             "complete ok", "produce ok"])
+        assertPlacedRight(monitor)
+    }
+
     /// The lines of the one task `monitor` has heard of (a call that makes its own task, like
     /// `bytes(for:)`), once it has seen that task's `didProduce`.
     private func linesOfOnlyTask(_ monitor: RecordingMonitor) async throws -> [String] {

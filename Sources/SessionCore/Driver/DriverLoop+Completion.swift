@@ -79,7 +79,7 @@ extension DriverLoop {
                 // The session remembers an answer for this protection space.
                 transition(delegate) { _ = $0.challengeAnswered(now: TaskDelegate.uptime) }
                 switch delegate.resolveChallenge(.useCredential(stored)) {
-                case .retry: retry(delegate, otherwise: nil)
+                case .retry: resend(answering: delegate)
                 case .fail(let error): finish(delegate, outcome: outcome(of: delegate, error: error))
                 case .deliver: finish(delegate, outcome: outcome(of: delegate, error: nil))
                 }
@@ -147,6 +147,15 @@ extension DriverLoop {
         attach(delegate)
     }
 
+    /// Sends the request again with a challenge's answer. A 401 was withheld at its head (it
+    /// is the task's response only if nobody answers it): the monitors hear of it now, before
+    /// the next attempt's `willSend`, as they hear of every attempt's response. A server-trust
+    /// challenge has no head.
+    func resend(answering delegate: TaskDelegate) {
+        if let hub = engine.monitorHub, let head = delegate.responseHead { reportUnheardHead(head, of: delegate, to: hub) }
+        retry(delegate, otherwise: nil)
+    }
+
     /// Sends the same request again on the same delegate (challenge answered, or a stale
     /// connection refused). When the body cannot be replayed, completes with `otherwise`
     /// (nil: the response as received).
@@ -174,12 +183,13 @@ extension DriverLoop {
             let (fileURL, resumePoint, error) = delegate.finishDownload(error: outcome.error)
             outcome = outcome.with(fileURL: fileURL, resumePoint: resumePoint, error: error)
         }
-        if let hub = engine.monitorHub, let head = outcome.head,
-            outcome.error == nil || delegate.state.headDisposition == .heldForRetrier
-        {
+        if let hub = engine.monitorHub, let head = outcome.head {
             // A response the task completes with but was not told of at its head: a 3xx the
             // redirection hook declined, a 401 nobody answered, a failure held for the
-            // retrier (also when its body then failed: a collected one was heard at its head).
+            // retrier; also when its body then failed (a 3xx or a withheld 401 whose body
+            // stalled past the timeout): the task's `response` is that head, and a collected
+            // one was heard at its head. A followed hop's or an answered challenge's head is
+            // gone by now (the next attempt starts without one).
             reportUnheardHead(head, of: delegate, to: hub)
         }
         if outcome.error == nil, let head = outcome.head { delegate.deliverWithheldResponse(head, collected: outcome.body) }
@@ -204,7 +214,8 @@ extension DriverLoop {
     /// was delivered): the one rule for a head that reached the monitors late, before a retry
     /// or at the end.
     func reportUnheardHead(_ head: HTTPResponseHead, of delegate: TaskDelegate, to hub: MonitorHub) {
-        guard delegate.task.responseHead !== head else { return }
+        guard delegate.headReportedLate !== head, delegate.task.responseHead !== head else { return }
+        delegate.headReportedLate = head
         hub.emit(.received(delegate.task, head))
     }
 

@@ -181,7 +181,7 @@ final class DriverLoop {
                 transition(delegate, { $0.challengeAnswered(now: TaskDelegate.uptime) })
             else { return }
             switch delegate.resolveChallenge(disposition) {
-            case .retry: retry(delegate, otherwise: nil)
+            case .retry: resend(answering: delegate)
             case .fail(let error): finish(delegate, outcome: outcome(of: delegate, error: error))
             case .deliver: finish(delegate, outcome: outcome(of: delegate, error: nil))
             }

@@ -89,6 +89,10 @@ final class TaskDelegate {
     /// Set once the request was sent again because the kept-alive connection it went out on
     /// was lost before any answer (`DriverLoop.lostReusedConnection`): at most once per task.
     var resentAfterLostReusedConnection = false
+    /// A head the monitors were told of late (held back at its arrival, reported before a
+    /// retry or a resend): a retry that then cannot start ends the task with that same head,
+    /// and the end must not report it twice (`DriverLoop.reportUnheardHead`).
+    var headReportedLate: HTTPResponseHead?
     /// How the current exchange uses the cookie jar, decided when it was configured
     /// (`joinShare`); `.none` without a jar.
     var exchangeCookieUse: CookieUse = .none
