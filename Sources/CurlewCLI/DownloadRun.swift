@@ -47,7 +47,8 @@ struct DownloadRun {
         configuration.downloadDirectory = directory
 
         let policy = try await transport.securityPolicy(for: url, configuration: configuration)
-        let manager = try Exchange.makeManager(configuration: configuration, policy: policy, follow: transport.follow)
+        let manager = try Exchange.makeManager(
+            configuration: configuration, policy: policy, follow: transport.follow, sessionHeaders: built.sessionHeaders)
         try await Exchange.using(manager) {
             try await download(url: url, target: target, directory: directory, manager: manager)
         }

@@ -11,7 +11,9 @@ import FoundationNetworking
 enum Exchange {
     /// A manager that hands every answer back as it came: no status or content-type check
     /// (the tool prints a 404 too), and redirects delivered unless `follow`.
-    static func makeManager(configuration: SessionConfiguration, policy: SecurityPolicy?, follow: Bool) throws -> URLSessionManager {
+    static func makeManager(
+        configuration: SessionConfiguration, policy: SecurityPolicy?, follow: Bool, sessionHeaders: SessionHeaderScope? = nil
+    ) throws -> URLSessionManager {
         let manager = URLSessionManager(configuration: configuration)
         var serializer = HTTPResponseSerializer()
         serializer.acceptableStatusCodes = IndexSet(100..<1000)
@@ -27,6 +29,8 @@ enum Exchange {
         }
         if !follow {
             manager.setTaskWillPerformHTTPRedirectionBlock { _, _, _ in nil }
+        } else if let sessionHeaders {
+            manager.setTaskWillPerformHTTPRedirectionBlock { _, _, request in sessionHeaders.hop(request) }
         }
         return manager
     }

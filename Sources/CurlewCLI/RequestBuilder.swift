@@ -20,6 +20,8 @@ struct BuiltRequest: Sendable {
     var request: URLRequest
     /// `@path`: the file streamed as the whole body.
     var bodyFile: URL?
+    /// The headers a `--session` added, kept to their origin across redirects.
+    var sessionHeaders: SessionHeaderScope?
 }
 
 /// Builds the request from the request line with Serialization's request serializers: the
@@ -89,9 +91,12 @@ struct RequestBuilder {
         for (name, value) in baseHeaders.sorted(by: { $0.key < $1.key }) {
             built.request.setValue(value, forHTTPHeaderField: name)
         }
+        var typed: [String] = []
         for case .header(let name, let value) in items {
             built.request.setValue(value, forHTTPHeaderField: name)
+            typed.append(name)
         }
+        built.sessionHeaders = SessionHeaderScope(stored: baseHeaders, url: line.url, typed: typed)
         return built
     }
 

@@ -120,7 +120,8 @@ struct RequestCommand: AsyncParsableCommand {
         }
 
         let policy = try await transport.securityPolicy(for: url, configuration: configuration)
-        let manager = try Exchange.makeManager(configuration: configuration, policy: policy, follow: transport.follow)
+        let manager = try Exchange.makeManager(
+            configuration: configuration, policy: policy, follow: transport.follow, sessionHeaders: built.sessionHeaders)
         try await Exchange.using(manager) {
             if let credentials = AuthType.split(auth), authType == .digest {
                 AuthType.answerChallenges(on: manager, user: credentials.user, password: credentials.password)

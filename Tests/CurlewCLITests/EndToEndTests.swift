@@ -204,6 +204,29 @@ final class EndToEndTests: XCTestCase {
         XCTAssertTrue(refused.stderr.hasPrefix("curlew: error: --session: '.hidden' is not a session name"), refused.stderr)
     }
 
+    /// `--follow` takes a session's headers no further than their origin: a redirect to another
+    /// host gets none of them, a redirect within the origin keeps them, and a header typed on
+    /// the command line follows the chain as curl's `-H` does.
+    func testSessionHeadersStayAtTheirOriginAcrossRedirects() throws {
+        let environment = ["XDG_CONFIG_HOME": directory.appendingPathComponent("config").path]
+        let given = try run(["--session", "s1", "\(base)/anything", "X-Api-Key:kept-secret"], environment: environment)
+        XCTAssertEqual(given.status, 0, given.stderr)
+        var components = try XCTUnwrap(URLComponents(string: base))
+        components.host = components.host == "127.0.0.1" ? "localhost" : "127.0.0.1"
+        let otherHost = try XCTUnwrap(components.string)
+        func headers(following target: String, _ extra: [String] = []) throws -> [String: String] {
+            let escaped = try XCTUnwrap(target.addingPercentEncoding(withAllowedCharacters: .alphanumerics))
+            let result = try run(
+                ["--session", "s1", "--follow", "\(base)/redirect-to?url=\(escaped)"] + extra, environment: environment)
+            XCTAssertEqual(result.status, 0, result.stderr)
+            return try XCTUnwrap(try json(result)["headers"] as? [String: String], result.text)
+        }
+        let elsewhere = try headers(following: "\(otherHost)/anything")
+        XCTAssertNil(elsewhere["X-Api-Key"], "the session's header followed a redirect to another host")
+        XCTAssertEqual(try headers(following: "\(base)/anything")["X-Api-Key"], "kept-secret")
+        XCTAssertEqual(try headers(following: "\(otherHost)/anything", ["X-Trace:typed"])["X-Trace"], "typed")
+    }
+
     func testCurlPrintsTheCommandInsteadOfSending() throws {
         let result = try run(["--curl", "\(base)/post", "a=1", "Authorization:Bearer secret"])
         XCTAssertEqual(result.status, 0, result.stderr)
