@@ -136,6 +136,50 @@ final class RateLimitTests: XCTestCase {
         XCTAssertLessThan(seconds, 30)
     }
 
+    /// libcurl paces in bursts: a capped download takes ~1.4 MB at once, then waits until its
+    /// count fits the cap (here ~2.8 s at 500 kB/s). That wait is the cap's, not the server's
+    /// silence: with a 1 s idle timeout the download arrives whole (it failed with `.timedOut`
+    /// after the first burst until 2026-11-27).
+    func testACapsWaitLongerThanTheIdleTimeoutIsNotSilence() async throws {
+        server.route("/mid", response: TestResponse(body: Data(repeating: 0x5B, count: 2_500_000)))
+        let manager = manager { $0.maximumReceiveRate = 500_000 }
+        var request = URLRequest(url: try server.url("/mid"))
+        request.timeoutInterval = 1
+        let (response, _) = await run { manager.dataTask(with: request, completionHandler: $0) }
+        XCTAssertNil(response.error)
+        XCTAssertEqual(response.data?.count, 2_500_000, "\(response.result)")
+    }
+
+    /// The same for sending: a 64 KiB write at 30 kB/s is followed by a ~2.2 s wait.
+    func testASendCapsWaitLongerThanTheIdleTimeoutIsNotSilence() async throws {
+        let manager = manager { $0.maximumSendRate = 30_000 }
+        var request = URLRequest(url: try server.url("/upload"))
+        request.httpMethod = "POST"
+        request.timeoutInterval = 1
+        let body = Data(repeating: 0x64, count: 100_000)
+        let (response, _) = await run { manager.uploadTask(with: request, from: body, completionHandler: $0) }
+        XCTAssertNil(response.error)
+        XCTAssertEqual(response.data.flatMap { String(decoding: $0, as: UTF8.self) }, "100000", "\(response.result)")
+    }
+
+    /// A capped download whose server stops sending still times out: only the cap's own wait
+    /// is forgiven, and 20 kB at 1 MB/s is a wait of 20 ms.
+    func testACappedDownloadFromAServerThatStopsStillTimesOut() async throws {
+        let stalled = try ScriptedServer(connections: 1) { socket, server in
+            guard server.readHead(socket) != nil else { return }
+            _ = server.write(socket, "HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n" + String(repeating: "x", count: 20_000))
+            while server.readSome(socket) {}  // the rest never comes
+        }
+        defer { stalled.stop() }
+        let manager = manager { $0.maximumReceiveRate = 1_000_000 }
+        var request = URLRequest(url: try XCTUnwrap(URL(string: "http://127.0.0.1:\(stalled.port)/stalls")))
+        request.timeoutInterval = 1
+        let (response, _) = await run { manager.dataTask(with: request, completionHandler: $0) }
+        guard case .timedOut? = response.error as? SessionError else {
+            return XCTFail("expected a timeout, got \(response.result)")
+        }
+    }
+
     func testOnlyFinitePositiveRatesAreCaps() {
         XCTAssertNil(TransferRate.cap(0, -1, .infinity, .nan, nil))
         XCTAssertEqual(TransferRate.cap(0, 1000, 300.4, .infinity), 300)

@@ -85,10 +85,12 @@ extension TaskDelegate {
             easy.hasBaseOptions = ok
         }
         easy.transferSlot.pointee = unmanagedSelf
-        if bodyReader != nil {
+        let receiveIsCapped = configureRates()
+        if bodyReader != nil || receiveIsCapped {
             // Upload counters (and the idle clock of a body the server stops reading) come
-            // from curl's progress callback; a request without a body needs none: curl would
-            // call it on every pass of the loop for nothing.
+            // from curl's progress callback, and so do the counts a cap's waits are measured
+            // on; an uncapped request without a body needs none: curl would call it on every
+            // pass of the loop for nothing.
             easy.noteTransferSpecificOption()
             _ = curlew_easy_setopt_xferinfo_function(easy.raw, CurlCallbacks.progress)
             easy.set(CURLOPT_XFERINFODATA, pointer: UnsafeMutableRawPointer(easy.transferSlot))
@@ -98,7 +100,6 @@ extension TaskDelegate {
         // After the join: a file named on a handle without the share's cache would fill a
         // private one.
         if shareHoldsHSTS { network.loadHSTSFileIfNeeded(on: easy) }
-        let receiveIsCapped = configureRates()
 
         var multiplexes = PreparedRequest.canMultiplex(prepared.urlOrigin, version: engine.configuration.httpVersion)
         if multiplexes, receiveIsCapped, CurlRuntime.pacesWholeHTTP2Connections {
@@ -229,10 +230,14 @@ extension TaskDelegate {
         let (taskReceive, taskSend) = task.protected.withLock { ($0.maximumReceiveRate, $0.maximumSendRate) }
         let receive = TransferRate.cap(engine.configuration.maximumReceiveRate, taskReceive)
         if let receive { easy.set(CURLOPT_MAX_RECV_SPEED_LARGE, offset: receive) }
-        if let bodyReader,
-            let send = TransferRate.cap(engine.configuration.maximumSendRate, taskSend, bodyReader.sendRateCap)
-        {
-            easy.set(CURLOPT_MAX_SEND_SPEED_LARGE, offset: send)
+        var send: Int64?
+        if let bodyReader {
+            send = TransferRate.cap(engine.configuration.maximumSendRate, taskSend, bodyReader.sendRateCap)
+            if let send { easy.set(CURLOPT_MAX_SEND_SPEED_LARGE, offset: send) }
+        }
+        // libcurl's waits for the caps are not the server's silence (`RatePace`).
+        if receive != nil || send != nil || state.clock.isRateCapped {
+            state.capRates(receive: receive, send: send, now: passClock.now)
         }
         return receive != nil
     }

@@ -276,7 +276,9 @@ extension TaskDelegate {
             lastUploadedCount = uploaded
             lastDownloadedCount = downloaded
             state.noteActivity(now: passClock.now)
+            state.observeCounts(uploaded: uploaded, downloaded: downloaded, now: passClock.now)
         }
-        task.didSend(bytes: uploaded, expected: bodyReader?.length ?? uploadTotal)
+        // Installed for a capped download too (`configure`): a request without a body sends nothing.
+        if let bodyReader { task.didSend(bytes: uploaded, expected: bodyReader.length ?? uploadTotal) }
     }
 }

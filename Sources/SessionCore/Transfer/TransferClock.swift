@@ -45,6 +45,14 @@ struct TransferClock: Sendable {
     /// Probes since a byte last moved: each doubles the wait for the next.
     private(set) var probesSinceActivity: UInt8 = 0
 
+    /// libcurl's rate caps of the current exchange (nil: uncapped): while libcurl may be
+    /// waiting for one, the silence is the cap's, not the server's.
+    private(set) var receivePace: RatePace?
+    private(set) var sendPace: RatePace?
+    /// Until when the caps may hold the transfer back (0: they never have): the idle clock
+    /// counts from here when it is later than the last activity.
+    private(set) var pacedUntil: UInt64 = 0
+
     /// A wait between probes is at most `firstProbeDelay` times this (64 s for 1 s).
     static let longestProbeFactor: UInt64 = 64
 
@@ -64,6 +72,37 @@ struct TransferClock: Sendable {
         lastActivity = now
         probeAnchor = now
         probesSinceActivity = 0
+    }
+
+    /// The caps of an exchange that starts at `now` (bytes per second; nil: none).
+    mutating func setRateCaps(receive: Int64?, send: Int64?, at now: UInt64) {
+        receivePace = receive.map { RatePace(bytesPerSecond: $0, now: now) }
+        sendPace = send.map { RatePace(bytesPerSecond: $0, now: now) }
+        pacedUntil = 0
+    }
+
+    /// Whether a cap applies to the current exchange.
+    var isRateCapped: Bool { receivePace != nil || sendPace != nil }
+
+    /// libcurl's byte counts at `now` (its progress callback), which its caps are measured on.
+    mutating func observeCounts(uploaded: Int64, downloaded: Int64, at now: UInt64) {
+        if var pace = receivePace {
+            pace.observe(downloaded, at: now)
+            receivePace = pace
+            pacedUntil = max(pacedUntil, pace.heldUntil)
+        }
+        if var pace = sendPace {
+            pace.observe(uploaded, at: now)
+            sendPace = pace
+            pacedUntil = max(pacedUntil, pace.heldUntil)
+        }
+    }
+
+    /// When `idle` of silence has passed: counted from the last activity, or from the end of
+    /// a cap's wait when that is later (saturating: a cap's bound may be far off).
+    private func idleDeadline(_ idle: UInt64) -> UInt64 {
+        let (deadline, overflow) = max(lastActivity, pacedUntil).addingReportingOverflow(idle)
+        return overflow ? .max : deadline
     }
 
     /// Sets what stops the idle clock (`TransferStateMachine.holds`, recomputed after every
@@ -105,7 +144,7 @@ struct TransferClock: Sendable {
     /// The earliest moment one of the clocks can expire, if any.
     var nextDeadline: UInt64? {
         var deadline: UInt64?
-        if let idle = timeouts.idle, holds.isEmpty { deadline = lastActivity &+ idle }
+        if let idle = timeouts.idle, holds.isEmpty { deadline = idleDeadline(idle) }
         if let total = timeouts.total { deadline = min(deadline ?? .max, start &+ total) }
         return deadline
     }
@@ -129,7 +168,7 @@ struct TransferClock: Sendable {
         if let total = timeouts.total, now >= start &+ total {
             return .total(.timedOut("the task took longer than its resource timeout of \(TransferTimeouts.describe(total))"))
         }
-        if let idle = timeouts.idle, holds.isEmpty, now >= lastActivity &+ idle {
+        if let idle = timeouts.idle, holds.isEmpty, now >= idleDeadline(idle) {
             return .idle(.timedOut("no byte moved in either direction for \(TransferTimeouts.describe(idle))"))
         }
         return nil

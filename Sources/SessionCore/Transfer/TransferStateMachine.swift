@@ -178,6 +178,17 @@ struct TransferStateMachine {
         clock.noteActivity(at: now)
     }
 
+    /// The rate caps of the exchange about to start (`TransferClock.setRateCaps`).
+    mutating func capRates(receive: Int64?, send: Int64?, now: UInt64) {
+        clock.setRateCaps(receive: receive, send: send, at: now)
+    }
+
+    /// libcurl's byte counts from its progress callback: a capped exchange's waits follow them.
+    mutating func observeCounts(uploaded: Int64, downloaded: Int64, now: UInt64) {
+        guard clock.isRateCapped else { return }
+        clock.observeCounts(uploaded: uploaded, downloaded: downloaded, at: now)
+    }
+
     /// Whether libcurl should be made to look at this transfer at `now` although nothing
     /// seems to have arrived (`TransferClock.nextProbe`: only while the idle clock runs, so
     /// only `.attached` with a connection and nothing holding it); true counts the probe.
