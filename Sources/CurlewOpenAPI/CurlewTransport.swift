@@ -14,12 +14,16 @@ import FoundationNetworking
 ///
 /// Bodies stream both ways: a request `HTTPBody` is read as libcurl sends it (through a
 /// bounded buffer), and the response `HTTPBody` is the transfer's ``ResponseBytes``, paused in
-/// libcurl while the reader falls behind; no body is ever held whole. Cancelling the task that
+/// libcurl while the reader falls behind; no large body is ever held whole. A request body
+/// that may be iterated more than once (`iterationBehavior: .multiple`, as the generated
+/// client's JSON and form bodies are) and is at most ``maximumReplayableBodySize`` bytes is
+/// collected first, so that it can be sent again. Cancelling the task that
 /// awaits `send` or iterates the response body cancels the transfer. The manager's retrier
 /// is asked about every attempt that fails: before its response head, or (a request without
 /// a streamed body) with a 4xx or 5xx status, held back from the client until the retrier
 /// declines; a response is never sent again once its head was handed over (its body streams
-/// to the caller).
+/// to the caller). A body that is streamed (read once, or larger than
+/// ``maximumReplayableBodySize``) cannot be sent twice: such a call is never retried.
 ///
 /// ```swift-fragment
 /// let client = Client(serverURL: try Servers.Server1.url(), transport: CurlewTransport(manager: manager))
@@ -29,11 +33,17 @@ public struct CurlewTransport: ClientTransport {
     public let manager: URLSessionManager
     /// The most response bytes buffered for a slow reader before the transfer pauses.
     public var bufferSize: Int
+    /// The largest request body, of those that may be iterated more than once, collected in
+    /// memory so that a retry or a token refresh can send it again. Larger bodies, and bodies
+    /// that can be read only once, are streamed and never sent twice. Default 1 MiB; 0 streams
+    /// every body.
+    public var maximumReplayableBodySize: Int
 
     /// A transport over `manager`.
     public init(manager: URLSessionManager, bufferSize: Int = 1 << 20) {
         self.manager = manager
         self.bufferSize = bufferSize
+        maximumReplayableBodySize = 1 << 20
     }
 
     /// Sends `request` (its path relative to `baseURL`) with `body`, and returns at the
@@ -44,7 +54,11 @@ public struct CurlewTransport: ClientTransport {
         let urlRequest = try Self.urlRequest(for: request, baseURL: baseURL)
         let bytes: ResponseBytes
         let response: HTTPURLResponse
-        if let body {
+        if let body, let collected = try await replayableBytes(of: body) {
+            var replayable = urlRequest
+            replayable.httpBody = collected
+            (bytes, response) = try await manager.bytes(for: replayable, bufferSize: bufferSize)
+        } else if let body {
             let length: Int64? = if case .known(let count) = body.length { count } else { nil }
             (bytes, response) = try await manager.bytes(
                 for: urlRequest, uploading: body.map { Data($0) }, length: length, bufferSize: bufferSize)
@@ -63,6 +77,23 @@ public struct CurlewTransport: ClientTransport {
         return (head, HTTPBody(
             bytes.map { ArraySlice($0) }, length: announced >= 0 ? .known(announced) : .unknown,
             iterationBehavior: .single))
+    }
+
+    /// `body` whole, when it may be read again and is at most `maximumReplayableBodySize`
+    /// bytes; nil when it is to be streamed. A body of unknown length is read up to the limit:
+    /// past it, the part read is dropped and the body, which may be read again, is streamed
+    /// from its start.
+    func replayableBytes(of body: HTTPBody) async throws -> Data? {
+        let limit = maximumReplayableBodySize
+        guard body.iterationBehavior == .multiple, limit > 0 else { return nil }
+        if case .known(let count) = body.length, count > Int64(limit) { return nil }
+        var collected = Data()
+        if case .known(let count) = body.length, count > 0 { collected.reserveCapacity(Int(count)) }
+        for try await chunk in body {
+            guard collected.count + chunk.count <= limit else { return nil }
+            collected.append(contentsOf: chunk)
+        }
+        return collected
     }
 
     /// `baseURL` with the request's path appended (the base's own path kept) and its query.

@@ -1,5 +1,5 @@
 import CurlewHTTPTypes
-import CurlewOpenAPI
+@testable import CurlewOpenAPI
 import CurlewTestSupport
 import Foundation
 import HTTPTypes
@@ -92,6 +92,67 @@ final class CurlewTransportTests: XCTestCase {
         let greeting = try await client(server).greet()
         XCTAssertEqual(try greeting.ok.body.json.message, "Hello, again!")
         XCTAssertEqual(server.requests.count, 2)
+    }
+
+    /// A call with a body the generated client can read twice (its JSON) is retried like any
+    /// other: the body is collected first, so the retry sends it again whole. A transport
+    /// told to keep no body that large streams it, and then the call is never sent twice.
+    func testACallWithAJSONBodyIsRetriedWithItsBody() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let calls = Mutex(0)
+        server.route("/api/notes", method: "POST") { _ in
+            let call = calls.withLock { calls -> Int in
+                calls += 1
+                return calls
+            }
+            return call.isMultiple(of: 2)
+                ? .json("{\"id\":42,\"title\":\"retried\",\"tags\":[]}", status: 201)
+                : .json("{\"reason\":\"busy\"}", status: 503)
+        }
+        manager.requestRetrier = RetryPolicy(exponentialBackoffScale: 0.01, jitter: 0, retryableHTTPMethods: ["POST"])
+        let created = try await client(server).createNote(body: .json(.init(title: "retried", tags: [])))
+        XCTAssertEqual(try created.created.body.json.id, 42)
+        XCTAssertEqual(server.requests.count, 2)
+        let bodies = server.requests.map(\.body)
+        XCTAssertEqual(bodies.first, bodies.last, "the retry sends the same body")
+        XCTAssertEqual(
+            (try JSONSerialization.jsonObject(with: try XCTUnwrap(bodies.last)) as? [String: Any])?["title"] as? String,
+            "retried")
+
+        var streaming = CurlewTransport(manager: manager)
+        streaming.maximumReplayableBodySize = 8
+        let once = Client(serverURL: try server.url("/api"), transport: streaming)
+        let refused = try await once.createNote(body: .json(.init(title: "streamed", tags: [])))
+        guard case .undocumented(statusCode: 503, _) = refused else { return XCTFail("\(refused)") }
+        XCTAssertEqual(server.requests.count, 3, "a streamed body is not sent twice")
+    }
+
+    /// Which bodies are collected to be sent again: read-many ones within the limit (also of
+    /// unknown length), never a read-once body, and a read-many body past the limit is left
+    /// whole to be streamed from its start.
+    func testOnlyABodyThatCanBeReadAgainIsCollected() async throws {
+        var transport = CurlewTransport(manager: manager)
+        transport.maximumReplayableBodySize = 10
+        func chunks(_ parts: [String], _ behavior: IterationBehavior) -> HTTPBody {
+            HTTPBody(ChunkList(chunks: parts.map { ArraySlice(Array($0.utf8)) }), length: .unknown, iterationBehavior: behavior)
+        }
+        let small = try await transport.replayableBytes(of: chunks(["abc", "def"], .multiple))
+        XCTAssertEqual(small.map { String(decoding: $0, as: UTF8.self) }, "abcdef")
+        let readOnce = try await transport.replayableBytes(of: chunks(["abc"], .single))
+        XCTAssertNil(readOnce)
+        let large = chunks(["abcdef", "ghijkl"], .multiple)
+        let tooLarge = try await transport.replayableBytes(of: large)
+        XCTAssertNil(tooLarge)
+        let whole = try await Data(collecting: large, upTo: 100)
+        XCTAssertEqual(String(decoding: whole, as: UTF8.self), "abcdefghijkl", "read again from its start")
+        let knownTooLarge = try await transport.replayableBytes(of: HTTPBody(Array(repeating: 1, count: 11)))
+        XCTAssertNil(knownTooLarge)
+        let knownAtLimit = try await transport.replayableBytes(of: HTTPBody(Array(repeating: 1, count: 10)))
+        XCTAssertEqual(knownAtLimit?.count, 10)
+        transport.maximumReplayableBodySize = 0
+        let none = try await transport.replayableBytes(of: HTTPBody("a"))
+        XCTAssertNil(none)
     }
 
     func testAHundredMegabyteDownloadStreamsWithFlatMemory() async throws {
@@ -262,4 +323,18 @@ final class CurlewTransportTests: XCTestCase {
         let again = HTTPResponseHead(response, url: head.url)
         XCTAssertEqual(again.fields.map(\.value), ["1", "2"])
     }
+}
+
+/// Byte chunks as an async sequence that starts again at each iteration: a body of unknown
+/// length that may be read more than once.
+private struct ChunkList: AsyncSequence, Sendable {
+    typealias Element = HTTPBody.ByteChunk
+    let chunks: [HTTPBody.ByteChunk]
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var remaining: ArraySlice<HTTPBody.ByteChunk>
+        mutating func next() async throws -> HTTPBody.ByteChunk? { remaining.popFirst() }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(remaining: chunks[...]) }
 }
