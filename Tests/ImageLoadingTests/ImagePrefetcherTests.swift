@@ -66,6 +66,24 @@ final class ImagePrefetcherTests: XCTestCase {
         XCTAssertEqual(server.requests.count, 1, "no duplicate transfer")
     }
 
+    /// A view that joined a running prefetch keeps its download when the prefetch is stopped
+    /// (the list scrolled on): only the prefetcher's own receipt is withdrawn.
+    func testStoppingAPrefetchAViewJoinedKeepsTheViewsDownload() async throws {
+        let prefetcher = ImagePrefetcher(downloader: downloader, maximumConcurrentPrefetches: 1)
+        let target = try server.url("/p1")
+        prefetcher.startPrefetching(for: [target])
+        let delivered = Recorder<Image>()
+        let failed = Recorder<String>()
+        let receipt = downloader.downloadImage(
+            for: URLRequest(url: target), success: { _, _, image in delivered.append(image) },
+            failure: { _, _, error in failed.append("\(error)") })
+        XCTAssertNotNil(receipt?.task)
+        prefetcher.stopPrefetching(for: [target])
+        try await eventually({ delivered.count + failed.count == 1 }, "the view heard back")
+        XCTAssertEqual(delivered.count, 1, "the view's download was cancelled with the prefetch: \(failed.values)")
+        XCTAssertEqual(server.requestCount("/p1"), 1)
+    }
+
     func testStoppingWithdrawsQueuedAndRunningPrefetches() async throws {
         let prefetcher = ImagePrefetcher(downloader: downloader, maximumConcurrentPrefetches: 2)
         let targets = try urls(0..<6)
