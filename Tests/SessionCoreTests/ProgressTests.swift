@@ -53,6 +53,33 @@ final class ProgressTests: XCTestCase {
         XCTAssertTrue(progress.isFinished)
     }
 
+    /// A gzip body: `Content-Length` counts the encoded bytes (about 1 KB for 1 MiB of zeros),
+    /// the task the decoded ones. The total is unknown until the end, never smaller than what
+    /// arrived (it read 99,769% before 2026-11-27), and the progress finishes at the decoded size.
+    func testAContentCodedBodyHasNoTotalUntilItEnds() async throws {
+        let gzipped = try FaultBodyLimitTests.gzippedZeros(megabytes: 1)
+        XCTAssertLessThan(gzipped.count, 10_000)
+        server.route("/gzip", response: TestResponse(status: 200, headers: [("Content-Encoding", "gzip")], body: gzipped))
+        let updates = Mutex<[(completed: Int64, total: Int64)]>([])
+        let task = manager.dataTask(
+            with: URLRequest(url: try server.url("/gzip")), uploadProgress: nil,
+            downloadProgress: { progress in updates.withLock { $0.append((progress.completedUnitCount, progress.totalUnitCount)) } },
+            completionHandler: { _ in })
+        let progress = try XCTUnwrap(manager.downloadProgress(for: task))
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        await fulfillment(of: [done], timeout: 30)
+        XCTAssertEqual(progress.completedUnitCount, 1 << 20)
+        XCTAssertEqual(progress.totalUnitCount, 1 << 20)
+        XCTAssertTrue(progress.isFinished)
+        let seen = updates.withLock { $0 }
+        XCTAssertFalse(seen.isEmpty)
+        let past = seen.first { $0.total >= 0 && $0.completed > $0.total }
+        XCTAssertNil(past.map { "\($0.completed) of \($0.total)" }, "more arrived than the total said")
+        XCTAssertEqual(task.countOfBytesReceived, 1 << 20)
+        XCTAssertFalse((0..<(1 << 20)).contains(task.countOfBytesExpectedToReceive), "\(task.countOfBytesExpectedToReceive)")
+    }
+
     func testUploadProgressAdvancesWithoutAClosureAndFinishes() async throws {
         server.route("/upload") { request in .text("got \(request.body.count)") }
         var request = URLRequest(url: try server.url("/upload"))

@@ -66,6 +66,13 @@ extension TaskDelegate {
             if waitedForProducer { passClock.noteStarted(state.clock.nextWake) }
             let expected = head.expectedContentLength ?? response.expectedContentLength
             if disposition == .deliver {
+                // libcurl decodes a content-coded body (unless a range was asked for, sent
+                // without decoding): `Content-Length` counts the encoded bytes, the task the
+                // decoded ones, whose number nobody announced. Progress is indeterminate then,
+                // as for a chunked body, rather than past 100% (1 MiB of zeros gzipped to
+                // 1 KB read 99,769%).
+                let decodes = isContentEncoded && !(download?.asksForRange ?? false)
+                let announced = decodes ? -1 : expected
                 if let download {
                     planDownload(download, for: response)
                     // This answer is not the task's (a refused or changed range). A short body
@@ -74,9 +81,9 @@ extension TaskDelegate {
                     // (`error(for:)` reads this abort as no error). Either way the request goes
                     // again without the range.
                     if download.needsFullRestart { return expected >= 0 && expected <= Self.droppedBodyLimit }
-                    reportDownloadResumed(download, expectedLength: expected)
+                    reportDownloadResumed(download, expectedLength: announced)
                 }
-                deliverHead(response, expected: expected)
+                deliverHead(response, expected: announced)
             }
             return true
         }
