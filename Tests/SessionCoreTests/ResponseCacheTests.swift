@@ -59,6 +59,27 @@ final class ResponseCacheTests: XCTestCase {
         XCTAssertEqual(server.requests.count, 1)
     }
 
+    /// A gzipped answer is stored decoded: answered from the cache, the task's counts are the
+    /// stored body's, not the encoded size its `Content-Length` still names.
+    func testAnAnswerStoredDecodedCountsItsBodyWhenItAnswersAgain() async throws {
+        let gzipped = try FaultBodyLimitTests.gzippedZeros(megabytes: 1)
+        server.route("/coded", response: TestResponse(
+            status: 200, headers: [("Cache-Control", "max-age=600"), ("Content-Encoding", "gzip")], body: gzipped))
+        let manager = manager(ResponseCache(memoryCapacity: 64 << 20))  // entries up to 3.2 MiB
+        let first = try await get(manager, "/coded")
+        XCTAssertEqual(first.data?.count, 1 << 20)
+        let done = expectation(description: "answered")
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/coded"))) { _ in done.fulfill() }
+        task.resume()
+        await fulfillment(of: [done], timeout: 30)
+        XCTAssertEqual(server.requests.count, 1, "answered from the cache")
+        XCTAssertEqual(task.countOfBytesReceived, 1 << 20)
+        XCTAssertEqual(task.countOfBytesExpectedToReceive, 1 << 20)
+        let progress = try XCTUnwrap(manager.downloadProgress(for: task))
+        XCTAssertEqual(progress.totalUnitCount, 1 << 20)
+        XCTAssertEqual(progress.fractionCompleted, 1)
+    }
+
     func testAStaleResponseIsRevalidatedAndA304GivesTheStoredBody() async throws {
         let tag = Mutex("\"a\"")
         let body = Mutex("first")

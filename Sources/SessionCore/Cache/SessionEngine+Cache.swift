@@ -90,7 +90,9 @@ extension SessionEngine {
             {
             case .useCached:
                 let head = entry.head
-                task.didReceive(head: head)
+                // The whole body is here: its size is the total, whatever `Content-Length` says
+                // (a body stored decoded keeps the field of its encoded form).
+                task.didReceive(head: head, announced: Int64(entry.body.count))
                 monitorHub?.emit(.received(task, head))  // no `willSend`: nothing goes out
                 task.didReceiveBodyBytes(Int64(entry.body.count))
                 complete(task, outcome: TransferOutcome(error: nil, request: request, head: head, body: entry.body))
