@@ -46,6 +46,18 @@ final class CurlDescriptionTests: XCTestCase {
         XCTAssertFalse(description.contains("-X "), "GET is implied: \(description)")
     }
 
+    /// A byte range is asked for as is: no `Accept-Encoding`, no `--compressed`, and curl
+    /// sends what Curlew sends.
+    func testARangeIsAskedForWithoutCodings() async throws {
+        let manager = makeManager()
+        var request = URLRequest(url: try Peer.url("/anything"))
+        request.setValue("bytes=0-9", forHTTPHeaderField: "Range")
+        let description = try await assertRoundTrip(manager) { $0.dataTask(with: request, completionHandler: $1) }
+        XCTAssertFalse(description.contains("--compressed"), description)
+        XCTAssertFalse(description.lowercased().contains("accept-encoding"), description)
+        XCTAssertTrue(description.contains("-H 'Range: bytes=0-9'"), description)
+    }
+
     func testPostJSONWithAuthorization() async throws {
         let manager = makeManager()
         var request = URLRequest(url: try Peer.url("/anything"))

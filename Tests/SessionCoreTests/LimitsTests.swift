@@ -165,6 +165,35 @@ final class LimitsTests: XCTestCase {
         XCTAssertEqual(accepted.data, Data(repeating: 65, count: 10_000))
     }
 
+    /// A byte range of a content-coded representation (a server that serves `file.gz` as
+    /// `file` with `Content-Encoding: gzip` and honours ranges of it) is bytes of the encoded
+    /// form, which cannot be decoded from the middle: a request with a `Range` asks for no
+    /// coding and gets the range as sent. It failed with "unknown compression method" until
+    /// 2026-11-27. A caller who names codings with the range keeps them.
+    func testAByteRangeOfACodedRepresentationArrivesAsSent() async throws {
+        let server = try server()
+        let encoded = try gzip(Data(repeating: 66, count: 100_000))
+        let slice = encoded.subdata(in: 10..<60)
+        server.route("/coded") { _ in
+            TestResponse(
+                status: 206, headers: [("Content-Encoding", "gzip"), ("Content-Range", "bytes 10-59/\(encoded.count)")],
+                body: slice)
+        }
+        var request = URLRequest(url: try server.url("/coded"))
+        request.setValue("bytes=10-59", forHTTPHeaderField: "Range")
+        let ranged = await manager.response(for: request)
+        XCTAssertNil(ranged.error)
+        XCTAssertEqual(ranged.response?.statusCode, 206)
+        XCTAssertEqual(ranged.data, slice)
+        XCTAssertNil(server.requests.last?.header("Accept-Encoding"))
+
+        request.setValue("gzip", forHTTPHeaderField: "Accept-Encoding")
+        _ = await manager.response(for: request)
+        XCTAssertEqual(server.requests.last?.header("Accept-Encoding"), "gzip", "the caller's own list is sent")
+        let whole = await manager.response(for: URLRequest(url: try server.url("/coded")))
+        XCTAssertNotNil(server.requests.last?.header("Accept-Encoding"), "without a range, codings are asked for: \(whole.result)")
+    }
+
     /// A bomb in a body the task never sees (a redirect's, a 401 held back for the challenge
     /// handler) is counted too: curl would otherwise inflate it all on the driver thread.
     func testCompressionBombInARedirectOrChallengedBodyIsRefused() async throws {

@@ -29,8 +29,9 @@ final class PreparedRequest: Sendable {
     let methodKind: MethodKind
     /// "Name: value" lines for `CURLOPT_HTTPHEADER`, already validated.
     let headerLines: [String]
-    /// The `Accept-Encoding` value curl sends and decodes (empty: every encoding curl supports).
-    let acceptEncoding: String
+    /// The `Accept-Encoding` value curl sends and decodes (empty: every encoding curl supports;
+    /// nil: none is asked for and nothing is decoded, for a byte range the caller asked for).
+    let acceptEncoding: String?
     let body: RequestBody
     let hasCookieHeader: Bool
     /// The caller set an `Expect` header (otherwise `TaskDelegate.configure` suppresses
@@ -45,7 +46,7 @@ final class PreparedRequest: Sendable {
     let tlsTarget: ParsedURLCache.TLSTarget?
 
     init(
-        url: URL, urlString: String, method: String, headerLines: [String], acceptEncoding: String,
+        url: URL, urlString: String, method: String, headerLines: [String], acceptEncoding: String?,
         body: RequestBody, hasCookieHeader: Bool, hasExpectHeader: Bool = false, urlOrigin: URLOrigin? = nil,
         curlURL: CurlURL? = nil, timeoutInterval: TimeInterval = 60, handlesCookies: Bool = true,
         tlsTarget: ParsedURLCache.TLSTarget? = nil
@@ -144,6 +145,8 @@ final class PreparedRequest: Sendable {
         var lines: [String] = []  // no storage while empty
         if !merged.isEmpty { lines.reserveCapacity(merged.count + 2) }
         var acceptEncoding = ""
+        var asksForEncoding = false
+        var hasRange = false
         var hasExpect = false
         var hasCookie = false
         for (lower, name, value) in merged {
@@ -152,11 +155,13 @@ final class PreparedRequest: Sendable {
             case "accept-encoding":
                 // curl sends it and decodes what it can; the caller's list wins over curl's.
                 acceptEncoding = value
+                asksForEncoding = true
                 continue
             case "content-length":
                 // curl writes it from the body we give it; a caller-set value that disagreed
                 // with the body would desynchronise the connection.
                 continue
+            case "range": hasRange = true
             case "expect": hasExpect = true
             case "cookie": hasCookie = true
             default: break
@@ -168,6 +173,11 @@ final class PreparedRequest: Sendable {
             // The usual request: no field of its own, nor one the session adds. Its lines are
             // the one shared list, not an array of its own.
             lines = CurlRuntime.defaultHeaderLines
+        } else if hasRange && !asksForEncoding {
+            // A byte range of a content-coded representation is a range of its encoded bytes,
+            // which cannot be decoded on their own (libcurl failed the transfer: "unknown
+            // compression method"): the range is asked for as is, and delivered as sent, as a
+            // download's resumed part is. A caller who names codings keeps them.
         } else {
             // The line libcurl would format for `CURLOPT_ACCEPT_ENCODING` (set in `configure`,
             // so it decodes the answer), written here once instead of by curl's printf per request.
@@ -185,7 +195,8 @@ final class PreparedRequest: Sendable {
 
         return PreparedRequest(
             url: url, urlString: absolute, method: method, headerLines: lines,
-            acceptEncoding: acceptEncoding, body: body, hasCookieHeader: hasCookie, hasExpectHeader: hasExpect,
+            acceptEncoding: hasRange && !asksForEncoding ? nil : acceptEncoding, body: body, hasCookieHeader: hasCookie,
+            hasExpectHeader: hasExpect,
             urlOrigin: parsed.origin, curlURL: parsed.curlURL, timeoutInterval: request.timeoutInterval,
             handlesCookies: request.httpShouldHandleCookies, tlsTarget: parsed.tlsTarget)
     }

@@ -141,17 +141,19 @@ struct CurlCommand {
     private func headerOptions(_ prepared: PreparedRequest) -> [String] {
         var options: [String] = []
         var hasUserAgent = false
-        // The last line is always Curlew's `Accept-Encoding` (PreparedRequest.prepare).
-        for line in prepared.headerLines.dropLast() {
+        // The last line is Curlew's `Accept-Encoding` (PreparedRequest.prepare), unless the
+        // request asks for a byte range as is (no coding asked for, nothing decoded).
+        let decodes = prepared.acceptEncoding != nil
+        for line in decodes ? prepared.headerLines.dropLast() : prepared.headerLines[...] {
             let name = line.prefix { $0 != ":" && $0 != ";" }
             if name.lowercased() == "user-agent" { hasUserAgent = true }
             options.append("-H " + ShellQuoting.quote(masking(line, name: String(name))))
         }
-        if let last = prepared.headerLines.last, !prepared.acceptEncoding.isEmpty {
+        if decodes, let last = prepared.headerLines.last, prepared.acceptEncoding?.isEmpty == false {
             options.append("-H " + ShellQuoting.quote(last))
         }
         // Curlew asks for every coding libcurl decodes, or the request's own list, and decodes.
-        options.append("--compressed")
+        if decodes { options.append("--compressed") }
         if !hasUserAgent { options.append("-H 'User-Agent:'") }  // libcurl sends none; curl would
         return options
     }

@@ -71,7 +71,7 @@ extension TaskDelegate {
                 // decoded ones, whose number nobody announced. Progress is indeterminate then,
                 // as for a chunked body, rather than past 100% (1 MiB of zeros gzipped to
                 // 1 KB read 99,769%).
-                let decodes = isContentEncoded && !(download?.asksForRange ?? false)
+                let decodes = isContentEncoded && prepared.acceptEncoding != nil && !(download?.asksForRange ?? false)
                 let announced = decodes ? -1 : expected
                 if let download {
                     planDownload(download, for: response)
