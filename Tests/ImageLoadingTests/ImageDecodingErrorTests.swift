@@ -1,3 +1,4 @@
+import CurlewTestSupport
 import Foundation
 import ImageLoading
 import XCTest
@@ -23,7 +24,7 @@ final class ImageDecodingErrorTests: XCTestCase {
 
     func testEmptyRandomAndNonImageData() {
         assertImageError(.emptyData, try Image(data: Data()))
-        var generator = SplitMix(seed: 42)
+        var generator = SplitMix64(seed: 42)
         let random = Data((0..<4096).map { _ in UInt8(truncatingIfNeeded: generator.next()) })
         XCTAssertNil(ImageFormat(sniffing: random))
         assertImageError(.unsupportedFormat(detected: nil), try Image(data: random))
@@ -49,7 +50,7 @@ final class ImageDecodingErrorTests: XCTestCase {
 
     func testEveryPrefixAndCorruptionFailsCleanly() throws {
         let files = try Self.fixtures()
-        var generator = SplitMix(seed: 7)
+        var generator = SplitMix64(seed: 7)
         for (name, data) in files.sorted(by: { $0.key < $1.key }) where name != "huge.png" {
             // Cut at 40 places, including inside every header. A prefix that lacks only the
             // end marker (PNG's IEND) may decode, but then to the whole image, never to garbage.
@@ -94,17 +95,3 @@ final class ImageDecodingErrorTests: XCTestCase {
     }
 }
 
-/// A small deterministic generator, so a failure can be replayed.
-struct SplitMix: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var value = state
-        value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
-        return value ^ (value >> 31)
-    }
-}

@@ -1,3 +1,4 @@
+import CurlewTestSupport
 import XCTest
 @testable import SessionCore
 
@@ -86,7 +87,7 @@ final class RatePaceTests: XCTestCase {
     /// every 3 s, taken when the transfer starts waiting and when it goes on), with reads of
     /// up to a burst's size per pass.
     func testTheBoundIsNeverBeforeTheEndOfLibcurlsWait() {
-        var generator = SplitMix(seed: 0x5EED)
+        var generator = SplitMix64(seed: 0x5EED)
         var waits = 0
         for round in 0..<48 {
             let cap = Int64(1 + generator.next() % 200_000)
@@ -154,15 +155,3 @@ final class RatePaceTests: XCTestCase {
     }
 }
 
-/// A small deterministic generator for the model above (SplitMix64).
-private struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
