@@ -223,4 +223,47 @@ final class AuthenticationChallengeTests: XCTestCase {
         XCTAssertEqual(response.response?.statusCode, 401)
         XCTAssertEqual(response.data, Data("who are you".utf8))
     }
+
+    /// What a handler leaves standing ends the attempt as it would without a handler: the
+    /// retrier is asked about the 401 (an `AuthenticationInterceptor` refreshes its token
+    /// there) and about a refused server. Until 2026-11-27 a manager with a challenge handler
+    /// (often set for server trust alone) delivered such a 401 without asking its retrier.
+    func testWhatTheHandlerLeavesStandingGoesToTheRetrier() async throws {
+        let calls = Mutex(0)
+        let server = try TestServer { _ in
+            let call = calls.withLock { calls -> Int in
+                calls += 1
+                return calls
+            }
+            return call == 1
+                ? TestResponse(status: 401, headers: [("WWW-Authenticate", "Basic realm=\"r\"")], body: Data("who?".utf8))
+                : .text("welcome")
+        }
+        defer { server.shutdown() }
+        let manager = TLSFixture.manager(policy: nil)
+        let asked = Mutex(0)
+        manager.setAuthenticationChallengeHandler { _, _ in
+            asked.withLock { $0 += 1 }
+            return .performDefaultHandling
+        }
+        manager.requestRetrier = FixedRetrier(decision: .retry)
+        let response = await manager.get(try server.url("/private"))
+        XCTAssertEqual(response.response?.statusCode, 200, "\(response.result)")
+        XCTAssertEqual(response.data, Data("welcome".utf8))
+        XCTAssertEqual(asked.withLock { $0 }, 1, "the handler was asked first")
+        XCTAssertEqual(server.requests.count, 2)
+
+        // A server the handler leaves refused: the retrier hears the trust failure.
+        let certificates = try TLSFixture.certificates()
+        let refused = try TLSFixture.server(certificates.expiredLeaf)
+        defer { refused.shutdown() }
+        let tlsManager = TLSFixture.manager(policy: try TLSFixture.trustingTestRoot())
+        tlsManager.setAuthenticationChallengeHandler { _, _ in .performDefaultHandling }
+        let retrier = RecordingRetrier { _, _ in .doNotRetry }
+        tlsManager.requestRetrier = retrier
+        let failed = await tlsManager.get(try refused.url("/x"))
+        XCTAssertEqual(TLSFixture.trustFailure(failed)?.reason, .expired)
+        XCTAssertEqual(retrier.asked.withLock { $0 }, ["0 serverTrustEvaluationFailed"])
+    }
 }
+

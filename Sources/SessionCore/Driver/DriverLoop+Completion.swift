@@ -80,13 +80,15 @@ extension DriverLoop {
                 transition(delegate) { _ = $0.challengeAnswered(now: TaskDelegate.uptime) }
                 switch delegate.resolveChallenge(.useCredential(stored)) {
                 case .retry: resend(answering: delegate)
-                case .fail(let error): finish(delegate, outcome: outcome(of: delegate, error: error))
-                case .deliver: finish(delegate, outcome: outcome(of: delegate, error: nil))
+                // The attempt ends as any other: a 401 or a refused server the answer leaves
+                // standing goes to the retrier (an `AuthenticationInterceptor`, a `RetryPolicy`).
+                case .fail(let error): endAttempt(delegate, error: error)
+                case .deliver: endAttempt(delegate, error: nil)
                 }
                 return
             }
             guard let challenge, let hook = hooks.handler(for: challenge) else {
-                finish(delegate, outcome: outcome(of: delegate, error: facts.error))
+                endAttempt(delegate, error: facts.error)
                 return
             }
             // User code never runs on the driver: the handler answers on the operation

@@ -182,8 +182,10 @@ final class DriverLoop {
             else { return }
             switch delegate.resolveChallenge(disposition) {
             case .retry: resend(answering: delegate)
-            case .fail(let error): finish(delegate, outcome: outcome(of: delegate, error: error))
-            case .deliver: finish(delegate, outcome: outcome(of: delegate, error: nil))
+            // Whatever the handler left standing (the 401, a refused server) ends the attempt
+            // as it would have without a handler: the retrier is asked about it.
+            case .fail(let error): endAttempt(delegate, error: error)
+            case .deliver: endAttempt(delegate, error: nil)
             }
         case .responseDecision(let task, let disposition):
             guard let delegate = delegates[task], delegate.state.awaitsResponseDecision else { return }
