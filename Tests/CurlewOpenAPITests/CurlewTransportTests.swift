@@ -128,6 +128,26 @@ final class CurlewTransportTests: XCTestCase {
         XCTAssertEqual(server.requests.count, 3, "a streamed body is not sent twice")
     }
 
+    /// Token refresh through the transport: the server refuses the first token of a
+    /// `createNote` POST with a 401, the `AuthenticationInterceptor` refreshes it once and the
+    /// call goes again with its body and the new token; the client sees only the 201.
+    func testAnExpiredTokenOnAPostIsRefreshedAndTheCallSentAgain() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/api/notes", method: "POST") { request in
+            request.header("Authorization") == "Bearer fresh"
+                ? .json("{\"id\":7,\"title\":\"t\",\"tags\":[]}", status: 201)
+                : TestResponse(status: 401, headers: [("WWW-Authenticate", "Bearer")], body: Data())
+        }
+        let authenticator = BearerAuthenticator()
+        manager.interceptor = AuthenticationInterceptor(authenticator: authenticator, credential: BearerToken(value: "stale"))
+        let created = try await client(server).createNote(body: .json(.init(title: "t", tags: [])))
+        XCTAssertEqual(try created.created.body.json.id, 7)
+        XCTAssertEqual(authenticator.refreshes.withLock { $0 }, 1)
+        XCTAssertEqual(server.requests.map { $0.header("Authorization") }, ["Bearer stale", "Bearer fresh"])
+        XCTAssertEqual(server.requests.first?.body, server.requests.last?.body, "the body went again")
+    }
+
     /// Which bodies are collected to be sent again: read-many ones within the limit (also of
     /// unknown length), never a read-once body, and a read-many body past the limit is left
     /// whole to be streamed from its start.
@@ -337,4 +357,24 @@ private struct ChunkList: AsyncSequence, Sendable {
     }
 
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(remaining: chunks[...]) }
+}
+
+/// A bearer token for the refresh test.
+private struct BearerToken: AuthenticationCredential {
+    let value: String
+    var requiresRefresh: Bool { false }
+}
+
+/// Sends the token as `Authorization: Bearer …`; a refresh gives "fresh" and is counted.
+private final class BearerAuthenticator: Authenticator {
+    let refreshes = Mutex(0)
+
+    func apply(_ credential: BearerToken, to request: inout URLRequest) {
+        request.setValue("Bearer " + credential.value, forHTTPHeaderField: "Authorization")
+    }
+
+    func refresh(_ credential: BearerToken) async throws -> BearerToken {
+        refreshes.withLock { $0 += 1 }
+        return BearerToken(value: "fresh")
+    }
 }
