@@ -49,9 +49,12 @@ struct TransferClock: Sendable {
     /// waiting for one, the silence is the cap's, not the server's.
     private(set) var receivePace: RatePace?
     private(set) var sendPace: RatePace?
-    /// Until when the caps may hold the transfer back (0: they never have): the idle clock
-    /// counts from here when it is later than the last activity.
-    private(set) var pacedUntil: UInt64 = 0
+    /// Until when the caps may hold the transfer back (0: uncapped): the idle clock counts
+    /// from here when it is later than the last activity. Each pace's bound only grows
+    /// within an exchange, so the later of the two is the bound of the whole transfer.
+    var pacedUntil: UInt64 {
+        max(receivePace?.heldUntil ?? 0, sendPace?.heldUntil ?? 0)
+    }
 
     /// A wait between probes is at most `firstProbeDelay` times this (64 s for 1 s).
     static let longestProbeFactor: UInt64 = 64
@@ -78,7 +81,6 @@ struct TransferClock: Sendable {
     mutating func setRateCaps(receive: Int64?, send: Int64?, at now: UInt64) {
         receivePace = receive.map { RatePace(bytesPerSecond: $0, now: now) }
         sendPace = send.map { RatePace(bytesPerSecond: $0, now: now) }
-        pacedUntil = 0
     }
 
     /// Whether a cap applies to the current exchange.
@@ -86,16 +88,8 @@ struct TransferClock: Sendable {
 
     /// libcurl's byte counts at `now` (its progress callback), which its caps are measured on.
     mutating func observeCounts(uploaded: Int64, downloaded: Int64, at now: UInt64) {
-        if var pace = receivePace {
-            pace.observe(downloaded, at: now)
-            receivePace = pace
-            pacedUntil = max(pacedUntil, pace.heldUntil)
-        }
-        if var pace = sendPace {
-            pace.observe(uploaded, at: now)
-            sendPace = pace
-            pacedUntil = max(pacedUntil, pace.heldUntil)
-        }
+        receivePace?.observe(downloaded, at: now)
+        sendPace?.observe(uploaded, at: now)
     }
 
     /// When `idle` of silence has passed: counted from the last activity, or from the end of
