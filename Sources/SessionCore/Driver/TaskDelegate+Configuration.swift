@@ -135,13 +135,7 @@ extension TaskDelegate {
             // relative to the other streams of the connection: the default 0.5 gives 129).
             easy.set(CURLOPT_STREAM_WEIGHT, 1 + Int((Double(task.priority) * 255).rounded()))
         }
-        if let download, download.asksForRange {
-            // A range of a content-coded representation would be a range of other bytes:
-            // the resumed part is asked for as is.
-            easy.setAcceptEncoding(nil)
-        } else {
-            easy.setAcceptEncoding(prepared.acceptEncoding)
-        }
+        easy.setAcceptEncoding(decodesBody ? prepared.acceptEncoding : nil)
 
         var headerLines = download?.headerLines(adding: prepared.headerLines) ?? prepared.headerLines
         // curl adds "Expect: 100-continue" to bodies over 1 MiB and then waits up to a second

@@ -66,13 +66,12 @@ extension TaskDelegate {
             if waitedForProducer { passClock.noteStarted(state.clock.nextWake) }
             let expected = head.expectedContentLength ?? response.expectedContentLength
             if disposition == .deliver {
-                // libcurl decodes a content-coded body (unless a range was asked for, sent
-                // without decoding): `Content-Length` counts the encoded bytes, the task the
+                // libcurl decodes a content-coded body (`decodesBody`): `Content-Length`
+                // counts the encoded bytes, the task the
                 // decoded ones, whose number nobody announced. Progress is indeterminate then,
                 // as for a chunked body, rather than past 100% (1 MiB of zeros gzipped to
                 // 1 KB read 99,769%).
-                let decodes = isContentEncoded && prepared.acceptEncoding != nil && !(download?.asksForRange ?? false)
-                let announced = decodes ? -1 : expected
+                let announced = isContentEncoded && decodesBody ? -1 : expected
                 if let download {
                     planDownload(download, for: response)
                     // This answer is not the task's (a refused or changed range). A short body

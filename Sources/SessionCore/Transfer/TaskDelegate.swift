@@ -49,6 +49,11 @@ final class TaskDelegate {
     /// every body, a redirect's and a held-back 401's too).
     var decodedBodyBytes: Int64 = 0
     var isContentEncoded = false
+    /// Whether libcurl is asked for content codings and decodes them in this exchange. A
+    /// range of a content-coded representation would be a range of other bytes: a download's
+    /// resumed part, and a range the caller asked for (`PreparedRequest.acceptEncoding` nil),
+    /// are asked for as is. The one rule for `configure` and for the head's announced length.
+    var decodesBody: Bool { prepared.acceptEncoding != nil && !(download?.asksForRange ?? false) }
     /// The transfer's phase, pauses, head disposition, counts and clocks: every decision
     /// about what happens next is made there (`TransferStateMachine`). Touched on every
     /// chunk and only on this thread: unchecked like `body`.
