@@ -192,6 +192,16 @@ final class LimitsTests: XCTestCase {
         XCTAssertEqual(server.requests.last?.header("Accept-Encoding"), "gzip", "the caller's own list is sent")
         let whole = await manager.response(for: URLRequest(url: try server.url("/coded")))
         XCTAssertNotNil(server.requests.last?.header("Accept-Encoding"), "without a range, codings are asked for: \(whole.result)")
+
+        // A redirect keeps the range, and the hop asks for no coding either.
+        server.route("/moved", response: TestResponse(status: 302, headers: [("Location", "/coded")], body: Data()))
+        var moved = URLRequest(url: try server.url("/moved"))
+        moved.setValue("bytes=10-59", forHTTPHeaderField: "Range")
+        let followed = await manager.response(for: moved)
+        XCTAssertNil(followed.error)
+        XCTAssertEqual(followed.data, slice)
+        XCTAssertEqual(server.requests.last?.uri, "/coded")
+        XCTAssertNil(server.requests.last?.header("Accept-Encoding"))
     }
 
     /// A bomb in a body the task never sees (a redirect's, a 401 held back for the challenge
