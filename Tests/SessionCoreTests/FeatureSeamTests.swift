@@ -189,6 +189,121 @@ final class FeatureSeamTests: XCTestCase {
         }
         XCTAssertTrue(server.requests.first?.headers.contains { $0.name.lowercased() == "authorization" } ?? false)
     }
+
+    /// Retry × suspend: a task the caller suspends while its retry waits out the back-off
+    /// sends nothing when the back-off ends, only once resumed (a suspended task produces no
+    /// traffic). A second task whose back-off is ten times longer marks the time: when its
+    /// retry reaches the server, the first one's back-off is long over.
+    func testASuspendedTaskSendsItsRetryOnlyOnceResumed() async throws {
+        server.routeAnsweringFirst("/first", with: TestResponse(status: 503), thenWith: .text("first"))
+        server.routeAnsweringFirst("/marker", with: TestResponse(status: 503), thenWith: .text("marker"))
+        let manager = manager()
+        let retrier = SuspendingRetrier()
+        manager.requestRetrier = retrier
+        let first = manager.dataTask(with: URLRequest(url: try server.url("/first"))) { _ in }
+        let firstDone = expectation(forNotification: .taskDidComplete, object: first)
+        first.resume()
+        XCTAssertTrue(server.waitForRequests(count: 1))
+        let marker = await manager.response(for: URLRequest(url: try server.url("/marker")))
+        XCTAssertEqual(marker.data, Data("marker".utf8))
+        XCTAssertEqual(first.state, .suspended)
+        XCTAssertEqual(
+            server.requests.map(\.path), ["/first", "/marker", "/marker"],
+            "the suspended task's retry was sent when its back-off ended")
+        first.resume()
+        await fulfillment(of: [firstDone], timeout: 30)
+        XCTAssertNil(first.error)
+        XCTAssertEqual(server.requests.map(\.path), ["/first", "/marker", "/marker", "/first"])
+    }
+
+    /// Redirect hook × suspend: a hook that suspends its task and lets the redirect go on
+    /// sends the next hop only once the task is resumed.
+    func testARedirectFollowedWhileSuspendedIsSentOnlyOnceResumed() async throws {
+        server.route("/moved", response: .redirect(to: "/ok"))
+        let manager = manager()
+        let hookReturned = Mutex(false)
+        manager.setTaskWillPerformHTTPRedirectionBlock { task, _, request in
+            guard request.url?.path == "/ok" else { return request }
+            task.suspend()
+            hookReturned.withLock { $0 = true }
+            return request
+        }
+        let moved = manager.dataTask(with: URLRequest(url: try server.url("/moved"))) { _ in }
+        let done = expectation(forNotification: .taskDidComplete, object: moved)
+        moved.resume()
+        for _ in 0..<1000 where !hookReturned.withLock({ $0 }) { try await Task.sleep(nanoseconds: 10_000_000) }
+        // A whole exchange of another task after the hook answered: the driver handled the
+        // answer before it.
+        var probe = URLRequest(url: try server.url("/ok"))
+        probe.setValue("probe", forHTTPHeaderField: "X-Probe")
+        let other = await manager.response(for: probe)
+        XCTAssertNil(other.error)
+        XCTAssertEqual(server.requests.count, 2, "the next hop was sent while the task was suspended")
+        moved.resume()
+        await fulfillment(of: [done], timeout: 30)
+        XCTAssertNil(moved.error)
+        XCTAssertEqual(server.requests.map(\.path), ["/moved", "/ok", "/ok"])
+        XCTAssertNil(server.requests[2].headers.first { $0.name == "X-Probe" }, "the last request is the redirect's hop")
+    }
+
+    /// Start × suspend: a task suspended right after `resume()`, before the driver started
+    /// it, sends nothing until resumed again; another task's whole exchange meanwhile shows
+    /// the driver got to it.
+    func testATaskSuspendedBeforeItStartedSendsNothingUntilResumed() async throws {
+        let manager = manager()
+        let early = manager.dataTask(with: URLRequest(url: try server.url("/busy"))) { _ in }
+        let done = expectation(forNotification: .taskDidComplete, object: early)
+        early.resume()
+        early.suspend()
+        let other = await manager.response(for: URLRequest(url: try server.url("/ok")))
+        XCTAssertNil(other.error)
+        XCTAssertEqual(server.requests.map(\.path), ["/ok"], "the suspended task's request was sent")
+        early.resume()
+        await fulfillment(of: [done], timeout: 30)
+        XCTAssertNil(early.error)
+        XCTAssertEqual(early.countOfBytesReceived, 20 * 64)
+        XCTAssertEqual(server.requests.map(\.path), ["/ok", "/busy"])
+    }
+
+    /// Connection cap × suspend: a task suspended while it waits in line for its origin's
+    /// only slot passes the slot on when its turn comes, and takes one when resumed.
+    func testASuspendedTaskInLinePassesItsSlotOn() async throws {
+        let manager = manager { $0.httpMaximumConnectionsPerHost = 1 }
+        let busy = manager.dataTask(with: URLRequest(url: try server.url("/busy"))) { _ in }
+        busy.resume()
+        XCTAssertTrue(server.waitForRequests(count: 1))
+        let waiting = manager.dataTask(with: URLRequest(url: try server.url("/ok"))) { _ in }
+        let waitingDone = expectation(forNotification: .taskDidComplete, object: waiting)
+        waiting.resume()
+        waiting.suspend()
+        var request = URLRequest(url: try server.url("/ok"))
+        request.setValue("behind", forHTTPHeaderField: "X-Probe")
+        let behind = manager.dataTask(with: request) { _ in }
+        let behindDone = expectation(forNotification: .taskDidComplete, object: behind)
+        behind.resume()
+        // Bounded: a suspended task that kept the slot would hold this one in line for good.
+        await fulfillment(of: [behindDone], timeout: 30)
+        XCTAssertNil(behind.error)
+        XCTAssertEqual(server.requests.count, 2, "the suspended task's request was sent")
+        waiting.resume()
+        await fulfillment(of: [waitingDone], timeout: 30)
+        XCTAssertNil(waiting.error)
+        XCTAssertEqual(server.requests.map(\.path), ["/busy", "/ok", "/ok"])
+        XCTAssertNil(server.requests[2].headers.first { $0.name == "X-Probe" })
+    }
+}
+
+/// Suspends a task at its first failure and retries it after a short back-off; any other
+/// task is retried after ten times as long. Later failures are not retried.
+final class SuspendingRetrier: RequestRetrier {
+    func retry(_ task: SessionTask, attempt: Int, error: SessionError?, response: HTTPURLResponse?) -> RetryDecision {
+        guard attempt == 0 else { return .doNotRetry }
+        if task.currentRequest?.url?.path == "/first" {
+            task.suspend()
+            return .retryAfter(0.05)
+        }
+        return .retryAfter(0.5)
+    }
 }
 
 /// An adapter that changes nothing (its presence makes retries re-prepare the request).

@@ -51,7 +51,7 @@ final class TransferStateMachineTests: XCTestCase {
         XCTAssertTrue(machine.probeIsDue(now: 550))
         XCTAssertTrue(machine.suspend(now: 550))
         XCTAssertFalse(machine.probeIsDue(now: 5_000), "suspended by the caller")
-        XCTAssertTrue(machine.resume(now: 5_000))
+        XCTAssertEqual(machine.resume(now: 5_000), .continueTransfer)
         XCTAssertFalse(machine.probeIsDue(now: 5_009))
         XCTAssertTrue(machine.probeIsDue(now: 5_010))
         machine.bodyProducerFellBehind(now: 5_010)
@@ -269,6 +269,8 @@ final class TransferStateMachineTests: XCTestCase {
         XCTAssertTrue(awaitingRoute.connectivityAwaited(error: .cannotConnect("unreachable"), now: 0))
         var backingOff = retrier
         _ = backingOff.retryDecided(.retryAfter(1), now: 0)
+        var awaitingResume = ready
+        XCTAssertTrue(awaitingResume.holdsForResume(taskIsSuspended: true, now: 0))
         var finished = delivering
         finished.finish(now: 0)
         ready = Machine(timeouts: TransferTimeouts(idle: 100, total: 10_000), maximumRedirects: 16, now: 0)
@@ -280,7 +282,7 @@ final class TransferStateMachineTests: XCTestCase {
             ("awaiting the challenge handler", challenge),
             ("awaiting the redirection hook", redirect), ("awaiting the response hook", response),
             ("awaiting the retrier", retrier), ("awaiting a retry's back-off", backingOff),
-            ("awaiting a route", awaitingRoute), ("finished", finished),
+            ("awaiting a route", awaitingRoute), ("awaiting resume", awaitingResume), ("finished", finished),
         ]
     }
 
@@ -299,6 +301,7 @@ final class TransferStateMachineTests: XCTestCase {
             ("bodyProducerCaughtUp", { "\($0.bodyProducerCaughtUp(now: 5))" }),
             ("suspend", { "\($0.suspend(now: 5))" }),
             ("resume", { "\($0.resume(now: 5))" }),
+            ("holdsForResume", { "\($0.holdsForResume(taskIsSuspended: true, now: 5))" }),
             ("exchangeEnded", { $0.exchangeEnded(Machine.EndFacts(), now: 5).map { "\($0)" } ?? "nil" }),
             ("responseAnswered", { "\($0.responseAnswered(cancel: false, now: 5))" }),
             ("challengeAnswered", { "\($0.challengeAnswered(now: 5))" }),
@@ -323,6 +326,8 @@ final class TransferStateMachineTests: XCTestCase {
         "queuedForSlot": ["ready": "waitingForSlot"],
         "slotGranted": ["waitingForSlot": "ready"],
         "attached": ["ready": "attached"],
+        "holdsForResume": ["ready": "awaitingResume"],
+        "resume": ["awaiting resume": "ready"],
         "exchangeEnded": [
             "attached, connecting": "ready", "attached, connected": "ready", "attached, delivering": "ready",
             "attached, response hook pending": "awaitingDecision(response)", "attached, backpressured": "ready",
@@ -359,6 +364,7 @@ final class TransferStateMachineTests: XCTestCase {
         case .attached: return "attached"
         case .awaitingDecision(let decision): return "awaitingDecision(\(decision))"
         case .awaitingRetry: return "awaitingRetry"
+        case .awaitingResume: return "awaitingResume"
         case .finished: return "finished"
         }
     }
@@ -375,7 +381,7 @@ final class TransferStateMachineTests: XCTestCase {
 
     func testEveryEventInEveryPhase() throws {
         let phases = try everyPhase()
-        XCTAssertEqual(phases.count, 16)
+        XCTAssertEqual(phases.count, 17)
         for (eventName, event) in everyEvent() {
             for (phaseName, start) in phases {
                 var machine = start
@@ -400,30 +406,82 @@ final class TransferStateMachineTests: XCTestCase {
                     XCTAssertNil(machine.expiry(at: .max), "a finished transfer never times out: \(context)")
                 }
                 // Curl is asked to continue only a transfer that is in it and not suspended.
-                if answer == "true", ["resume", "consumerCaughtUp", "bodyProducerCaughtUp"].contains(eventName) {
+                if answer == "true", ["consumerCaughtUp", "bodyProducerCaughtUp"].contains(eventName) {
                     XCTAssertEqual(machine.phase, .attached, context)
                 }
                 if answer == "continueTransfer" { XCTAssertTrue(machine.maySend, context) }
+                // Only a transfer that waited for the resume is attached by it.
+                if eventName == "resume" {
+                    XCTAssertEqual(answer == "attach", start.phase == .awaitingResume, context)
+                }
             }
         }
     }
 
     // MARK: - The clock follows the phase
 
-    /// A transfer suspended while it waits for a slot stays held when the slot comes; a
-    /// resume while it still has no connection does not start the clock; the clock starts
-    /// from the moment the last hold ends.
+    /// A transfer suspended while it waits for a slot is not attached when the slot comes
+    /// but waits for the resume, detached; a transfer suspended once attached holds its
+    /// clock; the clock starts from the moment the last hold ends.
     func testTheIdleClockRunsOnlyWhileConnectedAndUnheld() {
         var machine = Machine(timeouts: TransferTimeouts(idle: 100, total: nil), maximumRedirects: 16, now: 0)
         XCTAssertTrue(machine.queuedForSlot(now: 0))
         _ = machine.suspend(now: 10)
         XCTAssertTrue(machine.slotGranted(now: 20))
-        XCTAssertTrue(machine.attached(now: 30, taskIsSuspended: false))
-        _ = machine.connecting(now: 40)
+        XCTAssertTrue(machine.holdsForResume(taskIsSuspended: false, now: 20), "suspended: not sent")
+        XCTAssertFalse(machine.attached(now: 30, taskIsSuspended: false))
         XCTAssertNil(machine.expiry(at: 10_000), "suspended")
-        XCTAssertTrue(machine.resume(now: 10_000), "attached: curl continues")
-        XCTAssertNil(machine.expiry(at: 10_099))
-        XCTAssertEqual(machine.expiry(at: 10_100).map { caseName(of: $0) }, "idle")
+        XCTAssertEqual(machine.resume(now: 10_000), .attach)
+        XCTAssertTrue(machine.attached(now: 10_000, taskIsSuspended: false))
+        _ = machine.connecting(now: 10_000)
+        XCTAssertTrue(machine.suspend(now: 10_050), "attached: curl pauses")
+        XCTAssertNil(machine.expiry(at: 20_000), "suspended")
+        XCTAssertEqual(machine.resume(now: 20_000), .continueTransfer, "attached: curl continues")
+        XCTAssertNil(machine.expiry(at: 20_099))
+        XCTAssertEqual(machine.expiry(at: 20_100).map { caseName(of: $0) }, "idle")
+    }
+
+    /// Whatever next exchange comes due while the caller has the task suspended (its start,
+    /// a retry after its back-off, a redirect's hop) waits detached for the resume, with no
+    /// clock running; a task not suspended is attached as before.
+    func testASuspendedTransferWaitsDetachedForResume() throws {
+        var fresh = Machine(timeouts: TransferTimeouts(idle: 100, total: nil), maximumRedirects: 16, now: 0)
+        XCTAssertFalse(fresh.holdsForResume(taskIsSuspended: false, now: 0), "not suspended: attached")
+        XCTAssertEqual(fresh.phase, .ready)
+        XCTAssertTrue(fresh.holdsForResume(taskIsSuspended: true, now: 0), "suspended before the driver heard of it")
+        XCTAssertEqual(fresh.phase, .awaitingResume)
+        XCTAssertTrue(fresh.isSuspended)
+        XCTAssertEqual(fresh.holds, [.suspended, .noConnection])
+        XCTAssertNil(fresh.expiry(at: 1_000_000))
+        XCTAssertFalse(fresh.attached(now: 1, taskIsSuspended: false), "not until the resume")
+        XCTAssertFalse(fresh.suspend(now: 2), "detached: nothing to pause in curl")
+        XCTAssertEqual(fresh.resume(now: 3), .attach)
+        XCTAssertEqual(fresh.phase, .ready)
+        XCTAssertFalse(fresh.isSuspended)
+        XCTAssertEqual(fresh.resume(now: 4), .none, "resumed twice: once attached")
+
+        var backingOff = exchanging(.deliver)
+        _ = backingOff.exchangeEnded(Machine.EndFacts(), now: 1)
+        XCTAssertTrue(backingOff.retrierAsked(error: .timedOut("idle"), now: 1))
+        _ = backingOff.retryDecided(.retryAfter(1), now: 2)
+        XCTAssertFalse(backingOff.suspend(now: 3))
+        XCTAssertEqual(backingOff.retryDue(now: 2 + 1_000_000_000), .some(.timedOut("idle")), "the back-off is over")
+        XCTAssertTrue(backingOff.holdsForResume(taskIsSuspended: true, now: 2 + 1_000_000_000))
+        XCTAssertEqual(backingOff.resume(now: 5_000_000_000), .attach)
+        XCTAssertEqual(backingOff.retryCount, 1)
+
+        var redirect = exchanging(.redirect(try hop()))
+        var facts = Machine.EndFacts()
+        facts.hasRedirectHook = true
+        _ = redirect.exchangeEnded(facts, now: 1)
+        XCTAssertFalse(redirect.suspend(now: 2), "the hook suspended its task")
+        XCTAssertTrue(redirect.redirectAnswered(now: 3))
+        redirect.redirectFollowed(now: 3)
+        XCTAssertTrue(redirect.holdsForResume(taskIsSuspended: true, now: 3))
+        redirect.redirectFollowed(now: 4)
+        XCTAssertEqual(redirect.redirectCount, 1, "waiting for the resume is not between exchanges")
+        redirect.finish(now: 5)
+        XCTAssertEqual(redirect.resume(now: 6), .none, "finished: nothing attaches")
     }
 
     /// Waiting for the request body's producer holds the idle clock until the server answers:
@@ -459,7 +517,7 @@ final class TransferStateMachineTests: XCTestCase {
         var machine = Machine(timeouts: TransferTimeouts(idle: 100, total: nil), maximumRedirects: 16, now: 0)
         machine.attached(now: 0, taskIsSuspended: false)
         XCTAssertTrue(machine.suspend(now: 10), "attached: curl pauses")
-        XCTAssertTrue(machine.resume(now: 20))
+        XCTAssertEqual(machine.resume(now: 20), .continueTransfer)
         XCTAssertEqual(machine.holds, .noConnection)
         XCTAssertNil(machine.expiry(at: 5_000))
         XCTAssertEqual(machine.connecting(now: 5_000), 5_100)
@@ -497,7 +555,7 @@ final class TransferStateMachineTests: XCTestCase {
         machine.consumerFellBehind(now: 1)
         XCTAssertTrue(machine.suspend(now: 2))
         XCTAssertFalse(machine.consumerCaughtUp(now: 3), "suspended: resume continues it")
-        XCTAssertTrue(machine.resume(now: 4))
+        XCTAssertEqual(machine.resume(now: 4), .continueTransfer)
         XCTAssertTrue(machine.holds.isEmpty)
         XCTAssertEqual(machine.clock.nextDeadline, 104)
     }
@@ -512,7 +570,7 @@ final class TransferStateMachineTests: XCTestCase {
         _ = machine.suspend(now: 1_000)
         XCTAssertEqual(machine.responseAnswered(cancel: false, now: 2_000), .wait)
         XCTAssertEqual(machine.holds, .suspended, "only the caller's suspension holds after the answer")
-        XCTAssertTrue(machine.resume(now: 3_000))
+        XCTAssertEqual(machine.resume(now: 3_000), .continueTransfer)
         XCTAssertTrue(machine.holds.isEmpty)
         XCTAssertEqual(machine.bodyArrived(now: 3_001), .take)
         XCTAssertEqual(machine.responseAnswered(cancel: false, now: 3_002), .ignore)

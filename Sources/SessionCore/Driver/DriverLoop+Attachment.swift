@@ -89,8 +89,20 @@ extension DriverLoop {
         connect(delegate)
     }
 
-    /// Adds the transfer, which holds its slot if it needs one, to the multi handle.
+    /// Adds the transfer, which holds its slot if it needs one, to the multi handle; or,
+    /// when the caller has the task suspended, keeps it out until `resume()`.
     func connect(_ delegate: TaskDelegate) {
+        // A suspended task sends nothing (its start, a retry whose back-off ended, a
+        // redirect's hop): libcurl would send the request before the first body byte could
+        // pause it, and the paused transfer would hold its slot for as long as the caller
+        // waits. It waits detached (`.awaitingResume`; `transition` passes the slot on).
+        let suspended = delegate.task.state == .suspended
+        if transition(delegate, { $0.holdsForResume(taskIsSuspended: suspended, now: TaskDelegate.uptime) }) {
+            if let log = engine.debugLog {
+                log.debug("task #\(delegate.task.taskIdentifier) waits for resume() before it is sent")
+            }
+            return
+        }
         refreshShareIfPolicyChanged()
         if let error = delegate.configure(share: share, network: network, shareHoldsHSTS: shareHoldsHSTS) {
             finish(delegate, outcome: outcome(of: delegate, error: error))
@@ -102,10 +114,10 @@ extension DriverLoop {
             finish(delegate, outcome: outcome(of: delegate, error: .curl(code: Int(code.rawValue), message: message)))
             return
         }
-        // Suspended before it started, or while it waited detached: the machine's flag holds
-        // it (the read and write callbacks pause on it).
-        let suspended = delegate.task.state == .suspended
-        guard transition(delegate, { $0.attached(now: TaskDelegate.uptime, taskIsSuspended: suspended) }) else {
+        // Suspended since the check above (another thread's `suspend()`): the machine's flag
+        // holds it (the read and write callbacks pause on it).
+        let suspendedSince = delegate.task.state == .suspended
+        guard transition(delegate, { $0.attached(now: TaskDelegate.uptime, taskIsSuspended: suspendedSince) }) else {
             // Not ready to attach (a driver bug): take the handle back out of curl before the
             // task completes, so that no handle is recycled while libcurl still holds it.
             _ = curl_multi_remove_handle(multi, delegate.easy.raw)

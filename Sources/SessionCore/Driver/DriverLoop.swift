@@ -151,9 +151,15 @@ final class DriverLoop {
             if delegate.state.suspend(now: TaskDelegate.uptime) { _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_ALL) }
         case .unpause(let task):
             guard let delegate = delegates[task] else { return }
-            let continues = delegate.state.resume(now: TaskDelegate.uptime)
-            scheduleTimeoutCheck(for: delegate)
-            if continues { _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT) }
+            switch delegate.state.resume(now: TaskDelegate.uptime) {
+            case .none:
+                scheduleTimeoutCheck(for: delegate)
+            case .continueTransfer:
+                scheduleTimeoutCheck(for: delegate)
+                _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
+            case .attach:
+                attach(delegate)  // its next exchange waited for this resume
+            }
         case .resumeReading(let task):
             guard let delegate = delegates[task],
                 delegate.state.consumerCaughtUp(now: TaskDelegate.uptime)  // else `unpause` continues it

@@ -22,6 +22,10 @@ extension TransferStateMachine {
         case awaitingDecision(Decision)
         /// Detached, waiting out a retry's back-off until `retryDeadline` (uptime ns).
         case awaitingRetry
+        /// Detached with its next exchange ready (its start, a retry, a redirect's hop, a
+        /// challenge's answer) while the caller has the task suspended: it is sent at
+        /// `resume()`, not before, and holds no connection slot meanwhile.
+        case awaitingResume
         /// Completed; no event moves it again.
         case finished
     }
@@ -113,6 +117,16 @@ extension TransferStateMachine {
         case continueTransfer
         /// Nothing to do now (suspended: `resume` continues it; detached: attaching does).
         case wait
+    }
+
+    /// What the driver does when the caller resumes the task.
+    enum ResumeStep: Equatable {
+        /// Nothing now (not suspended in curl; whatever the transfer waits for goes on).
+        case none
+        /// Let curl continue the paused transfer.
+        case continueTransfer
+        /// Attach the transfer: its next exchange waited for this resume (`.awaitingResume`).
+        case attach
     }
 
     /// What the driver does with the retrier's answer.

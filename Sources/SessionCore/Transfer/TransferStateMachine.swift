@@ -37,7 +37,9 @@ import FoundationNetworking
 ///     │   .response)          │                   finished ◀──── awaitingRetry
 ///     └───────────────────────┴──────── answered / due ──────────────────┘
 /// ```
-/// `cancel` and the resource timeout move any phase to `.finished`.
+/// `cancel` and the resource timeout move any phase to `.finished`. A transfer about to be
+/// attached while the caller has the task suspended goes to `.awaitingResume` instead
+/// (detached, no slot) and back to `ready` at `resume`.
 struct TransferStateMachine {
     private(set) var phase: Phase = .ready
     /// The caller suspended the task; holds in every phase (a transfer suspended while it
@@ -93,7 +95,7 @@ struct TransferStateMachine {
     var holds: TransferClock.Hold {
         var holds: TransferClock.Hold = isSuspended ? .suspended : []
         switch phase {
-        case .ready, .waitingForSlot:
+        case .ready, .waitingForSlot, .awaitingResume:
             holds.insert(.noConnection)
         case .attached:
             if !hasConnection { holds.insert(.noConnection) }
@@ -274,14 +276,37 @@ struct TransferStateMachine {
         return phase == .attached
     }
 
-    /// `resume()`. True: let curl continue now. A backpressure pause that ended while the
-    /// task was suspended was not lifted: it is dropped here, and the write callback holds
-    /// again if the consumer is still behind.
-    mutating func resume(now: UInt64) -> Bool {
+    /// `resume()`: curl continues an attached transfer, and one whose next exchange waited
+    /// for this (`.awaitingResume`) is ready to attach. A backpressure pause that ended while
+    /// the task was suspended was not lifted: it is dropped here, and the write callback
+    /// holds again if the consumer is still behind.
+    mutating func resume(now: UInt64) -> ResumeStep {
         isSuspended = false
         isBackpressured = false
+        let step: ResumeStep
+        switch phase {
+        case .attached: step = .continueTransfer
+        case .awaitingResume:
+            phase = .ready
+            step = .attach
+        case .ready, .waitingForSlot, .awaitingDecision, .awaitingRetry, .finished: step = .none
+        }
         settleClock(now)
-        return phase == .attached
+        return step
+    }
+
+    /// The transfer is about to be put into curl (its slot granted, or none needed). True
+    /// when the caller has the task suspended (`taskIsSuspended`: the task's own state, which
+    /// a `suspend()` the driver has not heard of yet already shows): it is not attached but
+    /// waits, detached, for `resume()` (`.awaitingResume`), so that a suspended task sends
+    /// nothing, whether its start, a retry whose back-off ended, a redirect's hop or a
+    /// challenge's answer comes due. False (and no change) unless it was `.ready`.
+    mutating func holdsForResume(taskIsSuspended: Bool, now: UInt64) -> Bool {
+        guard phase == .ready, isSuspended || taskIsSuspended else { return false }
+        isSuspended = true
+        phase = .awaitingResume
+        settleClock(now)
+        return true
     }
 
     // MARK: - Ends and decisions
@@ -353,7 +378,7 @@ struct TransferStateMachine {
     private var isBetweenExchanges: Bool {
         switch phase {
         case .ready, .awaitingDecision, .awaitingRetry: return true
-        case .waitingForSlot, .attached, .finished: return false
+        case .waitingForSlot, .attached, .awaitingResume, .finished: return false
         }
     }
 
