@@ -93,6 +93,9 @@ public struct CurlewTransport: ClientTransport {
             guard collected.count + chunk.count <= limit else { return nil }
             collected.append(contentsOf: chunk)
         }
+        // A sequence may end quietly when its reader's task is cancelled (`AsyncStream` does):
+        // what was read then is not known to be the whole body, and is never sent as one.
+        try Task.checkCancellation()
         return collected
     }
 

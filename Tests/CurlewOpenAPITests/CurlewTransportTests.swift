@@ -285,6 +285,49 @@ final class CurlewTransportTests: XCTestCase {
         XCTAssertTrue(server.waitForAllConnectionsClosed())
     }
 
+    /// Cancel × the body's collection: a call cancelled while the transport collects a body
+    /// that may be read again sends nothing, although the body's sequence ends quietly at the
+    /// cancellation (as `AsyncStream` does), which the collection cannot tell from its end.
+    func testACallCancelledWhileItsBodyIsCollectedSendsNothing() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/api/upload", method: "POST") { request in .text("\(request.body.count)") }
+        server.route("/api/probe", response: .text("probe"))
+        let transport = CurlewTransport(manager: manager)
+        let baseURL = try server.url("/api")
+        // Through `send`: the call throws and nothing reaches the server (the manager would
+        // not start a cancelled caller's transfer either).
+        let stalled = StallFlag()
+        let body = HTTPBody(StallingBody(stalled: stalled), length: .unknown, iterationBehavior: .multiple)
+        let call = Task {
+            try await transport.send(
+                HTTPRequest(method: .post, scheme: nil, authority: nil, path: "/upload"), body: body, baseURL: baseURL,
+                operationID: "upload")
+        }
+        for _ in 0..<3000 where !stalled.isSet { try await Task.sleep(nanoseconds: 10_000_000) }
+        XCTAssertTrue(stalled.isSet, "the body was not read")
+        call.cancel()
+        do {
+            let (head, _) = try await call.value
+            XCTFail("a cancelled call was answered: \(head.status)")
+        } catch {}
+        let (probe, _) = try await manager.data(for: URLRequest(url: try server.url("/api/probe")))
+        XCTAssertEqual(probe, Data("probe".utf8))
+        XCTAssertEqual(server.requests.map(\.path), ["/api/probe"], "the part of a body read before the cancel was sent")
+        // The collection itself: the part read is not taken for the whole body.
+        let stalledAgain = StallFlag()
+        let again = HTTPBody(StallingBody(stalled: stalledAgain), length: .unknown, iterationBehavior: .multiple)
+        let collection = Task { try await transport.replayableBytes(of: again) }
+        for _ in 0..<3000 where !stalledAgain.isSet { try await Task.sleep(nanoseconds: 10_000_000) }
+        collection.cancel()
+        do {
+            let collected = try await collection.value
+            XCTFail("a cancelled collection gave \(collected.map { "\($0.count) bytes" } ?? "nil")")
+        } catch {
+            XCTAssertTrue(error is CancellationError, "\(error)")
+        }
+    }
+
     func testHTTPTypesKeepFieldOrderAndRepeatedFields() async throws {
         let server = try TestServer()
         defer { server.shutdown() }
@@ -357,6 +400,36 @@ private struct ChunkList: AsyncSequence, Sendable {
     }
 
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(remaining: chunks[...]) }
+}
+
+/// A body that gives three bytes, then waits until its reader's task is cancelled and ends
+/// (as `AsyncStream` ends at a cancellation); `stalled` is set once it waits.
+private struct StallingBody: AsyncSequence, Sendable {
+    typealias Element = HTTPBody.ByteChunk
+    let stalled: StallFlag
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let stalled: StallFlag
+        var gaveFirst = false
+        mutating func next() async throws -> HTTPBody.ByteChunk? {
+            if !gaveFirst {
+                gaveFirst = true
+                return ArraySlice("abc".utf8)
+            }
+            stalled.set()
+            for _ in 0..<3000 where !Task.isCancelled { try? await Task.sleep(nanoseconds: 10_000_000) }
+            return nil
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(stalled: stalled) }
+}
+
+/// Set once by `StallingBody` when it starts to wait.
+private final class StallFlag: Sendable {
+    private let value = Mutex(false)
+    var isSet: Bool { value.withLock { $0 } }
+    func set() { value.withLock { $0 = true } }
 }
 
 /// A bearer token for the refresh test.

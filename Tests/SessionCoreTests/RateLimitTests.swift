@@ -150,6 +150,25 @@ final class RateLimitTests: XCTestCase {
         XCTAssertEqual(response.data?.count, 2_500_000, "\(response.result)")
     }
 
+    /// Rate cap × retry: the attempt the retrier sends again is timed as the first was. The
+    /// first answer breaks off after 1.5 MB; the retry's whole 2.5 MB has libcurl's wait after
+    /// its first burst (~2.8 s), forgiven under a 1 s timeout only if the new exchange's cap
+    /// reaches the idle clock (without it: `.timedOut` on the retry).
+    func testARetriedCappedDownloadIsTimedAsTheFirst() async throws {
+        let body = Data((0..<2_500_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        server.routeAnsweringFirst(
+            "/flaky", with: .fault(.truncatedBody(declaredLength: 2_500_000, sentLength: 1_500_000)),
+            thenWith: TestResponse(body: body))
+        let manager = manager { $0.maximumReceiveRate = 500_000 }
+        manager.requestRetrier = FixedRetrier(decision: .retry)
+        var request = URLRequest(url: try server.url("/flaky"))
+        request.timeoutInterval = 1
+        let (response, _) = await run { manager.dataTask(with: request, completionHandler: $0) }
+        XCTAssertNil(response.error)
+        XCTAssertEqual(response.data, body, "\(response.result)")
+        XCTAssertEqual(server.requests.count, 2, "the broken answer was retried once")
+    }
+
     /// The same for sending: a 64 KiB write at 30 kB/s is followed by a ~2.2 s wait.
     func testASendCapsWaitLongerThanTheIdleTimeoutIsNotSilence() async throws {
         let manager = manager { $0.maximumSendRate = 30_000 }
