@@ -134,7 +134,7 @@ struct DownloadRun {
             // answering a resumed download carries new resume data in the error.
             var kept = resumeData
             if case .resumeFailed(_, let data)? = error as? SessionError { kept = data ?? kept }
-            if let kept, let name = target ?? response.head.map({ planned($0, directory: directory, url: request.url) }),
+            if let kept, let name = target ?? response.head.map({ planned($0, directory: directory) }),
                 (try? kept.write(to: resumeFile(for: name))) != nil
             {
                 failure.message += " (kept for --continue: \(resumeFile(for: name).lastPathComponent))"
@@ -164,8 +164,8 @@ struct DownloadRun {
             return .saved(target, bytes)
         }
         let name = DownloadNaming.fileName(
-            contentDisposition: head.value(forHTTPHeaderField: "Content-Disposition"),
-            url: request.url ?? head.url, mimeType: head.mimeType)
+            contentDisposition: head.value(forHTTPHeaderField: "Content-Disposition"), url: head.url,
+            mimeType: head.mimeType)
         // link(2) never replaces a file: a name taken meanwhile moves on to the next one.
         for _ in 0..<100 {
             let candidate = DownloadNaming.unusedName(name, in: directory)
@@ -187,10 +187,12 @@ struct DownloadRun {
         chmod(file.path, 0o666 & ~mask)
     }
 
-    /// The name a download would be saved under now.
-    private static func planned(_ head: HTTPResponseHead, directory: URL, url: URL?) -> URL {
+    /// The name a download would be saved under now: from the response, whose URL is the
+    /// last of a chain of redirects followed (`/latest` redirected to `/app-1.2.zip` saves
+    /// `app-1.2.zip`, as HTTPie does; the name is sanitised as any server's suggestion is).
+    private static func planned(_ head: HTTPResponseHead, directory: URL) -> URL {
         let name = DownloadNaming.fileName(
-            contentDisposition: head.value(forHTTPHeaderField: "Content-Disposition"), url: url ?? head.url,
+            contentDisposition: head.value(forHTTPHeaderField: "Content-Disposition"), url: head.url,
             mimeType: head.mimeType)
         return DownloadNaming.unusedName(name, in: directory)
     }
@@ -199,7 +201,7 @@ struct DownloadRun {
     private static func interrupted(task: DownloadTask, data: Data?, target: URL?, directory: URL, url: URL) -> Never {
         let stderr = Terminal.standardError
         if stderr.isTerminal { stderr.write("\n") }
-        let name = target ?? task.responseHead.map { planned($0, directory: directory, url: url) }
+        let name = target ?? task.responseHead.map { planned($0, directory: directory) }
         if let data, let name, (try? data.write(to: resumeFile(for: name))) != nil {
             stderr.write(
                 "curlew: interrupted after \(task.countOfBytesReceived) bytes; continue with: "

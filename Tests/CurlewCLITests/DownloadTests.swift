@@ -53,6 +53,16 @@ final class DownloadTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory.deletingLastPathComponent().appendingPathComponent("escape.txt").path))
     }
 
+    /// `--download --follow`: the file is named from the URL the body came from, the last of
+    /// the chain (`/redirect-to?url=/range/700` saves `700.bin`), as HTTPie does.
+    func testAFollowedDownloadIsNamedFromTheLastURL() throws {
+        let result = try CurlewProcess.run(["-d", "-F", "\(base)/redirect-to?url=/range/700"], in: directory)
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(result.stderr, "curlew: saved 700.bin (700 bytes)\n")
+        XCTAssertEqual(try files(), ["700.bin"])
+        XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("700.bin")), rangeBytes(700))
+    }
+
     func testAnErrorStatusSavesNothing() throws {
         let result = try CurlewProcess.run(["-d", "\(base)/status/404"], in: directory)
         XCTAssertEqual(result.status, 4)
