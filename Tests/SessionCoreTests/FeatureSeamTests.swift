@@ -265,6 +265,22 @@ final class FeatureSeamTests: XCTestCase {
         XCTAssertEqual(server.requests.map(\.path), ["/ok", "/busy"])
     }
 
+    /// Resource timeout × suspend: a task held for its resume still ends at its resource
+    /// timeout (the total time a task may take, suspended or not), having sent nothing.
+    func testATaskHeldForItsResumeEndsAtItsResourceTimeout() async throws {
+        let manager = manager { $0.timeoutIntervalForResource = 0.5 }
+        let held = manager.dataTask(with: URLRequest(url: try server.url("/ok"))) { _ in }
+        let done = expectation(forNotification: .taskDidComplete, object: held)
+        held.resume()
+        held.suspend()
+        await fulfillment(of: [done], timeout: 30)
+        guard case .timedOut(let reason)? = held.error as? SessionError else {
+            return XCTFail("expected the resource timeout, got \(String(describing: held.error))")
+        }
+        XCTAssertTrue(reason.contains("resource timeout"), reason)
+        XCTAssertEqual(server.requests.count, 0)
+    }
+
     /// Connection cap × suspend: a task suspended while it waits in line for its origin's
     /// only slot passes the slot on when its turn comes, and takes one when resumed.
     func testASuspendedTaskInLinePassesItsSlotOn() async throws {

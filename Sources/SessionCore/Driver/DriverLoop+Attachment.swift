@@ -98,6 +98,7 @@ extension DriverLoop {
         // waits. It waits detached (`.awaitingResume`; `transition` passes the slot on).
         let suspended = delegate.task.state == .suspended
         if transition(delegate, { $0.holdsForResume(taskIsSuspended: suspended, now: TaskDelegate.uptime) }) {
+            scheduleTimeoutCheck(for: delegate)  // the resource timeout runs on meanwhile
             if let log = engine.debugLog {
                 log.debug("task #\(delegate.task.taskIdentifier) waits for resume() before it is sent")
             }
