@@ -163,6 +163,27 @@ final class ServerSentEventsTests: XCTestCase {
         XCTAssertEqual(received, ["after the reset"])
     }
 
+    /// The wait before a reconnection doubles with failures in a row, up to 64 times and a
+    /// day, and saturates: a hostile `retry:` of 2^62 ms or more after a failure waited 0 ms
+    /// (the doubled product wrapped to a negative number), reconnecting in a loop.
+    func testTheReconnectionDelaySaturatesAtADay() {
+        typealias Iterator = ServerSentEvents.Iterator
+        let day = 86_400_000
+        XCTAssertEqual(Iterator.reconnectionDelay(retry: 3000, failures: 0), 3000)
+        XCTAssertEqual(Iterator.reconnectionDelay(retry: 3000, failures: 2), 12_000)
+        XCTAssertEqual(Iterator.reconnectionDelay(retry: 3000, failures: 6), 192_000)
+        XCTAssertEqual(Iterator.reconnectionDelay(retry: 3000, failures: 1000), 192_000, "at most 64 times")
+        XCTAssertEqual(Iterator.reconnectionDelay(retry: 0, failures: 5), 0, "the server may ask for none")
+        XCTAssertEqual(Iterator.reconnectionDelay(retry: -5, failures: 3), 0)
+        XCTAssertEqual(Iterator.reconnectionDelay(retry: day * 2, failures: 0), day)
+        XCTAssertEqual(Iterator.reconnectionDelay(retry: 2_000_000, failures: 6), day)
+        for failures in 0...7 {
+            XCTAssertEqual(Iterator.reconnectionDelay(retry: 1 << 62, failures: failures), day, "\(failures)")
+            XCTAssertEqual(Iterator.reconnectionDelay(retry: Int.max, failures: failures), day, "\(failures)")
+        }
+        XCTAssertEqual(Iterator.reconnectionDelay(retry: 3000, failures: -1), 3000)
+    }
+
     func testAnErrorAReconnectionCannotCureEndsTheStream() async throws {
         // A scheme Curlew does not speak: every reconnection would fail the same way.
         do {

@@ -77,11 +77,9 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         private mutating func readMore() async throws {
             guard var current = chunks else {
                 if reconnects {
-                    // The server's retry: value, doubled for each failed attempt in a row, so
-                    // a dead endpoint is not hit in a loop; capped at a day.
-                    let base = Swift.max(0, parser.reconnectionTime ?? source.defaultRetryInterval)
-                    let delay = Swift.min(base.multipliedReportingOverflow(by: 1 << Swift.min(failures, 6)).partialValue, 86_400_000)
-                    try await Task.sleep(nanoseconds: UInt64(Swift.max(0, delay)) * 1_000_000)
+                    let delay = Self.reconnectionDelay(
+                        retry: parser.reconnectionTime ?? source.defaultRetryInterval, failures: failures)
+                    try await Task.sleep(nanoseconds: UInt64(delay) * 1_000_000)
                 }
                 reconnects = true
                 chunks = try await connect()
@@ -132,6 +130,17 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
             let mimeType = response.mimeType?.lowercased()
             guard mimeType == "text/event-stream" else { throw ResponseStreamError.unexpectedContentType(mimeType) }
             return bytes.makeAsyncIterator()
+        }
+
+        /// The wait before a reconnection, in milliseconds: the server's `retry:` value (or the
+        /// default), doubled for each failed attempt in a row so that a dead endpoint is not
+        /// hit in a loop (up to 64 times), and at most a day. It saturates: a `retry:` of
+        /// 2^62 ms or more is a day, never a product wrapped to zero or below (which would
+        /// reconnect at once, again and again).
+        static func reconnectionDelay(retry: Int, failures: Int) -> Int {
+            let day = 86_400_000
+            let base = Swift.min(Swift.max(0, retry), day)
+            return Swift.min(base << Swift.min(Swift.max(0, failures), 6), day)
         }
 
         /// The failures a reconnection can cure: the network's (the EventSource "network
