@@ -375,7 +375,7 @@ final class InterceptorTests: XCTestCase {
 final class InterceptorStateMachineTests: XCTestCase {
     func testARetrierErrorFinishesWithThatErrorInsteadOfTheAttempts() {
         var machine = TransferStateMachine(timeouts: TransferTimeouts(idle: 100, total: 10_000), maximumRedirects: 16, now: 0)
-        machine.attached(now: 0, taskIsSuspended: false)
+        machine.attached(now: 0)
         _ = machine.connecting(now: 0)
         machine.headReceived(.deliver, now: 0)
         XCTAssertEqual(machine.exchangeEnded(TransferStateMachine.EndFacts(), now: 1), .finish(nil))

@@ -20,7 +20,7 @@ final class TransferStateMachineTests: XCTestCase {
     ) -> Machine {
         var machine = Machine(timeouts: TransferTimeouts(idle: 100, total: 10_000), maximumRedirects: maximumRedirects, now: 0)
         for _ in 0..<redirects { machine.redirectFollowed(now: 0) }
-        machine.attached(now: 0, taskIsSuspended: false)
+        machine.attached(now: 0)
         _ = machine.connecting(now: 0)
         if let disposition { machine.headReceived(disposition, now: 0) }
         return machine
@@ -39,7 +39,7 @@ final class TransferStateMachineTests: XCTestCase {
     func testOnlyARunningTransferIsProbedAndOncePerDueTime() {
         var machine = Machine(timeouts: TransferTimeouts(idle: 1_000, total: nil), maximumRedirects: 16, now: 0, firstProbeDelay: 10)
         XCTAssertFalse(machine.probeIsDue(now: 500), "not attached")
-        machine.attached(now: 0, taskIsSuspended: false)
+        machine.attached(now: 0)
         XCTAssertFalse(machine.probeIsDue(now: 500), "no connection yet")
         _ = machine.connecting(now: 500)
         XCTAssertFalse(machine.probeIsDue(now: 509))
@@ -69,7 +69,7 @@ final class TransferStateMachineTests: XCTestCase {
     /// its connection, whatever the timed-out attempt had reached.
     func testTheResponseHookHoldsProbesAndARetryStartsTheirSeriesAgain() {
         var machine = Machine(timeouts: TransferTimeouts(idle: 1_000, total: nil), maximumRedirects: 16, now: 0, firstProbeDelay: 10)
-        machine.attached(now: 0, taskIsSuspended: false)
+        machine.attached(now: 0)
         _ = machine.connecting(now: 0)
         machine.headReceived(.deliver, now: 0)
         machine.responseHookAsked(now: 5)
@@ -82,7 +82,7 @@ final class TransferStateMachineTests: XCTestCase {
         machine.attemptTimedOut(now: 1_970)
         XCTAssertFalse(machine.probeIsDue(now: 5_000), "between attempts")
         machine.restart(now: 5_000)
-        machine.attached(now: 5_000, taskIsSuspended: false)
+        machine.attached(now: 5_000)
         _ = machine.connecting(now: 5_000)
         XCTAssertFalse(machine.probeIsDue(now: 5_009))
         XCTAssertTrue(machine.probeIsDue(now: 5_010), "the first wait again, not the eighth")
@@ -132,7 +132,7 @@ final class TransferStateMachineTests: XCTestCase {
         XCTAssertEqual(machine.redirectCount, 0, "not while the exchange is in curl")
         _ = machine.exchangeEnded(Machine.EndFacts(), now: 1)
         machine.redirectFollowed(now: 2)
-        machine.attached(now: 3, taskIsSuspended: false)
+        machine.attached(now: 3)
         _ = machine.exchangeEnded(Machine.EndFacts(), now: 4)
         machine.redirectFollowed(now: 5)
         XCTAssertEqual(machine.redirectCount, 2, "the machine counts the hops it followed")
@@ -240,7 +240,7 @@ final class TransferStateMachineTests: XCTestCase {
         var waiting = ready
         XCTAssertTrue(waiting.queuedForSlot(now: 0))
         var connecting = ready
-        XCTAssertTrue(connecting.attached(now: 0, taskIsSuspended: false))
+        XCTAssertTrue(connecting.attached(now: 0))
         var connected = connecting
         XCTAssertNotNil(connected.connecting(now: 0))
         var delivering = connected
@@ -292,7 +292,7 @@ final class TransferStateMachineTests: XCTestCase {
         [
             ("queuedForSlot", { "\($0.queuedForSlot(now: 5))" }),
             ("slotGranted", { "\($0.slotGranted(now: 5))" }),
-            ("attached", { "\($0.attached(now: 5, taskIsSuspended: false))" }),
+            ("attached", { "\($0.attached(now: 5))" }),
             ("connecting", { "\($0.connecting(now: 5) != nil)" }),
             ("bodyArrived", { "\($0.bodyArrived(now: 5))" }),
             ("consumerFellBehind", { $0.consumerFellBehind(now: 5); return "" }),
@@ -429,10 +429,10 @@ final class TransferStateMachineTests: XCTestCase {
         _ = machine.suspend(now: 10)
         XCTAssertTrue(machine.slotGranted(now: 20))
         XCTAssertTrue(machine.holdsForResume(taskIsSuspended: false, now: 20), "suspended: not sent")
-        XCTAssertFalse(machine.attached(now: 30, taskIsSuspended: false))
+        XCTAssertFalse(machine.attached(now: 30))
         XCTAssertNil(machine.expiry(at: 10_000), "suspended")
         XCTAssertEqual(machine.resume(now: 10_000), .attach)
-        XCTAssertTrue(machine.attached(now: 10_000, taskIsSuspended: false))
+        XCTAssertTrue(machine.attached(now: 10_000))
         _ = machine.connecting(now: 10_000)
         XCTAssertTrue(machine.suspend(now: 10_050), "attached: curl pauses")
         XCTAssertNil(machine.expiry(at: 20_000), "suspended")
@@ -453,7 +453,7 @@ final class TransferStateMachineTests: XCTestCase {
         XCTAssertTrue(fresh.isSuspended)
         XCTAssertEqual(fresh.holds, [.suspended, .noConnection])
         XCTAssertNil(fresh.expiry(at: 1_000_000))
-        XCTAssertFalse(fresh.attached(now: 1, taskIsSuspended: false), "not until the resume")
+        XCTAssertFalse(fresh.attached(now: 1), "not until the resume")
         XCTAssertFalse(fresh.suspend(now: 2), "detached: nothing to pause in curl")
         XCTAssertEqual(fresh.resume(now: 3), .attach)
         XCTAssertEqual(fresh.phase, .ready)
@@ -489,7 +489,7 @@ final class TransferStateMachineTests: XCTestCase {
     /// a head that arrives while it waits (an early answer, a two-way stream) starts it too.
     func testWaitingForTheBodyProducerHoldsTheClockUntilTheHead() {
         var machine = Machine(timeouts: TransferTimeouts(idle: 100, total: nil), maximumRedirects: 16, now: 0)
-        machine.attached(now: 0, taskIsSuspended: false)
+        machine.attached(now: 0)
         _ = machine.connecting(now: 0)
         machine.bodyProducerFellBehind(now: 50)
         XCTAssertEqual(machine.holds, .bodyProducer)
@@ -515,7 +515,7 @@ final class TransferStateMachineTests: XCTestCase {
     /// when libcurl connects.
     func testAResumeBeforeTheConnectionDoesNotStartTheClock() {
         var machine = Machine(timeouts: TransferTimeouts(idle: 100, total: nil), maximumRedirects: 16, now: 0)
-        machine.attached(now: 0, taskIsSuspended: false)
+        machine.attached(now: 0)
         XCTAssertTrue(machine.suspend(now: 10), "attached: curl pauses")
         XCTAssertEqual(machine.resume(now: 20), .continueTransfer)
         XCTAssertEqual(machine.holds, .noConnection)
@@ -537,9 +537,12 @@ final class TransferStateMachineTests: XCTestCase {
         XCTAssertFalse(machine.deliversResponse)
     }
 
-    func testASuspendBeforeTheDriverKnewOfTheTaskHoldsOnAttach() {
+    /// A suspend that reaches the machine right after the attach, before libcurl started the
+    /// transfer (which forgets a pause set then), holds it through the callbacks.
+    func testASuspendRightAfterTheAttachHoldsThroughTheCallbacks() {
         var machine = Machine(timeouts: TransferTimeouts(idle: 100, total: nil), maximumRedirects: 16, now: 0)
-        machine.attached(now: 0, taskIsSuspended: true)
+        machine.attached(now: 0)
+        XCTAssertTrue(machine.suspend(now: 0), "attached: curl is asked to pause too")
         _ = machine.connecting(now: 0)
         XCTAssertTrue(machine.isSuspended)
         XCTAssertEqual(machine.holds, .suspended)

@@ -115,10 +115,10 @@ extension DriverLoop {
             finish(delegate, outcome: outcome(of: delegate, error: .curl(code: Int(code.rawValue), message: message)))
             return
         }
-        // Suspended since the check above (another thread's `suspend()`): the machine's flag
-        // holds it (the read and write callbacks pause on it).
-        let suspendedSince = delegate.task.state == .suspended
-        guard transition(delegate, { $0.attached(now: TaskDelegate.uptime, taskIsSuspended: suspendedSince) }) else {
+        // A `suspend()` since the check above reaches the machine as the `.pause` command
+        // that follows; its flag then holds the transfer (the read and write callbacks pause
+        // on it, whether or not libcurl started the transfer yet).
+        guard transition(delegate, { $0.attached(now: TaskDelegate.uptime) }) else {
             // Not ready to attach (a driver bug): take the handle back out of curl before the
             // task completes, so that no handle is recycled while libcurl still holds it.
             _ = curl_multi_remove_handle(multi, delegate.easy.raw)

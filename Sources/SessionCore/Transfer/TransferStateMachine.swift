@@ -151,15 +151,14 @@ struct TransferStateMachine {
     }
 
     /// The transfer is in libcurl now (its slot granted, or none needed); false (and no
-    /// change) unless it was `.ready`. `taskIsSuspended`:
-    /// the task was suspended before the driver knew of it (libcurl forgets a pause set
-    /// before a transfer starts, so this flag is what holds it).
+    /// change) unless it was `.ready`. A task the caller has suspended is not attached but
+    /// held (`holdsForResume`); a `suspend()` after this sets `isSuspended`, which the
+    /// callbacks pause on (libcurl forgets a pause set before it starts a transfer).
     @discardableResult
-    mutating func attached(now: UInt64, taskIsSuspended: Bool) -> Bool {
+    mutating func attached(now: UInt64) -> Bool {
         guard phase == .ready else { return false }
         phase = .attached
         hasConnection = false
-        if taskIsSuspended { isSuspended = true }
         // Time spent detached (waiting for a hook) is not the server's silence.
         clock.noteActivity(at: now)
         settleClock(now)
