@@ -32,6 +32,10 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
     /// The decoded body grew beyond `SessionConfiguration.decompressionLimit` times the
     /// bytes received: a compression bomb is refused before it fills memory.
     case decompressionLimitExceeded(ratio: Int)
+    /// The response body was announced or grew larger than
+    /// `SessionConfiguration.maximumCollectedBodyBytes` (`limit`) for a task that keeps it in
+    /// memory.
+    case responseBodyTooLarge(limit: Int)
     /// The request body stream failed or ended before its declared length.
     case bodyStreamFailed(String)
     /// A download could not be written to or moved into place.
@@ -82,6 +86,7 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
         case .responseHeadersTooLarge(let limit): return "The response headers exceed \(limit) bytes."
         case .decompressionLimitExceeded(let ratio):
             return "The decoded response body exceeds \(ratio)× its encoded size (possible compression bomb)."
+        case .responseBodyTooLarge(let limit): return "The response body exceeds \(limit) bytes, the most kept in memory."
         case .bodyStreamFailed(let detail): return "The request body could not be read: \(detail)"
         case .fileWriteFailed(let detail): return "The download could not be written: \(detail)"
         case .resumeFailed(let status, let resumeData):

@@ -128,6 +128,15 @@ public struct SessionConfiguration: Sendable {
     /// versions Debian ships, so a value above that acts as libcurl's cap: such a head fails
     /// with `.responseHeadersTooLarge(limit: 307200)`, libcurl's limit as it reports it.
     public var maximumResponseHeaderBytes: Int = 256 * 1024
+    /// The largest response body, in bytes, kept in memory for a task that collects its body
+    /// (a data or upload task's `data`, `data(for:)`, the serializers, the image downloader);
+    /// `0` or negative: no limit (the default, as URLSession has none). A body announced
+    /// larger (`Content-Length`) fails the task with `.responseBodyTooLarge` before any of it
+    /// is read, and one that grows past the limit (chunked, or decoded from a content coding,
+    /// whose decoded bytes are counted) fails as soon as it does; the connection is closed.
+    /// Bodies that go to a data handler, a `bytes(for:)` consumer or a file are not counted,
+    /// nor one a response hook may turn into a download until it decided.
+    public var maximumCollectedBodyBytes: Int = 0
     /// The largest ratio of decoded to received body bytes accepted for a compressed response
     /// (`Content-Encoding`); a larger one fails with `.decompressionLimitExceeded`.
     /// The first `decompressionAllowance` bytes are always accepted. Default: 100.

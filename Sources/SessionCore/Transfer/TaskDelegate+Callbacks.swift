@@ -82,6 +82,16 @@ extension TaskDelegate {
                     if download.needsFullRestart { return expected >= 0 && expected <= Self.droppedBodyLimit }
                     reportDownloadResumed(download, expectedLength: announced)
                 }
+                // A body announced past what may be kept in memory is refused before it is
+                // read (unless the response hook may yet send it to a file instead). A HEAD's,
+                // 204's or 304's `Content-Length` announces no body that follows.
+                if collectedBodyLimit > 0, expected > collectedBodyLimit, !(isContentEncoded && decodesBody),
+                    download == nil, !asksResponseHook, prepared.methodKind != .head,
+                    response.statusCode != 204, response.statusCode != 304
+                {
+                    failure = .responseBodyTooLarge(limit: Int(collectedBodyLimit))
+                    return false
+                }
                 deliverHead(response, expected: announced)
             }
             return true
@@ -216,6 +226,10 @@ extension TaskDelegate {
             bodyBytesDelivered += Int64(bytes.count)
             task.didReceiveBodyBytes(download.position)
             return .accepted
+        }
+        if collectedBodyLimit > 0, bodyBytesDelivered + Int64(bytes.count) > collectedBodyLimit {
+            failure = .responseBodyTooLarge(limit: Int(collectedBodyLimit))
+            return .abort
         }
         if task.options.collectsBody, !body.append(bytes) {
             failure = .outOfMemory("the response body outgrew the memory the system would map for it (\(body.count) bytes kept)")

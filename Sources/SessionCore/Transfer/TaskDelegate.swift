@@ -69,6 +69,9 @@ final class TaskDelegate {
     /// Whether the response hook is asked about this transfer's delivered response (a data
     /// task, with the hook set when the transfer started).
     let asksResponseHook: Bool
+    /// The most body bytes this task keeps in memory (`maximumCollectedBodyBytes`); 0 when it
+    /// collects no body or the configuration sets no limit. Read once per task, not per chunk.
+    let collectedBodyLimit: Int64
     /// Whether body bytes already went to user code (such an attempt cannot be retried).
     /// A streamed response's head counts too: `bytes(for:)` has already returned it.
     var hasStreamedBody: Bool { deliversBody && (bodyBytesDelivered > 0 || headWentToStream) }
@@ -141,6 +144,8 @@ final class TaskDelegate {
         // A streamed response is the consumer's to judge as it reads (it may stop at once):
         // the manager's response hook, which could turn it into a download, is not asked.
         self.asksResponseHook = isDataTask && hooks.dataTaskDidReceiveResponse != nil && responseStream == nil
+        let limit = engine.configuration.maximumCollectedBodyBytes
+        self.collectedBodyLimit = task.options.collectsBody && limit > 0 ? Int64(limit) : 0
         self.state = TransferStateMachine(
             // The task's first prepared request is its original request's (`makeTask`).
             timeouts: TransferTimeouts(

@@ -1,0 +1,169 @@
+import CurlewTestSupport
+import Foundation
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// `SessionConfiguration.maximumCollectedBodyBytes`: a body kept in memory is bounded (a
+/// hostile or mistaken server cannot fill the process's memory through a data task), and the
+/// bound meets the rest: content decoding, the retrier, the response cache, the response
+/// hook's downloads, and the bodies that are never kept (handlers, streams, files).
+final class CollectedBodyLimitTests: XCTestCase {
+    private let limit = 1 << 20
+    private var server: TestServer!
+    private var manager: URLSessionManager!
+
+    override func setUp() async throws {
+        server = try TestServer()
+        server.route("/over", response: TestResponse(status: 200, body: Data(repeating: 0x4F, count: 4 << 20)))
+        server.route("/exact", response: TestResponse(status: 200, body: Data(repeating: 0x45, count: limit)))
+        var chunkedOver = TestResponse(status: 200)
+        chunkedOver.body = .stream((0..<8).map { _ in TestResponse.Chunk(Data(repeating: 0x43, count: 256 << 10)) })
+        chunkedOver.framing = .chunked
+        server.route("/chunked-over", response: chunkedOver)
+        var chunkedExact = TestResponse(status: 200)
+        chunkedExact.body = .stream((0..<4).map { _ in TestResponse.Chunk(Data(repeating: 0x58, count: 256 << 10)) })
+        chunkedExact.framing = .chunked
+        server.route("/chunked-exact", response: chunkedExact)
+        manager = makeManager()
+    }
+
+    override func tearDown() async throws {
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+        manager = nil
+        server.shutdown()
+    }
+
+    private func makeManager(_ change: (inout SessionConfiguration) -> Void = { _ in }) -> URLSessionManager {
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .none
+        configuration.maximumCollectedBodyBytes = limit
+        change(&configuration)
+        return URLSessionManager.raw(configuration)
+    }
+
+    private func assertTooLarge(_ response: DataResponse, file: StaticString = #filePath, line: UInt = #line) {
+        XCTAssertEqual(response.error as? SessionError, .responseBodyTooLarge(limit: limit), file: file, line: line)
+    }
+
+    /// Announced larger: refused at the head, before any of the body is taken; the response
+    /// is still the task's to look at.
+    func testABodyAnnouncedLargerIsRefusedAtItsHead() async throws {
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/over"))) { _ in }
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        await fulfillment(of: [done], timeout: 30)
+        XCTAssertEqual(task.error as? SessionError, .responseBodyTooLarge(limit: limit))
+        XCTAssertEqual(task.countOfBytesReceived, 0, "no byte of the body was taken")
+        XCTAssertEqual(task.response?.statusCode, 200)
+        XCTAssertEqual(task.response?.expectedContentLength, Int64(4 << 20))
+
+        // A HEAD's length announces no body: nothing to refuse.
+        var head = URLRequest(url: try server.url("/over"))
+        head.httpMethod = "HEAD"
+        let answered = await manager.response(for: head)
+        XCTAssertNil(answered.error)
+        XCTAssertEqual(answered.response?.expectedContentLength, Int64(4 << 20))
+    }
+
+    /// Without a length: refused as the body passes the limit, with no more than the limit
+    /// kept; a body of exactly the limit arrives whole, with or without a length.
+    func testAChunkedBodyIsRefusedAsItPassesTheLimitAndOneAtTheLimitArrives() async throws {
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/chunked-over"))) { _ in }
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        await fulfillment(of: [done], timeout: 30)
+        XCTAssertEqual(task.error as? SessionError, .responseBodyTooLarge(limit: limit))
+        XCTAssertLessThanOrEqual(task.countOfBytesReceived, Int64(limit))
+
+        let exact = await manager.response(for: URLRequest(url: try server.url("/exact")))
+        XCTAssertNil(exact.error)
+        XCTAssertEqual(exact.data?.count, limit)
+        let chunkedExact = await manager.response(for: URLRequest(url: try server.url("/chunked-exact")))
+        XCTAssertNil(chunkedExact.error)
+        XCTAssertEqual(chunkedExact.data, Data(repeating: 0x58, count: limit))
+    }
+
+    /// Content decoding: the decoded bytes count (2 MiB of zeros arrive as ~2 KB of gzip).
+    func testTheDecodedBytesOfACodedBodyCount() async throws {
+        let coded = try FaultBodyLimitTests.gzippedZeros(megabytes: 2)
+        server.route("/coded", response: TestResponse(status: 200, headers: [("Content-Encoding", "gzip")], body: coded))
+        // The bomb guard would refuse 2 MiB from 2 KB first: out of the way here.
+        let manager = makeManager { $0.decompressionLimit = 1_000_000 }
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        assertTooLarge(await manager.response(for: URLRequest(url: try server.url("/coded"))))
+        let unlimited = makeManager {
+            $0.decompressionLimit = 1_000_000
+            $0.maximumCollectedBodyBytes = 0
+        }
+        defer { unlimited.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let whole = await unlimited.response(for: URLRequest(url: try server.url("/coded")))
+        XCTAssertNil(whole.error)
+        XCTAssertEqual(whole.data?.count, 2 << 20)
+    }
+
+    /// Bodies that are not kept in memory are not counted: a data handler's, a stream's, a
+    /// download's.
+    func testBodiesThatAreNotKeptAreNotCounted() async throws {
+        let received = Mutex(0)
+        let handled = manager.dataTask(
+            with: URLRequest(url: try server.url("/over")), dataHandler: { chunk in received.withLock { $0 += chunk.count } },
+            completionHandler: nil)
+        let handledDone = expectation(forNotification: .taskDidComplete, object: handled)
+        handled.resume()
+        await fulfillment(of: [handledDone], timeout: 30)
+        XCTAssertNil(handled.error)
+        XCTAssertEqual(received.withLock { $0 }, 4 << 20)
+
+        let (bytes, _) = try await manager.bytes(for: URLRequest(url: try server.url("/chunked-over")))
+        var streamed = 0
+        for try await chunk in bytes { streamed += chunk.count }
+        XCTAssertEqual(streamed, 2 << 20)
+
+        let downloaded: DataResponse = await withCheckedContinuation { continuation in
+            manager.downloadTask(with: URLRequest(url: try! server.url("/over")), destination: nil) {
+                continuation.resume(returning: $0)
+            }.resume()
+        }
+        XCTAssertNil(downloaded.error)
+        XCTAssertEqual(downloaded.metrics?.transactionMetrics.last?.responseBodyBytesReceived, Int64(4 << 20))
+    }
+
+    /// The response hook may yet send the body to a file: the head is not refused while it
+    /// decides. Turned into a download the body arrives whole; allowed, it is refused as
+    /// it passes the limit.
+    func testABodyTheResponseHookTurnsIntoADownloadIsNotRefused() async throws {
+        let disposition = Mutex(ResponseDisposition.becomeDownload)
+        manager.setDataTaskDidReceiveResponseBlock { _, _ in disposition.withLock { $0 } }
+        let size = Mutex(-1)
+        let response: DataResponse = await withCheckedContinuation { continuation in
+            manager.dataTask(with: URLRequest(url: try! server.url("/over"))) { response in
+                size.withLock { $0 = response.fileURL.flatMap { try? Data(contentsOf: $0) }?.count ?? -1 }
+                continuation.resume(returning: response)
+            }.resume()
+        }
+        XCTAssertNil(response.error)
+        XCTAssertEqual(size.withLock { $0 }, 4 << 20, "the whole body in the file")
+        disposition.withLock { $0 = .allow }
+        assertTooLarge(await manager.response(for: URLRequest(url: try server.url("/over"))))
+    }
+
+    /// The retrier: the default policy does not send such a request again (the same body would
+    /// come back); the response cache: a refused body is not stored, so the next request goes
+    /// to the server.
+    func testARefusedBodyIsNeitherRetriedNorCached() async throws {
+        server.route("/cacheable", response: TestResponse(
+            status: 200, headers: [("Cache-Control", "max-age=600")], body: Data(repeating: 0x63, count: 2 << 20)))
+        let manager = makeManager { $0.responseCache = ResponseCache(memoryCapacity: 64 << 20) }
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        manager.requestRetrier = RetryPolicy(exponentialBackoffScale: 0.01)
+        assertTooLarge(await manager.response(for: URLRequest(url: try server.url("/cacheable"))))
+        XCTAssertEqual(server.requests.count, 1, "not retried")
+        assertTooLarge(await manager.response(for: URLRequest(url: try server.url("/cacheable"))))
+        XCTAssertEqual(server.requests.count, 2, "not answered from the cache")
+    }
+}
