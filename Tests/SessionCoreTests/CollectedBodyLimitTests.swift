@@ -166,4 +166,33 @@ final class CollectedBodyLimitTests: XCTestCase {
         assertTooLarge(await manager.response(for: URLRequest(url: try server.url("/cacheable"))))
         XCTAssertEqual(server.requests.count, 2, "not answered from the cache")
     }
+
+    /// A cache shared with a manager without the limit: what that one stored is not handed to
+    /// a task of this one, fresh as it is; the request goes to the server (and its answer meets
+    /// the limit), and one that may not use the network fails with the limit.
+    func testAStoredBodyOverTheLimitIsNotAnsweredFromASharedCache() async throws {
+        let body = Data(repeating: 0x73, count: 2 << 20)
+        server.route("/shared", response: TestResponse(status: 200, headers: [("Cache-Control", "max-age=600")], body: body))
+        let cache = ResponseCache(memoryCapacity: 64 << 20)
+        let storing = makeManager {
+            $0.responseCache = cache
+            $0.maximumCollectedBodyBytes = 0
+        }
+        let limited = makeManager { $0.responseCache = cache }
+        defer {
+            storing.invalidateSessionCancelingTasks(true, resetSession: false)
+            limited.invalidateSessionCancelingTasks(true, resetSession: false)
+        }
+        let stored = await storing.response(for: URLRequest(url: try server.url("/shared")))
+        XCTAssertEqual(stored.data, body)
+        let again = await storing.response(for: URLRequest(url: try server.url("/shared")))
+        XCTAssertEqual(again.data, body)
+        XCTAssertEqual(server.requests.count, 1, "stored, and answered from the cache")
+        assertTooLarge(await limited.response(for: URLRequest(url: try server.url("/shared"))))
+        XCTAssertEqual(server.requests.count, 2, "sent to the server")
+        var cacheOnly = URLRequest(url: try server.url("/shared"))
+        cacheOnly.cachePolicy = .returnCacheDataDontLoad
+        assertTooLarge(await limited.response(for: cacheOnly))
+        XCTAssertEqual(server.requests.count, 2)
+    }
 }

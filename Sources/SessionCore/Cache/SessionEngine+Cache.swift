@@ -83,6 +83,19 @@ extension SessionEngine {
                 }
                 return
             }
+            // A stored body larger than this manager keeps in memory (stored through another
+            // manager sharing the cache) is never handed out, fresh or revalidated: the request
+            // goes to the server, whose answer meets the limit as any answer does.
+            let limit = configuration.maximumCollectedBodyBytes
+            if limit > 0, entry.body.count > limit {
+                if cacheOnly {
+                    complete(task, outcome: TransferOutcome(error: .responseBodyTooLarge(limit: limit), request: request))
+                } else {
+                    task.setCacheContext(context(nil, revalidates: false))
+                    submitStart(task)
+                }
+                return
+            }
             let pragmaNoCache = request.value(forHTTPHeaderField: "Pragma")?.lowercased().contains("no-cache") ?? false
             switch CacheFreshness.decide(
                 entry: entry, policy: policy, requestDirectives: directives, pragmaNoCache: pragmaNoCache, now: now,
