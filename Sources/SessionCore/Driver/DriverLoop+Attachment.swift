@@ -96,8 +96,13 @@ extension DriverLoop {
         // redirect's hop): libcurl would send the request before the first body byte could
         // pause it, and the paused transfer would hold its slot for as long as the caller
         // waits. It waits detached (`.awaitingResume`; `transition` passes the slot on).
+        // Only then through `transition`: at this point a transfer about to attach is `.ready`,
+        // which `transition` reads as "gives its slot up", and a slot just passed to it
+        // (`releaseSlot`) must stay its own.
         let suspended = delegate.task.state == .suspended
-        if transition(delegate, { $0.holdsForResume(taskIsSuspended: suspended, now: TaskDelegate.uptime) }) {
+        if suspended || delegate.state.isSuspended,
+            transition(delegate, { $0.holdsForResume(taskIsSuspended: suspended, now: TaskDelegate.uptime) })
+        {
             scheduleTimeoutCheck(for: delegate)  // the resource timeout runs on meanwhile
             if let log = engine.debugLog {
                 log.debug("task #\(delegate.task.taskIdentifier) waits for resume() before it is sent")
