@@ -133,6 +133,28 @@ final class CollectedBodyLimitTests: XCTestCase {
         XCTAssertEqual(downloaded.metrics?.transactionMetrics.last?.responseBodyBytesReceived, Int64(4 << 20))
     }
 
+    /// A task that collects its body and also shows it to the data-received hook: no chunk
+    /// past the limit reaches the hook. And a failure status held back for the retrier while
+    /// it decides is kept up to the limit too, not up to the hook's buffer (4 MiB).
+    func testTheDataReceivedHookSeesNoChunkPastTheLimit() async throws {
+        let seen = Mutex(0)
+        manager.setDataTaskDidReceiveDataBlock { _, chunk in seen.withLock { $0 += chunk.count } }
+        assertTooLarge(await manager.response(for: URLRequest(url: try server.url("/chunked-over"))))
+        XCTAssertLessThanOrEqual(seen.withLock { $0 }, limit)
+
+        var failing = TestResponse(status: 503)
+        failing.body = .stream((0..<12).map { _ in TestResponse.Chunk(Data(repeating: 0x35, count: 256 << 10)) })
+        failing.framing = .chunked
+        server.route("/unavailable", response: failing)
+        let asked = Mutex<[String]>([])
+        manager.requestRetrier = RecordingRetrier { _, error in
+            asked.withLock { $0.append(error.map { "\($0)" } ?? "response") }
+            return .doNotRetry
+        }
+        assertTooLarge(await manager.response(for: URLRequest(url: try server.url("/unavailable"))))
+        XCTAssertEqual(asked.withLock { $0.count }, 1, "the retrier was asked about the refused body")
+    }
+
     /// The response hook may yet send the body to a file: the head is not refused while it
     /// decides. Turned into a download the body arrives whole; allowed, it is refused as
     /// it passes the limit.

@@ -246,15 +246,16 @@ final class FeatureSeamTests: XCTestCase {
         XCTAssertNil(server.requests[2].headers.first { $0.name == "X-Probe" }, "the last request is the redirect's hop")
     }
 
-    /// Start × suspend: a task suspended right after `resume()`, before the driver started
-    /// it, sends nothing until resumed again; another task's whole exchange meanwhile shows
-    /// the driver got to it.
+    /// Start × suspend: a task suspended after `resume()` but before the driver started it
+    /// (here by the adapter, which runs in between) sends nothing until resumed again;
+    /// another task's whole exchange meanwhile shows the driver got to it.
     func testATaskSuspendedBeforeItStartedSendsNothingUntilResumed() async throws {
         let manager = manager()
+        manager.requestAdapter = SuspendingAdapter(path: "/busy")
         let early = manager.dataTask(with: URLRequest(url: try server.url("/busy"))) { _ in }
         let done = expectation(forNotification: .taskDidComplete, object: early)
         early.resume()
-        early.suspend()
+        for _ in 0..<1000 where early.state != .suspended { try await Task.sleep(nanoseconds: 10_000_000) }
         let other = await manager.response(for: URLRequest(url: try server.url("/ok")))
         XCTAssertNil(other.error)
         XCTAssertEqual(server.requests.map(\.path), ["/ok"], "the suspended task's request was sent")
@@ -269,10 +270,10 @@ final class FeatureSeamTests: XCTestCase {
     /// timeout (the total time a task may take, suspended or not), having sent nothing.
     func testATaskHeldForItsResumeEndsAtItsResourceTimeout() async throws {
         let manager = manager { $0.timeoutIntervalForResource = 0.5 }
+        manager.requestAdapter = SuspendingAdapter(path: "/ok")
         let held = manager.dataTask(with: URLRequest(url: try server.url("/ok"))) { _ in }
         let done = expectation(forNotification: .taskDidComplete, object: held)
         held.resume()
-        held.suspend()
         await fulfillment(of: [done], timeout: 30)
         guard case .timedOut(let reason)? = held.error as? SessionError else {
             return XCTFail("expected the resource timeout, got \(String(describing: held.error))")
@@ -319,6 +320,17 @@ final class SuspendingRetrier: RequestRetrier {
             return .retryAfter(0.05)
         }
         return .retryAfter(0.5)
+    }
+}
+
+/// Suspends the task of a request for `path` while adapting its first attempt: the task is
+/// suspended after `resume()` and before the driver starts it, every time.
+struct SuspendingAdapter: RequestAdapter {
+    let path: String
+
+    func adapt(_ request: URLRequest, for task: SessionTask, attempt: Int) async throws -> URLRequest {
+        if attempt == 0, request.url?.path == path { task.suspend() }
+        return request
     }
 }
 

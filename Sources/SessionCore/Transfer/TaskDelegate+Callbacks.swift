@@ -203,7 +203,11 @@ extension TaskDelegate {
             if case .heldForRetrier? = state.headDisposition {
                 // A failure held for the retrier is kept up to the stream's or handler's
                 // buffer; past it, the response is user code's after all, and this chunk is
-                // delivered below.
+                // delivered below. A task that collects its body keeps no more than its limit.
+                if collectedBodyLimit > 0, Int64(body.count + bytes.count) > collectedBodyLimit {
+                    failure = .responseBodyTooLarge(limit: Int(collectedBodyLimit))
+                    return .abort
+                }
                 if let streamCredit, body.count + bytes.count > streamCredit.limit {
                     releaseHeldResponse()
                 } else {
@@ -216,6 +220,12 @@ extension TaskDelegate {
                 return .accepted
             }
         }
+        // Before any user code sees the chunk (the data-received hook of a collecting task):
+        // a chunk past the limit goes nowhere.
+        if collectedBodyLimit > 0, download == nil, bodyBytesDelivered + Int64(bytes.count) > collectedBodyLimit {
+            failure = .responseBodyTooLarge(limit: Int(collectedBodyLimit))
+            return .abort
+        }
         if let streamCredit { handToUserCode(Data(bytes), credit: streamCredit) }
         if let download {
             if download.dropsBody { return .accepted }  // dropped: sent again, or the task fails
@@ -226,10 +236,6 @@ extension TaskDelegate {
             bodyBytesDelivered += Int64(bytes.count)
             task.didReceiveBodyBytes(download.position)
             return .accepted
-        }
-        if collectedBodyLimit > 0, bodyBytesDelivered + Int64(bytes.count) > collectedBodyLimit {
-            failure = .responseBodyTooLarge(limit: Int(collectedBodyLimit))
-            return .abort
         }
         if task.options.collectsBody, !body.append(bytes) {
             failure = .outOfMemory("the response body outgrew the memory the system would map for it (\(body.count) bytes kept)")
