@@ -53,10 +53,7 @@ final class CollectedBodyLimitTests: XCTestCase {
     /// Announced larger: refused at the head, before any of the body is taken; the response
     /// is still the task's to look at.
     func testABodyAnnouncedLargerIsRefusedAtItsHead() async throws {
-        let task = manager.dataTask(with: URLRequest(url: try server.url("/over"))) { _ in }
-        let done = expectation(forNotification: .taskDidComplete, object: task)
-        task.resume()
-        await fulfillment(of: [done], timeout: 30)
+        let task = await finishedDataTask(manager, try server.url("/over"))
         XCTAssertEqual(task.error as? SessionError, .responseBodyTooLarge(limit: limit))
         XCTAssertEqual(task.countOfBytesReceived, 0, "no byte of the body was taken")
         XCTAssertEqual(task.response?.statusCode, 200)
@@ -73,10 +70,7 @@ final class CollectedBodyLimitTests: XCTestCase {
     /// Without a length: refused as the body passes the limit, with no more than the limit
     /// kept; a body of exactly the limit arrives whole, with or without a length.
     func testAChunkedBodyIsRefusedAsItPassesTheLimitAndOneAtTheLimitArrives() async throws {
-        let task = manager.dataTask(with: URLRequest(url: try server.url("/chunked-over"))) { _ in }
-        let done = expectation(forNotification: .taskDidComplete, object: task)
-        task.resume()
-        await fulfillment(of: [done], timeout: 30)
+        let task = await finishedDataTask(manager, try server.url("/chunked-over"))
         XCTAssertEqual(task.error as? SessionError, .responseBodyTooLarge(limit: limit))
         XCTAssertLessThanOrEqual(task.countOfBytesReceived, Int64(limit))
 

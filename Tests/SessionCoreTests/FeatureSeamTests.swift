@@ -35,6 +35,16 @@ final class FeatureSeamTests: XCTestCase {
         return request
     }
 
+    /// `/busy` (2 s of body) takes the one connection slot of `manager`'s origin; the task
+    /// returned for `/ok` (not resumed yet) will wait in line behind it.
+    private func taskInLine(_ manager: URLSessionManager) throws -> (busy: DataTask, waiting: DataTask, done: XCTestExpectation) {
+        let busy = manager.dataTask(with: URLRequest(url: try server.url("/busy"))) { _ in }
+        busy.resume()
+        XCTAssertTrue(server.waitForRequests(count: 1))
+        let waiting = manager.dataTask(with: URLRequest(url: try server.url("/ok"))) { _ in }
+        return (busy, waiting, expectation(forNotification: .taskDidComplete, object: waiting))
+    }
+
     /// Idle clock × challenge handler: the handler's time (longer than the idle timeout) is
     /// not the server's silence.
     func testASlowChallengeHandlerIsNotIdleTime() async throws {
@@ -69,11 +79,7 @@ final class FeatureSeamTests: XCTestCase {
     /// `.cancelled`, and the slot accounting stays whole (later requests still run).
     func testCancellingATaskWaitingForASlotKeepsTheLineWhole() async throws {
         let manager = manager { $0.httpMaximumConnectionsPerHost = 1 }
-        let busy = manager.dataTask(with: URLRequest(url: try server.url("/busy"))) { _ in }
-        busy.resume()
-        XCTAssertTrue(server.waitForRequests(count: 1))
-        let waiting = manager.dataTask(with: URLRequest(url: try server.url("/ok"))) { _ in }
-        let waitingDone = expectation(forNotification: .taskDidComplete, object: waiting)
+        let (busy, waiting, waitingDone) = try taskInLine(manager)
         waiting.resume()
         waiting.cancel()
         await fulfillment(of: [waitingDone], timeout: 30)
@@ -286,11 +292,7 @@ final class FeatureSeamTests: XCTestCase {
     /// only slot passes the slot on when its turn comes, and takes one when resumed.
     func testASuspendedTaskInLinePassesItsSlotOn() async throws {
         let manager = manager { $0.httpMaximumConnectionsPerHost = 1 }
-        let busy = manager.dataTask(with: URLRequest(url: try server.url("/busy"))) { _ in }
-        busy.resume()
-        XCTAssertTrue(server.waitForRequests(count: 1))
-        let waiting = manager.dataTask(with: URLRequest(url: try server.url("/ok"))) { _ in }
-        let waitingDone = expectation(forNotification: .taskDidComplete, object: waiting)
+        let (_, waiting, waitingDone) = try taskInLine(manager)
         waiting.resume()
         waiting.suspend()
         var request = URLRequest(url: try server.url("/ok"))

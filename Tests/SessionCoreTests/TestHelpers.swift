@@ -76,6 +76,16 @@ extension XCTestCase {
         for _ in 0..<500 where !condition() { try await Task.sleep(nanoseconds: 10_000_000) }
         XCTAssertTrue(condition(), message, file: file, line: line)
     }
+
+    /// Runs a data task of `manager` (its body collected) for `url` to its end, waiting for
+    /// its `taskDidComplete`, and returns it.
+    func finishedDataTask(_ manager: URLSessionManager, _ url: URL) async -> DataTask {
+        let task = manager.dataTask(with: URLRequest(url: url)) { _ in }
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        await fulfillment(of: [done], timeout: 30)
+        return task
+    }
 }
 
 extension TestServer {

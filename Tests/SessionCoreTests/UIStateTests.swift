@@ -40,11 +40,7 @@ final class UIStateTests: XCTestCase {
 
 
     private func run(_ path: String) async throws -> SessionTask {
-        let task = manager.dataTask(with: URLRequest(url: try server.url(path))) { _ in }
-        let done = expectation(forNotification: .taskDidComplete, object: task)
-        task.resume()
-        await fulfillment(of: [done], timeout: 30)
-        return task
+        await finishedDataTask(manager, try server.url(path))
     }
 
     // MARK: Activity indicator
