@@ -204,8 +204,7 @@ final class FeatureSeamTests: XCTestCase {
         server.routeAnsweringFirst("/first", with: TestResponse(status: 503), thenWith: .text("first"))
         server.routeAnsweringFirst("/marker", with: TestResponse(status: 503), thenWith: .text("marker"))
         let manager = manager()
-        let retrier = SuspendingRetrier()
-        manager.requestRetrier = retrier
+        manager.requestRetrier = SuspendingRetrier()
         let first = manager.dataTask(with: URLRequest(url: try server.url("/first"))) { _ in }
         let firstDone = expectation(forNotification: .taskDidComplete, object: first)
         first.resume()
@@ -314,7 +313,7 @@ final class FeatureSeamTests: XCTestCase {
 
 /// Suspends a task at its first failure and retries it after a short back-off; any other
 /// task is retried after ten times as long. Later failures are not retried.
-final class SuspendingRetrier: RequestRetrier {
+struct SuspendingRetrier: RequestRetrier {
     func retry(_ task: SessionTask, attempt: Int, error: SessionError?, response: HTTPURLResponse?) -> RetryDecision {
         guard attempt == 0 else { return .doNotRetry }
         if task.currentRequest?.url?.path == "/first" {
