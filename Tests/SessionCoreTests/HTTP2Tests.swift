@@ -66,6 +66,33 @@ final class HTTP2Tests: XCTestCase {
         await manager.waitUntilInvalidated()
     }
 
+    /// The collected-body limit on HTTP/2: a body refused at its head (announced over the
+    /// limit) ends its own stream only; the requests after it arrive whole on the same
+    /// connection.
+    func testABodyOverTheCollectedLimitEndsOnlyItsStream() async throws {
+        let small = Data((0..<10_000).map { UInt8(truncatingIfNeeded: $0 &* 3) })
+        let (_, smallURL) = try servedOverTLS(small, named: "small")
+        let (_, largeURL) = try servedOverTLS(Data(repeating: 0x4C, count: 3 << 20), named: "large")
+        var configuration = SessionConfiguration.default
+        configuration.maximumCollectedBodyBytes = 1 << 20
+        configuration.timeoutIntervalForRequest = 10
+        let manager = try managerTrustingThePeer(configuration)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let opened = await manager.response(for: URLRequest(url: smallURL))
+        XCTAssertEqual(opened.data, small)
+        let refused = await manager.response(for: URLRequest(url: largeURL))
+        XCTAssertEqual(refused.error as? SessionError, .responseBodyTooLarge(limit: 1 << 20))
+        for _ in 0..<3 {
+            let after = await manager.response(for: URLRequest(url: smallURL))
+            XCTAssertNil(after.error)
+            XCTAssertEqual(after.data, small)
+            XCTAssertEqual(after.metrics?.httpVersion, "HTTP/2")
+            XCTAssertEqual(
+                after.metrics?.finalTransaction?.localPort, opened.metrics?.finalTransaction?.localPort,
+                "the refused stream took its connection with it")
+        }
+    }
+
     /// HTTP/2 with prior knowledge over cleartext (`nghttpd --no-tls`): requests one after
     /// another and side by side all arrive whole, as HTTP/2. With libcurl before 8.0 (curl
     /// issue 10634) each has a connection of its own; with a newer one they may share.
