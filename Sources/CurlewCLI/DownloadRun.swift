@@ -100,7 +100,7 @@ struct DownloadRun {
                 let resumeData = running.withLock { $0 }?.resumeData
                 continuation.resume(
                     returning: Self.finish(
-                        response, resumeData: resumeData, target: target, directory: directory, request: request, adopted: adoptedPartial))
+                        response, resumeData: resumeData, target: target, directory: directory, adopted: adoptedPartial))
             }
             let task: DownloadTask
             if let resumeData {
@@ -126,7 +126,7 @@ struct DownloadRun {
     /// Moves a finished download into place, or says why not (on the completion queue,
     /// before Curlew removes the temporary file).
     private static func finish(
-        _ response: DataResponse, resumeData: Data?, target: URL?, directory: URL, request: URLRequest, adopted: URL?
+        _ response: DataResponse, resumeData: Data?, target: URL?, directory: URL, adopted: URL?
     ) -> Outcome {
         if let error = response.error {
             var failure = ToolFailure(transferError: error)

@@ -100,7 +100,7 @@ extension DriverLoop {
         // which `transition` reads as "gives its slot up", and a slot just passed to it
         // (`releaseSlot`) must stay its own.
         let suspended = delegate.task.state == .suspended
-        if suspended || delegate.state.isSuspended,
+        if delegate.state.wouldHoldForResume(taskIsSuspended: suspended),
             transition(delegate, { $0.holdsForResume(taskIsSuspended: suspended, now: TaskDelegate.uptime) })
         {
             scheduleTimeoutCheck(for: delegate)  // the resource timeout runs on meanwhile

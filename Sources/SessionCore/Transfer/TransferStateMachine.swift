@@ -301,11 +301,17 @@ struct TransferStateMachine {
     /// nothing, whether its start, a retry whose back-off ended, a redirect's hop or a
     /// challenge's answer comes due. False (and no change) unless it was `.ready`.
     mutating func holdsForResume(taskIsSuspended: Bool, now: UInt64) -> Bool {
-        guard phase == .ready, isSuspended || taskIsSuspended else { return false }
+        guard wouldHoldForResume(taskIsSuspended: taskIsSuspended) else { return false }
         isSuspended = true
         phase = .awaitingResume
         settleClock(now)
         return true
+    }
+
+    /// Whether `holdsForResume` would hold the transfer now (the driver asks first: see
+    /// `DriverLoop.connect`).
+    func wouldHoldForResume(taskIsSuspended: Bool) -> Bool {
+        phase == .ready && (isSuspended || taskIsSuspended)
     }
 
     // MARK: - Ends and decisions
