@@ -287,6 +287,23 @@ final class FeatureSeamTests: XCTestCase {
         XCTAssertEqual(server.requests.count, 0)
     }
 
+    /// Cancel × suspend: a task held for its resume, cancelled, completes with `.cancelled`
+    /// having sent nothing, and leaves nothing behind (the next requests run).
+    func testCancellingATaskHeldForItsResumeSendsNothing() async throws {
+        let manager = manager()
+        manager.requestAdapter = SuspendingAdapter(path: "/busy")
+        let held = manager.dataTask(with: URLRequest(url: try server.url("/busy"))) { _ in }
+        let done = expectation(forNotification: .taskDidComplete, object: held)
+        held.resume()
+        for _ in 0..<1000 where held.state != .suspended { try await Task.sleep(nanoseconds: 10_000_000) }
+        held.cancel()
+        await fulfillment(of: [done], timeout: 30)
+        XCTAssertEqual(held.error as? SessionError, .cancelled)
+        let next = await manager.response(for: URLRequest(url: try server.url("/ok")))
+        XCTAssertNil(next.error)
+        XCTAssertEqual(server.requests.map(\.path), ["/ok"])
+    }
+
     /// Connection cap × suspend: a task suspended while it waits in line for its origin's
     /// only slot passes the slot on when its turn comes, and takes one when resumed.
     func testASuspendedTaskInLinePassesItsSlotOn() async throws {
