@@ -210,4 +210,72 @@ final class ImageDownloaderCredentialTests: XCTestCase {
         XCTAssertThrowsError(try downloader.setCredential(credential, for: XCTUnwrap(URL(string: "/relative"))))
         XCTAssertThrowsError(try downloader.setCredential(credential, for: space("ftp.example", 21, "ftp")))
     }
+
+    // MARK: The image cache meets the downloader's credentials
+
+    /// An image the downloader's own credential unlocked is its answer only: a second
+    /// downloader sharing the cache, with no credential, is not given it (it gets the 401),
+    /// while the first one's next load of it is a cache hit.
+    func testAnImageACredentialUnlockedIsNotAnotherDownloadersAnswerFromASharedCache() async throws {
+        let shared = AutoPurgingImageCache()
+        let withPassword = TestImages.downloader(cache: shared)
+        try withPassword.setCredential(credential, for: owner.baseURL)
+        let withoutPassword = TestImages.downloader(cache: shared)
+        let url = try owner.url("/me/avatar.png")
+
+        let unlocked = await status(withPassword, url)
+        XCTAssertEqual(unlocked, 200)
+        XCTAssertEqual(owner.requestCount("/me/avatar.png"), 2, "the 401, then the answer to the credential")
+
+        let stranger = await status(withoutPassword, url)
+        XCTAssertEqual(stranger, 401, "the downloader without the password was given the protected image from the cache")
+        XCTAssertEqual(owner.requestCount("/me/avatar.png"), 3)
+
+        let again = await status(withPassword, url)
+        XCTAssertEqual(again, 200)
+        XCTAssertEqual(owner.requestCount("/me/avatar.png"), 3, "the credential's own downloader still has it cached")
+        await shutDown(withPassword)
+        await shutDown(withoutPassword)
+    }
+
+    /// A downloader whose credential changes hands (removed at sign-out, or set again) does not
+    /// answer from the cache what the previous one unlocked.
+    func testAnImageACredentialUnlockedIsLoadedAgainAfterTheCredentialChanges() async throws {
+        let downloader = TestImages.downloader()
+        try downloader.setCredential(credential, for: owner.baseURL)
+        let url = try owner.url("/me/avatar.png")
+        let first = await status(downloader, url)
+        let cached = await status(downloader, url)
+        XCTAssertEqual([first, cached], [200, 200])
+        XCTAssertEqual(owner.requestCount("/me/avatar.png"), 2, "the second load is a cache hit")
+
+        try downloader.setCredential(nil, for: owner.baseURL)
+        let signedOut = await status(downloader, url)
+        XCTAssertEqual(signedOut, 401, "the signed-out downloader answered from the cache")
+        XCTAssertEqual(owner.requestCount("/me/avatar.png"), 3)
+
+        try downloader.setCredential(credential, for: owner.baseURL)
+        let signedIn = await status(downloader, url)
+        XCTAssertEqual(signedIn, 200)
+        XCTAssertEqual(owner.requestCount("/me/avatar.png"), 5, "a credential set again asks the server again")
+        await shutDown(downloader)
+    }
+
+    /// An image that needed no credential is shared as before: the key of a public image is
+    /// AFNetworking's, whatever credentials the downloader holds.
+    func testAPublicImageIsStillSharedByDownloadersWithAndWithoutCredentials() async throws {
+        owner.route("/public.png", response: TestImages.response(picture))
+        let shared = AutoPurgingImageCache()
+        let withPassword = TestImages.downloader(cache: shared)
+        try withPassword.setCredential(credential, for: owner.baseURL)
+        let withoutPassword = TestImages.downloader(cache: shared)
+        let url = try owner.url("/public.png")
+        let first = await status(withPassword, url)
+        let second = await status(withoutPassword, url)
+        XCTAssertEqual([first, second], [200, 200])
+        XCTAssertEqual(owner.requestCount("/public.png"), 1, "a public image is one cache entry for both")
+        XCTAssertNotNil(shared.image(for: URLRequest(url: url), withAdditionalIdentifier: nil))
+        await shutDown(withPassword)
+        await shutDown(withoutPassword)
+    }
 }

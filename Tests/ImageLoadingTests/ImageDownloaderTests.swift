@@ -173,6 +173,50 @@ final class ImageDownloaderTests: XCTestCase {
         await shutDown(downloader)
     }
 
+    /// The image cache meets the serializer's decoding: downloaders sharing one cache, one that
+    /// downsamples (`maximumPixelSize`) and one that decodes at full size, each get the image as
+    /// its own serializer makes it, and each then finds its own in the cache.
+    func testDownloadersThatDecodeDifferentlyDoNotAnswerEachOtherFromASharedCache() async throws {
+        let photo = try TestImages.image(width: 64, height: 64, value: 200).pngData()
+        server.route("/photo.png", response: TestResponse(status: 200, headers: [("Content-Type", "image/png")], body: photo))
+        let shared = AutoPurgingImageCache()
+        func downloader(maximumPixelSize: Int?, scale: Double = 1) -> ImageDownloader {
+            let manager = HTTPSessionManager(baseURL: nil)
+            var serializer = ImageResponseSerializer()
+            serializer.maximumPixelSize = maximumPixelSize
+            serializer.imageScale = scale
+            manager.responseSerializer = serializer
+            return ImageDownloader(sessionManager: manager, imageCache: shared)
+        }
+        let thumbnails = downloader(maximumPixelSize: 8)
+        let fullSize = downloader(maximumPixelSize: nil)
+        let doubleScale = downloader(maximumPixelSize: nil, scale: 2)
+        func load(_ downloader: ImageDownloader) async throws -> Image {
+            let url = try server.url("/photo.png")
+            return try await withCheckedThrowingContinuation { continuation in
+                downloader.downloadImage(
+                    for: URLRequest(url: url), success: { _, _, image in continuation.resume(returning: image) },
+                    failure: { _, _, error in continuation.resume(throwing: error) })
+            }
+        }
+        let thumbnail = try await load(thumbnails)
+        XCTAssertEqual([thumbnail.width, thumbnail.height], [8, 8])
+        let full = try await load(fullSize)
+        XCTAssertEqual([full.width, full.height], [64, 64], "the full-size downloader was given the thumbnail")
+        let scaled = try await load(doubleScale)
+        XCTAssertEqual(scaled.scale, 2, "the @2x downloader was given a @1x image")
+        XCTAssertEqual(server.requestCount("/photo.png"), 3)
+
+        // Each one's next load is a hit on its own variant.
+        let thumbnailAgain = try await load(thumbnails)
+        let fullAgain = try await load(fullSize)
+        let scaledAgain = try await load(doubleScale)
+        XCTAssertEqual([thumbnailAgain.width, fullAgain.width, scaledAgain.width], [8, 64, 64])
+        XCTAssertEqual(scaledAgain.scale, 2)
+        XCTAssertEqual(server.requestCount("/photo.png"), 3, "every second load came from the cache")
+        for downloader in [thumbnails, fullSize, doubleScale] { await shutDown(downloader) }
+    }
+
     func testARequestWithoutURLFailsWithBadURL() async throws {
         let downloader = TestImages.downloader()
         var request = URLRequest(url: try server.url("/fast"))

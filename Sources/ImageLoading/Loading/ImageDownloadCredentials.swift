@@ -29,12 +29,21 @@ struct ImageDownloadCredentials: Sendable {
     /// that is known, to the first challenge on a transfer's own origin (see
     /// ``answer(_:requestURL:)``). Setting it, even to the same credential, forgets the origin.
     var unbound: URLCredential? {
-        didSet { unboundOrigin = nil }
+        didSet {
+            unboundOrigin = nil
+            revision = UUID()
+        }
     }
     /// The origin `unbound` was bound to at its first use; nil until then.
     private(set) var unboundOrigin: String?
     /// Offered to the challenges of their scope only, over http or https.
     private(set) var bound: [Scope: URLCredential] = [:]
+
+    /// Renewed by every change of a credential (set, replaced or removed; binding the unbound
+    /// one to its origin is no change): what an image these credentials unlocked is cached
+    /// under, so that it answers this downloader's requests only, and only until its
+    /// credentials change hands.
+    private(set) var revision = UUID()
 
     /// Whether no credential is set at all.
     var isEmpty: Bool { unbound == nil && bound.isEmpty }
@@ -42,6 +51,7 @@ struct ImageDownloadCredentials: Sendable {
     /// Sets (or, with nil, removes) the credential for `scope`.
     mutating func set(_ credential: URLCredential?, for scope: Scope) {
         bound[scope] = credential
+        revision = UUID()
     }
 
     /// The credential a challenge in `space` would get, without binding anything: the most

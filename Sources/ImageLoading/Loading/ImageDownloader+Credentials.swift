@@ -55,7 +55,9 @@ extension ImageDownloader {
     /// offered once per transfer, so a wrong one ends in the 401, not a loop; a redirect to
     /// another origin is answered by that origin's credential, if any. The downloader keeps
     /// its credentials itself (it hands them to the manager with `.none` persistence): a
-    /// change takes effect at the next challenge.
+    /// change takes effect at the next challenge. An image a credential unlocked is cached for
+    /// this downloader and its credentials as they are: after any change of a credential it is
+    /// asked for again (Docs/ImageLoading.md, "The cache").
     ///
     /// Setting a credential the first time installs the downloader's challenge handler on
     /// ``sessionManager`` (replacing any handler set there before; give the downloader a

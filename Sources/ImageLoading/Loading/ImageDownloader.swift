@@ -218,10 +218,55 @@ public final class ImageDownloader: Sendable {
     }
 
     /// The cached image for `request`, when its `cachePolicy` allows the cache: the one
-    /// probe of a download (see ``downloadImage(for:withReceiptID:priority:cacheMissed:success:failure:)``).
+    /// probe of a download (see ``downloadImage(for:withReceiptID:priority:cacheMissed:success:failure:)``),
+    /// and, on a miss while the downloader holds credentials, a second one for an image they
+    /// unlocked (see ``CacheVariant``).
     func cachedImage(for request: URLRequest) -> Image? {
         guard Self.mayUseCache(request.cachePolicy) else { return nil }
-        return imageCache?.image(for: request, withAdditionalIdentifier: nil)
+        let (cache, revision) = state.withLock { ($0.imageCache, $0.credentials.isEmpty ? nil : $0.credentials.revision) }
+        guard let cache else { return nil }
+        let variant = CacheVariant(decoding: decodingVariant, credentials: revision)
+        if let image = cache.image(for: request, withAdditionalIdentifier: variant.identifier(unlocked: false)) {
+            return image
+        }
+        guard revision != nil else { return nil }
+        return cache.image(for: request, withAdditionalIdentifier: variant.identifier(unlocked: true))
+    }
+
+    /// What the downloader adds to an image's cache key (the cache's additional identifier).
+    ///
+    /// - How the manager's serializer decodes, when it is an ``ImageResponseSerializer`` not at
+    ///   its defaults (`maximumPixelSize`, `imageScale`): downloaders that share a cache and
+    ///   decode differently each get their own variant. Nil otherwise: AFNetworking's key.
+    /// - For an image whose transfer answered an authentication challenge (a 401 among its
+    ///   exchanges: the downloader's credential, or a handler of the caller's, unlocked it),
+    ///   the revision of the downloader's credentials. Such an image answers this downloader's
+    ///   requests only, while its credentials stay as they were: another downloader sharing the
+    ///   cache, or this one once its credential is removed or replaced, asks the server (as the
+    ///   HTTP response cache never stores such a response at all). A downloader without
+    ///   credentials does not cache such an image.
+    struct CacheVariant: Equatable {
+        /// ``ImageResponseSerializer``'s variant of the manager's serializer, if any.
+        var decoding: String?
+        /// The credentials' revision; nil when the downloader holds none.
+        var credentials: UUID?
+
+        /// The additional identifier of an image found or stored with this variant.
+        func identifier(unlocked: Bool) -> String? {
+            guard unlocked, let credentials else { return decoding }
+            return (decoding ?? "") + " downloader-credentials:" + credentials.uuidString
+        }
+    }
+
+    /// The variant of the manager's current serializer (nil for a serializer of the caller's).
+    private var decodingVariant: String? {
+        (sessionManager.responseSerializer as? ImageResponseSerializer)?.cacheVariant
+    }
+
+    /// The variant a transfer started now would be stored under.
+    private var currentCacheVariant: CacheVariant {
+        let revision = state.withLock { $0.credentials.isEmpty ? nil : $0.credentials.revision }
+        return CacheVariant(decoding: decodingVariant, credentials: revision)
     }
 
     /// Whether `policy` lets a request be answered from the image cache (AFNetworking's rule:
@@ -236,16 +281,17 @@ public final class ImageDownloader: Sendable {
     /// Creates the (suspended) transfer for `request`.
     private func makeTask(for request: URLRequest, key: String) -> (UInt64, DataTask) {
         let id = state.withLock { $0.queue.makeID() }
+        let variant = currentCacheVariant
         // Weak: the downloader owns the task through its queue; the task must not own it back.
         let task = sessionManager.dataTask(with: request, uploadProgress: nil, downloadProgress: nil) { [weak self] response in
-            self?.finish(id, key: key, request: request, response: response)
+            self?.finish(id, key: key, request: request, variant: variant, response: response)
         }
         return (id, task)
     }
 
     /// A transfer ended (on the completion queue): cache the image, hand it to every receipt
     /// still waiting, and start the next waiting downloads.
-    private func finish(_ id: UInt64, key: String, request: URLRequest, response: DataResponse) {
+    private func finish(_ id: UInt64, key: String, request: URLRequest, variant: CacheVariant, response: DataResponse) {
         let result: Result<Image, any Error>
         switch response.result {
         case .success(let value as Image): result = .success(value)
@@ -254,10 +300,16 @@ public final class ImageDownloader: Sendable {
         }
         // Cached before the download leaves the table: a request arriving in between joins it,
         // one arriving after finds the cache.
+        // Only under the variant the transfer started with, if it still holds: a serializer or
+        // a credential changed meanwhile leaves it uncached.
         if case .success(let image) = result {
             let (current, cache) = state.withLock { ($0.queue.isCurrent(id, for: key), $0.imageCache) }
-            if current, let cache, cache.shouldCacheImage(image, for: request, withAdditionalIdentifier: nil) {
-                cache.add(image, for: request, withAdditionalIdentifier: nil)
+            let unlocked = response.metrics?.transactionMetrics.contains { $0.statusCode == 401 } ?? false
+            if current, let cache, !unlocked || variant.credentials != nil, currentCacheVariant == variant {
+                let identifier = variant.identifier(unlocked: unlocked)
+                if cache.shouldCacheImage(image, for: request, withAdditionalIdentifier: identifier) {
+                    cache.add(image, for: request, withAdditionalIdentifier: identifier)
+                }
             }
         }
         let (handlers, start) = state.withLock { $0.queue.finish(id, for: key) }

@@ -56,6 +56,16 @@ public struct ImageResponseSerializer: ResponseSerialization, EngineResponseSeri
     /// A serializer with AFNetworking's defaults and an image scale of 1.
     public init() {}
 
+    /// What tells this serializer's images apart from the defaults' (nil with the defaults): a
+    /// downloader adds it to its images' cache key, so that a cache shared with a downloader
+    /// that decodes otherwise never answers with the other's variant (a thumbnail for a full
+    /// size image, `@1x` for `@2x`). Starts with a space, which no absolute URL holds.
+    var cacheVariant: String? {
+        let size = Image.DecodingOptions(maximumPixelSize: maximumPixelSize).targetPixelSize
+        guard size != nil || imageScale != 1 else { return nil }
+        return " decoded:" + (size.map { "maximumPixelSize=\($0)," } ?? "") + "scale=\(imageScale)"
+    }
+
     /// The HTTP validation this serializer delegates to.
     private var validator: HTTPResponseSerializer {
         var validator = HTTPResponseSerializer()
