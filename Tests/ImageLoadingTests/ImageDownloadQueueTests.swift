@@ -136,6 +136,32 @@ final class ImageDownloadQueueTests: XCTestCase {
         XCTAssertNil(again.orphanedTask)
     }
 
+    /// A receipt that lifted a download's priority lets it fall back to what the receipts left
+    /// want when it cancels; a priority set on the task by someone else is left alone.
+    func testACancelledReceiptUndoesOnlyItsOwnLift() throws {
+        var queue = ImageDownloadQueue(prioritization: .fifo, maximumActiveDownloads: 1)
+        try add("running", to: &queue)
+        var prefetch = try handler()
+        prefetch.priority = 0.1
+        let url = try XCTUnwrap(URL(string: "http://127.0.0.1:9/a"))
+        let task = manager.dataTask(with: URLRequest(url: url), uploadProgress: nil, downloadProgress: nil) { _ in }
+        task.priority = 0.1
+        XCTAssertFalse(queue.add(MergedImageDownload(id: queue.makeID(), urlIdentifier: "a", task: task, handlers: [prefetch])))
+
+        let view = try handler()  // the default, 0.5
+        _ = queue.join("a", handler: view)
+        task.priority = view.priority  // the downloader's lift
+        let withdrawn = queue.cancel(view.receiptID, task: task)
+        XCTAssertNil(withdrawn.orphanedTask)
+        XCTAssertTrue(withdrawn.lowered?.task === task)
+        XCTAssertEqual(withdrawn.lowered?.priority, 0.1, "back to the prefetch's")
+
+        let another = try handler()
+        _ = queue.join("a", handler: another)
+        task.priority = 0.9  // the caller's own, through a receipt's task
+        XCTAssertNil(queue.cancel(another.receiptID, task: task).lowered, "a priority set by the caller is kept")
+    }
+
     func testACancelledActiveDownloadKeepsItsSlotUntilItEnds() throws {
         var queue = ImageDownloadQueue(prioritization: .fifo, maximumActiveDownloads: 1)
         let (running, _) = try add("a", to: &queue)

@@ -129,6 +129,24 @@ final class ImageDownloaderTests: XCTestCase {
         await shutDown(downloader)
     }
 
+    /// A view that joined a waiting prefetch lifted it to the default priority; once that view
+    /// cancels, the download serves the prefetch alone again and waits behind what is on screen.
+    func testAPrefetchLiftedByAViewThatCancelledWaitsAgainBehindWhatIsOnScreen() async throws {
+        let downloader = TestImages.downloader(prioritization: .fifo, maximumActiveDownloads: 1, cache: nil)
+        let finished = Recorder<String>()
+        let record: ImageDownloader.SuccessHandler = { request, _, _ in finished.append(request.url?.lastPathComponent ?? "?") }
+        downloader.downloadImage(for: try request("/slow"), success: record)
+        _ = downloader.downloadImage(for: try request("/a"), withReceiptID: UUID(), priority: 0.1, success: record, failure: nil)
+        let view = try XCTUnwrap(downloader.downloadImage(for: try request("/a")))
+        XCTAssertEqual(view.task.priority, 0.5, "the view lifted the prefetch")
+        downloader.cancelTask(for: view)
+        XCTAssertEqual(view.task.priority, 0.1, "the prefetch alone is left: its priority is the prefetch's again")
+        downloader.downloadImage(for: try request("/b"), success: record)
+        try await eventually({ finished.count == 3 }, "all three done")
+        XCTAssertEqual(finished.values, ["slow", "b", "a"], "the prefetch went before what is on screen")
+        await shutDown(downloader)
+    }
+
     func testCancellingAWaitingDownloadDoesNotTakeASlot() async throws {
         let downloader = TestImages.downloader(maximumActiveDownloads: 1, cache: nil)
         let finished = Recorder<String>()

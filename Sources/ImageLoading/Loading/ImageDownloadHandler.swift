@@ -11,4 +11,7 @@ struct ImageDownloadHandler: Sendable {
     let request: URLRequest
     let success: ImageDownloader.SuccessHandler?
     let failure: ImageDownloader.FailureHandler?
+    /// The task priority this receipt asked for (the default, 0.5, when it named none): a
+    /// download runs at the highest of its receipts', and falls back when one cancels.
+    var priority: Float = 0.5
 }

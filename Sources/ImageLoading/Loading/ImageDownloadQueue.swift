@@ -70,22 +70,40 @@ struct ImageDownloadQueue: Sendable {
         merged[urlIdentifier]?.id == id
     }
 
-    /// Removes the handler of `receiptID` from the download whose task is `task`. Returns the
-    /// removed handler, and the task to cancel when no handler is left (the download is then
-    /// forgotten; if it was active it keeps its slot until its completion arrives).
-    mutating func cancel(_ receiptID: UUID, task: SessionTask) -> (handler: ImageDownloadHandler?, orphanedTask: DataTask?) {
+    /// What the caller does after a receipt was withdrawn (after unlocking).
+    struct Withdrawal {
+        /// The receipt's handler (nil: the receipt was not found).
+        var handler: ImageDownloadHandler?
+        /// The task to cancel: no receipt is left (the download is then forgotten; if it was
+        /// active it keeps its slot until its completion arrives).
+        var orphanedTask: DataTask?
+        /// The priority the task falls back to: the receipt had lifted it (a view that joined a
+        /// prefetch), and the receipts left want less.
+        var lowered: (task: DataTask, priority: Float)?
+    }
+
+    /// Removes the handler of `receiptID` from the download whose task is `task`.
+    mutating func cancel(_ receiptID: UUID, task: SessionTask) -> Withdrawal {
         // Found by the receipt's own task: an old receipt never touches a newer transfer.
         guard let urlIdentifier = urlIdentifiersByTask[ObjectIdentifier(task)],
               var download = merged[urlIdentifier], download.task === task
-        else { return (nil, nil) }
+        else { return Withdrawal() }
         let index = download.handlers.firstIndex { $0.receiptID == receiptID }
         let handler = index.map { download.handlers.remove(at: $0) }
         guard download.handlers.isEmpty else {
             merged[urlIdentifier] = download
-            return (handler, nil)
+            // Only a lift this receipt made is undone: a priority the caller set on the task
+            // itself is left alone.
+            var lowered: (DataTask, Float)?
+            if let handler, let wanted = download.handlers.map(\.priority).max(), wanted < handler.priority,
+                download.task.priority == handler.priority
+            {
+                lowered = (download.task, wanted)
+            }
+            return Withdrawal(handler: handler, lowered: lowered)
         }
         forget(urlIdentifier)
-        return (handler, download.task)
+        return Withdrawal(handler: handler, orphanedTask: download.task)
     }
 
     /// Records the end of download `id`. Returns its handlers (none if it was cancelled) and

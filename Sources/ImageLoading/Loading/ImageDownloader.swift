@@ -157,7 +157,9 @@ public final class ImageDownloader: Sendable {
         // this one). The task's own request may differ (a `RequestAdapter` may change the
         // URL), so nothing here is keyed by it; receipts are found again by their task.
         let key = ImageRequestKey.key(for: request, url: url)
-        let handler = ImageDownloadHandler(receiptID: receiptID, request: request, success: success, failure: failure)
+        let handler = ImageDownloadHandler(
+            receiptID: receiptID, request: request, success: success, failure: failure,
+            priority: priority ?? Self.defaultPriority)
 
         // 1. Join a transfer already under way for this URL.
         if let task = join(key, handler: handler, priority: priority) {
@@ -196,9 +198,10 @@ public final class ImageDownloader: Sendable {
     /// The receipt is found by its `task`, whatever URL that task was sent to: a
     /// `RequestAdapter` on ``sessionManager`` that rewrites URLs changes nothing here.
     public func cancelTask(for receipt: ImageDownloadReceipt) {
-        let (handler, orphaned) = state.withLock { $0.queue.cancel(receipt.receiptID, task: receipt.task) }
-        orphaned?.cancel()
-        if let handler, let failure = handler.failure {
+        let withdrawal = state.withLock { $0.queue.cancel(receipt.receiptID, task: receipt.task) }
+        withdrawal.orphanedTask?.cancel()
+        if let (task, priority) = withdrawal.lowered { task.priority = priority }
+        if let handler = withdrawal.handler, let failure = handler.failure {
             let request = handler.request
             sessionManager.completionQueue.async { failure(request, nil, SessionError.cancelled) }
         }
@@ -206,12 +209,16 @@ public final class ImageDownloader: Sendable {
 
     // MARK: Internals
 
+    /// The priority of a request that names none: a task's default, what is on screen.
+    static let defaultPriority: Float = 0.5
+
     /// Joins the download for `key`, if any, raising its priority to `priority`.
     private func join(_ key: String, handler: ImageDownloadHandler, priority: Float?) -> DataTask? {
         let task = state.withLock { $0.queue.join(key, handler: handler) }
-        // A caller who wants it now (no priority given: the default) lifts a low-priority prefetch.
+        // A caller who wants it now (no priority given: the default) lifts a low-priority
+        // prefetch; its cancel lets it fall back (`ImageDownloadQueue.cancel`).
         if let task {
-            let wanted = priority ?? 0.5
+            let wanted = priority ?? Self.defaultPriority
             if task.priority < wanted { task.priority = wanted }
         }
         return task
