@@ -235,6 +235,66 @@ final class ImageDownloaderTests: XCTestCase {
         for downloader in [thumbnails, fullSize, doubleScale] { await shutDown(downloader) }
     }
 
+    /// Requests whose cache policies want different things are not merged into one transfer:
+    /// a request that may load does not join one that may only read the HTTP cache (whose
+    /// failure would be its answer), and a reload does not join a transfer the HTTP cache
+    /// answered with what it had stored. The completion queue is held so that each second
+    /// request finds the first still listed.
+    func testRequestsWhoseCachePoliciesDifferAreNotMerged() async throws {
+        let versions = Mutex(0)
+        let first = try TestImages.image(width: 2, height: 2, value: 1)
+        let second = try TestImages.image(width: 2, height: 2, value: 2)
+        server.route("/versioned") { _ in
+            let version = versions.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            var response = TestImages.response(version == 1 ? first : second)
+            response.headers.append(("Cache-Control", "max-age=600"))
+            return response
+        }
+        var configuration = SessionConfiguration.default
+        configuration.responseCache = ResponseCache(memoryCapacity: 1 << 20, diskCapacity: 0)
+        let manager = HTTPSessionManager(baseURL: nil, configuration: configuration)
+        manager.responseSerializer = RawImageSerializer()
+        let held = DispatchQueue(label: "image-downloader-tests.held-completions")
+        manager.completionQueue = held
+        let downloader = ImageDownloader(sessionManager: manager, imageCache: nil)
+        let url = try server.url("/versioned")
+        func request(_ policy: URLRequest.CachePolicy) -> URLRequest {
+            var request = URLRequest(url: url)
+            request.cachePolicy = policy
+            return request
+        }
+        let outcomes = Recorder<String>()
+        func record(_ name: String) -> (ImageDownloader.SuccessHandler, ImageDownloader.FailureHandler) {
+            ({ _, _, image in outcomes.append("\(name): \(image.pixels.first ?? 0)") },
+             { _, _, error in outcomes.append("\(name): \((error as? SessionError) == .resourceNotCached ? "not cached" : "\(error)")") })
+        }
+        // Held until both requests of a round are made: the first one's completion waits.
+        func round(_ firstPolicy: URLRequest.CachePolicy, _ firstName: String,
+                   _ secondPolicy: URLRequest.CachePolicy, _ secondName: String) async throws {
+            let gate = DispatchSemaphore(value: 0)
+            held.async { gate.wait() }
+            let (firstSuccess, firstFailure) = record(firstName)
+            let (secondSuccess, secondFailure) = record(secondName)
+            let count = outcomes.count
+            downloader.downloadImage(for: request(firstPolicy), success: firstSuccess, failure: firstFailure)
+            downloader.downloadImage(for: request(secondPolicy), success: secondSuccess, failure: secondFailure)
+            gate.signal()
+            try await eventually({ outcomes.count == count + 2 }, "both delivered")
+        }
+        // Nothing stored yet: the cache-only request fails; the other one loads the first version.
+        try await round(.returnCacheDataDontLoad, "cache only", .useProtocolCachePolicy, "may load")
+        XCTAssertEqual(Set(outcomes.values), ["cache only: not cached", "may load: 1"], "the request that may load was given the cache-only request's failure")
+        // Now stored and fresh: the default answer is the stored first version, the reload's the
+        // server's second.
+        try await round(.useProtocolCachePolicy, "default", .reloadIgnoringLocalCacheData, "reload")
+        XCTAssertEqual(Set(outcomes.values.suffix(2)), ["default: 1", "reload: 2"], "the reload was given the stored image")
+        XCTAssertEqual(versions.withLock { $0 }, 2)
+        await shutDown(downloader)
+    }
+
     func testARequestWithoutURLFailsWithBadURL() async throws {
         let downloader = TestImages.downloader()
         var request = URLRequest(url: try server.url("/fast"))

@@ -130,7 +130,7 @@ public final class ImageDownloader: Sendable {
     /// cache with ``cachedImage(for:)`` and found nothing (the bindings, which serve a hit
     /// synchronously themselves): the cache is then not probed a second time.
     ///
-    /// Why one probe is enough: ``finish(_:key:request:response:)`` stores an image in the
+    /// Why one probe is enough: ``finish(_:key:request:variant:response:)`` stores an image in the
     /// cache *before* its download leaves the table, so at every instant a finished image is
     /// either joinable or cached. A miss followed by a join (or a new transfer) can only lose
     /// to a download of the same URL that ends between the two; that costs one more transfer
@@ -154,9 +154,10 @@ public final class ImageDownloader: Sendable {
         }
         // The one identity of this download from request to cancel: the caller's URL, and the
         // credentials the request carries (another user's request for the URL never joins
-        // this one). The task's own request may differ (a `RequestAdapter` may change the
+        // this one), and the kind of its cache policy (a reload never joins a transfer the
+        // HTTP cache may answer). The task's own request may differ (a `RequestAdapter` may change the
         // URL), so nothing here is keyed by it; receipts are found again by their task.
-        let key = ImageRequestKey.key(for: request, url: url)
+        let key = ImageRequestKey.mergeKey(for: request, url: url)
         let handler = ImageDownloadHandler(
             receiptID: receiptID, request: request, success: success, failure: failure,
             priority: priority ?? Self.defaultPriority)

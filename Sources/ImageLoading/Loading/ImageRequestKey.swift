@@ -15,6 +15,21 @@ enum ImageRequestKey {
         url.absoluteString + suffix(for: request)
     }
 
+    /// The key the downloader merges transfers under: ``key(for:url:)``, and for a request
+    /// whose cache policy must not share another's transfer, that policy's kind. A request
+    /// that may load never joins one that may only read the HTTP cache (whose failure,
+    /// `resourceNotCached`, is no answer to it), and a reload never joins a transfer the HTTP
+    /// cache may answer with what it stored; the other policies load alike.
+    static func mergeKey(for request: URLRequest, url: URL) -> String {
+        let key = key(for: request, url: url)
+        switch request.cachePolicy {
+        case .returnCacheDataDontLoad: return key + " cache-only"
+        case .reloadIgnoringLocalCacheData, .reloadIgnoringLocalAndRemoteCacheData, .reloadRevalidatingCacheData:
+            return key + " reload"
+        default: return key
+        }
+    }
+
     /// The URL part of `key` (everything before the credentials' name, if any).
     static func url(of key: String) -> Substring {
         key.prefix { $0 != " " }
