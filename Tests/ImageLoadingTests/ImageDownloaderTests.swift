@@ -50,6 +50,24 @@ final class ImageDownloaderTests: XCTestCase {
         await shutDown(downloader)
     }
 
+    /// Merged receipts share the transfer, and each handler is called with the request its own
+    /// receipt was made for (as a cancelled receipt's is).
+    func testEachMergedReceiptIsAnsweredWithItsOwnRequest() async throws {
+        let downloader = TestImages.downloader(cache: nil)
+        let seen = Recorder<String>()
+        for caller in ["1", "2", "3"] {
+            var request = try request("/slow")
+            request.setValue(caller, forHTTPHeaderField: "X-Caller")
+            downloader.downloadImage(
+                for: request, success: { request, _, _ in seen.append(request.value(forHTTPHeaderField: "X-Caller") ?? "-") },
+                failure: { _, _, error in XCTFail("\(error)") })
+        }
+        try await eventually({ seen.count == 3 }, "all three delivered")
+        XCTAssertEqual(server.requestCount("/slow"), 1, "one transfer")
+        XCTAssertEqual(Set(seen.values), ["1", "2", "3"], "every caller was handed the first caller's request")
+        await shutDown(downloader)
+    }
+
     func testCancellingOneOfTwoMergedReceiptsFailsOnlyThatOne() async throws {
         let downloader = TestImages.downloader()
         let first = Recorder<String>(), second = Recorder<String>()

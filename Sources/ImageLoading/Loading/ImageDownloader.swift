@@ -325,8 +325,10 @@ public final class ImageDownloader: Sendable {
         let httpResponse = response.response
         for handler in handlers {
             switch result {
-            case .success(let image): handler.success?(request, httpResponse, image)
-            case .failure(let error): handler.failure?(request, httpResponse, error)
+            // Each receipt's own request (the one it was made for, as its cancel reports it),
+            // not the request of the receipt that started the transfer.
+            case .success(let image): handler.success?(handler.request, httpResponse, image)
+            case .failure(let error): handler.failure?(handler.request, httpResponse, error)
             }
         }
     }
