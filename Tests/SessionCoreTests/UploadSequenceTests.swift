@@ -148,6 +148,39 @@ final class UploadSequenceTests: XCTestCase {
         }
     }
 
+    /// A server that answers before it read the body (a 413 at the head) stops the upload
+    /// half way: what the sequence had read ahead is not a surplus, and the call returns the
+    /// server's answer, with a declared length as without.
+    func testAnAnswerBeforeTheBodyWasReadIsTheCallsResultNotASurplus() async throws {
+        let server = try ScriptedServer { socket, server in
+            guard server.readHead(socket) != nil else { return }
+            _ = server.write(socket, "HTTP/1.1 413 Content Too Large\r\nContent-Length: 5\r\nConnection: close\r\n\r\nearly")
+            shutdown(socket, Int32(SHUT_WR))  // FIN after the answer; read what is still coming
+            var sink = [UInt8](repeating: 0, count: 65536)
+            for _ in 0..<100_000 where recv(socket, &sink, sink.count, 0) > 0 {}
+        }
+        defer { server.stop() }
+        var request = URLRequest(url: try XCTUnwrap(URL(string: "\(server.baseURLString)/upload")))
+        request.httpMethod = "PUT"
+        for length in [Int64(64 << 20), nil] {
+            // 64 MiB offered as fast as the buffer takes it: far more than loopback holds.
+            let piece = Data(repeating: UInt8(ascii: "u"), count: 64 << 10)
+            let body = AsyncStream<Data> { continuation in
+                for _ in 0..<1024 { continuation.yield(piece) }
+                continuation.finish()
+            }
+            do {
+                let (data, response) = try await manager.upload(for: request, from: body, length: length)
+                XCTAssertEqual(response.statusCode, 413)
+                XCTAssertEqual(data, Data("early".utf8))
+            } catch SessionError.networkLost {
+                // The server's close may reach the sender before its answer is read: allowed.
+            } catch {
+                XCTFail("length \(length.map(String.init) ?? "none"): \(error)")
+            }
+        }
+    }
+
     func testCancellingTheCallerStopsTheProducer() async throws {
         // A producer that never ends: cancelling the upload must cancel its iteration.
         let iterations = Mutex(0)

@@ -23,7 +23,9 @@ final class AsyncBodyFeed: Sendable {
         var producerStarted = false
         var isCancelled = false
         /// Some byte was handed to curl: the body can no longer start over.
-        var hasDelivered = false
+        var hasDelivered: Bool { deliveredBytes > 0 }
+        /// Bytes handed to curl.
+        var deliveredBytes: Int64 = 0
         var wake: (@Sendable () -> Void)?
         /// The declared length (copied here for `finishTransfer`).
         var length: Int64?
@@ -122,8 +124,17 @@ final class AsyncBodyFeed: Sendable {
     /// Called when the transfer completed: the error to report when the sequence yielded
     /// more than its declared length (libcurl stops reading at the length, so the surplus
     /// sits in the buffer), else nil. Then stops the producer.
+    ///
+    /// Only a body sent whole has a surplus: a server that answered before reading it all (a
+    /// 413 at the head) stopped the upload half way, and what the producer had read ahead is
+    /// the unsent rest, not a surplus; the call's result is that answer. A surplus the
+    /// sequence yields only after the response arrived is not seen (waiting for it could wait
+    /// forever on a sequence that never ends).
     func finishTransfer() -> SessionError? {
-        let surplus = state.withLock { $0.length != nil && $0.chunks.byteCount > 0 }
+        let surplus = state.withLock { state in
+            guard let length = state.length else { return false }
+            return state.deliveredBytes == length && state.chunks.byteCount > 0
+        }
         cancel()
         return surplus ? .bodyStreamFailed("the body sequence is longer than its declared length; the surplus was not sent") : nil
     }
@@ -139,7 +150,7 @@ final class AsyncBodyFeed: Sendable {
         let result: BodyPump.Take = state.withLock { state in
             if state.chunks.byteCount > 0 {
                 let copied = state.chunks.copy(into: buffer)
-                state.hasDelivered = true
+                state.deliveredBytes += Int64(copied)
                 if state.chunks.byteCount <= capacity / 2, let waiter = state.producerWaiter {
                     state.producerWaiter = nil
                     resumeProducer = waiter

@@ -36,7 +36,9 @@ extension URLSessionManager {
     /// The sequence is iterated once, in a task of Curlew's, as libcurl asks for data: at
     /// most a bounded buffer (256 KiB) is read ahead. With `length` the body goes out with
     /// that `Content-Length` (a sequence that ends early fails the transfer; one that runs long
-    /// makes the call throw `SessionError.bodyStreamFailed` once the response is in, the surplus unsent);
+    /// makes the call throw `SessionError.bodyStreamFailed` once the response is in, the surplus
+    /// unsent, when the surplus was read by then; a server that answers before it read the
+    /// whole body, such as a 413, stops the upload and its answer is the result);
     /// without it, with chunked transfer coding (HTTP/1.1) or as DATA frames (HTTP/2). A
     /// redirect that needs the body again (307, 308) or a retry after part of it was sent
     /// fails with `SessionError.bodyStreamFailed`: the sequence cannot start over. An error the
