@@ -54,6 +54,14 @@ final class ServerSentEventParserTests: XCTestCase {
         try assertEveryChunking("data:test\n\ndata: test\n\n", [ServerSentEvent(data: "test"), ServerSentEvent(data: "test")])
     }
 
+    /// The space removed is one U+0020: a combining mark after it (one Character with the
+    /// space) stays in the value, in every field.
+    func testTheLeadingSpaceRemovedLeavesACombiningMarkAfterIt() throws {
+        try assertEveryChunking("event: \u{301}e\nid: \u{301}i\ndata: \u{301}x\n\n", [
+            ServerSentEvent(id: "\u{301}i", event: "\u{301}e", data: "\u{301}x"),
+        ])
+    }
+
     func testCRLFAndLoneCRAndLFAllEndLines() throws {
         try assertEveryChunking("data: a\r\ndata: b\rdata: c\n\r\nevent: x\rdata: d\r\r", [
             ServerSentEvent(data: "a\nb\nc"), ServerSentEvent(event: "x", data: "d"),

@@ -40,7 +40,9 @@ struct ServerSentEventParser {
         if let colon = line.utf8.firstIndex(of: UInt8(ascii: ":")) {
             field = line[..<colon]
             value = line[line.utf8.index(after: colon)...]
-            if value.utf8.first == UInt8(ascii: " ") { value = value.dropFirst() }
+            // One U+0020, not one Character: a space and a combining mark after it are one
+            // Character, and the mark belongs to the value.
+            if value.utf8.first == UInt8(ascii: " ") { value = Substring(value.unicodeScalars.dropFirst()) }
         } else {
             field = line
             value = ""
