@@ -328,6 +328,47 @@ final class CurlewTransportTests: XCTestCase {
         }
     }
 
+    /// Counts cancels and completions, on its own queue.
+    private final class CancelCounter: EventMonitor {
+        let cancels = Mutex(0)
+        let completions = Mutex(0)
+        func taskDidCancel(_ task: SessionTask) { cancels.withLock { $0 += 1 } }
+        func task(_ task: SessionTask, didCompleteWithError error: (any Error)?) { completions.withLock { $0 += 1 } }
+    }
+
+    /// A bodiless answer (a HEAD's, a 204) is returned with no body, and the stream the
+    /// transport then drops belongs to a transfer that ends by itself: it is not cancelled,
+    /// so the monitors never hear a successful call cancelled (they did for about a third of
+    /// these calls) and the connection is kept.
+    func testABodilessAnswerIsNotReportedAsACancelledCall() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/api/thing", response: TestResponse(status: 200, body: Data("x".utf8)))
+        server.route("/api/nothing", response: TestResponse(status: 204))
+        let counter = CancelCounter()
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .none
+        let monitored = URLSessionManager(configuration: configuration, eventMonitors: [counter])
+        let transport = CurlewTransport(manager: monitored)
+        let baseURL = try server.url("/api")
+        let calls = 200
+        for index in 0..<calls {
+            let isHead = index.isMultiple(of: 2)
+            let (head, body) = try await transport.send(
+                HTTPRequest(method: isHead ? .head : .delete, scheme: nil, authority: nil, path: isHead ? "/thing" : "/nothing"),
+                body: nil, baseURL: baseURL, operationID: isHead ? "look" : "remove")
+            XCTAssertNil(body)
+            XCTAssertEqual(head.status.code, isHead ? 200 : 204)
+        }
+        // Bounded wait for the monitor's queue to hear every completion.
+        for _ in 0..<3000 where counter.completions.withLock({ $0 }) < calls { try await Task.sleep(nanoseconds: 10_000_000) }
+        XCTAssertEqual(counter.completions.withLock { $0 }, calls, "every call's completion reached the monitor")
+        XCTAssertEqual(counter.cancels.withLock { $0 }, 0, "successful calls were reported cancelled")
+        XCTAssertEqual(server.connections.count, 1, "one connection kept for every call")
+        monitored.invalidateSessionCancelingTasks(true, resetSession: false)
+        await monitored.waitUntilInvalidated()
+    }
+
     func testHTTPTypesKeepFieldOrderAndRepeatedFields() async throws {
         let server = try TestServer()
         defer { server.shutdown() }

@@ -1,5 +1,9 @@
 import Foundation
+import Serialization
 import Synchronization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 /// The consuming side of one streamed response: the buffer and the task that fills it.
 ///
@@ -22,10 +26,22 @@ final class ResponseStreamConsumer: Sendable {
         !isClaimed.exchange(true, ordering: .acquiringAndReleasing)
     }
 
-    /// Leaves the stream: drops what is buffered and cancels the transfer if it still runs.
+    /// Leaves the stream: drops what is buffered and cancels the transfer if it still runs,
+    /// unless its head said no body follows.
     func stop() {
         buffer.abandon()
-        if !buffer.isFinished { task.cancel() }
+        if !buffer.isFinished, !headEndsTheResponse { task.cancel() }
+    }
+
+    /// Whether the head received ends the response: an answer to a HEAD, a 204 or a 304, a
+    /// `Content-Length: 0`. Such a transfer ends by itself in the pass that read its head, so
+    /// a caller that drops the stream at once (the OpenAPI transport for a bodiless answer, a
+    /// server-sent event stream answered 204) must not cancel it: the cancel would race that
+    /// end, and the monitors would hear a successful call cancelled.
+    private var headEndsTheResponse: Bool {
+        guard let head = buffer.receivedHead else { return false }
+        return head.statusCode == 204 || head.statusCode == 304 || head.expectedContentLength == 0
+            || task.originalRequest?.httpMethod?.uppercased() == "HEAD"
     }
 
     /// The next chunk, cancelling the transfer when the waiting Swift task is cancelled.
