@@ -99,7 +99,8 @@ public struct CurlewTransport: ClientTransport {
         return collected
     }
 
-    /// `baseURL` with the request's path appended (the base's own path kept) and its query.
+    /// `baseURL` with the request's path appended (the base's own path kept) and the
+    /// request's query; a query of `baseURL`'s own is not kept (as `URLSessionTransport`).
     static func urlRequest(for request: HTTPRequest, baseURL: URL) throws -> URLRequest {
         guard var components = URLComponents(url: baseURL, resolvingAgainstBaseURL: true) else {
             throw HTTPTypesConversionError.invalidURL(baseURL.absoluteString)
