@@ -251,6 +251,21 @@ final class ResponseStreamTests: XCTestCase {
         XCTAssertEqual(task.error as? SessionError, .cancelled)
     }
 
+    /// The lines a chunk completed before a line over the limit are delivered first, then the
+    /// error: one chunk here holds two short lines and the long one.
+    func testTheLinesBeforeALineOverTheLimitInTheSameChunkAreDelivered() async throws {
+        server.route("/mixed", response: streamed(["one\ntwo\n" + String(repeating: "x", count: 100) + "\n"]))
+        let (bytes, _) = try await manager.bytes(for: URLRequest(url: try server.url("/mixed")))
+        var received: [String] = []
+        do {
+            for try await line in ResponseLines(bytes, maximumLineLength: 50) { received.append(line) }
+            XCTFail("a line over the limit must throw")
+        } catch let error as ResponseStreamError {
+            XCTAssertEqual(error, .lineTooLong(limit: 50))
+        }
+        XCTAssertEqual(received, ["one", "two"], "the lines before the long one were lost with it")
+    }
+
     func testHTTPSessionManagerStreamsRelativeToItsBaseURLAndChecksTheStatus() async throws {
         server.route("/api/feed", response: streamed(["one\n", "two\n"]))
         server.route("/api/gone", response: streamed(["gone"], status: 410))

@@ -194,6 +194,24 @@ final class ServerSentEventsTests: XCTestCase {
         }
     }
 
+    /// The events a chunk completed before an event over `maximumEventSize` are delivered
+    /// first, then the error: one write here holds a small event and the large one.
+    func testTheEventsBeforeAnEventOverTheLimitInTheSameChunkAreDelivered() async throws {
+        server.route("/big", response: TestResponse(
+            status: 200, headers: [("Content-Type", "text/event-stream")],
+            body: Data("data: a\n\ndata: b\n\ndata: 0123456789abcdefXYZ\n\n".utf8)))
+        var events = manager.events(for: URLRequest(url: try server.url("/big")))
+        events.maximumEventSize = 16
+        var received: [String] = []
+        do {
+            for try await event in events { received.append(event.data) }
+            XCTFail("an event over the limit must throw")
+        } catch let error as ResponseStreamError {
+            XCTAssertEqual(error, .eventTooLarge(limit: 16))
+        }
+        XCTAssertEqual(received, ["a", "b"], "the events before the large one were lost with it")
+    }
+
     func testAnIDThatCannotBeAHeaderIsNotSentBack() async throws {
         let lastIDs = Mutex<[String?]>([])
         server.route("/odd") { request in

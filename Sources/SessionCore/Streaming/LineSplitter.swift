@@ -14,8 +14,17 @@ struct LineSplitter {
         self.maximumLineLength = max(1, maximumLineLength)
     }
 
-    /// The lines completed by `chunk`, in order.
+    /// The lines completed by `chunk`, in order; throws for a line over the limit (and the
+    /// lines before it in the chunk are lost: readers use ``pushKeepingLines(_:)``).
     mutating func push(_ chunk: Data) throws(ResponseStreamError) -> [String] {
+        let (lines, failure) = pushKeepingLines(chunk)
+        if let failure { throw failure }
+        return lines
+    }
+
+    /// The lines completed by `chunk`, in order, and the failure that stopped the split after
+    /// them (a line over the limit): the lines come first, as they came before it.
+    mutating func pushKeepingLines(_ chunk: Data) -> (lines: [String], failure: ResponseStreamError?) {
         var lines: [String] = []
         var failure: ResponseStreamError?
         chunk.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
@@ -25,8 +34,7 @@ struct LineSplitter {
                 failure = error
             }
         }
-        if let failure { throw failure }
-        return lines
+        return (lines, failure)
     }
 
     private mutating func split(_ raw: UnsafeRawBufferPointer, into lines: inout [String]) throws(ResponseStreamError) {

@@ -34,6 +34,8 @@ public struct ResponseLines: AsyncSequence, Sendable {
         private var ready: [String] = []
         private var readyIndex = 0
         private var isDone = false
+        /// A line over the limit, thrown once the lines before it were handed out.
+        private var pendingFailure: ResponseStreamError?
 
         init(_ chunks: ResponseBytes.Iterator, splitter: LineSplitter) {
             self.chunks = chunks
@@ -47,6 +49,10 @@ public struct ResponseLines: AsyncSequence, Sendable {
                     defer { readyIndex += 1 }
                     return ready[readyIndex]
                 }
+                if let failure = pendingFailure {
+                    pendingFailure = nil
+                    throw failure
+                }
                 guard !isDone else { return nil }
                 ready.removeAll(keepingCapacity: true)
                 readyIndex = 0
@@ -54,12 +60,13 @@ public struct ResponseLines: AsyncSequence, Sendable {
                     isDone = true
                     return splitter.finish()
                 }
-                do {
-                    ready = try splitter.push(chunk)
-                } catch {
+                let (lines, failure) = splitter.pushKeepingLines(chunk)
+                ready = lines
+                if let failure {
+                    // The lines before the failure are delivered first, then the error.
                     isDone = true
+                    pendingFailure = failure
                     chunks = ResponseBytes.Iterator(nil)  // drops the iteration: cancels the transfer
-                    throw error
                 }
             }
         }

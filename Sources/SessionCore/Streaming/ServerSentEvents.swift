@@ -47,6 +47,8 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         private var reconnects = false
         /// Connection attempts in a row that failed: the wait doubles with each (up to 64x).
         private var failures = 0
+        /// What ended the stream after the events in `ready`: thrown once they were handed out.
+        private var pendingFailure: ResponseStreamError?
 
         init(_ source: ServerSentEvents) {
             self.source = source
@@ -62,6 +64,12 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
                 }
                 ready.removeAll(keepingCapacity: true)
                 readyIndex = 0
+                if let failure = pendingFailure {
+                    pendingFailure = nil
+                    isDone = true
+                    chunks = nil
+                    throw failure
+                }
                 guard !isDone else { return nil }
                 do {
                     try await readMore()
@@ -99,8 +107,17 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
                 dropConnection()
                 return
             }
-            for line in try splitter.push(chunk) {
-                if let event = try parser.consume(line: line) { ready.append(event) }
+            // The events completed before a failure (a line or an event over its limit) are
+            // handed out first; the failure then ends the sequence.
+            let (lines, failure) = splitter.pushKeepingLines(chunk)
+            do throws(ResponseStreamError) {
+                for line in lines {
+                    if let event = try parser.consume(line: line) { ready.append(event) }
+                }
+                if let failure { throw failure }
+            } catch {
+                guard !ready.isEmpty else { throw error }
+                pendingFailure = error
             }
         }
 
