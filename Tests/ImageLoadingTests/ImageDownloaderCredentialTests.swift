@@ -216,11 +216,16 @@ final class ImageDownloaderCredentialTests: XCTestCase {
     /// An image the downloader's own credential unlocked is its answer only: a second
     /// downloader sharing the cache, with no credential, is not given it (it gets the 401),
     /// while the first one's next load of it is a cache hit.
-    func testAnImageACredentialUnlockedIsNotAnotherDownloadersAnswerFromASharedCache() async throws {
+    /// Two downloaders sharing one image cache, the first with `credential` for `owner`.
+    private func downloadersSharingACache() throws -> (withPassword: ImageDownloader, withoutPassword: ImageDownloader, cache: AutoPurgingImageCache) {
         let shared = AutoPurgingImageCache()
         let withPassword = TestImages.downloader(cache: shared)
         try withPassword.setCredential(credential, for: owner.baseURL)
-        let withoutPassword = TestImages.downloader(cache: shared)
+        return (withPassword, TestImages.downloader(cache: shared), shared)
+    }
+
+    func testAnImageACredentialUnlockedIsNotAnotherDownloadersAnswerFromASharedCache() async throws {
+        let (withPassword, withoutPassword, _) = try downloadersSharingACache()
         let url = try owner.url("/me/avatar.png")
 
         let unlocked = await status(withPassword, url)
@@ -265,10 +270,7 @@ final class ImageDownloaderCredentialTests: XCTestCase {
     /// AFNetworking's, whatever credentials the downloader holds.
     func testAPublicImageIsStillSharedByDownloadersWithAndWithoutCredentials() async throws {
         owner.route("/public.png", response: TestImages.response(picture))
-        let shared = AutoPurgingImageCache()
-        let withPassword = TestImages.downloader(cache: shared)
-        try withPassword.setCredential(credential, for: owner.baseURL)
-        let withoutPassword = TestImages.downloader(cache: shared)
+        let (withPassword, withoutPassword, shared) = try downloadersSharingACache()
         let url = try owner.url("/public.png")
         let first = await status(withPassword, url)
         let second = await status(withoutPassword, url)
