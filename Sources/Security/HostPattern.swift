@@ -12,7 +12,7 @@ import Musl
 /// labels as their A-labels (`xn--…`), IPv6 addresses without brackets and in their
 /// canonical text. A pattern that cannot be read (an empty label, a `*` anywhere but as the
 /// whole first label, a wildcard over an address) matches nothing.
-struct HostPattern: Hashable, Sendable {
+package struct HostPattern: Hashable, Sendable {
     enum Kind: Hashable, Sendable {
         /// The name itself (and, with `includeSubdomains`, every name below it).
         case exact
@@ -95,19 +95,68 @@ struct HostPattern: Hashable, Sendable {
         return (labels.joined(separator: "."), false)
     }
 
-    /// The canonical text of an IPv4 or IPv6 address, nil for anything else.
-    static func canonicalAddress(_ text: String) -> String? {
+    /// The canonical text of an IPv4 or IPv6 address, nil for anything else: the address
+    /// libcurl connects to for a URL host written this way.
+    ///
+    /// libcurl reads an IPv4 address in every form `inet_aton` accepts (one to four parts,
+    /// each decimal, octal with a leading `0` or hex with `0x`: `2130706433`, `127.1`,
+    /// `0x7f.0.0.1` are all 127.0.0.1) and connects there, so each is that address here too;
+    /// an IPv4-mapped IPv6 address (`::ffff:127.0.0.1`) reaches the IPv4 host and reads as it.
+    /// Otherwise pins set for an address would not be applied to the same address written
+    /// another way.
+    package static func canonicalAddress(_ text: String) -> String? {
         var v4 = in_addr()
         var v6 = in6_addr()
         var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
         if text.withCString({ inet_pton(AF_INET, $0, &v4) }) == 1 {
             guard inet_ntop(AF_INET, &v4, &buffer, socklen_t(buffer.count)) != nil else { return nil }
         } else if text.withCString({ inet_pton(AF_INET6, $0, &v6) }) == 1 {
+            let bytes = withUnsafeBytes(of: v6) { Array($0) }
+            if bytes.prefix(10).allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF {
+                return bytes.suffix(4).map(String.init).joined(separator: ".")
+            }
             guard inet_ntop(AF_INET6, &v6, &buffer, socklen_t(buffer.count)) != nil else { return nil }
         } else {
-            return nil
+            return shorthandIPv4(text)
         }
         return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// The dotted text of an IPv4 address written in one of `inet_aton`'s other forms (as
+    /// libcurl's URL parser reads it), nil when `text` is not one.
+    static func shorthandIPv4(_ text: String) -> String? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard (1...4).contains(parts.count) else { return nil }
+        var values: [UInt64] = []
+        for part in parts {
+            guard let value = number(part) else { return nil }
+            values.append(value)
+        }
+        // Every part but the last is one byte; the last fills the bytes left.
+        var address: UInt64 = 0
+        for (index, value) in values.dropLast().enumerated() {
+            guard value <= 0xFF else { return nil }
+            address |= value << UInt64(8 * (3 - index))
+        }
+        guard let last = values.last, last < UInt64(1) << UInt64(8 * (5 - values.count)) else { return nil }
+        address |= last
+        return [24, 16, 8, 0].map { String((address >> UInt64($0)) & 0xFF) }.joined(separator: ".")
+    }
+
+    /// One part of a shorthand IPv4 address: `0x` hex, `0` octal, else decimal; nil for
+    /// anything else or a value past 32 bits.
+    private static func number(_ part: Substring) -> UInt64? {
+        let lower = part.lowercased()
+        let (digits, radix): (Substring, Int) =
+            if lower.hasPrefix("0x") { (lower.dropFirst(2), 16) } else if lower.count > 1, lower.hasPrefix("0") {
+                (lower.dropFirst(), 8)
+            } else { (Substring(lower), 10) }
+        guard !digits.isEmpty, digits.count <= 32, digits.allSatisfy({ $0.isASCII && $0.isHexDigit }),
+            let value = UInt64(digits, radix: radix), value <= 0xFFFF_FFFF
+        else {
+            return nil
+        }
+        return value
     }
 }
 

@@ -72,6 +72,23 @@ final class PinSetTests: XCTestCase {
         XCTAssertFalse(set("0.0.1", subdomains: true).matches(host: "127.0.0.1"))
     }
 
+    /// An address written in another form libcurl reads (and connects to) as the same
+    /// address is that address: one number, short forms, octal and hex parts, an IPv4-mapped
+    /// IPv6 address. Names that only look numeric in part stay names.
+    func testAnAddressWrittenInAnotherFormIsTheSameAddress() {
+        for host in ["2130706433", "127.1", "127.0.1", "0x7f.0.0.1", "0x7F000001", "0177.0.0.1", "[::ffff:127.0.0.1]", "::ffff:7f00:1", "127.0.0.1."] {
+            XCTAssertTrue(set("127.0.0.1").matches(host: host), host)
+        }
+        XCTAssertTrue(set("::ffff:127.0.0.1").matches(host: "127.0.0.1"), "the pattern reads the same way")
+        XCTAssertEqual(HostPattern.canonicalAddress("10.5"), "10.0.0.5")
+        XCTAssertEqual(HostPattern.canonicalAddress("0"), "0.0.0.0")
+        for notAnAddress in ["4294967296", "1.2.3.4.5", "256.1.1.1", "1.2.65536", "0x", "08.1.1.1", "+1.2.3.4", "1..2", "1.2.3.0x1g", "example.com", ""] {
+            XCTAssertNil(HostPattern.canonicalAddress(notAnAddress), notAnAddress)
+        }
+        XCTAssertFalse(set("127.0.0.1").matches(host: "127.0.0.2"))
+        XCTAssertFalse(set("127.0.0.1").matches(host: "2130706434"))
+    }
+
     func testInternationalNamesAreComparedAsALabels() {
         XCTAssertEqual(Punycode.encode("bücher"), "bcher-kva")
         XCTAssertEqual(Punycode.encode("münchen"), "mnchen-3ya")

@@ -197,6 +197,20 @@ final class PerHostPinTests: XCTestCase {
         await byAddress.waitUntilInvalidatedAfterUse()
     }
 
+    /// libcurl connects to 127.0.0.1 for each of these hosts: the pins set for that address
+    /// apply to every way of writing it (they were skipped, the handshake accepted).
+    func testAnAddressWrittenInAnotherFormIsJudgedByItsAddressesPins() async throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try TLSFixture.server(certificates.leaf)
+        defer { server.shutdown() }
+        let wrong = try Self.pin(certificates.leafNewKey)
+        let manager = try Self.manager([PinSet(host: "127.0.0.1", pins: [wrong])], validatesDomainName: false)
+        for host in ["2130706433", "127.1", "0x7f.0.0.1", "0177.0.0.1"] {
+            assertPinRefused(await manager.get(try Self.url(server, host: host)), server)
+        }
+        await manager.waitUntilInvalidatedAfterUse()
+    }
+
     /// A redirect to another host is judged by that host's pins, on the same manager and its
     /// pooled handle: each hop's host and port for the TLS policy come from its own URL
     /// (`PreparedRequest.tlsTarget`), and the handle's TLS options are set again for it.
