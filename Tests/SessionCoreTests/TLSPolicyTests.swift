@@ -57,6 +57,31 @@ final class TLSPolicyTests: XCTestCase {
         try await check(TLSFixture.certificates().notYetValidLeaf, policy: TLSFixture.trustingTestRoot(), expect: .notYetValid)
     }
 
+    /// A host written with its trailing dot (`localhost.`), with the default proxy setting
+    /// (`.environment`, here with no proxy variable set): libcurl sends the name without the
+    /// dot in SNI, and the handshake is still the origin's, judged by the policy (it was taken
+    /// for an HTTPS proxy's and refused as `.hostMismatch`).
+    func testAHostWithItsTrailingDotIsJudgedAsTheOriginWithTheDefaultProxySetting() async throws {
+        let names = ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "http_proxy", "HTTP_PROXY"]
+        let saved = names.map { name in (name, getenv(name).map { String(cString: $0) }) }
+        for name in names { unsetenv(name) }
+        defer { for (name, value) in saved { if let value { setenv(name, value, 1) } } }
+        let server = try TLSFixture.server(TLSFixture.certificates().leaf)
+        defer { server.shutdown() }
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .environment
+        configuration.timeoutIntervalForRequest = 15
+        // The system resolver may not know `localhost.`: libcurl's resolve override does.
+        configuration.hostOverrides = [try .resolve("localhost.", port: server.port, to: ["127.0.0.1"])]
+        let manager = URLSessionManager(configuration: configuration)
+        manager.securityPolicy = try TLSFixture.trustingTestRoot()
+        let url = try XCTUnwrap(URL(string: "https://localhost.:\(server.port)/x"))
+        let response = await manager.get(url)
+        XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)")
+        XCTAssertEqual(server.requests.count, 1)
+        await manager.waitUntilInvalidatedAfterUse()
+    }
+
     func testWrongHostRefusedAndAcceptedWithoutDomainValidation() async throws {
         let certificates = try TLSFixture.certificates()
         try await check(certificates.wrongHostLeaf, policy: TLSFixture.trustingTestRoot(), expect: .hostMismatch)

@@ -168,11 +168,21 @@ final class TLSHandshakeContext {
     /// (or absent, for an origin that is a host name) is the HTTPS proxy's own. The server name
     /// is what libcurl sent, not what the peer said. (An origin given as an IP address sends
     /// no SNI: such a handshake is judged as the origin's.)
+    ///
+    /// Both names are compared without a trailing dot: libcurl sends `host.`'s SNI as `host`.
+    /// An address in any form libcurl reads as one (`127.1`, `0x7f.0.0.1`) is an address.
     private func isProxyHandshake(_ ssl: OpaquePointer?) -> Bool {
         guard mayUseHTTPSProxy, let ssl, let host, !host.isEmpty else { return false }
-        let isAddress = host.contains(":") || host.allSatisfy { $0.isNumber || $0 == "." }
+        let origin = Self.comparableName(host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")))
+        let isAddress = origin.contains(":") || HostPattern.canonicalAddress(origin) != nil
         guard let name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name) else { return !isAddress }
-        return String(cString: name).lowercased() != host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        return Self.comparableName(String(cString: name)) != origin
+    }
+
+    /// `name` lowercased, without one trailing dot.
+    private static func comparableName(_ name: String) -> String {
+        let lower = name.lowercased()
+        return lower.hasSuffix(".") ? String(lower.dropLast()) : lower
     }
 
     /// Records `error` as the transfer's failure and fails the handshake.
