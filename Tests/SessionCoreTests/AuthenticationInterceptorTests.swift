@@ -240,6 +240,53 @@ final class AuthenticationInterceptorTests: XCTestCase {
         XCTAssertEqual(ended.withLock { $0 }.count, 1, "the handler ran once")
     }
 
+    /// The credential meets a refresh under way: set while the refresh runs (a sign-out, then
+    /// another user's sign-in), it is not overwritten by the refresh's result, which belonged
+    /// to the credential before it; the request that waited goes on with what is set then.
+    func testACredentialSetWhileARefreshRunsIsNotOverwrittenByIt() async throws {
+        // Each refresh waits (bounded) until the test releases it.
+        let started = Mutex(0), released = Mutex(0)
+        var authenticator = TokenAuthenticator(tokenURL: try tokens.server.url("/token"), refresher: refresher)
+        authenticator.beforeRefresh = {
+            let turn = started.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            for _ in 0..<3000 where released.withLock({ $0 }) < turn { try? await Task.sleep(nanoseconds: 10_000_000) }
+        }
+        let interceptor = AuthenticationInterceptor(authenticator: authenticator, credential: TestToken(token: "t0", requiresRefresh: true))
+        manager.interceptor = interceptor
+        let url = try tokens.server.url("/resource")
+
+        // Signed out while the refresh runs: nothing comes back, the waiting request fails.
+        let first = Task { [manager] in await manager!.response(for: URLRequest(url: url)) }
+        for _ in 0..<500 where interceptor.waitingRequestCount == 0 { try await Task.sleep(nanoseconds: 10_000_000) }
+        XCTAssertEqual(interceptor.waitingRequestCount, 1, "the request waits for the refresh")
+        interceptor.credential = nil
+        released.withLock { $0 += 1 }
+        let signedOut = await first.value
+        XCTAssertEqual(signedOut.error as? AuthenticationError, .missingCredential)
+        XCTAssertNil(interceptor.credential, "the refresh brought the signed-out user's token back")
+        XCTAssertTrue(tokens.resourceAuthorizations.isEmpty)
+
+        // Another user signs in while a refresh for the first one runs: theirs stays, and the
+        // waiting request is sent with it (the token endpoint now fails, so a refresh that
+        // went on to ask it again could not pass for success).
+        interceptor.credential = TestToken(token: "t0", requiresRefresh: true)
+        let second = Task { [manager] in await manager!.response(for: URLRequest(url: url)) }
+        for _ in 0..<500 where interceptor.waitingRequestCount == 0 { try await Task.sleep(nanoseconds: 10_000_000) }
+        tokens.state.withLock { state in
+            state.current = "bob"
+            state.refreshFails = true
+        }
+        interceptor.credential = TestToken(token: "bob", requiresRefresh: false)
+        released.withLock { $0 += 1 }
+        let signedIn = await second.value
+        XCTAssertEqual(signedIn.response?.statusCode, 200, "\(signedIn.result)")
+        XCTAssertEqual(interceptor.credential?.token, "bob", "the refresh replaced the new user's credential")
+        XCTAssertEqual(tokens.resourceAuthorizations, ["Bearer bob"])
+    }
+
     func testAServerThatAlwaysRefusesEndsWithTheBoundedError() async throws {
         tokens.state.withLock { $0.alwaysRefuses = true }
         let interceptor = try interceptor(

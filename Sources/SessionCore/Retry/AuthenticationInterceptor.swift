@@ -53,13 +53,16 @@ public final class AuthenticationInterceptor<AuthenticatorType: Authenticator>: 
         /// When the refreshes within the window began.
         var refreshTimes: [ContinuousClock.Instant] = []
         var refreshCount = 0
+        /// Bumped by every assignment of ``credential``: a refresh started before one (a
+        /// sign-out, another user's sign-in) does not store its result over it.
+        var revision = 0
     }
 
     /// What a request does once the lock is released.
     private enum Step {
         case use(Credential)
         case wait
-        case refresh(Credential)
+        case refresh(Credential, revision: Int)
         case fail(any Error, [CheckedContinuation<Credential, any Error>])
     }
 
@@ -77,10 +80,18 @@ public final class AuthenticationInterceptor<AuthenticatorType: Authenticator>: 
         state = Mutex(State(credential: credential))
     }
 
-    /// The current credential; setting it (after a log-in) is seen by the next request.
+    /// The current credential; setting it (after a log-in) is seen by the next request. A
+    /// refresh under way when it is set does not overwrite it: its result was the previous
+    /// credential's, and the requests waiting for it go on with the one set (or fail with
+    /// ``AuthenticationError/missingCredential`` when it was set to nil).
     public var credential: Credential? {
         get { state.withLock { $0.credential } }
-        set { state.withLock { $0.credential = newValue } }
+        set {
+            state.withLock { state in
+                state.credential = newValue
+                state.revision &+= 1
+            }
+        }
     }
 
     /// How many refreshes completed, successful or not (for diagnostics and tests).
@@ -158,27 +169,33 @@ public final class AuthenticationInterceptor<AuthenticatorType: Authenticator>: 
                 }
                 state.refreshTimes.append(now)
                 state.isRefreshing = true
-                return .refresh(current)
+                return .refresh(current, revision: state.revision)
             }
             switch step {
             case .use(let credential): continuation.resume(returning: credential)
             case .wait: break
-            case .refresh(let stale): Task { await self.refresh(stale) }
+            case .refresh(let stale, let revision): Task { await self.refresh(stale, revision: revision) }
             case .fail(let error, let waiters): for waiter in waiters { waiter.resume(throwing: error) }
             }
         }
     }
 
-    /// Runs the refresh and releases every request waiting for it.
-    private func refresh(_ stale: Credential) async {
-        let result: Result<Credential, any Error>
+    /// Runs the refresh and releases every request waiting for it. When ``credential`` was
+    /// set meanwhile, the result is dropped: the waiting requests go on with the credential set
+    /// (or fail without one).
+    private func refresh(_ stale: Credential, revision: Int) async {
+        var result: Result<Credential, any Error>
         do {
             result = .success(try await authenticator.refresh(stale))
         } catch {
             result = .failure(error)
         }
         let waiters = state.withLock { state -> [CheckedContinuation<Credential, any Error>] in
-            if case .success(let fresh) = result { state.credential = fresh }
+            if state.revision == revision {
+                if case .success(let fresh) = result { state.credential = fresh }
+            } else {
+                result = state.credential.map { .success($0) } ?? .failure(AuthenticationError.missingCredential)
+            }
             state.isRefreshing = false
             state.refreshCount += 1
             defer { state.waiters = [] }
