@@ -216,6 +216,32 @@ final class RetryPolicyTests: XCTestCase {
         XCTAssertNil(RetryPolicy.retryAfterSeconds("-5", now: now))
         XCTAssertNil(RetryPolicy.retryAfterSeconds("", now: now))
         XCTAssertEqual(RetryPolicy.retryAfterSeconds(String(repeating: "9", count: 400), now: now), .infinity)
+        // The two obsolete date forms a recipient must accept (RFC 9110 §5.6.7).
+        XCTAssertEqual(try XCTUnwrap(RetryPolicy.retryAfterSeconds("Sunday, 09-Sep-01 02:03:20 GMT", now: now)), 1_000, accuracy: 0.5)
+        XCTAssertEqual(try XCTUnwrap(RetryPolicy.retryAfterSeconds("Sun Sep  9 02:03:20 2001", now: now)), 1_000, accuracy: 0.5)
+    }
+
+    /// A 503 whose `Retry-After` is an RFC 850 date is retried after that wait (it was not
+    /// retried at all: the date was not read).
+    func testARetryAfterInAnObsoleteDateFormIsRetried() throws {
+        let policy = RetryPolicy(exponentialBackoffScale: 0.01, jitter: 0)
+        let manager = URLSessionManager.raw()
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let url = try XCTUnwrap(URL(string: "http://127.0.0.1:9/x"))
+        let task = manager.dataTask(with: URLRequest(url: url)) { _ in }  // never resumed: only read
+        defer { task.cancel() }
+        let soon = Date().addingTimeInterval(20)
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEEE, dd-MMM-yy HH:mm:ss 'GMT'"
+        let response = try XCTUnwrap(HTTPURLResponse(
+            url: url, statusCode: 503, httpVersion: "HTTP/1.1", headerFields: ["Retry-After": formatter.string(from: soon)]))
+        guard case .retryAfter(let wait) = policy.retry(task, attempt: 0, error: nil, response: response) else {
+            return XCTFail("a 503 with an RFC 850 Retry-After was not retried")
+        }
+        XCTAssertGreaterThan(wait, 10, "the date's wait, not the backoff's")
+        XCTAssertLessThanOrEqual(wait, 21)
     }
 }
 

@@ -92,17 +92,15 @@ public struct RetryPolicy: RequestRetrier {
     }
 
     /// The seconds a `Retry-After` value asks for (RFC 9110 §10.2.3): delta-seconds, or an
-    /// HTTP date (a date in the past means now). Nil when the value is neither.
+    /// HTTP date in any of its three forms (IMF-fixdate, and the obsolete RFC 850 and asctime
+    /// forms a recipient must accept; a date in the past means now). Nil when the value is
+    /// neither: the response is then not retried.
     public static func retryAfterSeconds(_ value: String, now: Date = Date()) -> TimeInterval? {
         let trimmed = value.trimmingCharacters(in: .whitespaces)
         if !trimmed.isEmpty, trimmed.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
             return TimeInterval(trimmed) ?? .infinity  // too many digits to represent: forever
         }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        guard let date = formatter.date(from: trimmed) else { return nil }
+        guard let date = HTTPDate.parse(trimmed) else { return nil }
         return max(0, date.timeIntervalSince(now))
     }
 }
