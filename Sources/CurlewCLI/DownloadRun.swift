@@ -135,7 +135,7 @@ struct DownloadRun {
             var kept = resumeData
             if case .resumeFailed(_, let data)? = error as? SessionError { kept = data ?? kept }
             if let kept, let name = target ?? response.head.map({ planned($0, directory: directory) }),
-                (try? kept.write(to: resumeFile(for: name))) != nil
+                (try? SessionStore.writePrivately(kept, to: resumeFile(for: name))) != nil
             {
                 failure.message += " (kept for --continue: \(resumeFile(for: name).lastPathComponent))"
             } else if let adopted, let target, !DownloadNaming.fileExists(target) {
@@ -202,7 +202,7 @@ struct DownloadRun {
         let stderr = Terminal.standardError
         if stderr.isTerminal { stderr.write("\n") }
         let name = target ?? task.responseHead.map { planned($0, directory: directory) }
-        if let data, let name, (try? data.write(to: resumeFile(for: name))) != nil {
+        if let data, let name, (try? SessionStore.writePrivately(data, to: resumeFile(for: name))) != nil {
             stderr.write(
                 "curlew: interrupted after \(task.countOfBytesReceived) bytes; continue with: "
                     + "curlew -d -c -o \(name.lastPathComponent) \(url.absoluteString)\n")

@@ -173,8 +173,9 @@ struct SessionStore {
         try Self.writePrivately(data, to: headerFile)
     }
 
-    /// Writes a new 0600 file beside `file` and renames it over `file`.
-    private static func writePrivately(_ data: Data, to file: URL) throws {
+    /// Writes a new 0600 file beside `file` and renames it over `file` (session files, and
+    /// the resume data of a download, which carries its request's headers).
+    static func writePrivately(_ data: Data, to file: URL) throws {
         let temporary = file.path + ".\(UUID().uuidString).tmp"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard descriptor >= 0 else {

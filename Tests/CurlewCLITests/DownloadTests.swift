@@ -100,6 +100,10 @@ final class DownloadTests: XCTestCase {
         XCTAssertTrue(interruptedMessage.contains("continue with: curlew -d -c -o big.bin \(url)"), interruptedMessage)
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory.appendingPathComponent("big.bin").path))
         XCTAssertTrue(FileManager.default.fileExists(atPath: directory.appendingPathComponent("big.bin.curlew-resume").path))
+        // The resume data carries the request's headers (credentials too): private to the user.
+        let mode = try FileManager.default.attributesOfItem(
+            atPath: directory.appendingPathComponent("big.bin.curlew-resume").path)[.posixPermissions] as? Int
+        XCTAssertEqual(mode, 0o600, "the resume file was readable by other users")
 
         let resumed = try CurlewProcess.run(["-d", "-c", "-o", "big.bin", url], in: directory)
         XCTAssertEqual(resumed.status, 0, resumed.stderr)
