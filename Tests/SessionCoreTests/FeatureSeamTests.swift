@@ -251,16 +251,23 @@ final class FeatureSeamTests: XCTestCase {
         XCTAssertNil(server.requests[2].headers.first { $0.name == "X-Probe" }, "the last request is the redirect's hop")
     }
 
+    /// A manager whose adapter suspends the task for `/busy` before it starts, that task
+    /// (resumed, and suspended by the adapter), and the expectation of its completion.
+    private func taskSuspendedBeforeItStarted() async throws -> (URLSessionManager, DataTask, XCTestExpectation) {
+        let manager = manager()
+        manager.requestAdapter = SuspendingAdapter(path: "/busy")
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/busy"))) { _ in }
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        for _ in 0..<1000 where task.state != .suspended { try await Task.sleep(nanoseconds: 10_000_000) }
+        return (manager, task, done)
+    }
+
     /// Start × suspend: a task suspended after `resume()` but before the driver started it
     /// (here by the adapter, which runs in between) sends nothing until resumed again;
     /// another task's whole exchange meanwhile shows the driver got to it.
     func testATaskSuspendedBeforeItStartedSendsNothingUntilResumed() async throws {
-        let manager = manager()
-        manager.requestAdapter = SuspendingAdapter(path: "/busy")
-        let early = manager.dataTask(with: URLRequest(url: try server.url("/busy"))) { _ in }
-        let done = expectation(forNotification: .taskDidComplete, object: early)
-        early.resume()
-        for _ in 0..<1000 where early.state != .suspended { try await Task.sleep(nanoseconds: 10_000_000) }
+        let (manager, early, done) = try await taskSuspendedBeforeItStarted()
         let other = await manager.response(for: URLRequest(url: try server.url("/ok")))
         XCTAssertNil(other.error)
         XCTAssertEqual(server.requests.map(\.path), ["/ok"], "the suspended task's request was sent")
@@ -290,12 +297,7 @@ final class FeatureSeamTests: XCTestCase {
     /// Cancel × suspend: a task held for its resume, cancelled, completes with `.cancelled`
     /// having sent nothing, and leaves nothing behind (the next requests run).
     func testCancellingATaskHeldForItsResumeSendsNothing() async throws {
-        let manager = manager()
-        manager.requestAdapter = SuspendingAdapter(path: "/busy")
-        let held = manager.dataTask(with: URLRequest(url: try server.url("/busy"))) { _ in }
-        let done = expectation(forNotification: .taskDidComplete, object: held)
-        held.resume()
-        for _ in 0..<1000 where held.state != .suspended { try await Task.sleep(nanoseconds: 10_000_000) }
+        let (manager, held, done) = try await taskSuspendedBeforeItStarted()
         held.cancel()
         await fulfillment(of: [done], timeout: 30)
         XCTAssertEqual(held.error as? SessionError, .cancelled)
