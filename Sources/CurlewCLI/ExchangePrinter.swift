@@ -84,7 +84,7 @@ struct ExchangePrinter: Sendable {
         }
         var text: String
         if !binary, pretty.formats || pretty.colors,
-            let formatted = JSONFormatter(style: style, reindents: pretty.formats).format(data)
+            let formatted = JSONFormatter(style: style, reindents: pretty.formats, sanitizes: isTerminal).format(data)
         {
             text = formatted
         } else if isTerminal {

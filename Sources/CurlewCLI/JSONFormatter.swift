@@ -10,6 +10,11 @@ struct JSONFormatter: Sendable {
     var indentWidth = 4
     /// False (`--pretty=colors`): the server's own layout is kept, only coloured.
     var reindents = true
+    /// True for a terminal: JSON lets a string carry DEL and the C1 controls (U+0080–U+009F,
+    /// among them the 8-bit CSI) unescaped, and the layout may hold a carriage return; each
+    /// is shown as `?`, as everything else the server sent to a terminal is. The colours'
+    /// own escapes are added after.
+    var sanitizes = false
 
     /// The formatted text, or nil when `data` is not JSON.
     func format(_ data: Data) -> String? {
@@ -34,14 +39,14 @@ struct JSONFormatter: Sendable {
             let byte = bytes[index]
             switch byte {
             case _ where Self.isWhitespace(byte):
-                if !reindents { out += String(UnicodeScalar(byte)) }
+                if !reindents { out += sanitizes && byte == 0x0D ? "?" : String(UnicodeScalar(byte)) }
                 index += 1
             case UInt8(ascii: "\""):
                 var end = index + 1
                 while end < bytes.count, bytes[end] != UInt8(ascii: "\"") {
                     end += bytes[end] == UInt8(ascii: "\\") ? 2 : 1
                 }
-                let literal = String(decoding: bytes[index...min(end, bytes.count - 1)], as: UTF8.self)
+                let literal = shown(String(decoding: bytes[index...min(end, bytes.count - 1)], as: UTF8.self))
                 out += style.paint(literal, expectingKey ? .boldBlue : .green)
                 expectingKey = false
                 index = end + 1
@@ -75,13 +80,18 @@ struct JSONFormatter: Sendable {
             default:
                 var end = index
                 while end < bytes.count, !Self.isDelimiter(bytes[end]) { end += 1 }
-                let literal = String(decoding: bytes[index..<end], as: UTF8.self)
+                let literal = shown(String(decoding: bytes[index..<end], as: UTF8.self))
                 let isNumber = byte == UInt8(ascii: "-") || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
                 out += style.paint(literal, isNumber ? .cyan : .magenta)
                 index = end
             }
         }
         return out
+    }
+
+    /// A literal as the output shows it: cleaned of control characters for a terminal.
+    private func shown(_ literal: String) -> String {
+        sanitizes ? literal.withoutControlCharacters : literal
     }
 
     private static func isWhitespace(_ byte: UInt8) -> Bool {

@@ -32,6 +32,22 @@ final class FormattingTests: XCTestCase {
         XCTAssertEqual(String(decoding: body, as: UTF8.self), "hi?[2J\n")
     }
 
+    /// JSON strings may carry DEL and the C1 controls unescaped (U+009B is an 8-bit CSI to
+    /// some terminals): formatted for a terminal, they are shown as `?` like any control
+    /// character the server sent; the colours' own escapes stay.
+    func testFormattedJSONCarriesNoControlCharacterToATerminal() {
+        let json = Data("{\"a\u{7F}\": \"x\u{9B}2J\u{85}y\"}\r\n".utf8)
+        for pretty in [Pretty.all, .format, .colors] {
+            let text = String(decoding: ExchangePrinter(pretty: pretty, isTerminal: true).responseBody(json, head: nil), as: UTF8.self)
+            XCTAssertFalse(text.unicodeScalars.contains { $0.value == 0x7F || (0x80...0x9F).contains($0.value) || $0 == "\r" }, "\(pretty): \(text.debugDescription)")
+            XCTAssertTrue(text.contains("\"a?\"") && text.contains("\"x?2J?y\""), "\(pretty): \(text.debugDescription)")
+        }
+        let colored = String(decoding: ExchangePrinter(pretty: .all, isTerminal: true).responseBody(json, head: nil), as: UTF8.self)
+        XCTAssertTrue(colored.contains("\u{1B}[1;34m"), "keys keep their colour")
+        let piped = ExchangePrinter(pretty: .format, isTerminal: false).responseBody(json, head: nil)
+        XCTAssertTrue(piped.contains(0xC2) && piped.contains(0x7F), "a pipe is not a terminal: the text stays as sent")
+    }
+
     func testBodyIsUntouchedOffATerminal() {
         let bytes = Data([0x89, 0x50, 0x4E, 0x47, 0x00, 0xFF, 0x1B])
         XCTAssertEqual(ExchangePrinter(pretty: .none, isTerminal: false).responseBody(bytes, head: nil), bytes)
