@@ -45,7 +45,7 @@ struct DownloadOptions: ParsableArguments {
     var download = false
 
     @Option(name: [.customShort("o"), .customLong("output")], help: ArgumentHelp(
-        "Save the body to FILE instead of stdout (with or without --download); an existing FILE is replaced.", valueName: "FILE"))
+        "Save the body to FILE instead of stdout (with or without --download); an existing FILE is replaced once the answer arrives.", valueName: "FILE"))
     var output: String?
 
     @Flag(name: [.customShort("c"), .customLong("continue")], help: "With -d -o FILE: finish an interrupted download of FILE (its resume data, or a HEAD and a Range request).")

@@ -12,7 +12,7 @@ final class ResponseWriter: @unchecked Sendable {  // `headWritten` and `writeFa
     /// Where the body goes.
     enum Sink {
         case standardOutput
-        case file(FileHandle, path: String)
+        case file(OutputFile)
         case discard
     }
 
@@ -36,14 +36,11 @@ final class ResponseWriter: @unchecked Sendable {  // `headWritten` and `writeFa
         }
     }
 
-    /// The sink for `-o FILE` (created or emptied), else stdout when the body is printed.
+    /// The sink for `-o FILE` (checked now, emptied only when the answer's body begins),
+    /// else stdout when the body is printed.
     static func sink(outputPath: String?, printsBody: Bool) throws -> Sink {
         guard let outputPath else { return printsBody ? .standardOutput : .discard }
-        let path = (outputPath as NSString).expandingTildeInPath
-        guard FileManager.default.createFile(atPath: path, contents: nil), let handle = FileHandle(forWritingAtPath: path) else {
-            throw ToolFailure(.error, "cannot write \(outputPath)")
-        }
-        return .file(handle, path: outputPath)
+        return .file(try OutputFile(path: outputPath))
     }
 
     /// A streamed chunk, the head written first if it was not yet.
@@ -66,7 +63,11 @@ final class ResponseWriter: @unchecked Sendable {  // `headWritten` and `writeFa
                     writeBody(data)
                 }
             }
-            if case .file(let handle, _) = sink { try? handle.close() }
+            if case .file(let file) = sink {
+                // An empty body still replaces the file: the answer had no bytes.
+                if writeFailure == nil { writeFailure = file.write(Data()) }
+                file.close()
+            }
             return writeFailure
         }
         if let failure { throw ToolFailure(.error, failure) }
@@ -84,13 +85,9 @@ final class ResponseWriter: @unchecked Sendable {  // `headWritten` and `writeFa
         switch sink {
         case .standardOutput:
             stdout.write(data)
-        case .file(let handle, let path):
+        case .file(let file):
             guard writeFailure == nil else { return }
-            do {
-                try handle.write(contentsOf: data)
-            } catch {
-                writeFailure = "cannot write \(path): \(ToolFailure.oneLine(error))"
-            }
+            writeFailure = file.write(data)
         case .discard:
             break
         }

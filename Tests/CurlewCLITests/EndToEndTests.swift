@@ -132,6 +132,33 @@ final class EndToEndTests: XCTestCase {
         XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("range.bin")).count, size)
     }
 
+    /// `-o FILE` empties the file only when an answer's body begins: a request that gets no
+    /// answer leaves the user's file as it was (as `curl -o` does); an unwritable FILE is
+    /// reported before anything is sent; an empty answer still replaces it.
+    func testOutputFileIsKeptWhenNoAnswerArrives() throws {
+        let kept = directory.appendingPathComponent("kept.txt")
+        try Data("the only copy".utf8).write(to: kept)
+        let refused = try run(["-o", "kept.txt", "http://127.0.0.1:9/"])
+        XCTAssertEqual(refused.status, 8, refused.stderr)
+        XCTAssertEqual(try Data(contentsOf: kept), Data("the only copy".utf8), "nothing arrived, nothing replaced")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.appendingPathComponent("new.txt").path))
+        _ = try run(["-o", "new.txt", "http://127.0.0.1:9/"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.appendingPathComponent("new.txt").path), "no file for no answer")
+
+        let unwritable = try run(["-o", "no-such-directory/file.txt", "\(base)/get"])
+        XCTAssertEqual(unwritable.status, 1)
+        XCTAssertTrue(unwritable.stderr.contains("cannot write no-such-directory/file.txt: No such file or directory"), unwritable.stderr)
+
+        let empty = try run(["-o", "kept.txt", "\(base)/bytes/0"])
+        XCTAssertEqual(empty.status, 0, empty.stderr)
+        XCTAssertEqual(try Data(contentsOf: kept), Data(), "an empty answer replaces the file")
+        let longer = try run(["-o", "kept.txt", "\(base)/range/30"])
+        XCTAssertEqual(longer.status, 0, longer.stderr)
+        let shorter = try run(["-o", "kept.txt", "\(base)/range/10"])
+        XCTAssertEqual(shorter.status, 0, shorter.stderr)
+        XCTAssertEqual(String(decoding: try Data(contentsOf: kept), as: UTF8.self), "abcdefghij", "a shorter answer leaves no tail")
+    }
+
     func testPrettyFormatAppliesToAPipeWhenAsked() throws {
         let result = try run(["--pretty=format", "\(base)/get", "a==1"])
         XCTAssertTrue(result.text.hasPrefix("{\n    \"args\": {\n        \"a\": \"1\"\n    },\n"), result.text)
