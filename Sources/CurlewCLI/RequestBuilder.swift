@@ -93,6 +93,13 @@ struct RequestBuilder {
         }
         var typed: [String] = []
         for case .header(let name, let value) in items {
+            // Foundation drops a value it finds invalid without a word; the user hears why.
+            guard HTTPHeaderValidation.isToken(name) else {
+                throw BuildError("'\(name.debugDescription.dropFirst().dropLast())' is not a header name (letters, digits and !#$%&'*+-.^_`|~ only)")
+            }
+            guard HTTPHeaderValidation.isValidValue(value) else {
+                throw BuildError("the value of header \(name) holds a line break or another control character")
+            }
             built.request.setValue(value, forHTTPHeaderField: name)
             typed.append(name)
         }

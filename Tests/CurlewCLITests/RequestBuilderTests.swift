@@ -83,6 +83,20 @@ final class RequestBuilderTests: XCTestCase {
         XCTAssertNil(built.request.httpBody)
     }
 
+    /// Foundation's `setValue(_:forHTTPHeaderField:)` drops a value with a line break without
+    /// a word (the request went out without the header): the builder refuses it, and a name
+    /// that is not a token, with a message.
+    func testAHeaderThatCannotBeSentIsRefusedNotDropped() {
+        XCTAssertThrowsError(try build(["example.com", "X-A:one\ntwo"])) {
+            XCTAssertEqual("\($0)", "the value of header X-A holds a line break or another control character")
+        }
+        XCTAssertThrowsError(try build(["example.com", "X-A:one\r"]))
+        XCTAssertThrowsError(try build(["example.com", "X A:b"])) {
+            XCTAssertTrue("\($0)".hasPrefix("'X A' is not a header name"), "\($0)")
+        }
+        XCTAssertNoThrow(try build(["example.com", "X-A:tab\tand é"]), "HTAB and non-ASCII text are sent as they are")
+    }
+
     func testBadJSONAndRawJSONInAFormAreRefused() {
         XCTAssertThrowsError(try build(["example.com", "a:={oops"]))
         XCTAssertThrowsError(try build(["example.com", "a:=1"], mode: .form))
