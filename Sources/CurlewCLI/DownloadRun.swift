@@ -24,6 +24,13 @@ struct DownloadRun {
     let configuration: SessionConfiguration
     let transport: TransportOptions
     let options: DownloadOptions
+    /// What `-p`, `--headers` or `-v` asked to print (on standard error: the body goes to
+    /// the file); nil when none was given.
+    var printed: PrintSelection?
+    /// How the printed parts look (for standard error).
+    var printer = ExchangePrinter(pretty: .none, isTerminal: false)
+    /// `--auth-type digest`: the credentials that answer the server's challenge.
+    var digestCredentials: (user: String, password: String)?
 
     /// Where a download's resume data is kept.
     static func resumeFile(for target: URL) -> URL {
@@ -49,9 +56,25 @@ struct DownloadRun {
         let policy = try await transport.securityPolicy(for: url, configuration: configuration)
         let manager = try Exchange.makeManager(
             configuration: configuration, policy: policy, follow: transport.follow, sessionHeaders: built.sessionHeaders)
+        if let digestCredentials {
+            AuthType.answerChallenges(on: manager, user: digestCredentials.user, password: digestCredentials.password)
+        }
         try await Exchange.using(manager) {
             try await download(url: url, target: target, directory: directory, manager: manager)
         }
+    }
+
+    /// The request as the download sends it: a body from `@file` streamed from the file
+    /// (its length declared), as an upload task would send it.
+    static func downloadRequest(_ built: BuiltRequest) throws -> URLRequest {
+        var request = built.request
+        guard let file = built.bodyFile else { return request }
+        guard let size = (try? FileManager.default.attributesOfItem(atPath: file.path))?[.size] as? Int64,
+            let stream = InputStream(url: file)
+        else { throw ToolFailure(.error, "cannot read \(file.path)") }
+        request.httpBodyStream = stream
+        request.setValue(String(size), forHTTPHeaderField: "Content-Length")
+        return request
     }
 
     private func download(url: URL, target: URL?, directory: URL, manager: URLSessionManager) async throws {
@@ -85,8 +108,14 @@ struct DownloadRun {
             manager.setDownloadTaskDidWriteDataBlock { _, _, total, expected in bar.update(written: total, expected: expected) }
         }
 
-        let request = built.request
+        let request = try Self.downloadRequest(built)
         let adoptedPartial = adopted
+        if let printed {
+            if printed.requestHead { stderr.write(printer.requestHead(request)) }
+            if printed.requestBody, let body = printer.requestBody(built) { stderr.write(body) }
+            if printed.requestHead || printed.requestBody { stderr.write("\n") }
+        }
+        let answered = Mutex<DataResponse?>(nil)
         let running = Mutex<DownloadTask?>(nil)
         let trap = SignalTrap(queue: DispatchQueue(label: "curlew.signals")) { _ in
             guard let task = running.withLock({ $0 }) else { _exit(ExitStatus.interrupted.rawValue) }
@@ -97,6 +126,7 @@ struct DownloadRun {
         defer { trap.cancel() }
         let outcome: Outcome = await withCheckedContinuation { continuation in
             let completion: @Sendable (DataResponse) -> Void = { response in
+                answered.withLock { $0 = response }
                 let resumeData = running.withLock { $0 }?.resumeData
                 continuation.resume(
                     returning: Self.finish(
@@ -115,6 +145,10 @@ struct DownloadRun {
             bar?.update(written: bytes, expected: bytes, force: true)  // the last state, not the last one drawn
         }
         if bar != nil { stderr.write("\n") }
+        if let printed, let response = answered.withLock({ $0 }) {
+            if printed.responseHead, let head = response.head { stderr.write(printer.responseHead(head)) }
+            if printed.metrics, let metrics = response.metrics { stderr.write(ExchangePrinter.metricsText(metrics)) }
+        }
         switch outcome {
         case .saved(let file, let bytes):
             stderr.write("curlew: saved \(file.lastPathComponent) (\(bytes) bytes)\n")
@@ -205,7 +239,7 @@ struct DownloadRun {
         if let data, let name, (try? SessionStore.writePrivately(data, to: resumeFile(for: name))) != nil {
             stderr.write(
                 "curlew: interrupted after \(task.countOfBytesReceived) bytes; continue with: "
-                    + "curlew -d -c -o \(name.lastPathComponent) \(url.absoluteString)\n")
+                    + "curlew -d -c -o \(ShellQuoting.word(name.lastPathComponent)) \(ShellQuoting.word(url.absoluteString))\n")
         } else {
             stderr.write("curlew: interrupted; this download cannot be continued (no ETag or Last-Modified, or nothing received)\n")
         }

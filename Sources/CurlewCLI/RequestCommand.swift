@@ -111,10 +111,18 @@ struct RequestCommand: AsyncParsableCommand {
             for case .header(let name, let value) in line.items { headers[name] = value }
             try store.save(jar: configuration.cookieJar, headers: headers, for: line.url)
         }
-        if download.download {
-            try await DownloadRun(
-                built: built, configuration: configuration, transport: transport, options: download
-            ).run()
+        if download.download && !curl {
+            let stderr = Terminal.standardError
+            // The body goes to the file; what else was asked for (-p, --headers, -v) goes to
+            // standard error, as HTTPie's --download does.
+            let asked = output.print != nil || output.headers || output.body || output.verbose
+            var run = DownloadRun(built: built, configuration: configuration, transport: transport, options: download)
+            if asked {
+                run.printed = try output.selection(stdoutIsTerminal: stderr.isTerminal)
+                run.printer = ExchangePrinter(pretty: output.effectivePretty(stdoutIsTerminal: stderr.isTerminal), isTerminal: stderr.isTerminal)
+            }
+            if let credentials = AuthType.split(auth), authType == .digest { run.digestCredentials = credentials }
+            try await run.run()
             try saveSession()
             return
         }

@@ -70,13 +70,49 @@ final class DownloadTests: XCTestCase {
         XCTAssertEqual(try files(), [])
     }
 
+    /// `--download` with the request's other flags: a body from `@file` is sent (it was
+    /// dropped: the download went out as a bodiless POST), `--curl` prints instead of
+    /// sending (it downloaded), `--auth-type digest` answers the challenge (the 401 was saved
+    /// and reported), `--headers`/`-p`/`-v` print on standard error (they were ignored).
+    func testADownloadKeepsTheRequestsOtherFlags() throws {
+        let body = Data("{\"photo\": \"bytes\"}".utf8)
+        try body.write(to: directory.appendingPathComponent("body.json"))
+        let posted = try CurlewProcess.run(["-d", "-o", "echo.json", "\(base)/post", "@body.json"], in: directory)
+        XCTAssertEqual(posted.status, 0, posted.stderr)
+        let echoed = try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("echo.json"))) as? [String: Any]
+        XCTAssertEqual(echoed?["data"] as? String, String(decoding: body, as: UTF8.self), "the file is the body")
+        XCTAssertEqual((echoed?["headers"] as? [String: String])?["Content-Length"], "\(body.count)")
+
+        let printed = try CurlewProcess.run(["-d", "--curl", "\(base)/range/10"], in: directory)
+        XCTAssertEqual(printed.status, 0, printed.stderr)
+        XCTAssertTrue(printed.text.hasPrefix("curl '\(base)/range/10'"), printed.text)
+        XCTAssertEqual(try files(), ["body.json", "echo.json"], "--curl sends nothing, saves nothing")
+
+        let digest = try CurlewProcess.run(
+            ["-d", "-o", "digest.json", "-A", "digest", "-a", "ann:pw", "\(base)/digest-auth/auth/ann/pw"], in: directory)
+        XCTAssertEqual(digest.status, 0, digest.stderr)
+        let authenticated = try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("digest.json"))) as? [String: Any]
+        XCTAssertEqual(authenticated?["authenticated"] as? Bool, true)
+
+        let headers = try CurlewProcess.run(["-d", "-o", "r.bin", "--headers", "\(base)/range/10"], in: directory)
+        XCTAssertEqual(headers.status, 0, headers.stderr)
+        XCTAssertTrue(headers.stderr.hasPrefix("HTTP/1.1 200 OK\n"), headers.stderr)
+        XCTAssertTrue(headers.stderr.contains("\nContent-Length: 10\n"), headers.stderr)
+        XCTAssertTrue(headers.stderr.hasSuffix("curlew: saved r.bin (10 bytes)\n"), headers.stderr)
+        XCTAssertEqual(headers.stdout, Data(), "stdout stays clean")
+        let verbose = try CurlewProcess.run(["-d", "-o", "v.bin", "-v", "\(base)/range/10"], in: directory)
+        XCTAssertTrue(verbose.stderr.hasPrefix("GET /range/10 HTTP/1.1\n"), verbose.stderr)
+        XCTAssertTrue(verbose.stderr.contains("\nElapsed: "), verbose.stderr)
+        XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("v.bin")), rangeBytes(10))
+    }
+
     func testInterruptedDownloadIsFinishedWithContinue() throws {
         let size = 102_400
         // 100 chunks of 1 KiB over 8 s: slow enough to be interrupted after the first bytes.
         let url = "\(base)/range/\(size)?duration=8&chunk_size=1024"
         let process = Process()
         process.executableURL = try CurlewProcess.binary()
-        process.arguments = ["-d", "-o", "big.bin", url]
+        process.arguments = ["-d", "-o", "big file.bin", url]
         process.currentDirectoryURL = directory
         let errors = Pipe()
         process.standardError = errors
@@ -97,18 +133,23 @@ final class DownloadTests: XCTestCase {
         process.waitUntilExit()
         let interruptedMessage = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         XCTAssertEqual(process.terminationStatus, 130, interruptedMessage)
-        XCTAssertTrue(interruptedMessage.contains("continue with: curlew -d -c -o big.bin \(url)"), interruptedMessage)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.appendingPathComponent("big.bin").path))
-        XCTAssertTrue(FileManager.default.fileExists(atPath: directory.appendingPathComponent("big.bin.curlew-resume").path))
+        // The command to continue is one a shell runs as shown: the URL's `?` and `&`, the
+        // name's space quoted.
+        XCTAssertTrue(interruptedMessage.contains("continue with: curlew -d -c -o 'big file.bin' '\(url)'\n"), interruptedMessage)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.appendingPathComponent("big file.bin").path))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: directory.appendingPathComponent("big file.bin.curlew-resume").path))
         // The resume data carries the request's headers (credentials too): private to the user.
         let mode = try FileManager.default.attributesOfItem(
-            atPath: directory.appendingPathComponent("big.bin.curlew-resume").path)[.posixPermissions] as? Int
+            atPath: directory.appendingPathComponent("big file.bin.curlew-resume").path)[.posixPermissions] as? Int
         XCTAssertEqual(mode, 0o600, "the resume file was readable by other users")
 
-        let resumed = try CurlewProcess.run(["-d", "-c", "-o", "big.bin", url], in: directory)
-        XCTAssertEqual(resumed.status, 0, resumed.stderr)
-        XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("big.bin")), rangeBytes(size))
-        XCTAssertEqual(try files(), ["big.bin"], "the resume data and the partial file are gone")
+        let suggested = try XCTUnwrap(interruptedMessage.components(separatedBy: "continue with: curlew ").last?.split(separator: "\n").first)
+        let binary = try CurlewProcess.binary().path
+        let resumed = try CurlewProcess.runExecutable(
+            URL(fileURLWithPath: "/bin/sh"), ["-c", "'\(binary)' " + suggested], in: directory, environment: [:])
+        XCTAssertEqual(resumed.status, 0, resumed.text)
+        XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("big file.bin")), rangeBytes(size))
+        XCTAssertEqual(try files(), ["big file.bin"], "the resume data and the partial file are gone")
     }
 
     func testADownloadCutOffByTheNetworkIsFinishedWithContinue() throws {

@@ -1,16 +1,17 @@
 import Foundation
 
-/// Words for a POSIX shell (dash, bash, zsh): what `curlDescription` writes.
-enum ShellQuoting {
+/// Words for a POSIX shell (dash, bash, zsh): what `curlDescription` writes, and the
+/// commands the `curlew` tool suggests.
+package enum ShellQuoting {
     /// `text` as one single-quoted word: every byte stands for itself inside `'…'`, and a
     /// `'` is written as `'\''` (close, an escaped quote, reopen).
-    static func quote(_ text: String) -> String {
+    package static func quote(_ text: String) -> String {
         "'" + text.replacingOccurrences(of: "'", with: #"'\''"#) + "'"
     }
 
     /// `text` as is when every character is one the shell never interprets (letters, digits,
     /// `_@%+=:,./-`), single-quoted otherwise.
-    static func word(_ text: String) -> String {
+    package static func word(_ text: String) -> String {
         let plain = !text.isEmpty && text.unicodeScalars.allSatisfy { scalar in
             scalar.isASCII && (CharacterSet.alphanumerics.contains(scalar) || "_@%+=:,./-".unicodeScalars.contains(scalar))
         }
