@@ -228,6 +228,11 @@ final class CookieJarTests: XCTestCase {
         try Data("example.com\tFALSE\t/\tFALSE\t1\told\tv\r\nexample.com\tFALSE\t/\tFALSE\t0\tnew\tv\r\n".utf8).write(to: good)
         try jar.load(from: good)
         XCTAssertEqual(jar.cookies.map(\.name), ["new"])
+
+        // An expired line is a stale copy: it leaves the live cookie the jar got since alone.
+        try jar.add(setCookie: "old=fresh; Max-Age=3600", for: try url("http://example.com/"))
+        try jar.load(from: good)
+        XCTAssertEqual(jar.cookies.first { $0.name == "old" }?.value, "fresh", "an old file deleted a live cookie")
     }
 
     func testSavingWhereNoFileCanBeWrittenThrows() throws {

@@ -164,7 +164,7 @@ public final class CookieJar: Sendable {
     /// Adds the cookies of a file in curl's Netscape format (what ``save(to:)`` and the curl
     /// tool's `-c` write). Blank lines and `#` comments are skipped; `#HttpOnly_` lines are
     /// HttpOnly cookies. Cookies in the file replace stored ones with the same name, domain,
-    /// subdomain flag and path; expired ones are dropped.
+    /// subdomain flag and path; expired ones are skipped (they leave a stored cookie alone).
     ///
     /// The whole file is checked first: if any line is not a valid seven-field cookie line,
     /// nothing is added.
@@ -175,6 +175,7 @@ public final class CookieJar: Sendable {
     public func load(from file: URL) throws(CookieJarError) {
         let path = file.path
         let data = try Self.read(file)
+        let now = Date()
         var cookies: [Cookie] = []
         var number = 0
         for rawLine in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
@@ -183,7 +184,13 @@ public final class CookieJar: Sendable {
                 throw .malformedFile(path: path, line: number, reason: "not UTF-8")
             }
             do {
-                if let cookie = try NetscapeCookieFormat.cookie(fromLine: Substring(line)) { cookies.append(cookie) }
+                // An expired line is a stale copy: handed to libcurl it would delete the live
+                // cookie of the same name the jar got since (that is how libcurl removes one).
+                if let cookie = try NetscapeCookieFormat.cookie(fromLine: Substring(line)),
+                    cookie.expires.map({ $0 > now }) ?? true
+                {
+                    cookies.append(cookie)
+                }
             } catch {
                 throw .malformedFile(path: path, line: number, reason: error.description)
             }
