@@ -343,6 +343,37 @@ final class TLSPolicyTests: XCTestCase {
         XCTAssertEqual(server.requests.count, 1)
     }
 
+    /// A reset session starts with no TLS session of the old one (as documented): the
+    /// manager's own cookie jar, whose libcurl share also holds the TLS session cache,
+    /// outlives the driver, and the first request after the reset resumed the previous
+    /// user's session (with a client certificate, the server would have taken the new user
+    /// for the old one).
+    func testAResetSessionResumesNoTLSSessionOfTheOldOne() async throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try TLSFixture.server(certificates.leaf, keepAlive: false)
+        defer { server.shutdown() }
+        let manager = TLSFixture.manager(policy: try TLSFixture.trustingTestRoot())
+        XCTAssertNotNil(manager.engine.cookieShare, "the default configuration keeps cookies in a jar of its own")
+        let security = manager.engine.security
+        for index in 0..<2 {
+            let response = await manager.get(try server.url("/\(index)"))
+            XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)")
+            XCTAssertTrue(server.waitForAllConnectionsClosed())
+        }
+        let resumedBefore = security.statistics.withLock { $0.admittedResumedSessions }
+        XCTAssertGreaterThanOrEqual(resumedBefore, 1, "positive control: the second request resumed the first one's session")
+
+        let invalidated = expectation(forNotification: .sessionDidInvalidate, object: manager)
+        manager.invalidateSessionCancelingTasks(false, resetSession: true)
+        await fulfillment(of: [invalidated], timeout: 30)
+        let after = await manager.get(try server.url("/after"))
+        XCTAssertTrue(TLSFixture.isSuccess(after), "\(after.result)")
+        let statistics = security.statistics.withLock { $0 }
+        XCTAssertEqual(statistics.admittedResumedSessions, resumedBefore, "the old session was resumed after the reset: \(statistics)")
+        XCTAssertEqual(statistics.refusedStaleConnections, 0, "the old session was not even offered: \(statistics)")
+        await manager.waitUntilInvalidatedAfterUse()
+    }
+
     func testPeerCertificatesRecordsChainAndSendsNothing() async throws {
         let certificates = try TLSFixture.certificates()
         let server = try TLSFixture.server(certificates.leaf)

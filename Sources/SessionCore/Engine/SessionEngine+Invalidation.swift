@@ -74,7 +74,15 @@ extension SessionEngine {
         }
         // A reset session (AFNetworking builds a new NSURLSession) forgets session credentials.
         credentialStore.removeAll()
-        if resetRequested { renewCachePartition() }  // and the previous user's private cache entries
+        if resetRequested {
+            renewCachePartition()  // and the previous user's private cache entries
+            // And its TLS sessions and DNS answers: the fresh driver's own share starts empty,
+            // but a cookie jar's share (the manager's own jar, by default) outlives the driver.
+            // Replaced now unless another manager's transfer uses the jar; the new policy
+            // generation refuses a session from before the reset in any case.
+            security.renewGeneration()
+            _ = cookieShare?.replaceSessionCachesIfIdle()
+        }
         let fresh = resetRequested ? makeFreshDriver() : nil
         let (queue, hook, waiters, parked, resets) = state.withLock { state in
             // A reset cancelled meanwhile (the manager went away) leaves the new driver unused.

@@ -136,6 +136,14 @@ final class SessionSecurity: Sendable {
         }
     }
 
+    /// A new generation of the same policy: connections and TLS sessions verified before
+    /// are refused from now on, as after a policy change. A reset session starts as a new
+    /// one: a session resumed from the previous user's handshake would carry that handshake's
+    /// client certificate, and the server would take the new user for the old one.
+    func renewGeneration() {
+        state.withLock { $0.tag = SessionSecurity.makeTag() }
+    }
+
     func count(_ update: (inout Statistics) -> Void) { statistics.withLock { update(&$0) } }
 
     // MARK: - Certificate inspection
