@@ -133,4 +133,33 @@ final class HTTPSProxyTests: XCTestCase {
         XCTAssertNotNil(response.error, "an untrusted proxy is never used")
         XCTAssertEqual(origin.requests.count, 0)
     }
+    /// An HTTPS proxy named by `https_proxy` is judged as one set outright: its certificate
+    /// against the system's authorities and `certificateAuthorityFile` (libcurl's own
+    /// default bundle alone refused a proxy the configured file vouches for).
+    func testAnHTTPSProxyFromTheEnvironmentIsTrustedThroughTheConfiguredAuthorities() async throws {
+        let certificates = try TLSFixture.certificates()
+        let origin = try TLSFixture.server(certificates.leaf)
+        defer { origin.shutdown() }
+        let proxy = try TLSConnectProxy(certificateChain: certificates.leafNewKey.chainPEM, privateKey: certificates.leafNewKey.privateKeyPEM)
+        defer { proxy.stop() }
+        // setenv races a getenv on another thread (glibc): changed only while no transfer of
+        // this process runs (earlier tests' managers are invalidated; this one is made after).
+        let names = SessionEngine.environmentProxyVariables + ["no_proxy", "NO_PROXY"]
+        let saved = names.map { name in getenv(name).map { String(cString: $0) } }
+        defer { for (name, value) in zip(names, saved) { if let value { setenv(name, value, 1) } else { unsetenv(name) } } }
+        for name in names { unsetenv(name) }
+        setenv("https_proxy", "https://127.0.0.1:\(proxy.port)", 1)
+
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .environment
+        configuration.certificateAuthorityFile = certificates.root.certificatePEM.path
+        configuration.timeoutIntervalForRequest = 15
+        let manager = URLSessionManager(configuration: configuration)
+        manager.securityPolicy = try TLSFixture.trustingTestRoot()
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let url = try XCTUnwrap(URL(string: "https://localhost:\(try XCTUnwrap(origin.baseURL.port))/through-env"))
+        let response = await manager.get(url)
+        XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)")
+        XCTAssertEqual(origin.requests.first?.path, "/through-env", "the request went through the proxy's tunnel")
+    }
 }

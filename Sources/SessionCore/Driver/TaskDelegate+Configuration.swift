@@ -67,6 +67,9 @@ extension TaskDelegate {
                 easy.set(CURLOPT_NOPROXY, "")
             case .environment:
                 if let bypass = engine.proxyBypass { easy.set(CURLOPT_NOPROXY, bypass) }
+                // An `https://` proxy from the environment is judged as one set outright: by
+                // the system's authorities and the configured file (ignored for a plain proxy).
+                easy.set(CURLOPT_PROXY_CAINFO, engine.configuration.certificateAuthorityFile ?? CurlRuntime.systemCABundle)
                 configureProxyCredential()
             case .none: easy.set(CURLOPT_PROXY, "")
             case .url(let proxy):
