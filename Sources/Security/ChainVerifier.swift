@@ -95,24 +95,31 @@ enum ChainVerifier {
     /// Maps an `X509_V_ERR_*` result to a reason, keeping OpenSSL's text as the detail.
     static func error(forVerifyResult code: Int32, subject: String?, store: TrustStore) -> TrustEvaluationError {
         let text = OpenSSLText.verifyErrorString(code)
-        let reason: TrustEvaluationError.Reason
-        switch code {
-        case X509_V_ERR_CERT_HAS_EXPIRED:
-            reason = .expired
-        case X509_V_ERR_CERT_NOT_YET_VALID:
-            reason = .notYetValid
-        case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT, X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
-            reason = .selfSigned
-        case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT, X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY,
-             X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
-            reason = .unknownIssuer
-        case X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH:
-            reason = .hostMismatch
-        default:
-            reason = .invalidChain
-        }
+        let reason = TrustEvaluationError.Reason(verifyResult: code)
         return TrustEvaluationError(
             reason: reason, certificateSubject: subject,
             detail: "\(text) (anchors: \(store.origin))", openSSLVerifyResult: code)
+    }
+}
+
+extension TrustEvaluationError.Reason {
+    /// The reason an `X509_V_ERR_*` result stands for (`invalidChain` for those without
+    /// one of their own).
+    package init(verifyResult code: Int32) {
+        switch code {
+        case X509_V_ERR_CERT_HAS_EXPIRED:
+            self = .expired
+        case X509_V_ERR_CERT_NOT_YET_VALID:
+            self = .notYetValid
+        case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT, X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+            self = .selfSigned
+        case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT, X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY,
+             X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
+            self = .unknownIssuer
+        case X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH:
+            self = .hostMismatch
+        default:
+            self = .invalidChain
+        }
     }
 }

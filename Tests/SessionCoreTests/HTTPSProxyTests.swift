@@ -131,6 +131,10 @@ final class HTTPSProxyTests: XCTestCase {
         let url = try XCTUnwrap(URL(string: "https://localhost:\(try XCTUnwrap(origin.baseURL.port))/"))
         let response = await manager.get(url)
         XCTAssertNotNil(response.error, "an untrusted proxy is never used")
+        // Named as the proxy's failure (it was reported as the origin's host name check).
+        let failure = TLSFixture.trustFailure(response)
+        XCTAssertEqual(failure?.reason, .unknownIssuer, "\(response.result)")
+        XCTAssertTrue(failure?.detail.hasPrefix("the HTTPS proxy is not trusted") ?? false, "\(response.result)")
         XCTAssertEqual(origin.requests.count, 0)
     }
     /// An HTTPS proxy named by `https_proxy` is judged as one set outright: its certificate

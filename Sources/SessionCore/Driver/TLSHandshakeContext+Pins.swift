@@ -41,7 +41,19 @@ extension TLSHandshakeContext {
     /// An HTTPS proxy's handshake: OpenSSL's own verification against the proxy's authorities,
     /// then the proxy's pins on the chain it verified (leaf to trust anchor).
     func verifyProxy(_ store: OpaquePointer, _ ssl: OpaquePointer?) -> Bool {
-        guard X509_verify_cert(store) == 1 else { return false }
+        guard X509_verify_cert(store) == 1 else {
+            // Recorded, so the transfer's error names the proxy: unrecorded, the failure was
+            // taken for libcurl's host name check of the origin.
+            let code = X509_STORE_CTX_get_error(store)
+            let text = X509_verify_cert_error_string(Int(code)).map { String(cString: $0) } ?? "error \(code)"
+            let sentName = ssl.flatMap { SSL_get_servername($0, TLSEXT_NAMETYPE_host_name) }.map { String(cString: $0) }
+            let proxy = proxyEndpoint.map { " \($0.host):\($0.port)" } ?? sentName.map { " " + $0 } ?? ""
+            return refuse(
+                store, TrustEvaluationError(
+                    reason: TrustEvaluationError.Reason(verifyResult: code),
+                    detail: "the HTTPS proxy\(proxy) is not trusted (its authorities: the system's and certificateAuthorityFile): \(text)",
+                    openSSLVerifyResult: code))
+        }
         guard let proxyPinning, !proxyPinning.pinSets.isEmpty else { return true }
         let sentName = ssl.flatMap { SSL_get_servername($0, TLSEXT_NAMETYPE_host_name) }.map { String(cString: $0) }
         let chain = X509_STORE_CTX_get0_chain(store).flatMap { try? ServerTrust(x509Chain: $0) }?.certificates ?? []
