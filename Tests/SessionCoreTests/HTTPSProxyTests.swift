@@ -17,7 +17,7 @@ final class HTTPSProxyTests: XCTestCase {
         private let process: Process
 
         static let script = """
-            import asyncio, ssl, sys
+            import asyncio, ssl, sys, urllib.parse
             async def pump(reader, writer):
                 try:
                     while True:
@@ -33,10 +33,20 @@ final class HTTPSProxyTests: XCTestCase {
             async def handle(reader, writer):
                 try:
                     head = await reader.readuntil(b"\\r\\n\\r\\n")
-                    host, port = head.split(b" ")[1].decode().rsplit(":", 1)
-                    up_reader, up_writer = await asyncio.open_connection(host, int(port))
-                    writer.write(b"HTTP/1.1 200 Connection established\\r\\n\\r\\n")
-                    await writer.drain()
+                    method, target, rest = head.split(b" ", 2)
+                    if method == b"CONNECT":
+                        host, port = target.decode().rsplit(":", 1)
+                        up_reader, up_writer = await asyncio.open_connection(host, int(port))
+                        writer.write(b"HTTP/1.1 200 Connection established\\r\\n\\r\\n")
+                        await writer.drain()
+                    else:
+                        # A plain http request in absolute form: sent on to the origin in origin form.
+                        url = urllib.parse.urlsplit(target.decode())
+                        up_reader, up_writer = await asyncio.open_connection(url.hostname, url.port or 80)
+                        path = (url.path or "/") + ("?" + url.query if url.query else "")
+                        version, fields = rest.split(b"\\r\\n", 1)
+                        up_writer.write(method + b" " + path.encode() + b" " + version + b"\\r\\nVia: 1.1 test-proxy\\r\\n" + fields)
+                        await up_writer.drain()
                     await asyncio.gather(pump(reader, up_writer), pump(up_reader, writer))
                 except Exception:
                     writer.close()
@@ -72,9 +82,12 @@ final class HTTPSProxyTests: XCTestCase {
         }
     }
 
-    private func manager(proxyPort: Int, pinning: Bool) throws -> URLSessionManager {
+    private func manager(
+        proxyPort: Int, pinning: Bool, hsts: SessionConfiguration.StrictTransportSecurity = .disabled
+    ) throws -> URLSessionManager {
         let certificates = try TLSFixture.certificates()
         var configuration = SessionConfiguration.default
+        configuration.strictTransportSecurity = hsts
         configuration.proxy = .url("https://127.0.0.1:\(proxyPort)")
         configuration.certificateAuthorityFile = certificates.root.certificatePEM.path
         configuration.timeoutIntervalForRequest = 15
@@ -165,5 +178,26 @@ final class HTTPSProxyTests: XCTestCase {
         let response = await manager.get(url)
         XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)")
         XCTAssertEqual(origin.requests.first?.path, "/through-env", "the request went through the proxy's tunnel")
+    }
+
+    /// A plain http request through an HTTPS proxy, with HSTS on (so the request might have
+    /// become https and the TLS checks are armed): the only TLS is the proxy's, judged as the
+    /// proxy's; the admission check took it for an unverified origin connection and refused
+    /// every such request.
+    func testAPlainRequestThroughAnHTTPSProxyWithHSTSOnIsSent() async throws {
+        let certificates = try TLSFixture.certificates()
+        let origin = try TestServer()
+        defer { origin.shutdown() }
+        origin.route("/plain", response: .text("plain"))
+        let proxy = try TLSConnectProxy(certificateChain: certificates.leafNewKey.chainPEM, privateKey: certificates.leafNewKey.privateKeyPEM)
+        defer { proxy.stop() }
+        for hsts in [SessionConfiguration.StrictTransportSecurity.disabled, .inMemory] {
+            let manager = try manager(proxyPort: proxy.port, pinning: false, hsts: hsts)
+            let response = await manager.get(try XCTUnwrap(URL(string: origin.baseURLString + "/plain")))
+            XCTAssertEqual(response.data, Data("plain".utf8), "HSTS \(hsts): \(response.result)")
+            await manager.waitUntilInvalidatedAfterUse()
+        }
+        XCTAssertEqual(origin.requests.count, 2)
+        XCTAssertEqual(origin.requests.map { $0.headers.first { $0.name == "Via" }?.value }, ["1.1 test-proxy", "1.1 test-proxy"], "both went through the proxy")
     }
 }
