@@ -94,6 +94,51 @@ final class ProxyTests: XCTestCase {
         XCTAssertGreaterThan(proxy.requests.count, 0)
     }
 
+    /// IPv6 entries and `*` in a list: libcurl 7.88 matches neither (a bracketed address, an
+    /// IPv6 range, `*` beside other entries all sent the request to the proxy). A bypassed
+    /// request goes direct, here to a closed port: refused, and the proxy saw nothing.
+    func testIPv6EntriesAndAStarInAListBypassTheProxy() async throws {
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .url(proxy.baseURLString)
+        configuration.proxyCredential = URLCredential(user: "proxy", password: "secret", persistence: .none)
+        let cases: [(list: [String], url: String)] = [
+            (["[::1]"], "http://[::1]:9/a"),
+            (["::1/128"], "http://[::1]:9/b"),
+            (["example.invalid", "::/0"], "http://[::1]:9/c"),
+            (["::1"], "http://[0:0:0::1]:9/d"),
+            (["[0:0::1]/127"], "http://[::1]:9/e"),
+            (["localhost", "*"], "http://127.0.0.1:9/f"),
+        ]
+        for (list, url) in cases {
+            configuration.proxyBypassList = list
+            let response = try await get(url, with: configuration)
+            XCTAssertNotNil(response.error, "\(list) \(url): went through the proxy: \(String(describing: response.data.map { String(decoding: $0, as: UTF8.self) }))")
+            XCTAssertEqual(proxy.requests.count, 0, "\(list) \(url)")
+        }
+        // A range that does not hold the host still goes through the proxy.
+        configuration.proxyBypassList = ["fd00::/8", "example.invalid"]
+        let proxied = try await get("http://[::1]:9/g", with: configuration)
+        XCTAssertEqual(proxied.response?.statusCode, 200, "\(proxied.result)")
+        XCTAssertEqual(proxy.requests.count, 1)
+    }
+
+    func testTheBypassListSplitsBetweenLibcurlAndIPv6Ranges() {
+        let list = ProxyBypassList([" example.com ", "[2001:db8::]/32", "10.0.0.0/8", "", "::1"])
+        XCTAssertEqual(list.noProxy, "example.com,10.0.0.0/8")
+        XCTAssertTrue(list.bypasses(host: "2001:db8:ffff::1"))
+        XCTAssertTrue(list.bypasses(host: "[2001:DB8::]"))
+        XCTAssertFalse(list.bypasses(host: "2001:db9::1"))
+        XCTAssertTrue(list.bypasses(host: "0::0:1"))
+        XCTAssertFalse(list.bypasses(host: "::2"))
+        XCTAssertFalse(list.bypasses(host: "example.com"), "names are libcurl's")
+        XCTAssertEqual(ProxyBypassList(["a", "*", "b"]).noProxy, "*")
+        XCTAssertFalse(ProxyBypassList(["a"]).hasAddressRanges)
+        XCTAssertEqual(ProxyBypassList(["::1/129", "fe80::1%eth0"]).noProxy, "::1/129,fe80::1%eth0", "not an address or range: left to libcurl")
+        let edges = ProxyBypassList(["8000::/1"])
+        XCTAssertTrue(edges.bypasses(host: "ffff::1"))
+        XCTAssertFalse(edges.bypasses(host: "7fff::1"))
+    }
+
     /// `.environment` reads the proxy variables when the manager is made: a manager made
     /// while none is set goes direct for its whole life; one made after `http_proxy` is set
     /// uses that proxy (libcurl reads the variables for it, per request).

@@ -87,6 +87,12 @@ extension TaskDelegate {
             if let error = network.apply(to: easy) { return error }
             easy.hasBaseOptions = ok
         }
+        if let addresses = engine.proxyBypassAddresses, addresses.bypasses(host: prepared.url.host ?? "") {
+            // An IPv6 entry of the bypass list, which libcurl 7.88 cannot match: this request
+            // goes direct by an option of its own (the handle is reset after it).
+            easy.noteTransferSpecificOption()
+            easy.set(CURLOPT_NOPROXY, "*")
+        }
         easy.transferSlot.pointee = unmanagedSelf
         let receiveIsCapped = configureRates()
         if bodyReader != nil || receiveIsCapped {

@@ -103,8 +103,10 @@ final class SessionEngine: Sendable {
     /// The security policy and its generation, read by every TLS request (Features/Security).
     let security = SessionSecurity()
     /// `SessionConfiguration.proxyBypassList` as libcurl's `NOPROXY` string, made once (nil
-    /// when the list is empty).
+    /// when no entry is libcurl's).
     let proxyBypass: String?
+    /// The bypass list's IPv6 entries, which libcurl 7.88 cannot match (nil when none).
+    let proxyBypassAddresses: ProxyBypassList?
     /// Under `Proxy.environment`: whether any proxy variable libcurl reads for http and https
     /// was set (non-empty) when the manager was made. When none was, transfers tell libcurl
     /// "no proxy" instead of letting it read five variables from the environment per request.
@@ -142,8 +144,9 @@ final class SessionEngine: Sendable {
         self.configuration = configuration
         monitorHub = MonitorHub(monitors: eventMonitors, allocationReturn: allocationReturn)
         debugLog = configuration.logger.map { EngineLog(logger: $0, identifier: number) }
-        let bypass = configuration.proxyBypassList.map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
-        proxyBypass = bypass.isEmpty ? nil : bypass.joined(separator: ",")
+        let bypass = ProxyBypassList(configuration.proxyBypassList)
+        proxyBypass = bypass.noProxy
+        proxyBypassAddresses = bypass.hasAddressRanges ? bypass : nil
         environmentNamesProxy = Self.environmentProxyVariables.contains { name in
             guard let value = getenv(name) else { return false }
             return value.pointee != 0

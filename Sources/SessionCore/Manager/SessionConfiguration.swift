@@ -106,6 +106,10 @@ public struct SessionConfiguration: Sendable {
     /// names and domains (`example.com` also covers its subdomains), IP addresses, CIDR ranges
     /// (`10.0.0.0/8`), or `*` for every host. Applies to ``Proxy/url(_:)`` proxies and, when not
     /// empty, replaces the environment's `no_proxy` for ``Proxy/environment``. Default: empty.
+    ///
+    /// IPv6 addresses and ranges may be written with or without brackets (`[::1]`, `fd00::/8`)
+    /// and match the address in any spelling; Curlew matches them itself, since libcurl 7.88
+    /// matches none. `*` anywhere in the list bypasses the proxy for every host.
     public var proxyBypassList: [String] = []
     /// Connect over this Unix domain socket instead of TCP (the URL still names host and path).
     public var unixSocketPath: String?

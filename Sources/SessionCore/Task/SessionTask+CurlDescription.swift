@@ -50,7 +50,8 @@ extension SessionTask {
         return CurlCommand(
             request: request, originalURL: originalRequest?.url, bodyFile: bodyFile,
             configuration: engine.configuration, policy: engine.security.policy,
-            proxyBypass: engine.proxyBypass, showingSecrets: showingSecrets
+            proxyBypass: engine.proxyBypassAddresses?.bypasses(host: request.url?.host ?? "") == true ? "*" : engine.proxyBypass,
+            showingSecrets: showingSecrets
         ).text
     }
 }
@@ -65,7 +66,8 @@ struct CurlCommand {
     let bodyFile: URL?
     let configuration: SessionConfiguration
     let policy: SecurityPolicy
-    /// The manager's `NOPROXY` string.
+    /// The manager's `NOPROXY` string (`*` for a request whose IPv6 host the list names:
+    /// curl matches no IPv6 entry, so the command says "direct" outright).
     let proxyBypass: String?
     let showingSecrets: Bool
 
