@@ -224,6 +224,33 @@ final class ImageDownloaderCredentialTests: XCTestCase {
         return (withPassword, TestImages.downloader(cache: shared), shared)
     }
 
+    /// A request made after a sign-out (or a sign-in) never joins a transfer that started
+    /// under the credentials before: it was given the image the old password unlocked. The
+    /// completion queue is held so the second request finds the first one still listed, and
+    /// the sign-out waits until the password has answered the first one's challenge.
+    func testARequestAfterACredentialChangeDoesNotJoinATransferStartedBefore() async throws {
+        let downloader = TestImages.downloader(cache: nil)
+        let held = DispatchQueue(label: "image-downloader-credential-tests.held-completions")
+        downloader.sessionManager.completionQueue = held
+        try downloader.setCredential(credential, for: owner.baseURL)
+        let url = try owner.url("/me/avatar.png")
+        let outcomes = Recorder<String>()
+        let gate = DispatchSemaphore(value: 0)
+        held.async { gate.wait() }
+        downloader.downloadImage(
+            for: URLRequest(url: url), success: { _, _, _ in outcomes.append("signed in: 200") },
+            failure: { _, response, _ in outcomes.append("signed in: \(response?.statusCode ?? -1)") })
+        try await eventually({ self.authorizationHeaders(self.owner) == [Self.expected] }, "the password answered the challenge")
+        try downloader.setCredential(nil, for: owner.baseURL)  // signed out
+        downloader.downloadImage(
+            for: URLRequest(url: url), success: { _, _, _ in outcomes.append("signed out: 200") },
+            failure: { _, response, _ in outcomes.append("signed out: \(response?.statusCode ?? -1)") })
+        gate.signal()
+        try await eventually({ outcomes.count == 2 }, "both delivered")
+        XCTAssertEqual(Set(outcomes.values), ["signed in: 200", "signed out: 401"], "the signed-out request joined the signed-in transfer")
+        await shutDown(downloader)
+    }
+
     func testAnImageACredentialUnlockedIsNotAnotherDownloadersAnswerFromASharedCache() async throws {
         let (withPassword, withoutPassword, _) = try downloadersSharingACache()
         let url = try owner.url("/me/avatar.png")

@@ -157,7 +157,11 @@ public final class ImageDownloader: Sendable {
         // this one), and the kind of its cache policy (a reload never joins a transfer the
         // HTTP cache may answer). The task's own request may differ (a `RequestAdapter` may change the
         // URL), so nothing here is keyed by it; receipts are found again by their task.
-        let key = ImageRequestKey.mergeKey(for: request, url: url)
+        // And the revision of the downloader's credentials: a request made after a sign-in,
+        // a sign-out or a new password never joins a transfer that started with the ones
+        // before (it would be given what they unlocked, or their 401).
+        let revision = state.withLock { $0.credentials.isEmpty ? nil : $0.credentials.revision }
+        let key = ImageRequestKey.mergeKey(for: request, url: url) + (revision.map { " downloader-credentials:" + $0.uuidString } ?? "")
         let handler = ImageDownloadHandler(
             receiptID: receiptID, request: request, success: success, failure: failure,
             priority: priority ?? Self.defaultPriority)
@@ -175,7 +179,7 @@ public final class ImageDownloader: Sendable {
         }
 
         // 3. A new transfer (created outside the lock: the manager's class is open).
-        let (id, task) = makeTask(for: request, key: key)
+        let (id, task) = makeTask(for: request, key: key, variant: CacheVariant(decoding: decodingVariant, credentials: revision))
         if let priority { task.priority = priority }
         let outcome = state.withLock { state -> (joined: DataTask?, start: Bool) in
             // Someone may have started the same URL meanwhile: join theirs instead.
@@ -286,10 +290,10 @@ public final class ImageDownloader: Sendable {
         }
     }
 
-    /// Creates the (suspended) transfer for `request`.
-    private func makeTask(for request: URLRequest, key: String) -> (UInt64, DataTask) {
+    /// Creates the (suspended) transfer for `request`, whose image is cached under `variant`
+    /// (the credentials' revision read with its merge key).
+    private func makeTask(for request: URLRequest, key: String, variant: CacheVariant) -> (UInt64, DataTask) {
         let id = state.withLock { $0.queue.makeID() }
-        let variant = currentCacheVariant
         // Weak: the downloader owns the task through its queue; the task must not own it back.
         let task = sessionManager.dataTask(with: request, uploadProgress: nil, downloadProgress: nil) { [weak self] response in
             self?.finish(id, key: key, request: request, variant: variant, response: response)
