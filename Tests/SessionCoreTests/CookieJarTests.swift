@@ -192,6 +192,36 @@ final class CookieJarTests: XCTestCase {
         XCTAssertEqual(empty.cookies, [])
     }
 
+    /// A cookie holds the bytes its server sent, Latin-1 ones too (libcurl keeps them, and
+    /// curl's `-c` writes them): a file round trip and the copy into a fresh share (after a
+    /// policy change or a reset) keep them; they became U+FFFD's three bytes, and the cookie
+    /// went back to its server changed.
+    func testACookieValueThatIsNotUTF8KeepsItsBytes() throws {
+        let directory = try temporaryDirectory()
+        let source = directory.appendingPathComponent("curl-written.txt")
+        let latin1 = Data("example.com\tFALSE\t/\tFALSE\t0\tcity\tZ".utf8) + [0xFC] + Data("rich\n".utf8)  // "Zürich" in Latin-1
+        let utf8 = Data("example.com\tFALSE\t/\tFALSE\t0\tword\tcafé\n".utf8)
+        try (latin1 + utf8).write(to: source)
+        let jar = CookieJar()
+        try jar.load(from: source)
+        XCTAssertEqual(Set(jar.cookies.map(\.name)), ["city", "word"])
+
+        let saved = directory.appendingPathComponent("saved.txt")
+        try jar.save(to: saved)
+        let written = try Data(contentsOf: saved)
+        XCTAssertNotNil(written.range(of: latin1), "the Latin-1 line was rewritten: \(String(decoding: written, as: UTF8.self).debugDescription)")
+        XCTAssertNotNil(written.range(of: utf8))
+
+        // The copy a policy change or a reset makes into a fresh share.
+        XCTAssertEqual(jar.share?.replaceSessionCachesIfIdle(), true)
+        try jar.save(to: saved)
+        XCTAssertNotNil(try Data(contentsOf: saved).range(of: latin1), "the copy into the fresh share rewrote the value")
+        let reloaded = CookieJar()
+        try reloaded.load(from: saved)
+        try reloaded.save(to: saved)
+        XCTAssertNotNil(try Data(contentsOf: saved).range(of: latin1), "a second round trip rewrote it")
+    }
+
     func testLoadingBadFilesThrowsAndAddsNothing() throws {
         let directory = try temporaryDirectory()
         let jar = CookieJar()

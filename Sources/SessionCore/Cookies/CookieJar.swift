@@ -66,7 +66,8 @@ public final class CookieJar: Sendable {
     // MARK: - Reading
 
     /// Every unexpired cookie, ordered by domain, path and name. Empty when the jar is not
-    /// ``isAvailable``.
+    /// ``isAvailable``. A value whose bytes are not UTF-8 shows U+FFFD here; the store keeps
+    /// and sends its bytes, and ``save(to:)`` writes them.
     ///
     /// There is no public "cookies for this URL": libcurl offers no way to ask which cookies it
     /// would send other than sending a request. Only `SessionTask.curlDescription` repeats its
@@ -167,7 +168,8 @@ public final class CookieJar: Sendable {
     /// subdomain flag and path; expired ones are skipped (they leave a stored cookie alone).
     ///
     /// The whole file is checked first: if any line is not a valid seven-field cookie line,
-    /// nothing is added.
+    /// nothing is added. A line that is not UTF-8 (curl writes a value's bytes as its server
+    /// sent them) is read as Latin-1 and stored byte for byte.
     ///
     /// - Throws: ``CookieJarError/fileNotReadable(path:reason:)`` (missing, unreadable, a
     ///   directory, over ``maximumFileSize``), ``CookieJarError/malformedFile(path:line:reason:)``,
@@ -176,26 +178,48 @@ public final class CookieJar: Sendable {
         let path = file.path
         let data = try Self.read(file)
         let now = Date()
-        var cookies: [Cookie] = []
+        var lines: [[CChar]] = []
         var number = 0
-        for rawLine in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
+        for var rawLine in data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
             number += 1
-            guard let line = String(validating: rawLine, as: UTF8.self) else {
-                throw .malformedFile(path: path, line: number, reason: "not UTF-8")
-            }
-            do {
-                // An expired line is a stale copy: handed to libcurl it would delete the live
-                // cookie of the same name the jar got since (that is how libcurl removes one).
-                if let cookie = try NetscapeCookieFormat.cookie(fromLine: Substring(line)),
-                    cookie.expires.map({ $0 > now }) ?? true
-                {
-                    cookies.append(cookie)
-                }
+            if rawLine.last == UInt8(ascii: "\r") { rawLine = rawLine.dropLast() }
+            // A line that is not UTF-8 (curl writes a cookie's bytes as its server sent them,
+            // Latin-1 say) is read byte for byte: checked as Latin-1 text, stored as the bytes.
+            let utf8 = String(validating: rawLine, as: UTF8.self)
+            let text = utf8 ?? Self.latin1Text(rawLine)
+            let cookie: Cookie
+            do throws(CookieJarError) {
+                guard let parsed = try NetscapeCookieFormat.cookie(fromLine: Substring(text)) else { continue }
+                cookie = parsed
             } catch {
                 throw .malformedFile(path: path, line: number, reason: error.description)
             }
+            // An expired line is a stale copy: handed to libcurl it would delete the live
+            // cookie of the same name the jar got since (that is how libcurl removes one).
+            if let expires = cookie.expires, expires <= now { continue }
+            let line: String
+            do throws(CookieJarError) {
+                line = try NetscapeCookieFormat.line(for: cookie)
+            } catch {
+                throw .malformedFile(path: path, line: number, reason: error.description)
+            }
+            lines.append(utf8 != nil ? Array(line.utf8CString) : Self.latin1Bytes(line))
         }
-        try add(cookies)
+        guard try withStore({ easy in CookieShare.addLineBytes(lines, easy) }) else {
+            throw .unavailable("libcurl refused the cookies (out of memory)")
+        }
+    }
+
+    /// Bytes read as Latin-1: each byte the character of that code point.
+    private static func latin1Text(_ bytes: some Sequence<UInt8>) -> String {
+        String(String.UnicodeScalarView(bytes.map { Unicode.Scalar($0) }))
+    }
+
+    /// A line read as Latin-1, back to its bytes (NUL-terminated); its characters are all
+    /// Latin-1, the normalising of ``NetscapeCookieFormat/line(for:)`` (a lower-cased domain)
+    /// keeps them so.
+    private static func latin1Bytes(_ line: String) -> [CChar] {
+        line.unicodeScalars.map { CChar(bitPattern: UInt8(truncatingIfNeeded: min($0.value, 0xFF))) } + [0]
     }
 
     private static func read(_ file: URL) throws(CookieJarError) -> Data {
@@ -229,11 +253,23 @@ public final class CookieJar: Sendable {
     /// - Throws: ``CookieJarError/fileNotWritable(path:reason:)``, ``CookieJarError/unavailable(_:)``.
     public func save(to file: URL) throws(CookieJarError) {
         let now = Date()
-        let lines = try withStore { easy in
-            storedCookies(easy, now: now).compactMap { try? NetscapeCookieFormat.line(for: $0) }
+        // libcurl's own lines, byte for byte: a value that is not UTF-8 is written as its
+        // server sent it (as curl's `-c` writes it), not as U+FFFD.
+        let stored = try withStore { easy in CookieShare.cookieLineBytes(easy) ?? [] }
+        var lines: [[UInt8]] = []
+        for line in stored {
+            let bytes = line.dropLast().map { UInt8(bitPattern: $0) }
+            let text = String(validating: bytes, as: UTF8.self) ?? Self.latin1Text(bytes)
+            guard let cookie = try? NetscapeCookieFormat.cookie(fromLine: Substring(text)) else { continue }
+            if let expires = cookie.expires, expires <= now { continue }  // expired, not purged yet
+            lines.append(bytes)
         }
-        let text = NetscapeCookieFormat.fileHeader + lines.sorted().map { $0 + "\n" }.joined()
-        try Self.writeAtomically(Data(text.utf8), to: file)
+        var data = Data(NetscapeCookieFormat.fileHeader.utf8)
+        for line in lines.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
+            data.append(contentsOf: line)
+            data.append(UInt8(ascii: "\n"))
+        }
+        try Self.writeAtomically(data, to: file)
     }
 
     /// Writes to a new file beside `file` (mode 0600) and renames it over `file`.

@@ -171,8 +171,9 @@ final class CookieShare: Sendable {
         state.withLock { state in
             guard state.activeTransfers == 0, let fresh = CookieShare.makeHandle(hsts: sharesHSTS) else { return false }
             var copied = false
-            if let lines = CookieShare.withEasyHandle(on: state.current, { CookieShare.cookieLines($0) }) ?? nil {
-                copied = CookieShare.withEasyHandle(on: fresh) { CookieShare.addLines(lines, $0) } ?? false
+            // As bytes: a cookie value that is not UTF-8 is copied unchanged.
+            if let lines = CookieShare.withEasyHandle(on: state.current, { CookieShare.cookieLineBytes($0) }) ?? nil {
+                copied = CookieShare.withEasyHandle(on: fresh) { CookieShare.addLineBytes(lines, $0) } ?? false
             }
             guard copied else {
                 _ = CookieShare.free(fresh)
@@ -234,6 +235,33 @@ final class CookieShare: Sendable {
             node = current.pointee.next
         }
         return lines
+    }
+
+    /// Every cookie in the store as the bytes of its Netscape line, NUL-terminated for
+    /// ``addLineBytes(_:_:)``. A cookie holds whatever bytes its server sent (libcurl keeps
+    /// them as they came); a `String` would turn those that are not UTF-8 into U+FFFD, and the
+    /// cookie would go back to its server changed. nil when libcurl fails.
+    static func cookieLineBytes(_ easy: UnsafeMutableRawPointer) -> [[CChar]]? {
+        var pointer: UnsafeMutableRawPointer?
+        guard curlew_easy_getinfo_pointer(easy, CURLINFO_COOKIELIST, &pointer) == CURLE_OK else { return nil }
+        let head = pointer?.assumingMemoryBound(to: curl_slist.self)
+        defer { curl_slist_free_all(head) }
+        var lines: [[CChar]] = []
+        var node = head
+        while let current = node {
+            if let data = current.pointee.data {
+                lines.append(Array(UnsafeBufferPointer(start: data, count: strlen(data) + 1)))
+            }
+            node = current.pointee.next
+        }
+        return lines
+    }
+
+    /// Hands NUL-terminated lines (``cookieLineBytes(_:)``) to libcurl's store as they are.
+    static func addLineBytes(_ lines: [[CChar]], _ easy: UnsafeMutableRawPointer) -> Bool {
+        lines.allSatisfy { line in
+            line.last == 0 && line.withUnsafeBufferPointer { curlew_easy_setopt_string(easy, CURLOPT_COOKIELIST, $0.baseAddress) == CURLE_OK }
+        }
     }
 
     /// Hands lines to libcurl's store (`CURLOPT_COOKIELIST`): Netscape lines, or its commands
