@@ -162,8 +162,14 @@ enum QueryStringEncoder {
         }
         guard let key else { return }
         if isScalar(value) == false, let encodable = value as? any Encodable,
-           let object = try? encodedObject(encodable), !isScalar(object) {
-            appendPairs(key: key, value: object, to: &pairs)
+           let object = try? encodedObject(encodable) {
+            // A model's members, or the one value an enum or a wrapper encodes to (`Sort.ascending`
+            // is `asc`, not the case's name).
+            if !isScalar(object) || object is NSNull {
+                appendPairs(key: key, value: object, to: &pairs)
+            } else {
+                pairs.append(Pair(field: key, value: scalarDescription(object), data: nil))
+            }
             return
         }
         pairs.append(Pair(field: key, value: scalarDescription(value), data: value as? Data))

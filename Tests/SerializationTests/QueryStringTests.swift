@@ -61,6 +61,30 @@ final class QueryStringTests: XCTestCase {
         XCTAssertEqual(queryString(from: ["p": Point(x: 1, y: 2)]), "p%5Bx%5D=1&p%5By%5D=2")
     }
 
+    /// A value that encodes to one value (a raw-value enum, a single-value wrapper) is written
+    /// as that value: the case's name and the wrapper's `description` were written instead.
+    func testSingleValueEncodablesAreWrittenAsTheValueTheyEncodeTo() {
+        enum Sort: String, Encodable, Sendable { case ascending = "asc" }
+        enum Level: Int, Encodable, Sendable { case high = 5 }
+        struct UserID: Encodable, Sendable {
+            let raw: Int
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.singleValueContainer()
+                try container.encode(raw)
+            }
+        }
+        struct Nothing: Encodable, Sendable {
+            func encode(to encoder: any Encoder) throws {
+                var container = encoder.singleValueContainer()
+                try container.encodeNil()
+            }
+        }
+        XCTAssertEqual(queryString(from: ["sort": Sort.ascending]), "sort=asc")
+        XCTAssertEqual(queryString(from: ["level": Level.high, "user": UserID(raw: 42)]), "level=5&user=42")
+        XCTAssertEqual(queryString(from: ["sorts": [Sort.ascending, Sort.ascending]]), "sorts%5B%5D=asc&sorts%5B%5D=asc")
+        XCTAssertEqual(queryString(from: ["none": Nothing()]), "none")
+    }
+
     func testRoundTripThroughDecoding() {
         let values = ["a b", "ü", "👍🏽", "e\u{301}", "x&y=z", "100%", "/?#"]
         for value in values {
