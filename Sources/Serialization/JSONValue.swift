@@ -174,6 +174,19 @@ extension JSONValue {
             }
             return .array(elements)
         }
+        // A model inside a collection (`[Item]`, `["items": [Item]]`): its JSON is what its
+        // `Encodable` conformance writes, as for a model given alone. A `Date` or `Data` has
+        // no one JSON form: the caller chooses it.
+        if !(object is Date), !(object is Data), let encodable = object as? any Encodable {
+            let data: Data
+            do {
+                data = try JSONEncoder().encode(encodable)
+            } catch {
+                throw SerializationError.invalidParameters(
+                    reason: "cannot encode \(type(of: object)) at \(path.isEmpty ? "top level" : path) as JSON", underlying: error)
+            }
+            return try JSONDecoder().decode(JSONValue.self, from: data)
+        }
         throw SerializationError.invalidParameters(
             reason: "value of type \(type(of: object)) at \(path.isEmpty ? "top level" : path) has no JSON form",
             underlying: nil)

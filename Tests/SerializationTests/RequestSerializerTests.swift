@@ -202,6 +202,21 @@ final class RequestSerializerTests: XCTestCase {
                        #"{"filters":["a","b"],"page":2,"q":"x y"}"#)
     }
 
+    /// Models inside an array or a dictionary are written as their `Encodable` conformance
+    /// writes them (they were refused: "has no JSON form"); a `Date` there still needs the
+    /// caller's choice of form.
+    func testModelsInsideCollectionsAreEncoded() throws {
+        struct Item: Encodable, Sendable { let id: Int; let title: String }
+        var json = JSONRequestSerializer()
+        json.writingOptions = [.sortedKeys]
+        let array = try json.request(method: "POST", urlString: "https://e.com", parameters: [Item(id: 1, title: "t")])
+        XCTAssertEqual(array.httpBody.map { String(decoding: $0, as: UTF8.self) }, #"[{"id":1,"title":"t"}]"#)
+        let nested: [String: any Sendable] = ["items": [Item(id: 2, title: "u")], "count": 1]
+        let object = try json.request(method: "POST", urlString: "https://e.com", parameters: nested)
+        XCTAssertEqual(object.httpBody.map { String(decoding: $0, as: UTF8.self) }, #"{"count":1,"items":[{"id":2,"title":"u"}]}"#)
+        assertSerializationError(try json.request(method: "POST", urlString: "https://e.com", parameters: ["at": Date()]))
+    }
+
     func testQueryParametersMustBeKeyed() {
         assertSerializationError(try HTTPRequestSerializer().request(
             method: "GET", urlString: "https://e.com", parameters: [1, 2])) {
