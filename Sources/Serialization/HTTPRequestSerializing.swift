@@ -125,7 +125,16 @@ extension HTTPRequestSerializing {
         let builder = MultipartFormDataBuilder(stringEncoding: stringEncoding)
         if let parameters {
             for pair in try QueryStringEncoder.pairs(fromParameters: parameters) {
-                let body = pair.data ?? pair.value.flatMap { $0.data(using: stringEncoding) } ?? Data()
+                var body = pair.data ?? Data()
+                if pair.data == nil, let value = pair.value {
+                    // As the URL-encoded form does: a value the encoding cannot write is an
+                    // error, never an empty part.
+                    guard let encoded = value.data(using: stringEncoding) else {
+                        throw SerializationError.invalidParameters(
+                            reason: "the value of \(pair.field) cannot be written in \(stringEncoding)", underlying: nil)
+                    }
+                    body = encoded
+                }
                 builder.appendPart(withFormData: body, name: pair.field)
             }
         }

@@ -36,8 +36,9 @@ public final class MultipartBodyStream: InputStream {
     enum Source {
         /// Bytes held in memory (boundaries, headers, small parts).
         case bytes(Data)
-        /// `length` bytes of a file, opened when reached.
-        case file(URL, length: Int64)
+        /// `length` bytes of a file, opened when reached; `identity` is the file as it was
+        /// when the part was added (nil: not checked).
+        case file(URL, length: Int64, identity: FileIdentity?)
         /// `length` bytes of a caller's stream, opened when reached.
         case stream(InputStream, length: Int64)
 
@@ -45,8 +46,38 @@ public final class MultipartBodyStream: InputStream {
         var length: Int64 {
             switch self {
             case .bytes(let data): return Int64(data.count)
-            case .file(_, let length), .stream(_, let length): return length
+            case .file(_, let length, _), .stream(_, let length): return length
             }
+        }
+    }
+
+    /// A file as `stat(2)` saw it when its part was added: a file replaced, grown, cut or
+    /// rewritten before its bytes are sent fails the body (the upload would otherwise carry
+    /// other bytes than those counted, or differ between a first attempt and its retry).
+    struct FileIdentity: Equatable {
+        var device: UInt64
+        var inode: UInt64
+        var size: Int64
+        var modified: timespec
+
+        init(_ status: stat) {
+            device = UInt64(status.st_dev)
+            inode = UInt64(status.st_ino)
+            size = Int64(status.st_size)
+            modified = status.st_mtim
+        }
+
+        static func == (lhs: FileIdentity, rhs: FileIdentity) -> Bool {
+            lhs.device == rhs.device && lhs.inode == rhs.inode && lhs.size == rhs.size
+                && lhs.modified.tv_sec == rhs.modified.tv_sec && lhs.modified.tv_nsec == rhs.modified.tv_nsec
+        }
+
+        /// What changed from `earlier`, in words; nil when nothing did.
+        func change(since earlier: FileIdentity) -> String? {
+            if device != earlier.device || inode != earlier.inode { return "it was replaced by another file after it was added" }
+            if size != earlier.size { return "it is \(size) bytes now, \(earlier.size) when it was added" }
+            if self != earlier { return "it was modified after it was added" }
+            return nil
         }
     }
 
@@ -75,15 +106,29 @@ public final class MultipartBodyStream: InputStream {
     private var openStream: InputStream?
 
     /// A stream over `sources`.
+    /// - Precondition: the lengths add up to at most `Int64.max` (``MultipartFormDataBuilder``
+    ///   checks before it builds one).
     init(sources: [Source], boundary: String, packetSize: Int?, delay: TimeInterval) {
         var merged: [Source] = []
+        // Runs of bytes are gathered, then joined once: joining as they come copied the run so
+        // far at every header and in-memory part (quadratic in the body's size).
+        var run: [Data] = []
+        func flush() {
+            guard !run.isEmpty else { return }
+            var joined = Data(capacity: run.reduce(0) { $0 + $1.count })
+            for data in run { joined.append(data) }
+            merged.append(.bytes(joined))
+            run.removeAll()
+        }
         for source in sources {
-            if case .bytes(let data) = source, case .bytes(let previous)? = merged.last {
-                merged[merged.count - 1] = .bytes(previous + data)
+            if case .bytes(let data) = source {
+                if !data.isEmpty { run.append(data) }
             } else if source.length > 0 {
+                flush()
                 merged.append(source)
             }
         }
+        flush()
         self.sources = merged
         self.contentLength = merged.reduce(0) { $0 + $1.length }
         self.boundary = boundary
@@ -222,7 +267,7 @@ public final class MultipartBodyStream: InputStream {
             let start = data.startIndex + Int(offsetInSource)
             data.copyBytes(to: buffer, from: start..<(start + count))
             return count
-        case .file(let url, let length):
+        case .file(let url, let length, let identity):
             let handle: FileHandle
             if let fileHandle {
                 handle = fileHandle
@@ -233,6 +278,16 @@ public final class MultipartBodyStream: InputStream {
                     throw SerializationError.multipartFileUnreadable(url, reason: String(describing: error))
                 }
                 fileHandle = handle
+                // The very file opened is compared with the one counted.
+                var status = stat()
+                if let identity {
+                    guard fstat(handle.fileDescriptor, &status) == 0 else {
+                        throw SerializationError.multipartFileUnreadable(url, reason: "fstat failed (errno \(errno))")
+                    }
+                    if let change = FileIdentity(status).change(since: identity) {
+                        throw SerializationError.multipartFileUnreadable(url, reason: change)
+                    }
+                }
             }
             let produced = Self.readFile(handle.fileDescriptor, into: buffer, count: count)
             if produced < 0 {

@@ -15,6 +15,12 @@ public protocol MultipartFormData: AnyObject {
     /// Appends the file at `fileURL`; the file name is its last path component and the MIME
     /// type is guessed from its extension (``MIMETypeTable``).
     ///
+    /// The file is read when its bytes are sent. It must still be the file it was when
+    /// appended (a symbolic link is followed): one replaced, grown, cut or modified meanwhile
+    /// fails the body with ``SerializationError/multipartFileUnreadable(_:reason:)`` saying
+    /// what changed, so the upload never carries other bytes than those counted, nor a retry
+    /// other bytes than its first attempt.
+    ///
     /// - Throws: ``SerializationError/multipartNotAFileURL(_:)``,
     ///   ``SerializationError/multipartFileNotFound(_:)``,
     ///   ``SerializationError/multipartFileUnreadable(_:reason:)`` (a directory, a special file,

@@ -2,6 +2,13 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Collects multipart parts and turns them into a ``MultipartBodyStream``
 /// (AFNetworking's `AFStreamingMultipartFormData`).
@@ -62,32 +69,24 @@ final class MultipartFormDataBuilder: MultipartFormData {
             throw SerializationError.invalidHeader(field: "Content-Type", value: mimeType)
         }
         let path = fileURL.path
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-            throw SerializationError.multipartFileNotFound(fileURL)
+        // stat(2) follows a symbolic link to the file it names (the attributes of
+        // `FileManager.attributesOfItem` are the link's own, which refused a linked file).
+        var status = stat()
+        guard stat(path, &status) == 0 else {
+            if errno == ENOENT { throw SerializationError.multipartFileNotFound(fileURL) }
+            throw SerializationError.multipartFileUnreadable(fileURL, reason: String(cString: strerror(errno)))
         }
-        guard !isDirectory.boolValue else {
-            throw SerializationError.multipartFileUnreadable(fileURL, reason: "it is a directory")
+        switch status.st_mode & S_IFMT {
+        case S_IFREG: break
+        case S_IFDIR: throw SerializationError.multipartFileUnreadable(fileURL, reason: "it is a directory")
+        default: throw SerializationError.multipartFileUnreadable(fileURL, reason: "it is not a regular file")
         }
-        let attributes: [FileAttributeKey: Any]
-        do {
-            attributes = try FileManager.default.attributesOfItem(atPath: path)
-        } catch {
-            throw SerializationError.multipartFileUnreadable(fileURL, reason: String(describing: error))
-        }
-        if let type = attributes[.type] as? FileAttributeType, type != .typeRegular {
-            throw SerializationError.multipartFileUnreadable(fileURL, reason: "it is not a regular file")
-        }
-        guard FileManager.default.isReadableFile(atPath: path) else {
+        guard access(path, R_OK) == 0 else {
             throw SerializationError.multipartFileUnreadable(fileURL, reason: "permission denied")
         }
-        let size = (attributes[.size] as? NSNumber)?.int64Value
-            ?? (attributes[.size] as? Int64) ?? (attributes[.size] as? Int).map(Int64.init)
-        guard let size else {
-            throw SerializationError.multipartFileUnreadable(fileURL, reason: "its size is unknown")
-        }
+        let identity = MultipartBodyStream.FileIdentity(status)
         parts.append(Part(headers: fileHeaders(name: name, fileName: fileName, mimeType: mimeType),
-                          body: .file(fileURL, length: size)))
+                          body: .file(fileURL, length: identity.size, identity: identity)))
     }
 
     func appendPart(with inputStream: InputStream, name: String, fileName: String, length: Int64, mimeType: String) {
@@ -141,6 +140,17 @@ final class MultipartFormDataBuilder: MultipartFormData {
     func requestByFinalizingMultipartFormData(_ request: URLRequest) throws -> URLRequest {
         if let deferredError { throw deferredError }
         guard !parts.isEmpty else { return request }
+        // A caller's stream part may claim any length (`Int64.max` for "unknown", say): the
+        // sum must still be a length, with room for the boundaries and headers.
+        var total: Int64 = 0
+        for part in parts {
+            let (sum, overflow) = total.addingReportingOverflow(part.body.length)
+            guard !overflow, sum <= Int64.max / 2 else {
+                throw SerializationError.invalidParameters(
+                    reason: "the parts add up to more bytes than a Content-Length can say", underlying: nil)
+            }
+            total = sum
+        }
         let stream = makeBodyStream()
         var request = request
         request.httpBody = nil

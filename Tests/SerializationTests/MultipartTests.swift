@@ -200,6 +200,81 @@ final class MultipartTests: XCTestCase {
         XCTAssertThrowsError(try drain(stream))
     }
 
+    /// A file that grows, is replaced (same size, other bytes) or is rewritten before its
+    /// bytes are sent fails the body, naming what changed: the upload carried the first
+    /// bytes of whatever was there, and a retry could send other bytes than the first try.
+    func testAFileThatChangesAfterItWasAddedFailsTheBody() throws {
+        func request(for fileURL: URL) throws -> URLRequest {
+            try HTTPRequestSerializer().multipartFormRequest(
+                method: "POST", urlString: "https://e.com", parameters: nil) { try $0.appendPart(withFileURL: fileURL, name: "f") }
+        }
+        func reason(_ stream: InputStream) -> String {
+            guard case .multipartFileUnreadable(_, let reason)? = stream.streamError as? SerializationError else { return "\(String(describing: stream.streamError))" }
+            return reason
+        }
+        let grows = temporaryDirectory.appendingPathComponent("grows.log")
+        try Data(repeating: 65, count: 1000).write(to: grows)
+        let grown = try XCTUnwrap(request(for: grows).httpBodyStream)
+        let handle = try FileHandle(forWritingTo: grows)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(repeating: 66, count: 100))
+        try handle.close()
+        XCTAssertThrowsError(try drain(grown))
+        XCTAssertEqual(reason(grown), "it is 1100 bytes now, 1000 when it was added")
+
+        let replaced = temporaryDirectory.appendingPathComponent("replaced.jpg")
+        try Data(repeating: 1, count: 1000).write(to: replaced)
+        let original = try request(for: replaced)
+        let stream = try XCTUnwrap(original.httpBodyStream as? MultipartBodyStream)
+        XCTAssertEqual(try drain(try XCTUnwrap(stream.makeRewoundCopy())).count, Int(stream.contentLength), "unchanged: sent")
+        try Data(repeating: 2, count: 1000).write(to: replaced, options: .atomic)  // a new file under the name
+        let retry = try XCTUnwrap(stream.makeRewoundCopy())
+        XCTAssertThrowsError(try drain(retry), "a retry would have sent other bytes than the first attempt")
+        XCTAssertEqual(reason(retry), "it was replaced by another file after it was added")
+    }
+
+    /// A symbolic link to a file is that file (`FileManager.attributesOfItem` describes the
+    /// link itself, and the part was refused as "not a regular file").
+    func testALinkToAFileIsUploadedAsTheFile() throws {
+        let target = temporaryDirectory.appendingPathComponent("real.jpg")
+        let bytes = Data((0..<300).map { UInt8($0 % 256) })
+        try bytes.write(to: target)
+        let link = temporaryDirectory.appendingPathComponent("pic.jpg")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: target)
+        let request = try HTTPRequestSerializer().multipartFormRequest(
+            method: "POST", urlString: "https://e.com", parameters: nil) { try $0.appendPart(withFileURL: link, name: "f") }
+        let body = try drain(try XCTUnwrap(request.httpBodyStream))
+        XCTAssertNotNil(body.range(of: bytes))
+        XCTAssertNotNil(body.range(of: Data("filename=\"pic.jpg\"".utf8)))
+        let dangling = temporaryDirectory.appendingPathComponent("dangling.jpg")
+        try FileManager.default.createSymbolicLink(at: dangling, withDestinationURL: temporaryDirectory.appendingPathComponent("gone.jpg"))
+        assertSerializationError(try HTTPRequestSerializer().multipartFormRequest(
+            method: "POST", urlString: "https://e.com", parameters: nil) { try $0.appendPart(withFileURL: dangling, name: "f") }
+        ) { error in
+            guard case .multipartFileNotFound = error else { return XCTFail("\(error)") }
+        }
+    }
+
+    /// A caller's stream part may claim any length: a sum past what a `Content-Length` can
+    /// say is an error, not an overflow trap.
+    func testPartLengthsThatOverflowAreAnError() {
+        assertSerializationError(try HTTPRequestSerializer().multipartFormRequest(
+            method: "POST", urlString: "https://e.com", parameters: nil
+        ) { form in
+            form.appendPart(with: InputStream(data: Data()), name: "a", fileName: "a", length: Int64.max, mimeType: "text/plain")
+            form.appendPart(with: InputStream(data: Data()), name: "b", fileName: "b", length: Int64.max, mimeType: "text/plain")
+        })
+    }
+
+    /// A value the form's string encoding cannot write is an error, as in a URL-encoded
+    /// form, never an empty part.
+    func testAValueTheEncodingCannotWriteIsAnError() {
+        var serializer = HTTPRequestSerializer()
+        serializer.stringEncoding = .ascii
+        assertSerializationError(try serializer.multipartFormRequest(
+            method: "POST", urlString: "https://e.com", parameters: ["name": "José"], constructingBodyWith: nil))
+    }
+
     func testThrottlingLimitsPacketSize() throws {
         let request = try HTTPRequestSerializer().multipartFormRequest(
             method: "POST", urlString: "https://e.com", parameters: nil
