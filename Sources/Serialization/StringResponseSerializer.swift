@@ -46,6 +46,17 @@ public struct StringResponseSerializer: ResponseSerialization {
             if allowed { return "" }
             throw SerializationError.emptyResponseBody(response: response)
         }
+        // A byte order mark names the encoding whatever the label says (WHATWG Encoding,
+        // "decode"), and is not part of the text; an encoding the caller set wins over both.
+        if encoding == nil, let (marked, length) = Self.byteOrderMark(data) {
+            guard let text = String(data: data.dropFirst(length), encoding: marked) else {
+                throw SerializationError.invalidBody(
+                    .string, response: response, data: data,
+                    underlying: CocoaError(.fileReadInapplicableStringEncoding,
+                                           userInfo: ["NSDebugDescription": "The body after its byte order mark is not valid \(marked)"]))
+            }
+            return text
+        }
         let named = encoding ?? response.flatMap(ResponseValidation.charset(of:))
             .flatMap(CharacterEncodingName.encoding(forCharset:))
         if let named {
@@ -62,5 +73,14 @@ public struct StringResponseSerializer: ResponseSerialization {
         var scalars = String.UnicodeScalarView()
         scalars.append(contentsOf: data.map { Unicode.Scalar($0) })
         return String(scalars)
+    }
+
+    /// The encoding a byte order mark at the start of `data` names, and the mark's length.
+    static func byteOrderMark(_ data: Data) -> (String.Encoding, Int)? {
+        let head = Array(data.prefix(3))
+        if head.count >= 3, head[0] == 0xEF, head[1] == 0xBB, head[2] == 0xBF { return (.utf8, 3) }
+        if head.count >= 2, head[0] == 0xFE, head[1] == 0xFF { return (.utf16BigEndian, 2) }
+        if head.count >= 2, head[0] == 0xFF, head[1] == 0xFE { return (.utf16LittleEndian, 2) }
+        return nil
     }
 }

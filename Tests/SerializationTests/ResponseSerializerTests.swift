@@ -164,6 +164,22 @@ final class ResponseSerializerTests: XCTestCase {
         XCTAssertEqual(try serializer.responseObject(for: makeResponse(), data: Data("   ".utf8)), "   ")
     }
 
+    /// A byte order mark names the encoding whatever the label says, and is not part of the
+    /// text (WHATWG Encoding): a UTF-16 body with its mark and no charset was read as
+    /// Latin-1 (`"ÿþh\0i\0"`), a UTF-8 one kept U+FEFF at the start.
+    func testAByteOrderMarkNamesTheEncoding() throws {
+        let serializer = StringResponseSerializer()
+        let little = Data([0xFF, 0xFE, 0x68, 0x00, 0xE9, 0x00])
+        XCTAssertEqual(try serializer.responseObject(for: makeResponse(contentType: "text/plain"), data: little), "hé")
+        let big = Data([0xFE, 0xFF, 0x00, 0x68, 0x00, 0xE9])
+        XCTAssertEqual(try serializer.responseObject(for: makeResponse(contentType: "text/plain; charset=iso-8859-1"), data: big), "hé")
+        let utf8 = Data([0xEF, 0xBB, 0xBF]) + Data("hé".utf8)
+        XCTAssertEqual(try serializer.responseObject(for: makeResponse(contentType: "text/plain; charset=utf-8"), data: utf8), "hé")
+        var forced = serializer
+        forced.encoding = .isoLatin1
+        XCTAssertEqual(try forced.responseObject(for: nil, data: Data([0xFF, 0xFE, 0x68])), "ÿþh", "the caller's encoding wins")
+    }
+
     func testStringEmptyBodies() throws {
         let serializer = StringResponseSerializer()
         XCTAssertEqual(try serializer.responseObject(for: makeResponse(status: 204), data: nil), "")
