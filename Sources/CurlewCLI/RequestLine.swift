@@ -22,14 +22,16 @@ struct RequestLine: Equatable, Sendable {
     /// Sorts the positional arguments out.
     ///
     /// The first is the method when it is only letters and either a method curlew knows or
-    /// followed by something that is not an item (`curlew PURGE example.com`); otherwise it
-    /// is the URL (`curlew localhost a=b` asks localhost).
+    /// followed by something that is not an item or is plainly a URL (`curlew PURGE
+    /// example.com`, `curlew PURGE https://cdn.example.com/x`, `curlew MKCOL
+    /// localhost:8080/dav/`: the last two also read as headers); otherwise it is the URL
+    /// (`curlew localhost a=b` asks localhost).
     static func parse(_ arguments: [String]) throws(RequestLineError) -> RequestLine {
         guard let first = arguments.first else { throw .missingURL }
         var rest = arguments.dropFirst()
         var method: String?
         if first.allSatisfy({ $0.isASCII && $0.isLetter }), let next = rest.first,
-            knownMethods.contains(first.uppercased()) || RequestItem.parse(next) == nil
+            knownMethods.contains(first.uppercased()) || RequestItem.parse(next) == nil || isPlainlyURL(next)
         {
             method = first.uppercased()
         }
@@ -54,13 +56,41 @@ struct RequestLine: Equatable, Sendable {
             let port = rest.prefix { $0.isNumber }
             let path = rest.dropFirst(port.count)
             expanded = "http://localhost" + (port.isEmpty ? "" : ":" + port) + path
-        } else if !expanded.contains("://") {
+        } else if !hasScheme(expanded) {
+            // A scheme only at the start: `example.com/login?next=http://a/` has none.
             expanded = "http://" + expanded
         }
         guard let url = URL(string: expanded), let scheme = url.scheme?.lowercased(),
             scheme == "http" || scheme == "https", let host = url.host, !host.isEmpty
         else { throw .badURL(text) }
         return url
+    }
+}
+
+extension RequestLine {
+    /// Whether `text` starts with a scheme and `://` (RFC 3986's scheme characters).
+    static func hasScheme(_ text: String) -> Bool {
+        guard let separator = text.range(of: "://") else { return false }
+        let scheme = text[..<separator.lowerBound]
+        guard let first = scheme.first, first.isASCII, first.isLetter else { return false }
+        return scheme.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == ".") }
+    }
+
+    /// Whether `text`, which may also read as a header item, is plainly a URL: it starts with
+    /// a scheme, or is `localhost`, a dotted name or a bracketed IPv6 address with a port
+    /// (`example.com:8080/x`; a header's name has no dot, and its value is rarely a number
+    /// followed by a path).
+    static func isPlainlyURL(_ text: String) -> Bool {
+        if hasScheme(text) { return true }
+        if text.hasPrefix("["), text.contains("]") { return true }  // [::1]:8080/x
+        guard let colon = text.firstIndex(of: ":") else { return false }
+        let host = text[..<colon]
+        let afterColon = text[text.index(after: colon)...]
+        let port = afterColon.prefix { $0.isASCII && $0.isNumber }
+        guard !port.isEmpty, port.count <= 5 else { return false }
+        let tail = afterColon.dropFirst(port.count)
+        guard tail.isEmpty || tail.first == "/" || tail.first == "?" else { return false }
+        return host.lowercased() == "localhost" || host.contains(".")
     }
 }
 

@@ -59,6 +59,37 @@ final class RequestLineTests: XCTestCase {
         XCTAssertEqual(host.url.absoluteString, "http://localhost")
     }
 
+    /// A method curlew does not know, before a URL that also reads as a header item
+    /// (`https://…` as `https: //…`, `host:8080/x` as `host: 8080/x`): the word was taken for
+    /// the URL (`http://PURGE`, over plain http, with the caller's headers).
+    func testAnUnknownMethodBeforeAURLThatReadsAsAHeader() throws {
+        let purge = try RequestLine.parse(["PURGE", "https://cdn.example.com/x", "Authorization:Bearer T"])
+        XCTAssertEqual(purge.method, "PURGE")
+        XCTAssertEqual(purge.url.absoluteString, "https://cdn.example.com/x")
+        XCTAssertEqual(purge.items, [.header(name: "Authorization", value: "Bearer T")])
+        let mkcol = try RequestLine.parse(["MKCOL", "localhost:8080/dav/"])
+        XCTAssertEqual(mkcol.method, "MKCOL")
+        XCTAssertEqual(mkcol.url.absoluteString, "http://localhost:8080/dav/")
+        XCTAssertEqual(try RequestLine.parse(["LOCK", "files.example.com:8443"]).method, "LOCK")
+        XCTAssertEqual(try RequestLine.parse(["REPORT", "[::1]:8080/cal"]).url.absoluteString, "http://[::1]:8080/cal")
+        // A word before a header item stays the URL.
+        let host = try RequestLine.parse(["myhost", "X-Count:5"])
+        XCTAssertNil(host.method)
+        XCTAssertEqual(host.url.absoluteString, "http://myhost")
+        XCTAssertEqual(host.items, [.header(name: "X-Count", value: "5")])
+    }
+
+    /// Only a scheme at the start is one: a URL without a scheme whose query holds a URL was
+    /// refused ("is not an http or https URL").
+    func testASchemeLaterInTheURLIsNotItsScheme() throws {
+        XCTAssertEqual(
+            try RequestLine.expandURL("example.com/login?next=http://example.com/").absoluteString,
+            "http://example.com/login?next=http://example.com/")
+        XCTAssertEqual(try RequestLine.expandURL("localhost:3000/cb?u=https://a").absoluteString, "http://localhost:3000/cb?u=https://a")
+        XCTAssertEqual(try RequestLine.expandURL("HTTPS://example.com").scheme?.lowercased(), "https")
+        XCTAssertThrowsError(try RequestLine.expandURL("ftp://example.com"))
+    }
+
     func testURLShorthands() throws {
         XCTAssertEqual(try RequestLine.expandURL(":3000/x").absoluteString, "http://localhost:3000/x")
         XCTAssertEqual(try RequestLine.expandURL(":/x").absoluteString, "http://localhost/x")
