@@ -103,7 +103,9 @@ struct DownloadRun {
                 }
             }
         }
-        let bar = stderr.isTerminal ? ProgressBar() : nil
+        // A continued download's counts start with the bytes already on disk.
+        let startBytes = resumeData.flatMap { try? DownloadResumeData(encoded: $0) }?.bytesReceived ?? 0
+        let bar = stderr.isTerminal ? ProgressBar(startBytes: startBytes) : nil
         if let bar {
             manager.setDownloadTaskDidWriteDataBlock { _, _, total, expected in bar.update(written: total, expected: expected) }
         }

@@ -64,6 +64,8 @@ enum ExitStatus: Int32, CaseIterable, Sendable {
         case .cannotConnect: return .cannotConnect
         case .serverTrustEvaluationFailed, .tlsHandshakeFailed: return .tlsFailure
         case .cancelled: return .interrupted
+        // A continued download answered with an error status: 3, 4 or 5 as for any download.
+        case .resumeFailed(let statusCode, _): return forStatus(statusCode) ?? .error
         default: return .error
         }
     }
@@ -96,7 +98,9 @@ struct ToolFailure: Error, CustomStringConvertible {
 extension ToolFailure {
     /// Prints the line and turns the failure into the exit code argument-parser ends with.
     func report() -> ExitCode {
-        Terminal.standardError.write("curlew: error: \(message)\n")
+        // The message may carry what a server sent (a reason phrase, a type, a name): never
+        // its control characters, C1 ones included.
+        Terminal.standardError.write("curlew: error: \(message.withoutControlCharacters)\n")
         return ExitCode(status.rawValue)
     }
 }

@@ -34,7 +34,9 @@ final class ProgressBar: @unchecked Sendable {  // state guarded by `lock`
 
     /// The text of the line, e.g. ` 42% [=========>          ] 4.2 MB  1.1 MB/s  ETA 5s`.
     static func line(written: Int64, expected: Int64, startBytes: Int64, elapsed: Double) -> String {
-        let speed = elapsed > 0 ? Double(written - startBytes) / elapsed : 0
+        // The bytes of this run only: a continued download starts with those already on disk
+        // (and a server whose file changed starts again from 0).
+        let speed = elapsed > 0 ? Double(max(0, written - startBytes)) / elapsed : 0
         var text = ""
         if expected > 0 {
             let fraction = min(1, Double(written) / Double(expected))

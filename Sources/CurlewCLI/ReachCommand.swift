@@ -18,6 +18,10 @@ struct ReachCommand: AsyncParsableCommand {
     @Option(name: .customLong("timeout"), help: "With --once, how long to wait for the first answer, in seconds.")
     var timeout: Double = 10
 
+    func validate() throws {
+        if !timeout.isFinite || timeout < 0 { throw ValidationError("--timeout takes a number of seconds") }
+    }
+
     func run() async throws {
         let manager: NetworkReachabilityManager
         if let host {
@@ -55,7 +59,8 @@ struct ReachCommand: AsyncParsableCommand {
                 return .unknown
             }
             group.addTask {
-                try? await Task.sleep(for: .seconds(max(0, seconds)))
+                // At most about 31 years: a `Duration` of 1e30 s would trap converting.
+                try? await Task.sleep(for: .seconds(min(max(0, seconds), 1e9)))
                 return .unknown
             }
             let first = await group.next() ?? .unknown

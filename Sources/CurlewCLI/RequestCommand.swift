@@ -108,7 +108,12 @@ struct RequestCommand: AsyncParsableCommand {
         let saveSession = { [builder] in
             guard let store else { return }
             var headers = builder.baseHeaders
-            for case .header(let name, let value) in line.items { headers[name] = value }
+            for case .header(let name, let value) in line.items {
+                // Names are case-insensitive: `X-Api-Key:NEW` replaces a stored `x-api-key`
+                // (kept both, the old one could win at the next run).
+                for key in headers.keys where key.caseInsensitiveCompare(name) == .orderedSame { headers[key] = nil }
+                headers[name] = value
+            }
             try store.save(jar: configuration.cookieJar, headers: headers, for: line.url)
         }
         if download.download && !curl {
@@ -167,7 +172,7 @@ struct RequestCommand: AsyncParsableCommand {
             try saveSession()
             if output.checkStatus, let status = ExitStatus.forStatus(head.statusCode) {
                 if !stdout.isTerminal {
-                    Terminal.standardError.write("curlew: warning: HTTP \(head.statusCode) \(head.reasonPhrase ?? "")\n")
+                    Terminal.standardError.write("curlew: warning: HTTP \(head.statusCode) \((head.reasonPhrase ?? "").withoutControlCharacters)\n")
                 }
                 throw ExitCode(status.rawValue)
             }

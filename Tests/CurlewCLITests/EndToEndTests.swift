@@ -159,6 +159,29 @@ final class EndToEndTests: XCTestCase {
         XCTAssertEqual(String(decoding: try Data(contentsOf: kept), as: UTF8.self), "abcdefghij", "a shorter answer leaves no tail")
     }
 
+    /// What a server sends never reaches stderr as control characters: a reason phrase with
+    /// a C1 control (U+009B, an 8-bit CSI) in the error of a download and in the warning of
+    /// `--check-status`.
+    func testAReasonPhraseWithControlCharactersIsCleanedInErrorLines() throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/hostile") { _ in
+            var response = TestResponse.text("no", status: 404)
+            response.reason = "Not \u{9B}2J\u{1B}]0;pwned\u{07}Found"
+            return response
+        }
+        let url = server.baseURLString + "/hostile"
+        let download = try run(["-d", url])
+        XCTAssertEqual(download.status, 4, download.stderr)
+        let warned = try run(["--check-status", url])
+        XCTAssertEqual(warned.status, 4, warned.stderr)
+        for stderr in [download.stderr, warned.stderr] {
+            XCTAssertFalse(stderr.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" || (0x7F...0x9F).contains($0.value) }, stderr.debugDescription)
+            // (The head parser already turns C0 controls into spaces.)
+            XCTAssertTrue(stderr.contains("HTTP 404 Not ?2J ]0;pwned Found"), stderr.debugDescription)
+        }
+    }
+
     func testPrettyFormatAppliesToAPipeWhenAsked() throws {
         let result = try run(["--pretty=format", "\(base)/get", "a==1"])
         XCTAssertTrue(result.text.hasPrefix("{\n    \"args\": {\n        \"a\": \"1\"\n    },\n"), result.text)
@@ -231,6 +254,16 @@ final class EndToEndTests: XCTestCase {
         XCTAssertTrue(refused.stderr.hasPrefix("curlew: error: --session: '.hidden' is not a session name"), refused.stderr)
     }
 
+    /// A session header given again in other letter case replaces the stored one (both were
+    /// kept, and the older value was sent at the next run: `x-api-key` sorts after `X-Api-Key`).
+    func testASessionHeaderGivenInAnotherCaseReplacesTheStoredOne() throws {
+        let environment = ["XDG_CONFIG_HOME": directory.appendingPathComponent("config").path]
+        XCTAssertEqual(try run(["--session", "keys", "\(base)/anything", "x-api-key:OLD"], environment: environment).status, 0)
+        XCTAssertEqual(try run(["--session", "keys", "\(base)/anything", "X-Api-Key:NEW"], environment: environment).status, 0)
+        let later = try json(try run(["--session", "keys", "\(base)/anything"], environment: environment))
+        XCTAssertEqual((later["headers"] as? [String: String])?["X-Api-Key"], "NEW")
+    }
+
     /// `--follow` takes a session's headers no further than their origin: a redirect to another
     /// host gets none of them, a redirect within the origin keeps them, and a header typed on
     /// the command line follows the chain as curl's `-H` does.
@@ -295,5 +328,14 @@ final class EndToEndTests: XCTestCase {
         let reach = try run(["reach", "--once", "--timeout", "5"])
         XCTAssertTrue([0, 1].contains(reach.status), reach.stderr)
         XCTAssertTrue(reach.text.contains(" default route: "), reach.text)
+        // Edge values of --timeout: refused (inf, nan, negative: they trapped converting to a
+        // Duration) or waited for as long as a Duration holds (1e30).
+        for value in ["inf", "nan", "-1"] {
+            let refused = try run(["reach", "--once", "--timeout=\(value)"])
+            XCTAssertEqual(refused.status, 64, "\(value): \(refused.stderr)")
+            XCTAssertTrue(refused.stderr.contains("--timeout takes a number of seconds"), refused.stderr)
+        }
+        let huge = try run(["reach", "--once", "--timeout", "1e30"])
+        XCTAssertTrue([0, 1].contains(huge.status), huge.stderr)
     }
 }

@@ -144,6 +144,10 @@ final class FormattingTests: XCTestCase {
         XCTAssertEqual(ProgressBar.line(written: 500_000, expected: 1_000_000, startBytes: 0, elapsed: 1),
                        " 50% [============>           ] 500.0 kB of 1.0 MB  500.0 kB/s  ETA 1s")
         XCTAssertEqual(ProgressBar.line(written: 999, expected: -1, startBytes: 0, elapsed: 0), "999 B  0 B/s")
+        // A continued download: the speed is this run's bytes (it counted the 900 MB on disk).
+        XCTAssertEqual(ProgressBar.line(written: 900_500_000, expected: 1_000_000_000, startBytes: 900_000_000, elapsed: 1),
+                       " 90% [=====================>  ] 900.5 MB of 1.0 GB  500.0 kB/s  ETA 199s")
+        XCTAssertEqual(ProgressBar.line(written: 100, expected: -1, startBytes: 5_000, elapsed: 1), "100 B  0 B/s", "restarted from 0")
     }
 
     func testExitStatuses() {
@@ -156,6 +160,9 @@ final class FormattingTests: XCTestCase {
         XCTAssertEqual(ExitStatus.forError(SessionError.cannotConnect("x")), .cannotConnect)
         XCTAssertEqual(ExitStatus.forError(SessionError.tlsHandshakeFailed("x")), .tlsFailure)
         XCTAssertEqual(ExitStatus.forError(SessionError.tooManyRedirects(3)), .tooManyRedirects)
+        // A continued download answered 404 or 503 exits as a new download does (it exited 1).
+        XCTAssertEqual(ExitStatus.forError(SessionError.resumeFailed(statusCode: 404, resumeData: nil)), .clientError)
+        XCTAssertEqual(ExitStatus.forError(SessionError.resumeFailed(statusCode: 503, resumeData: Data())), .serverError)
         XCTAssertEqual(Set(ExitStatus.allCases.map(\.rawValue)).count, ExitStatus.allCases.count, "codes are distinct")
         XCTAssertTrue(ExitStatus.helpText.contains("7   the host name could not be resolved"))
     }
