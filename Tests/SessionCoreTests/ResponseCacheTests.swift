@@ -46,6 +46,62 @@ final class ResponseCacheTests: XCTestCase {
         server.route(path, response: TestResponse(status: 200, headers: headers, body: Data(body.utf8)))
     }
 
+    /// A `Range` request goes past the cache: it was answered the stored whole body as a 200
+    /// (the caller asked for 4 bytes), and its 206 evicted the stored entry.
+    func testARangeRequestGoesPastTheCacheAndLeavesItsEntry() async throws {
+        server.route("/ranged") { request in
+            if request.header("Range") == "bytes=0-3" {
+                return TestResponse(status: 206, headers: [("Content-Range", "bytes 0-3/10"), ("Cache-Control", "max-age=600")], body: Data("0123".utf8))
+            }
+            return TestResponse(status: 200, headers: [("Cache-Control", "max-age=600")], body: Data("0123456789".utf8))
+        }
+        let manager = manager(ResponseCache())
+        let stored = try await get(manager, "/ranged")
+        XCTAssertEqual(text(stored), "0123456789")
+        let part = try await get(manager, "/ranged", headers: ["Range": "bytes=0-3"])
+        XCTAssertEqual(part.response?.statusCode, 206, "the stored whole body answered a range request")
+        XCTAssertEqual(text(part), "0123")
+        XCTAssertEqual(server.requests.count, 2)
+        let whole = try await get(manager, "/ranged", policy: .returnCacheDataDontLoad)
+        XCTAssertEqual(text(whole), "0123456789", "the 206 evicted the stored entry: \(whole.result)")
+        XCTAssertEqual(server.requests.count, 2)
+    }
+
+    /// A server error is no new representation: the stored answer stays for an offline
+    /// fallback (a 503 to a reload evicted it); a 304 that says `no-store` takes it out.
+    func testAServerErrorKeepsTheStoredAnswerAndANoStore304RemovesIt() async throws {
+        let answers = Mutex(0)
+        server.route("/outage") { _ in
+            let count = answers.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            return count == 1
+                ? TestResponse(status: 200, headers: [("Cache-Control", "max-age=600")], body: Data("v1".utf8))
+                : TestResponse(status: 503, headers: [], body: Data("down".utf8))
+        }
+        let manager = manager(ResponseCache())
+        let first = try await get(manager, "/outage")
+        XCTAssertEqual(text(first), "v1")
+        let outage = try await get(manager, "/outage", policy: .reloadIgnoringLocalCacheData)
+        XCTAssertEqual(outage.response?.statusCode, 503)
+        let offline = try await get(manager, "/outage", policy: .returnCacheDataDontLoad)
+        XCTAssertEqual(text(offline), "v1", "the outage evicted the stored answer: \(offline.result)")
+
+        server.route("/revoked") { request in
+            if request.header("If-None-Match") == "\"a\"" {
+                return TestResponse(status: 304, headers: [("ETag", "\"a\""), ("Cache-Control", "no-store")], body: Data())
+            }
+            return TestResponse(status: 200, headers: [("ETag", "\"a\""), ("Cache-Control", "max-age=0")], body: Data("secret".utf8))
+        }
+        let original = try await get(manager, "/revoked")
+        XCTAssertEqual(text(original), "secret")
+        let revalidated = try await get(manager, "/revoked")
+        XCTAssertEqual(text(revalidated), "secret", "revalidated: 304")
+        let after = try await get(manager, "/revoked", policy: .returnCacheDataDontLoad)
+        XCTAssertEqual(after.error as? SessionError, .resourceNotCached, "the no-store 304 left the entry: \(after.result)")
+    }
+
     func testAFreshResponseIsAnsweredWithoutTheNetwork() async throws {
         route("/fresh", headers: [("Cache-Control", "max-age=600")], body: "v1")
         let manager = manager(ResponseCache())

@@ -30,10 +30,13 @@ extension SessionEngine {
     }
 
     /// Whether the response cache answers or stores for `task`: a GET data task whose
-    /// completion handler receives the body.
+    /// completion handler receives the body, and that asks for the whole representation.
+    /// A `Range` request goes past the cache both ways: the stored whole body is no answer to
+    /// it (the caller wants a 206), and its 206 neither replaces nor evicts the stored one.
     func consultsCache(_ task: SessionTask) -> Bool {
         task is DataTask && !(task is UploadTask) && !task.streamsBody && task.options.collectsBody
             && !task.options.skipsSerializer && (task.originalRequest?.httpMethod ?? "GET") == "GET"
+            && task.originalRequest?.value(forHTTPHeaderField: "Range") == nil
     }
 
     /// The identity `request` (as sent: `sentFields`) carries, with the jar's cookies when
@@ -181,7 +184,13 @@ extension SessionEngine {
             statusCode: head.statusCode, response: responseDirectives, request: requestDirectives, vary: vary,
             hasExplicitFreshness: explicit)
         else {
-            cache.removeCachedResponse(for: request)
+            // A server error is no new representation: the stored one stays (RFC 9111 §4.3.3
+            // lets a cache forward a 5xx and keep what it has), so an outage leaves the
+            // offline fallback (`returnCacheDataDontLoad`) its answer. Any other answer the
+            // cache may not keep replaces, and so removes, the stored one.
+            if head.statusCode < 500 || responseDirectives["no-store"] != nil {
+                cache.removeCachedResponse(for: request)
+            }
             return outcome
         }
         var varying: [String: String?] = [:]
@@ -204,7 +213,10 @@ extension SessionEngine {
     ) {
         let shared = cache.isShared
         let directives = CacheFreshness.directives(entry.value(forHTTPHeaderField: "Cache-Control"))
-        guard let scope = CacheScope.of(
+        // A 304 that says `no-store` (merged into the refreshed entry) or `Vary: *` takes the
+        // stored response out of the cache (RFC 9111 §5.2.2.5, §4.1).
+        guard directives["no-store"] == nil, entry.value(forHTTPHeaderField: "Vary")?.contains("*") != true,
+            let scope = CacheScope.of(
             responseDirectives: directives, authorized: CacheIdentity.isAuthorized(request), cacheIsShared: shared),
             CacheFreshness.lifetime(of: entry, shared: shared) > 0 || CacheFreshness.hasValidator(entry)
         else {
