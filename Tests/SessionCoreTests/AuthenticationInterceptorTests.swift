@@ -227,6 +227,8 @@ final class AuthenticationInterceptorTests: XCTestCase {
         XCTAssertEqual(interceptor.waitingRequestCount, 1, "the task waits for the refresh")
         task.cancel()
         try await eventually({ task.state == .completed }, "the cancelled task ended while its refresh hangs")
+        // The state is `.completed` before the handler runs on the completion queue.
+        try await eventually({ !ended.withLock { $0 }.isEmpty }, "the completion handler ran")
         XCTAssertEqual(ended.withLock { $0 }, ["\(SessionError.cancelled)"])
         try await eventually({ captured == nil }, "the completion handler (and what it captured) released")
         XCTAssertEqual(tokens.tokenRequests, 0, "the refresh has not reached the token endpoint yet")
