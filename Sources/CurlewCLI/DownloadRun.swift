@@ -69,11 +69,13 @@ struct DownloadRun {
     static func downloadRequest(_ built: BuiltRequest) throws -> URLRequest {
         var request = built.request
         guard let file = built.bodyFile else { return request }
-        guard let size = (try? FileManager.default.attributesOfItem(atPath: file.path))?[.size] as? Int64,
-            let stream = InputStream(url: file)
-        else { throw ToolFailure(.error, "cannot read \(file.path)") }
+        // stat(2) follows a symbolic link: the length is the file's, not the link's.
+        var status = stat()
+        guard stat(file.path, &status) == 0, let stream = InputStream(url: file) else {
+            throw ToolFailure(.error, "cannot read \(file.path)")
+        }
         request.httpBodyStream = stream
-        request.setValue(String(size), forHTTPHeaderField: "Content-Length")
+        request.setValue(String(status.st_size), forHTTPHeaderField: "Content-Length")
         return request
     }
 

@@ -82,6 +82,15 @@ final class DownloadTests: XCTestCase {
         let echoed = try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("echo.json"))) as? [String: Any]
         XCTAssertEqual(echoed?["data"] as? String, String(decoding: body, as: UTF8.self), "the file is the body")
         XCTAssertEqual((echoed?["headers"] as? [String: String])?["Content-Length"], "\(body.count)")
+        // Through a symbolic link: the file's length, not the link's.
+        try FileManager.default.createSymbolicLink(
+            at: directory.appendingPathComponent("link.json"), withDestinationURL: directory.appendingPathComponent("body.json"))
+        let linked = try CurlewProcess.run(["-d", "-o", "linked.json", "\(base)/post", "@link.json"], in: directory)
+        XCTAssertEqual(linked.status, 0, linked.stderr)
+        let linkedEcho = try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent("linked.json"))) as? [String: Any]
+        XCTAssertEqual(linkedEcho?["data"] as? String, String(decoding: body, as: UTF8.self), "the linked file is the body")
+        try FileManager.default.removeItem(at: directory.appendingPathComponent("link.json"))
+        try FileManager.default.removeItem(at: directory.appendingPathComponent("linked.json"))
 
         let printed = try CurlewProcess.run(["-d", "--curl", "\(base)/range/10"], in: directory)
         XCTAssertEqual(printed.status, 0, printed.stderr)
