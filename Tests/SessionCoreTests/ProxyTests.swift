@@ -122,6 +122,20 @@ final class ProxyTests: XCTestCase {
         XCTAssertEqual(proxy.requests.count, 1)
     }
 
+    /// The bypass meets a redirect: a proxied answer redirecting to a bypassed IPv6 host is
+    /// followed direct (each hop is judged by its own host), not through the proxy again.
+    func testARedirectToABypassedIPv6HostGoesDirect() async throws {
+        proxy.setDefaultHandler { request in
+            request.uri.hasSuffix("/hop") ? .redirect(to: "http://[::1]:9/after") : .text("proxied \(request.uri)")
+        }
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .url(proxy.baseURLString)
+        configuration.proxyBypassList = ["::1"]
+        let response = try await get("http://other.invalid/hop", with: configuration)
+        XCTAssertNotNil(response.error, "the redirect went through the proxy: \(response.result)")
+        XCTAssertEqual(proxy.requests.map(\.uri), ["http://other.invalid/hop"])
+    }
+
     func testTheBypassListSplitsBetweenLibcurlAndIPv6Ranges() {
         let list = ProxyBypassList([" example.com ", "[2001:db8::]/32", "10.0.0.0/8", "", "::1"])
         XCTAssertEqual(list.noProxy, "example.com,10.0.0.0/8")
