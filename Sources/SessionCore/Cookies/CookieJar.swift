@@ -187,18 +187,12 @@ public final class CookieJar: Sendable {
             // Latin-1 say) is read byte for byte: checked as Latin-1 text, stored as the bytes.
             let utf8 = String(validating: rawLine, as: UTF8.self)
             let text = utf8 ?? Self.latin1Text(rawLine)
-            let cookie: Cookie
-            do throws(CookieJarError) {
-                guard let parsed = try NetscapeCookieFormat.cookie(fromLine: Substring(text)) else { continue }
-                cookie = parsed
-            } catch {
-                throw .malformedFile(path: path, line: number, reason: error.description)
-            }
-            // An expired line is a stale copy: handed to libcurl it would delete the live
-            // cookie of the same name the jar got since (that is how libcurl removes one).
-            if let expires = cookie.expires, expires <= now { continue }
             let line: String
             do throws(CookieJarError) {
+                guard let cookie = try NetscapeCookieFormat.cookie(fromLine: Substring(text)) else { continue }
+                // An expired line is a stale copy: handed to libcurl it would delete the live
+                // cookie of the same name the jar got since (that is how libcurl removes one).
+                if let expires = cookie.expires, expires <= now { continue }
                 line = try NetscapeCookieFormat.line(for: cookie)
             } catch {
                 throw .malformedFile(path: path, line: number, reason: error.description)
