@@ -5,8 +5,9 @@ import FoundationNetworking
 
 /// Validates the response and decodes the body as text.
 ///
-/// The encoding is ``encoding`` when set, else the `charset` of the `Content-Type` header; with
-/// neither, UTF-8 is tried and ISO-8859-1 (HTTP/1.1's historical default, which never fails)
+/// The encoding is ``encoding`` when set, else the one a byte order mark at the start of the
+/// body names (UTF-8, UTF-16 BE or LE; the mark is not part of the text), else the `charset`
+/// of the `Content-Type` header; with none of these, UTF-8 is tried and ISO-8859-1 (HTTP/1.1's historical default, which never fails)
 /// is the fallback. Text that is not valid in a named encoding throws
 /// ``SerializationError/invalidBody(_:response:data:underlying:)``. Empty bodies follow
 /// Alamofire: `""` for 204/205 and `HEAD`, ``SerializationError/emptyResponseBody(response:)``
