@@ -7,6 +7,14 @@ import Synchronization
 /// `If-Range` (if sent) matches. Tests change the body or tag mid-test to play a changed file,
 /// make the route refuse ranges, or answer with an error status.
 final class RangeFileRoute: Sendable {
+    /// A way to fail one request (a lost connection), taken from ``State/faults`` in order.
+    enum Fault {
+        /// The answer announces its whole length but sends only this many body bytes, then closes.
+        case cutAfter(Int)
+        /// The connection closes before any answer.
+        case closeWithoutAnswer
+    }
+
     struct State {
         var body: Data
         var entityTag: String
@@ -16,6 +24,8 @@ final class RangeFileRoute: Sendable {
         var errorStatus: Int?
         /// The `Range` and `If-Range` values of each request, in order.
         var rangeRequests: [(range: String?, ifRange: String?)] = []
+        /// Faults for the next requests, one each, first first (before `errorStatus`).
+        var faults: [Fault] = []
     }
 
     let state: Mutex<State>
@@ -31,10 +41,12 @@ final class RangeFileRoute: Sendable {
             }
             let range = header("Range")
             let ifRange = header("If-Range")
-            let (body, tag, refuses, errorStatus) = self.state.withLock { state in
+            let (body, tag, refuses, errorStatus, fault) = self.state.withLock { state in
                 state.rangeRequests.append((range, ifRange))
-                return (state.body, state.entityTag, state.refusesRanges, state.errorStatus)
+                let fault = state.faults.isEmpty ? nil : state.faults.removeFirst()
+                return (state.body, state.entityTag, state.refusesRanges, state.errorStatus, fault)
             }
+            if case .closeWithoutAnswer? = fault { return .fault(.closeImmediately) }
             if let errorStatus {
                 let challenge: [(name: String, value: String)] = errorStatus == 401 ? [("WWW-Authenticate", "Basic realm=\"r\"")] : []
                 return TestResponse(status: errorStatus, headers: challenge, body: Data("error \(errorStatus)".utf8))
@@ -54,6 +66,14 @@ final class RangeFileRoute: Sendable {
                     end = min(body.count, Int(bounds[1]).map { $0 + 1 } ?? body.count)
                     headers.append(("Content-Range", "bytes \(first)-\(end - 1)/\(body.count)"))
                 }
+            }
+            if case .cutAfter(let count)? = fault {
+                headers.append(("Content-Length", String(end - start)))
+                var cut = TestResponse(
+                    status: status, headers: headers, body: .data(body.subdata(in: start..<min(end, start + count))),
+                    framing: .contentLength, ending: .close)
+                cut.keepAlive = false
+                return cut
             }
             let part = body.subdata(in: start..<end)
             let chunks = stride(from: 0, to: part.count, by: chunkSize).map { offset in

@@ -20,12 +20,16 @@ final class DownloadFile {
     /// `url.path`, made once (off the driver thread's hot path).
     private let path: String
     private var descriptor: Int32
-    /// Made from resume data: the engine owns the request's range fields, and an error status
-    /// is a failure rather than the file's body.
-    let isFromResumeData: Bool
+    /// Made from resume data, or continuing on a retry the bytes an earlier attempt of its
+    /// task wrote (``continueOnNextAttempt(from:)``): the engine owns the request's range
+    /// fields, and an error status is a failure rather than the file's body.
+    private(set) var isFromResumeData: Bool
     /// Bytes an earlier task left in the file (the resume data's partial bytes) that are still
     /// there: 0 for a new download, and once the file was cut for a body from byte 0.
     private(set) var earlierLength: Int64 = 0
+    /// What vouches for those bytes (the resume data's validators, or the lost attempt's
+    /// response's): the resume point they make while the file holds nothing else.
+    private(set) var earlier: ResumePoint?
     /// The file position the bytes asked for with `If-Range` continue at: `earlierLength`
     /// while the partial bytes are continued, 0 once the request asks without a validator.
     private var rangeStart: Int64 = 0
@@ -38,11 +42,12 @@ final class DownloadFile {
     /// which bytes the file holds is unknown, so it cannot be continued.
     private(set) var isRangeKnown = true
     /// The `If-Range` value sent with the range.
-    let validator: String?
+    private(set) var validator: String?
     /// The entity tag sent in `If-Range` (a 206 carrying another one is for other bytes).
-    private let sentEntityTag: String?
-    /// The length the file will have when complete, as the resume data announced it.
-    private let expectedLength: Int64?
+    private var sentEntityTag: String?
+    /// The length the file will have when complete, as the resume data (or the lost
+    /// attempt) announced it.
+    private var expectedLength: Int64?
     /// Where the next body byte is written.
     private(set) var position: Int64 = 0
     /// The file's length on disk.
@@ -79,6 +84,11 @@ final class DownloadFile {
         if offset > 0, validator != nil, let claimed = try Self.claimPartialFile(at: path, keeping: offset) {
             descriptor = claimed
             earlierLength = offset
+            earlier = resume.map {
+                ResumePoint(
+                    fileURL: url, bytesReceived: offset, entityTag: $0.entityTag, lastModified: $0.lastModified,
+                    expectedLength: $0.expectedLength, rangeFirst: $0.rangeFirst, rangeLast: $0.rangeLast)
+            }
             rangeStart = offset
             position = offset
             fileLength = offset
@@ -256,6 +266,36 @@ final class DownloadFile {
     /// Whether the file holds the earlier task's bytes and nothing of this task's yet.
     var holdsOnlyEarlierBytes: Bool { earlierLength > 0 && position == earlierLength }
 
+    /// The resume point of the earlier bytes while the file holds exactly those: what a
+    /// download that gave up before adding to them leaves to continue another time.
+    var earlierResumePoint: ResumePoint? { holdsOnlyEarlierBytes ? earlier : nil }
+
+    /// Whether the current attempt wrote body bytes of its own (after any earlier ones).
+    var attemptWroteBytes: Bool { position > earlierLength }
+
+    /// Makes the next attempt continue the bytes the file holds now, as a download made from
+    /// resume data does: the rest is asked for with `If-Range` (the point's entity tag, else
+    /// its date), a 206 for exactly that rest is appended, a 200 starts the file over, and an
+    /// error status leaves the bytes and fails the task with resume data for them. `point` is
+    /// the resume point of the attempt that was cut off (its validators vouch for the bytes).
+    /// A retried 1 GiB download lost at 900 MiB asks for the last 100 MiB, as `curl --retry
+    /// -C -` does, rather than starting over.
+    func continueOnNextAttempt(from point: ResumePoint) {
+        guard point.bytesReceived == position, position > 0 else { return }
+        let tag = point.entityTag.flatMap { $0.hasPrefix("W/") ? nil : $0 }
+        guard let newValidator = tag ?? point.lastModified else { return }
+        isFromResumeData = true
+        validator = newValidator
+        sentEntityTag = tag
+        expectedLength = point.expectedLength
+        earlier = point
+        earlierLength = position
+        rangeStart = position
+        // The attempt's plan was applied with its first byte: `origin` and `rangeLast` are
+        // already where its bytes lie in the representation.
+        forgetPlan()
+    }
+
     /// Forgets the plan of a response that turned out to be interim (curl answered it itself).
     func forgetPlan() {
         plannedStart = nil
@@ -307,6 +347,7 @@ final class DownloadFile {
         if start == 0 {
             rangeStart = 0
             earlierLength = 0
+            earlier = nil
             if let plannedRange {
                 origin = plannedRange.origin
                 rangeLast = plannedRange.last

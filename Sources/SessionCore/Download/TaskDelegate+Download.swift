@@ -45,7 +45,7 @@ extension TaskDelegate {
             failure = body.withUnsafeBytes { download.write($0) }
         }
         if failure == nil, let status = download.rejectedStatus {
-            let point = earlierResumePoint()
+            let point = download.earlierResumePoint
             download.finish(keep: point != nil)
             return (nil, point, .resumeFailed(statusCode: status, resumeData: nil))  // the data: `settle`
         }
@@ -79,16 +79,22 @@ extension TaskDelegate {
         // task left for this one to continue never do.
         default: guard download.isFromResumeData else { return nil }
         }
+        return continuablePoint(of: download)
+    }
+
+    /// The resume point of the bytes the file holds, for a GET whose bytes a validator vouches
+    /// for; nil when they cannot be continued.
+    private func continuablePoint(of download: DownloadFile) -> ResumePoint? {
         guard (task.originalRequest?.httpMethod ?? "GET") == "GET" else { return nil }
         // Stopped before this attempt wrote a byte (connecting, a redirect, a challenge, an
         // answer whose body was dropped): the partial file it started from is untouched.
-        if download.holdsOnlyEarlierBytes { return earlierResumePoint() }
+        if download.holdsOnlyEarlierBytes { return download.earlierResumePoint }
         guard state.deliversResponse, let head = responseHead, !download.dropsBody, download.isRangeKnown,
             download.position > 0, !isContentEncoded, head.statusCode == 200 || head.statusCode == 206
         else { return nil }
         // Bytes appended to the earlier ones: a 206 may omit the validators, and the resumed
         // download's own still hold. A body from byte 0 has only its own.
-        let inherited = download.earlierLength > 0 ? task.options.download?.resume : nil
+        let inherited = download.earlierLength > 0 ? download.earlier : nil
         let entityTag = head.value(forHTTPHeaderField: "ETag") ?? inherited?.entityTag
         var lastModified = head.value(forHTTPHeaderField: "Last-Modified") ?? inherited?.lastModified
         if let entityTag {
@@ -109,14 +115,15 @@ extension TaskDelegate {
             rangeFirst: isRange ? download.origin : nil, rangeLast: download.rangeLast)
     }
 
-    /// The resume point of the partial file this task started from, when the file still holds
-    /// exactly those bytes: the resume data it was made from still holds.
-    private func earlierResumePoint() -> ResumePoint? {
-        guard let download, download.holdsOnlyEarlierBytes, let previous = task.options.download?.resume else { return nil }
-        return ResumePoint(
-            fileURL: download.url, bytesReceived: download.earlierLength, entityTag: previous.entityTag,
-            lastModified: previous.lastModified, expectedLength: previous.expectedLength,
-            rangeFirst: previous.rangeFirst, rangeLast: previous.rangeLast)
+    /// Before a retry: when this attempt of a download was cut off in a body whose bytes a
+    /// validator vouches for, the next attempt continues them (`DownloadFile.continueOnNextAttempt`)
+    /// instead of asking for the whole body again. An attempt that added nothing (it failed
+    /// before an answer, or was answered with an error status) leaves the file's plan as it
+    /// was: the bytes of the one before stay, with what vouches for them.
+    func continueDownloadOnRetry() {
+        guard let download, task is DownloadTask, download.attemptWroteBytes, let point = continuablePoint(of: download)
+        else { return }
+        download.continueOnNextAttempt(from: point)
     }
 
     /// Whether `lastModified` is a strong validator: one second or more before `Date`

@@ -15,7 +15,8 @@ extension URLSessionManager {
     /// ignores ranges): the file then starts over. It runs before any
     /// `setDownloadTaskDidWriteDataBlock` call for that body. An answer that fails the task (an
     /// error status: `SessionError.resumeFailed`) is not reported; a retried task reports each
-    /// answer it continues from. Pass nil to remove the hook.
+    /// answer it continues from, and so does any download whose retry continues the bytes an
+    /// attempt cut off mid-body wrote. Pass nil to remove the hook.
     public func setDownloadTaskDidResumeBlock(_ block: (@Sendable (DownloadTask, Int64, Int64) -> Void)?) {
         engine.updateHooks { $0.downloadDidResume = block }
     }

@@ -245,6 +245,7 @@ final class TaskDelegate {
         if let reader = bodyReader {
             guard reader.isRewindable, reader.rewind() else { return false }
         }
+        continueDownloadOnRetry()  // reads the attempt's response: before it is forgotten
         resetResponseState()
         state.restart(now: Self.uptime)
         securityState.isWithheldForChallenge = false

@@ -1,0 +1,201 @@
+import CurlewTestSupport
+import Foundation
+import Synchronization
+import XCTest
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+@testable import SessionCore
+
+/// The retrier meets a download cut off mid-body: the retry continues the bytes already in
+/// the file (`Range` with `If-Range`) rather than asking for the whole body again, and a retry
+/// that fails before adding to them — no answer, or an error status — leaves those bytes and
+/// resume data for them, never an empty hand.
+final class DownloadRetryContinuationTests: XCTestCase {
+    var manager: URLSessionManager!
+    var server: TestServer!
+    var downloads: URL!
+    var destination: URL!
+
+    override func setUp() async throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-dlretry-\(UUID().uuidString)")
+        downloads = root.appendingPathComponent("partial")
+        try FileManager.default.createDirectory(at: downloads, withIntermediateDirectories: true)
+        destination = root.appendingPathComponent("file")
+        var configuration = SessionConfiguration.default
+        configuration.downloadDirectory = downloads
+        manager = URLSessionManager(configuration: configuration)
+        server = try TestServer()
+    }
+
+    override func tearDown() async throws {
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+        manager = nil
+        server.shutdown()
+        try? FileManager.default.removeItem(at: downloads.deletingLastPathComponent())
+    }
+
+    private var leftovers: [String] { (try? FileManager.default.contentsOfDirectory(atPath: downloads.path)) ?? [] }
+
+    /// Runs a download of `request` to `destination` and returns the task and its response.
+    private func download(_ request: URLRequest) async -> (DownloadTask, DataResponse) {
+        let box = Mutex<DownloadTask?>(nil)
+        let destination = self.destination!
+        let response = await withCheckedContinuation { continuation in
+            let task = manager.downloadTask(with: request, destination: { _, _ in destination }) {
+                continuation.resume(returning: $0)
+            }
+            box.withLock { $0 = task }
+            task.resume()
+        }
+        return (box.withLock { $0 }!, response)
+    }
+
+    /// A retrier that sends the request again `times` times, whatever ended the attempt.
+    private func retrying(_ times: Int) -> RecordingRetrier {
+        RecordingRetrier { attempt, _ in attempt < times ? .retry : .doNotRetry }
+    }
+
+    func testARetriedDownloadContinuesTheBytesItAlreadyHas() async throws {
+        let body = patternedData(count: 300_000)
+        let route = RangeFileRoute(server: server, path: "/file", body: body)
+        route.state.withLock { $0.faults = [.cutAfter(120_000)] }
+        let resumed = Mutex<[Int64]>([])
+        manager.setDownloadTaskDidResumeBlock { _, offset, _ in resumed.withLock { $0.append(offset) } }
+        let retrier = retrying(1)
+        manager.requestRetrier = retrier
+
+        let (task, response) = await download(URLRequest(url: try server.url("/file")))
+
+        XCTAssertNil(response.error)
+        XCTAssertEqual(retrier.asked.withLock { $0 }, ["0 networkLost"])
+        let requests = route.rangeRequests
+        XCTAssertEqual(requests.count, 2)
+        XCTAssertNil(requests.first?.range, "the first attempt asks for the whole body")
+        XCTAssertEqual(requests.last?.range, "bytes=120000-", "the retry asks for the rest")
+        XCTAssertEqual(requests.last?.ifRange, "\"v1\"", "only if the file is still the one the bytes came from")
+        XCTAssertEqual(response.response?.statusCode, 206)
+        XCTAssertEqual(try Data(contentsOf: destination), body)
+        XCTAssertEqual(task.countOfBytesReceived, Int64(body.count), "progress counts the whole file")
+        XCTAssertEqual(task.countOfBytesExpectedToReceive, Int64(body.count))
+        XCTAssertEqual(resumed.withLock { $0 }, [120_000], "the resume hook hears where the file continues")
+        XCTAssertEqual(leftovers, [])
+    }
+
+    /// The file changed between the attempts: the server answers `If-Range` with the whole new
+    /// body, which replaces the old bytes.
+    func testARetryAnsweredWithAChangedFileStartsOver() async throws {
+        let old = patternedData(count: 200_000)
+        let new = patternedData(count: 250_000, seed: 7)
+        let route = RangeFileRoute(server: server, path: "/file", body: old)
+        route.state.withLock { $0.faults = [.cutAfter(80_000)] }
+        let retrier = RecordingRetrier { attempt, _ in
+            route.state.withLock {
+                $0.body = new
+                $0.entityTag = "\"v2\""
+            }
+            return attempt < 1 ? .retry : .doNotRetry
+        }
+        manager.requestRetrier = retrier
+
+        let (_, response) = await download(URLRequest(url: try server.url("/file")))
+
+        XCTAssertNil(response.error)
+        XCTAssertEqual(route.rangeRequests.last?.ifRange, "\"v1\"")
+        XCTAssertEqual(response.response?.statusCode, 200)
+        XCTAssertEqual(try Data(contentsOf: destination), new, "no old byte is left in the file")
+    }
+
+    /// The retry fails before any answer: the task fails, but with resume data for the bytes
+    /// the first attempt wrote, and they are still in the file.
+    func testARetryThatGetsNoAnswerKeepsTheBytesAndTheirResumeData() async throws {
+        let body = patternedData(count: 300_000)
+        let route = RangeFileRoute(server: server, path: "/file", body: body)
+        route.state.withLock { $0.faults = [.cutAfter(100_000), .closeWithoutAnswer] }
+        let retrier = retrying(1)
+        manager.requestRetrier = retrier
+
+        let (task, response) = await download(URLRequest(url: try server.url("/file")))
+
+        XCTAssertEqual(retrier.asked.withLock { $0 }, ["0 networkLost", "1 networkLost"])
+        guard case .networkLost? = response.error as? SessionError else {
+            return XCTFail("expected networkLost, got \(String(describing: response.error))")
+        }
+        let data = try XCTUnwrap(task.resumeData, "the bytes of the first attempt can be resumed")
+        let resume = try DownloadResumeData(encoded: data)
+        XCTAssertEqual(resume.bytesReceived, 100_000)
+        XCTAssertEqual(resume.entityTag, "\"v1\"")
+        XCTAssertEqual(resume.expectedLength, 300_000)
+        XCTAssertEqual(try Data(contentsOf: resume.partialFileURL), body.prefix(100_000))
+
+        // The resume data finishes the download with the rest only.
+        let resumedTask = Mutex<DownloadTask?>(nil)
+        let destination = self.destination!
+        let finished = await withCheckedContinuation { continuation in
+            let again = manager.downloadTask(withResumeData: data, destination: { _, _ in destination }) {
+                continuation.resume(returning: $0)
+            }
+            resumedTask.withLock { $0 = again }
+            again.resume()
+        }
+        XCTAssertNil(finished.error)
+        XCTAssertEqual(route.rangeRequests.last?.range, "bytes=100000-")
+        XCTAssertEqual(try Data(contentsOf: destination), body)
+        XCTAssertEqual(leftovers, [])
+    }
+
+    /// The retry is answered with an error status: its body never touches the file, and the
+    /// task fails with `resumeFailed` carrying resume data for the bytes already there — as a
+    /// download made from resume data does.
+    func testARetryAnsweredWithAnErrorKeepsTheBytes() async throws {
+        let body = patternedData(count: 300_000)
+        let route = RangeFileRoute(server: server, path: "/file", body: body)
+        route.state.withLock { $0.faults = [.cutAfter(64_000)] }
+        let retrier = RecordingRetrier { attempt, _ in
+            route.state.withLock { $0.errorStatus = 503 }
+            return attempt < 2 ? .retry : .doNotRetry
+        }
+        manager.requestRetrier = retrier
+
+        let (task, response) = await download(URLRequest(url: try server.url("/file")))
+
+        XCTAssertEqual(retrier.asked.withLock { $0 }, ["0 networkLost", "1 response", "2 response"])
+        XCTAssertEqual(route.rangeRequests.dropFirst().map(\.range), ["bytes=64000-", "bytes=64000-"])
+        guard case .resumeFailed(statusCode: 503, resumeData: let carried?)? = response.error as? SessionError else {
+            return XCTFail("expected resumeFailed(503) with resume data, got \(String(describing: response.error))")
+        }
+        XCTAssertEqual(task.resumeData, carried)
+        let resume = try DownloadResumeData(encoded: carried)
+        XCTAssertEqual(resume.bytesReceived, 64_000)
+        XCTAssertEqual(try Data(contentsOf: resume.partialFileURL), body.prefix(64_000), "no error page in the file")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: destination.path))
+    }
+
+    /// Bytes no validator vouches for (no `ETag`, no `Last-Modified`) cannot be continued: the
+    /// retry asks for the whole body again, and gets it.
+    func testARetryWithoutAValidatorAsksForTheWholeBody() async throws {
+        let body = patternedData(count: 200_000)
+        let cut = Mutex(true)
+        let ranges = Mutex<[String?]>([])
+        server.route("/plain") { request in
+            let range = request.headers.first { $0.name.lowercased() == "range" }?.value
+            ranges.withLock { $0.append(range) }
+            let first = cut.withLock { value in defer { value = false }; return value }
+            guard first else { return TestResponse(status: 200, body: body) }
+            var response = TestResponse(
+                status: 200, headers: [("Content-Length", String(body.count))], body: .data(body.prefix(50_000)),
+                framing: .contentLength, ending: .close)
+            response.keepAlive = false
+            return response
+        }
+        manager.requestRetrier = retrying(1)
+
+        let (_, response) = await download(URLRequest(url: try server.url("/plain")))
+
+        XCTAssertNil(response.error)
+        XCTAssertEqual(ranges.withLock { $0 }, [nil, nil], "no range is asked for without a validator")
+        XCTAssertEqual(response.response?.statusCode, 200)
+        XCTAssertEqual(try Data(contentsOf: destination), body)
+    }
+}
