@@ -166,6 +166,78 @@ final class ResponseCacheTests: XCTestCase {
         XCTAssertEqual(server.requests.count, 4)
     }
 
+    /// The response hook meets a revalidation: the hook is shown the stored response the 304
+    /// stands for, and when it sends the body to a file (`.becomeDownload`) the file holds the
+    /// stored body. Until 2026-11-28 the hook saw the 304 and the handler got an empty file
+    /// labelled 200.
+    func testARevalidationTheResponseHookSendsToAFileGivesTheStoredBody() async throws {
+        let stored = String(repeating: "stored body ", count: 1_000)
+        server.route("/validated") { request in
+            if request.header("If-None-Match") == "\"a\"" {
+                return TestResponse(status: 304, headers: [("ETag", "\"a\"")], body: Data())
+            }
+            return TestResponse(
+                status: 200, headers: [("ETag", "\"a\""), ("Cache-Control", "no-cache")], body: Data(stored.utf8))
+        }
+        let manager = manager(ResponseCache())
+        let first = try await get(manager, "/validated")
+        XCTAssertEqual(text(first), stored)
+
+        let shown = Mutex<[Int]>([])
+        manager.setDataTaskDidReceiveResponseBlock { _, response in
+            shown.withLock { $0.append(response.statusCode) }
+            return .becomeDownload
+        }
+        let seen = Mutex<(status: Int?, file: Data?, data: Data?)>((nil, nil, nil))
+        let response = await withCheckedContinuation { (continuation: CheckedContinuation<DataResponse, Never>) in
+            manager.dataTask(with: URLRequest(url: try! server.url("/validated"))) { response in
+                seen.withLock { $0 = (response.response?.statusCode, response.fileURL.flatMap { try? Data(contentsOf: $0) }, response.data) }
+                continuation.resume(returning: response)
+            }.resume()
+        }
+        XCTAssertNil(response.error)
+        XCTAssertEqual(server.requests.last?.header("If-None-Match"), "\"a\"", "it was revalidated")
+        XCTAssertEqual(shown.withLock { $0 }, [200], "the hook sees the stored response, not the 304")
+        XCTAssertEqual(seen.withLock { $0.status }, 200)
+        XCTAssertEqual(seen.withLock { $0.file }?.count, stored.utf8.count, "the file holds the stored body")
+        XCTAssertTrue(seen.withLock { $0.file } == Data(stored.utf8), "the file holds the stored body")
+        XCTAssertNil(seen.withLock { $0.data }, "the body went to the file, not to memory")
+    }
+
+    /// A caller's own conditional request meets a fresh entry: answered as the server would
+    /// (RFC 9111 §4.3.2), without asking it. Until 2026-11-28 a caller whose copy was current
+    /// got the whole stored 200 instead of its 304.
+    func testACallersConditionalRequestIsAnsweredByAFreshEntryAsTheServerWould() async throws {
+        route(
+            "/fresh",
+            headers: [("Cache-Control", "max-age=600"), ("ETag", "W/\"a\""), ("Last-Modified", "Tue, 24 Nov 2026 10:00:00 GMT"),
+                      ("Content-Type", "text/plain")],
+            body: "stored")
+        let manager = manager(ResponseCache())
+        _ = try await get(manager, "/fresh")
+        XCTAssertEqual(server.requests.count, 1)
+
+        let current = try await get(manager, "/fresh", headers: ["If-None-Match": "\"x\", \"a\""])
+        XCTAssertEqual(current.response?.statusCode, 304, "the caller's copy is current")
+        XCTAssertEqual(current.data ?? Data(), Data())
+        XCTAssertEqual(current.response?.value(forHTTPHeaderField: "ETag"), "W/\"a\"")
+        XCTAssertNil(current.response?.value(forHTTPHeaderField: "Content-Type"), "no field of a body")
+        let any = try await get(manager, "/fresh", headers: ["If-None-Match": "*"])
+        XCTAssertEqual(any.response?.statusCode, 304)
+        let other = try await get(manager, "/fresh", headers: ["If-None-Match": "\"b\""])
+        XCTAssertEqual(other.response?.statusCode, 200, "another copy gets the stored response")
+        XCTAssertEqual(text(other), "stored")
+        let since = try await get(manager, "/fresh", headers: ["If-Modified-Since": "Wed, 25 Nov 2026 10:00:00 GMT"])
+        XCTAssertEqual(since.response?.statusCode, 304, "not modified since a later date")
+        let before = try await get(manager, "/fresh", headers: ["If-Modified-Since": "Mon, 23 Nov 2026 10:00:00 GMT"])
+        XCTAssertEqual(before.response?.statusCode, 200, "modified since an earlier date")
+        XCTAssertEqual(text(before), "stored")
+        let both = try await get(
+            manager, "/fresh", headers: ["If-None-Match": "\"b\"", "If-Modified-Since": "Wed, 25 Nov 2026 10:00:00 GMT"])
+        XCTAssertEqual(both.response?.statusCode, 200, "If-None-Match decides when both are sent")
+        XCTAssertEqual(server.requests.count, 1, "every answer came from the fresh entry")
+    }
+
     func testVaryKeepsDifferentRequestsApart() async throws {
         server.route("/vary") { request in
             let language = request.headers.first { $0.name.lowercased() == "accept-language" }?.value ?? "none"

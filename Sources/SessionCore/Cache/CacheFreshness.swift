@@ -168,6 +168,37 @@ enum CacheFreshness {
         return trimmed.hasPrefix("W/") ? String(trimmed.dropFirst(2)) : trimmed
     }
 
+    /// Whether a caller's own conditional request is answered 304 by a fresh `entry` (RFC 9111
+    /// §4.3.2, RFC 9110 §13.1): its `If-None-Match` lists the entry's `ETag` (weak comparison)
+    /// or is `*`; without `If-None-Match`, its `If-Modified-Since` is no earlier than the
+    /// entry's `Last-Modified` (else its `Date`). False when the request has neither, or the
+    /// entry has nothing to compare with: the stored response answers whole then, as it would
+    /// from the server to a copy that differs.
+    static func satisfiesCallersCondition(_ request: URLRequest, entry: CachedResponse) -> Bool {
+        if let condition = request.value(forHTTPHeaderField: "If-None-Match") {
+            let listed = condition.split(separator: ",").map { opaqueTag(String($0)) }
+            if listed.contains("*") { return true }
+            guard let storedTag = entry.value(forHTTPHeaderField: "ETag") else { return false }
+            return listed.contains(opaqueTag(storedTag))
+        }
+        guard let condition = request.value(forHTTPHeaderField: "If-Modified-Since").flatMap(HTTPDate.parse),
+            let stored = (entry.value(forHTTPHeaderField: "Last-Modified") ?? entry.value(forHTTPHeaderField: "Date"))
+                .flatMap(HTTPDate.parse)
+        else { return false }
+        return stored <= condition
+    }
+
+    /// The 304 a fresh `entry` answers a caller's satisfied condition with: the stored
+    /// response's fields without those that describe a body (RFC 9110 §15.4.5), and no body.
+    static func notModifiedHead(for entry: CachedResponse) -> HTTPResponseHead {
+        let fields = entry.fields.filter { field in
+            let name = field.name.lowercased()
+            return name == "content-location" || (!name.hasPrefix("content-") && name != "transfer-encoding")
+        }
+        return HTTPResponseHead(
+            url: entry.url, statusCode: 304, httpVersion: entry.httpVersion, fields: fields.map { ($0.name, $0.value) })
+    }
+
     /// `entry` with a 304's fields applied (RFC 9111 §4.3.4): fields the 304 sends replace
     /// the stored ones, except those describing the stored body.
     static func refreshed(_ entry: CachedResponse, with notModified: HTTPResponseHead, requestDate: Date, now: Date)

@@ -104,6 +104,16 @@ extension SessionEngine {
                 entry: entry, policy: policy, requestDirectives: directives, pragmaNoCache: pragmaNoCache, now: now,
                 shared: cache.isShared)
             {
+            case .useCached where Self.isConditional(request):
+                // The caller's own validators meet a fresh entry: answered as the server would,
+                // 304 when they still describe it, else the stored response whole.
+                let matches = CacheFreshness.satisfiesCallersCondition(request, entry: entry)
+                let head = matches ? CacheFreshness.notModifiedHead(for: entry) : entry.head
+                let body = matches ? Data() : entry.body
+                task.didReceive(head: head, announced: Int64(body.count))
+                monitorHub?.emit(.received(task, head))
+                task.didReceiveBodyBytes(Int64(body.count))
+                complete(task, outcome: TransferOutcome(error: nil, request: request, head: head, body: body))
             case .useCached:
                 let head = entry.head
                 // The whole body is here: its size is the total, whatever `Content-Length` says
@@ -113,8 +123,7 @@ extension SessionEngine {
                 task.didReceiveBodyBytes(Int64(entry.body.count))
                 complete(task, outcome: TransferOutcome(error: nil, request: request, head: head, body: entry.body))
             case .revalidate:
-                let callerValidates = request.value(forHTTPHeaderField: "If-None-Match") != nil
-                    || request.value(forHTTPHeaderField: "If-Modified-Since") != nil
+                let callerValidates = Self.isConditional(request)
                 if !callerValidates { task.addHeaderLines(CacheFreshness.conditionalHeaderLines(for: entry)) }
                 task.setCacheContext(context(entry, revalidates: !callerValidates))
                 submitStart(task)
@@ -123,6 +132,11 @@ extension SessionEngine {
                 submitStart(task)
             }
         }
+    }
+
+    /// Whether the caller sent validators of its own (`If-None-Match`, `If-Modified-Since`).
+    static func isConditional(_ request: URLRequest) -> Bool {
+        request.value(forHTTPHeaderField: "If-None-Match") != nil || request.value(forHTTPHeaderField: "If-Modified-Since") != nil
     }
 
     /// Applies the cache to a finished transfer before it completes (on the cache's queue): a
@@ -157,11 +171,11 @@ extension SessionEngine {
             else {
                 // Curlew's validators, answered by a 304 naming others: the stored response
                 // answers, left stale (revalidated next time).
-                return context.revalidates ? outcome.with(head: entry.head, body: entry.body) : outcome
+                return context.revalidates ? answer(outcome, with: entry) : outcome
             }
             let refreshed = CacheFreshness.refreshed(entry, with: head, requestDate: context.requestDate, now: now)
             if sameIdentity { file(refreshed, for: sent, in: cache, context: context) }
-            return context.revalidates ? outcome.with(head: refreshed.head, body: refreshed.body) : outcome
+            return context.revalidates ? answer(outcome, with: refreshed) : outcome
         }
         // Stored under the URL asked for only when no redirect intervened.
         guard let body = outcome.body, outcome.request?.url == original.url, sameIdentity else { return outcome }
@@ -204,6 +218,37 @@ extension SessionEngine {
             requestDate: context.requestDate, responseDate: now, varyingRequestFields: varying)
         file(entry, for: sent, in: cache, context: context)
         return outcome
+    }
+
+    /// The response a 304 to Curlew's own revalidation of `task` stands for, as the task will
+    /// complete with it (`applyCache`): the stored one, its fields refreshed by the 304's when
+    /// the 304 describes it. Nil for a caller's own conditional request (the 304 is theirs) and
+    /// for a task the cache is not revalidating. For the response hook, which decides where
+    /// the body goes by the response it is shown (operation queue).
+    func storedHead(answering head: HTTPResponseHead, for task: SessionTask) -> HTTPResponseHead? {
+        guard head.statusCode == 304, let context = task.cacheContext, context.revalidates, let entry = context.entry
+        else { return nil }
+        guard CacheFreshness.notModified(head, describes: entry, callerRequest: nil) else { return entry.head }
+        return CacheFreshness.refreshed(entry, with: head, requestDate: context.requestDate, now: Date()).head
+    }
+
+    /// `outcome` answered by `entry` (a 304 to Curlew's revalidation). When the response hook
+    /// sent the body to a file (`.becomeDownload`), the file holds the 304's empty body: the
+    /// stored body is written there, and the task completes with the file, as with any other
+    /// answer the hook sent to one.
+    private func answer(_ outcome: TransferOutcome, with entry: CachedResponse) -> TransferOutcome {
+        guard let file = outcome.fileURL else { return outcome.with(head: entry.head, body: entry.body) }
+        do {
+            try entry.body.write(to: file)
+            return outcome.with(head: entry.head, body: nil)
+        } catch {
+            try? FileManager.default.removeItem(at: file)
+            let failure = SessionError.fileWriteFailed(
+                "cannot write the stored response to '\(file.path)': \(error.localizedDescription)")
+            return TransferOutcome(
+                error: failure, request: outcome.request, head: entry.head, body: nil, metrics: outcome.metrics,
+                bodyWentToUserCode: outcome.bodyWentToUserCode)
+        }
     }
 
     /// Stores `entry` for the request's identity, in the manager's partition when it is

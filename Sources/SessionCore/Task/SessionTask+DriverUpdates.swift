@@ -16,6 +16,9 @@ extension SessionTask {
 
     var hasCacheContext: Bool { protected.withLock { $0.cacheContext != nil } }
 
+    /// The cache's context while the transfer runs (left in place; `takeCacheContext` ends it).
+    var cacheContext: CacheContext? { protected.withLock { $0.cacheContext } }
+
     /// The response the task completed with, replaced (the cache answered a 304 with the
     /// stored response) before its completion handler runs.
     func replaceHead(_ head: HTTPResponseHead) {

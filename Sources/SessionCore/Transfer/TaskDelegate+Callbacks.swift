@@ -274,7 +274,10 @@ extension TaskDelegate {
         let engine = self.engine
         let keepsBodyInMemory = task.options.keepsBodyInMemory
         engine.operationQueue.async {
-            var disposition = head.httpURLResponse.map { hook(dataTask, $0) } ?? .allow
+            // A 304 to the cache's own revalidation is shown as the stored response it stands
+            // for, which the task completes with (and whose body a `.becomeDownload` file holds).
+            let shown = engine.configuration.responseCache == nil ? head : engine.storedHead(answering: head, for: dataTask) ?? head
+            var disposition = shown.httpURLResponse.map { hook(dataTask, $0) } ?? .allow
             if disposition == .becomeDownload && keepsBodyInMemory { disposition = .allow }
             engine.submit(.responseDecision(dataTask, disposition))
         }
