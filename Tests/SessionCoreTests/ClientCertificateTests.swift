@@ -45,6 +45,46 @@ final class ClientCertificateTests: XCTestCase {
         XCTAssertTrue(TLSFixture.isSuccess(response), "\(response.result)")
     }
 
+    /// The response cache meets mutual TLS: a server that tells users apart by their client
+    /// certificate answers each with its own `max-age=600` page. A cache shared by a manager
+    /// presenting Alice's certificate and one presenting none gave the second Alice's page
+    /// without asking the server (until 2026-11-28, when the certificate joined the identity).
+    func testTheResponseCacheKeepsAnswersToAClientCertificateForIt() async throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try TLSFixture.server(
+            certificates.leaf, clientRoots: certificates.root.certificatePEM, clientVerification: .optional
+        ) { _ in
+            TestResponse(
+                status: 200, headers: [("Content-Type", "application/json"), ("Cache-Control", "max-age=600")],
+                body: Data("{\"page\":1}".utf8))
+        }
+        defer { server.shutdown() }
+        let cache = ResponseCache(memoryCapacity: 1 << 20, diskCapacity: 0)
+        func manager(_ certificate: ClientCertificate?) throws -> URLSessionManager {
+            var configuration = SessionConfiguration.default
+            configuration.clientCertificate = certificate
+            configuration.responseCache = cache
+            return TLSFixture.manager(policy: try TLSFixture.trustingTestRoot(), configuration: configuration)
+        }
+        let alicePEM = try Data(contentsOf: certificates.client.chainPEM)
+        let alice = try manager(.pem(
+            certificate: alicePEM, privateKey: try Data(contentsOf: certificates.client.privateKeyPEM), passphrase: nil))
+        let anonymous = try manager(nil)
+        defer {
+            alice.invalidateSessionCancelingTasks(true, resetSession: false)
+            anonymous.invalidateSessionCancelingTasks(true, resetSession: false)
+        }
+        let url = try server.url("/me")
+        let first = await alice.get(url)
+        let second = await alice.get(url)
+        XCTAssertTrue(TLSFixture.isSuccess(first) && TLSFixture.isSuccess(second))
+        XCTAssertEqual(server.requests.count, 1, "Alice's second request is answered from the cache")
+        let other = await anonymous.get(url)
+        XCTAssertTrue(TLSFixture.isSuccess(other))
+        XCTAssertEqual(server.requests.count, 2, "a manager without Alice's certificate asks the server")
+        XCTAssertEqual(server.connections.last?.clientCertificatePresented, false)
+    }
+
     func testMissingClientCertificateIsRefused() async throws {
         let server = try mutualServer()
         defer { server.shutdown() }

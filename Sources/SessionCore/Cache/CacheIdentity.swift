@@ -6,8 +6,10 @@ import FoundationNetworking
 
 /// Who a request speaks for, as far as the response cache can tell: its `Authorization`,
 /// `Proxy-Authorization` and `Cookie` values as sent (the caller's `Cookie` header, or the
-/// jar's cookies libcurl adds) and the URL's user and password. A stored response is reused
-/// only for a request with the same identity, so one user's answer never reaches another.
+/// jar's cookies libcurl adds), the URL's user and password, and the client certificate the
+/// manager presents to servers that ask (mutual TLS identifies the user as surely as a
+/// token). A stored response is reused only for a request with the same identity, so one
+/// user's answer never reaches another.
 ///
 /// The material holds secrets: it is only ever kept in memory while the request runs. An
 /// entry remembers a salted SHA-256 of it (``tag()``), never the values.
@@ -30,7 +32,10 @@ struct CacheIdentity: Sendable, Equatable {
     ///   request (nil when it adds none). libcurl cannot be asked which cookies it will send,
     ///   so every unexpired cookie whose domain could match the host counts, whatever its path
     ///   or `Secure` flag: more than libcurl sends at most costs a miss, never a wrong answer.
-    init(request: URLRequest, jarCookies: [Cookie]?) {
+    /// - Parameter clientCertificate: The certificate the manager presents when a server asks
+    ///   (`SessionConfiguration.clientCertificate`). It counts whether or not this server asks:
+    ///   that is only known during the handshake, and counting it at most costs a miss.
+    init(request: URLRequest, jarCookies: [Cookie]?, clientCertificate: ClientCertificate? = nil) {
         var material: [UInt8] = []
         func append(_ label: String, _ value: String?) {
             guard let value else { return }
@@ -45,6 +50,18 @@ struct CacheIdentity: Sendable, Equatable {
         append("cookie", request.value(forHTTPHeaderField: "Cookie"))
         append("user", request.url?.user)
         append("password", request.url?.password)
+        switch clientCertificate {
+        case .pemFiles(let certificate, let privateKey, _)?:
+            // The files' paths, not their bytes: read at every lookup they would cost a read
+            // of the disk; a certificate renewed in place is the same user's.
+            append("client-certificate-file", certificate.path)
+            append("client-key-file", privateKey.path)
+        case .pem(let certificate, _, _)?:
+            // The certificate (public): it names whom the server sees.
+            append("client-certificate", certificate.base64EncodedString())
+        case nil:
+            break
+        }
         if let jarCookies, let host = request.url?.host?.lowercased() {
             let name = host.hasSuffix(".") ? String(host.dropLast()) : host
             let sent = jarCookies.filter { name == $0.domain || name.hasSuffix("." + $0.domain) }

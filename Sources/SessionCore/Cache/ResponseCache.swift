@@ -32,7 +32,8 @@ import FoundationNetworking
 ///
 /// Identity: an entry is reused only for a request with the same `Authorization`,
 /// `Proxy-Authorization` and `Cookie` values as the one it answered (the caller's `Cookie`
-/// header or the jar's cookies for the host) and the same URL user; the entry keeps a salted
+/// header or the jar's cookies for the host), the same URL user and, from a manager, the same
+/// client certificate (`SessionConfiguration.clientCertificate`); the entry keeps a salted
 /// SHA-256 of them, never the values. While more than one manager uses the cache it is a
 /// shared cache (RFC 9111): a `private` response, or one to an authorized request that no
 /// `public`, `s-maxage` or `must-revalidate` allows, is not stored, and `s-maxage` sets

@@ -40,11 +40,14 @@ extension SessionEngine {
     }
 
     /// The identity `request` (as sent: `sentFields`) carries, with the jar's cookies when
-    /// libcurl's cookie engine adds them (cookies on, no `Cookie` header of the caller's).
+    /// libcurl's cookie engine adds them (cookies on, no `Cookie` header of the caller's) and
+    /// the manager's client certificate.
     func cacheIdentity(for request: URLRequest) -> CacheIdentity {
         let jarAddsCookies = cookieShare != nil && request.httpShouldHandleCookies
             && request.value(forHTTPHeaderField: "Cookie") == nil
-        return CacheIdentity(request: request, jarCookies: jarAddsCookies ? configuration.cookieJar?.cookies : nil)
+        return CacheIdentity(
+            request: request, jarCookies: jarAddsCookies ? configuration.cookieJar?.cookies : nil,
+            clientCertificate: configuration.clientCertificate)
     }
 
     /// Registers the manager with its cache (a cache several managers use is a shared one).
