@@ -83,6 +83,7 @@ struct RequestCommand: AsyncParsableCommand {
         let line = try RequestLine.parse(arguments)
         let stdout = Terminal.standardOutput
         var store: SessionStore?
+        var snapshot = SessionStore.Snapshot()
         var builder = RequestBuilder(line: line, mode: json ? .forcedJSON : (form ? .form : .json))
         if let credentials = AuthType.split(auth), authType == .basic {
             builder.basicCredentials = credentials
@@ -90,6 +91,7 @@ struct RequestCommand: AsyncParsableCommand {
         if let session {
             let opened = try SessionStore(name: session)
             builder.baseHeaders = try opened.loadHeaders(for: line.url)
+            snapshot.headers = builder.baseHeaders
             store = opened
         }
         let built: BuiltRequest
@@ -102,10 +104,15 @@ struct RequestCommand: AsyncParsableCommand {
         }
         guard let url = built.request.url else { throw ToolFailure(.error, "the request has no URL") }
         var configuration = transport.configuration(for: url)
-        if let store { configuration.cookieJar = try store.loadJar() }
+        if let store {
+            let jar = try store.loadJar()
+            snapshot.cookieLines = try SessionStore.cookieLines(of: jar)
+            configuration.cookieJar = jar
+        }
 
-        // The jar is a reference: the manager fills it, the session saves it afterwards.
-        let saveSession = { [builder] in
+        // The jar is a reference: the manager fills it, the session saves it afterwards, with
+        // what this run changed only (another run of the session may have saved meanwhile).
+        let saveSession = { [builder, snapshot] in
             guard let store else { return }
             var headers = builder.baseHeaders
             for case .header(let name, let value) in line.items {
@@ -114,7 +121,7 @@ struct RequestCommand: AsyncParsableCommand {
                 for key in headers.keys where key.caseInsensitiveCompare(name) == .orderedSame { headers[key] = nil }
                 headers[name] = value
             }
-            try store.save(jar: configuration.cookieJar, headers: headers, for: line.url)
+            try store.save(jar: configuration.cookieJar, headers: headers, for: line.url, since: snapshot)
         }
         if download.download && !curl {
             let stderr = Terminal.standardError

@@ -17,7 +17,20 @@ import Glibc
 /// Cookies and headers are credentials: directories are created 0700, files are written
 /// 0600 through a new file renamed into place, and a directory or file that is a symbolic
 /// link, belongs to someone else or that others may write to is refused, never read.
+///
+/// Two runs of one session at once (`curlew --session api … &` twice) each save only what
+/// they changed, onto what the file holds then, under a lock (`NAME.cookies.lock`): neither
+/// run's new cookies or headers are lost to the other's older copy.
 struct SessionStore {
+    /// What a run read from the session when it began: its changes are told from another
+    /// run's by comparing with this.
+    struct Snapshot: Sendable {
+        /// The jar's lines as loaded (`CookieJar.storedLines()`).
+        var cookieLines: Set<[UInt8]> = []
+        /// The headers loaded for the run's origin.
+        var headers: [String: String] = [:]
+    }
+
     /// The jar file.
     let cookieFile: URL
     /// The headers file.
@@ -153,24 +166,87 @@ struct SessionStore {
         return jar
     }
 
+    /// The jar's lines as `jar` holds them now, for a ``Snapshot`` taken right after loading.
+    static func cookieLines(of jar: CookieJar) throws -> Set<[UInt8]> {
+        do {
+            return try jar.storedLines()
+        } catch {
+            throw ToolFailure(.error, "--session: \(ToolFailure.oneLine(error))")
+        }
+    }
+
     /// Keeps the jar's cookies, and the headers (those worth keeping) for `url`'s origin, for
     /// the next run; other origins' headers stay as they were.
-    func save(jar: CookieJar?, headers: [String: String], for url: URL) throws {
+    ///
+    /// With `snapshot` (what this run loaded), only this run's changes are written, onto what
+    /// the files hold now: a cookie or header another run saved meanwhile stays unless this
+    /// run changed or removed the same one. Without it, the jar and the origin's headers
+    /// replace what is there.
+    func save(jar: CookieJar?, headers: [String: String], for url: URL, since snapshot: Snapshot? = nil) throws {
+        try withLock {
+            try saveLocked(jar: jar, headers: headers, for: url, since: snapshot)
+        }
+    }
+
+    private func saveLocked(jar: CookieJar?, headers: [String: String], for url: URL, since snapshot: Snapshot?) throws {
         if let jar {
             do {
-                try jar.save(to: cookieFile)
+                if let snapshot {
+                    try jar.save(to: cookieFile, mergingChangesSince: snapshot.cookieLines)
+                } else {
+                    try jar.save(to: cookieFile)
+                }
             } catch {
                 throw ToolFailure(.error, "--session: \(ToolFailure.oneLine(error))")
             }
         }
         guard let origin = Self.origin(of: url) else { return }
         var byOrigin = try storedHeaders(warning: false)
-        let kept = headers.filter { Self.isKept(header: $0.key) }
+        var merged = headers
+        if let snapshot {
+            // This run's changes (set, changed, dropped) onto what the file holds now.
+            merged = byOrigin[origin] ?? [:]
+            func removeAny(_ name: String) {
+                for key in merged.keys where key.caseInsensitiveCompare(name) == .orderedSame { merged[key] = nil }
+            }
+            for name in snapshot.headers.keys
+            where !headers.keys.contains(where: { $0.caseInsensitiveCompare(name) == .orderedSame }) {
+                removeAny(name)
+            }
+            for (name, value) in headers where snapshot.headers[name] != value {
+                removeAny(name)
+                merged[name] = value
+            }
+        }
+        let kept = merged.filter { Self.isKept(header: $0.key) }
         byOrigin[origin] = kept.isEmpty ? nil : kept
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .prettyPrinted]
         guard let data = try? encoder.encode(byOrigin) else { return }
         try Self.writePrivately(data, to: headerFile)
+    }
+
+    /// Runs `body` holding the session's lock: an exclusive `flock` on `NAME.cookies.lock`
+    /// beside the jar (made 0600; refused like the session's files when it is a link or
+    /// someone else's). Held only while saving: a long download in one terminal does not keep
+    /// a quick request in another from finishing.
+    private func withLock<T>(_ body: () throws -> T) throws -> T {
+        let path = cookieFile.path + ".lock"
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else {
+            throw ToolFailure(.error, "--session: cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == getuid() else {
+            throw ToolFailure(.error, "--session: \(path) is not a file of this user's own")
+        }
+        while flock(descriptor, LOCK_EX) != 0 {
+            guard errno == EINTR else {
+                throw ToolFailure(.error, "--session: cannot lock \(path): \(String(cString: strerror(errno)))")
+            }
+        }
+        return try body()
     }
 
     /// Writes a new 0600 file beside `file` and renames it over `file` (session files, and

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import CurlewCLI
+import SessionCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -38,6 +39,44 @@ final class SessionStoreTests: XCTestCase {
     }
 
     private let api = URL(string: "https://api.example.com/v1/items")!
+
+    /// Two runs of one session at once: each saves what it changed onto what the files hold
+    /// then. Until 2026-11-28 the run that saved last wrote its whole jar and header set, and
+    /// the other run's new cookie and header were lost.
+    func testTwoRunsOfOneSessionAtOnceKeepEachOthersChanges() throws {
+        let store = try SessionStore(name: "both", environment: environment)
+        let seed = try store.loadJar()
+        try seed.add(Cookie(name: "old", value: "1", domain: "api.example.com", path: "/", expires: Date(timeIntervalSinceNow: 3600)))
+        try seed.add(Cookie(name: "gone", value: "1", domain: "api.example.com", path: "/", expires: Date(timeIntervalSinceNow: 3600)))
+        try store.save(jar: seed, headers: ["x-api-key": "k1", "X-Keep": "1"], for: api)
+
+        // Both runs start from the same files.
+        func begin() throws -> (CookieJar, SessionStore.Snapshot) {
+            let jar = try store.loadJar()
+            return (jar, SessionStore.Snapshot(cookieLines: try SessionStore.cookieLines(of: jar), headers: try store.loadHeaders(for: api)))
+        }
+        let (first, firstSnapshot) = try begin()
+        let (second, secondSnapshot) = try begin()
+        // The first run gets a cookie, loses one, and gives a header in another case.
+        try first.add(Cookie(name: "a", value: "from-first", domain: "api.example.com", path: "/", expires: Date(timeIntervalSinceNow: 3600)))
+        XCTAssertEqual(first.remove(name: "gone", domain: "api.example.com"), 1)
+        var firstHeaders = firstSnapshot.headers
+        firstHeaders["x-api-key"] = nil
+        firstHeaders["X-Api-Key"] = "k2"
+        // The second gets another cookie, changes "old", adds a header.
+        try second.add(Cookie(name: "b", value: "from-second", domain: "api.example.com", path: "/", expires: Date(timeIntervalSinceNow: 3600)))
+        try second.add(Cookie(name: "old", value: "2", domain: "api.example.com", path: "/", expires: Date(timeIntervalSinceNow: 3600)))
+        var secondHeaders = secondSnapshot.headers
+        secondHeaders["X-Second"] = "s"
+
+        try store.save(jar: second, headers: secondHeaders, for: api, since: secondSnapshot)
+        try store.save(jar: first, headers: firstHeaders, for: api, since: firstSnapshot)
+
+        let saved = try store.loadJar().cookies.map { "\($0.name)=\($0.value)" }.sorted()
+        XCTAssertEqual(saved, ["a=from-first", "b=from-second", "old=2"])
+        XCTAssertEqual(try store.loadHeaders(for: api), ["X-Api-Key": "k2", "X-Keep": "1", "X-Second": "s"])
+        XCTAssertEqual(try mode(store.cookieFile.path + ".lock"), 0o600)
+    }
 
     /// Headers are kept per origin: a token given for one API is never sent to another host,
     /// port or scheme that a later run of the same session names; each origin keeps its own.

@@ -246,24 +246,72 @@ public final class CookieJar: Sendable {
     ///
     /// - Throws: ``CookieJarError/fileNotWritable(path:reason:)``, ``CookieJarError/unavailable(_:)``.
     public func save(to file: URL) throws(CookieJarError) {
+        try Self.writeLines(Array(try storedLines()), to: file)
+    }
+
+    /// The jar's unexpired cookies as libcurl keeps them, one line each, byte for byte: a value
+    /// that is not UTF-8 is written as its server sent it (as curl's `-c` writes it), not as
+    /// U+FFFD. What ``save(to:mergingChangesSince:)`` compares with to tell this jar's changes
+    /// from what another process wrote to the file meanwhile.
+    package func storedLines() throws(CookieJarError) -> Set<[UInt8]> {
         let now = Date()
-        // libcurl's own lines, byte for byte: a value that is not UTF-8 is written as its
-        // server sent it (as curl's `-c` writes it), not as U+FFFD.
         let stored = try withStore { easy in CookieShare.cookieLineBytes(easy) ?? [] }
-        var lines: [[UInt8]] = []
+        var lines: Set<[UInt8]> = []
         for line in stored {
             let bytes = line.dropLast().map { UInt8(bitPattern: $0) }
-            let text = String(validating: bytes, as: UTF8.self) ?? Self.latin1Text(bytes)
-            guard let cookie = try? NetscapeCookieFormat.cookie(fromLine: Substring(text)) else { continue }
-            if let expires = cookie.expires, expires <= now { continue }  // expired, not purged yet
-            lines.append(bytes)
+            guard Self.key(ofLine: bytes, now: now) != nil else { continue }
+            lines.insert(bytes)
         }
+        return lines
+    }
+
+    /// Writes to `file` what it holds now with this jar's changes since `snapshot` (its
+    /// ``storedLines()`` when it was loaded) applied: a cookie added or changed here replaces
+    /// the file's of the same domain, path and name; one gone from here (deleted or expired by
+    /// its server) leaves the file; every other line of the file stays, whoever wrote it. Two
+    /// processes sharing a jar file (two runs of one `curlew --session`) then lose neither's
+    /// cookies. The caller keeps other writers out while this runs (a lock).
+    ///
+    /// - Throws: As ``load(from:)`` for the file (a missing one is empty) and ``save(to:)``.
+    package func save(to file: URL, mergingChangesSince snapshot: Set<[UInt8]>) throws(CookieJarError) {
+        let now = Date()
+        let current = try storedLines()
+        var onDisk: [[UInt8]] = []
+        if FileManager.default.fileExists(atPath: file.path) {
+            let data = try Self.read(file)
+            for var line in data.split(separator: UInt8(ascii: "\n")) {
+                if line.last == UInt8(ascii: "\r") { line = line.dropLast() }
+                onDisk.append(Array(line))
+            }
+        }
+        let keysBefore = Set(snapshot.compactMap { Self.key(ofLine: $0, now: nil) })
+        let keysNow = Dictionary(current.compactMap { line in Self.key(ofLine: line, now: nil).map { ($0, line) } }) { a, _ in a }
+        let changed = current.subtracting(snapshot)
+        var replaced = Set(changed.compactMap { Self.key(ofLine: $0, now: nil) })
+        replaced.formUnion(keysBefore.subtracting(keysNow.keys))  // removed here
+        var merged = onDisk.filter { line in Self.key(ofLine: line, now: now).map { !replaced.contains($0) } ?? false }
+        merged.append(contentsOf: changed.filter { Self.key(ofLine: $0, now: now) != nil })
+        try Self.writeLines(merged, to: file)
+    }
+
+    /// What names a cookie line in a store: lower-cased domain, path and name (nil for a line
+    /// that is no cookie, or one expired by `now`).
+    private static func key(ofLine bytes: [UInt8], now: Date?) -> String? {
+        let text = String(validating: bytes, as: UTF8.self) ?? latin1Text(bytes)
+        guard let cookie = try? NetscapeCookieFormat.cookie(fromLine: Substring(text)) else { return nil }
+        if let now, let expires = cookie.expires, expires <= now { return nil }  // expired, not purged yet
+        return cookie.domain.lowercased() + "\t" + cookie.path + "\t" + cookie.name
+    }
+
+    /// Writes `lines` under curl's file header, sorted (a file that does not change from run
+    /// to run when the cookies do not).
+    private static func writeLines(_ lines: [[UInt8]], to file: URL) throws(CookieJarError) {
         var data = Data(NetscapeCookieFormat.fileHeader.utf8)
         for line in lines.sorted(by: { $0.lexicographicallyPrecedes($1) }) {
             data.append(contentsOf: line)
             data.append(UInt8(ascii: "\n"))
         }
-        try Self.writeAtomically(data, to: file)
+        try writeAtomically(data, to: file)
     }
 
     /// Writes to a new file beside `file` (mode 0600) and renames it over `file`.
