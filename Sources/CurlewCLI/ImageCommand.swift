@@ -21,6 +21,20 @@ struct ImageCommand: AsyncParsableCommand {
     @Flag(name: .customLong("preview"), inversion: .prefixedNo, help: "Draw the preview (default: when stdout is a terminal).")
     var preview: Bool?
 
+    /// The image is decoded from memory: a body past this is refused as it arrives (its
+    /// `Content-Length` at the head, else at the limit) rather than filling memory.
+    @Option(name: .customLong("max-size"), help: ArgumentHelp(
+        "The largest image body read, in bytes (default 128 MiB); a larger one is refused as it arrives.",
+        valueName: "bytes"))
+    var maximumSize: Int = ImageCommand.defaultMaximumSize
+
+    /// 128 MiB: a 12-megapixel JPEG is ~5 MB, a large uncompressed PNG tens of MB.
+    static let defaultMaximumSize = 128 << 20
+
+    func validate() throws {
+        guard maximumSize > 0 else { throw ValidationError("--max-size takes a number of bytes above 0") }
+    }
+
     @OptionGroup(title: "TLS and network") var transport: TransportOptions
 
     func run() async throws {
@@ -39,10 +53,14 @@ struct ImageCommand: AsyncParsableCommand {
             throw ValidationError(error.description)
         }
         let built = try RequestBuilder(line: RequestLine(method: "GET", url: target, items: [])).build()
-        let configuration = transport.configuration(for: target)
+        var configuration = transport.configuration(for: target)
+        configuration.maximumCollectedBodyBytes = maximumSize
         let policy = try await transport.securityPolicy(for: target, configuration: configuration)
         let manager = try Exchange.makeManager(configuration: configuration, policy: policy, follow: true)
         let response = try await Exchange.using(manager) { await Exchange.send(built, manager: manager) }
+        if case .responseBodyTooLarge(let limit)? = response.error as? SessionError {
+            throw ToolFailure(.error, "the image is larger than \(limit) bytes (--max-size)")
+        }
         if let error = response.error { throw ToolFailure(transferError: error) }
         guard let head = response.head else { throw ToolFailure(.error, "no response arrived") }
         guard (200..<300).contains(head.statusCode) else {

@@ -324,6 +324,11 @@ final class EndToEndTests: XCTestCase {
         XCTAssertFalse(image.text.contains("▀"), "no preview off a terminal")
         let preview = try run(["image", "--preview", "--width", "8", "\(base)/image/png"])
         XCTAssertEqual(preview.text.components(separatedBy: "▀").count - 1, 8 * 4, preview.text)
+        // The body is read into memory to decode: bounded (it was not, until 2026-11-28).
+        let tooLarge = try run(["image", "--max-size", "1000", "\(base)/image/png"])
+        XCTAssertEqual(tooLarge.status, 1, tooLarge.stderr)
+        XCTAssertTrue(tooLarge.stderr.contains("larger than 1000 bytes (--max-size)"), tooLarge.stderr)
+        XCTAssertEqual(try run(["image", "--max-size", "0", "\(base)/image/png"]).status, 64)
 
         let reach = try run(["reach", "--once", "--timeout", "5"])
         XCTAssertTrue([0, 1].contains(reach.status), reach.stderr)
