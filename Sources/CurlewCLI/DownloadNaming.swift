@@ -38,14 +38,44 @@ enum DownloadNaming {
             if key == "filename*" {
                 // charset'language'percent-encoded
                 let parts = parameter.value.split(separator: "'", maxSplits: 2, omittingEmptySubsequences: false)
-                if parts.count == 3, parts[0].lowercased() == "utf-8" || parts[0].lowercased() == "iso-8859-1" {
-                    extended = String(parts[2]).removingPercentEncoding
+                if parts.count == 3, let bytes = percentDecoded(parts[2]) {
+                    // The bytes in the charset named (RFC 8187 §3.2.1: UTF-8 or ISO-8859-1);
+                    // bytes that are not what it says leave the plain `filename`.
+                    switch parts[0].lowercased() {
+                    case "utf-8": extended = String(validating: bytes, as: UTF8.self)
+                    case "iso-8859-1": extended = String(String.UnicodeScalarView(bytes.map { Unicode.Scalar($0) }))
+                    default: break
+                    }
                 }
             } else if key == "filename" {
                 plain = parameter.value
             }
         }
         return extended ?? plain
+    }
+
+    /// The bytes of a percent-encoded value (nil when a `%` is not followed by two hex digits).
+    private static func percentDecoded(_ value: Substring) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var iterator = value.utf8.makeIterator()
+        while let byte = iterator.next() {
+            guard byte == UInt8(ascii: "%") else {
+                bytes.append(byte)
+                continue
+            }
+            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
+            bytes.append(high << 4 | low)
+        }
+        return bytes
+    }
+
+    private static func hexValue(_ digit: UInt8) -> UInt8? {
+        switch digit {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): digit - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): digit - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): digit - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 
     /// The `;`-separated `key=value` parameters after the disposition type; quoted values

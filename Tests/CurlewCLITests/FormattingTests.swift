@@ -125,6 +125,18 @@ final class FormattingTests: XCTestCase {
         XCTAssertEqual(
             DownloadNaming.fileName(contentDisposition: "attachment; filename=\"x.txt\"; filename*=UTF-8''caf%C3%A9%20menu.txt", url: url, mimeType: nil),
             "café menu.txt")
+        // ISO-8859-1 bytes are Latin-1 characters, not UTF-8 (é is %E9 there; it was dropped to
+        // the plain name, or mangled, until 2026-11-28); bytes that are not the charset named,
+        // or a broken escape, leave the plain name.
+        XCTAssertEqual(
+            DownloadNaming.fileName(contentDisposition: "attachment; filename=\"x.txt\"; filename*=iso-8859-1'fr'%E9t%E9.txt", url: url, mimeType: nil),
+            "été.txt")
+        XCTAssertEqual(
+            DownloadNaming.fileName(contentDisposition: "attachment; filename=\"x.txt\"; filename*=UTF-8''%E9t%E9.txt", url: url, mimeType: nil),
+            "x.txt")
+        XCTAssertEqual(
+            DownloadNaming.fileName(contentDisposition: "attachment; filename=\"x.txt\"; filename*=UTF-8''bad%G1.txt", url: url, mimeType: nil),
+            "x.txt")
         XCTAssertEqual(DownloadNaming.fileName(contentDisposition: "attachment; filename=\"..\"", url: url, mimeType: nil), "report.pdf")
         XCTAssertEqual(DownloadNaming.fileName(contentDisposition: "inline", url: URL(string: "http://h/")!, mimeType: "application/json"), "index.json")
         XCTAssertEqual(DownloadNaming.fileName(contentDisposition: nil, url: URL(string: "http://h/bytes/10")!, mimeType: "application/octet-stream"), "10.bin")
