@@ -78,7 +78,8 @@ struct PinCommand: AsyncParsableCommand {
         case .curl:
             return "--pinnedpubkey '" + pins.map { "sha256//\($0)" }.joined(separator: ";") + "'\n"
         case .curlew:
-            return "curlew " + pins.map { "--pin sha256/\($0) " }.joined() + url.absoluteString + "\n"
+            // A word for the shell: a URL's `&` or `;` would end the command there.
+            return "curlew " + pins.map { "--pin sha256/\($0) " }.joined() + ShellQuoting.word(url.absoluteString) + "\n"
         }
     }
 }

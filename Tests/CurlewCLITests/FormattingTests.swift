@@ -189,5 +189,9 @@ final class FormattingTests: XCTestCase {
                        "CertificatePinner.Builder()\n    .add(\"example.com\", \"sha256/AAAA\")\n    .add(\"example.com\", \"sha256/BBBB\")\n    .build()\n")
         XCTAssertEqual(PinCommand.renderPins(pins, format: .curlew, host: "example.com", url: url),
                        "curlew --pin sha256/AAAA --pin sha256/BBBB https://example.com\n")
+        // Pasted into a shell, a URL's `&` must not end the command (it did until 2026-11-28).
+        let query = try XCTUnwrap(URL(string: "https://example.com:8443/a?b=1&c=2"))
+        XCTAssertEqual(PinCommand.renderPins(["AAAA"], format: .curlew, host: "example.com", url: query),
+                       "curlew --pin sha256/AAAA 'https://example.com:8443/a?b=1&c=2'\n")
     }
 }
