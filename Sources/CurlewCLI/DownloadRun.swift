@@ -79,6 +79,32 @@ struct DownloadRun {
         return request
     }
 
+    /// The largest resume data read (it holds a URL, headers and a few numbers).
+    static let maximumResumeFileSize = 1 << 20
+
+    /// Reads the resume data kept beside a target, only from this user's own regular file
+    /// that nobody else may write, and not through a link. The download's directory may be
+    /// shared (/tmp): a file another user planted there could name one of this user's files
+    /// as the partial file to cut and continue, or headers to send with the request.
+    static func readOwnResumeFile(_ file: URL) throws -> Data {
+        let descriptor = open(file.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+        guard descriptor >= 0 else {
+            throw ToolFailure(.error, "cannot read \(file.path): \(String(cString: strerror(errno)))")
+        }
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == getuid(),
+            info.st_mode & 0o022 == 0
+        else {
+            throw ToolFailure(
+                .error, "\(file.path) is not resume data of this user's own (another user's, or others may write it): not used")
+        }
+        guard let data = try? handle.read(upToCount: maximumResumeFileSize + 1), data.count <= maximumResumeFileSize else {
+            throw ToolFailure(.error, "\(file.path) is not resume data curlew can use")
+        }
+        return data
+    }
+
     private func download(url: URL, target: URL?, directory: URL, manager: URLSessionManager) async throws {
         let stderr = Terminal.standardError
 
@@ -87,7 +113,8 @@ struct DownloadRun {
         if options.resume, let target {
             let stored = Self.resumeFile(for: target)
             if DownloadNaming.fileExists(stored) {
-                guard let data = try? Data(contentsOf: stored), let decoded = try? DownloadResumeData(encoded: data) else {
+                let data = try Self.readOwnResumeFile(stored)
+                guard let decoded = try? DownloadResumeData(encoded: data) else {
                     throw ToolFailure(.error, "\(stored.path) is not resume data curlew can use")
                 }
                 guard decoded.url == url else {

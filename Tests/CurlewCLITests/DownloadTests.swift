@@ -180,6 +180,30 @@ final class DownloadTests: XCTestCase {
         let cut = try CurlewProcess.run(["-d", "-o", "file.bin", url], in: directory)
         XCTAssertEqual(cut.status, 1, cut.stderr)
         XCTAssertTrue(cut.stderr.contains("(kept for --continue: file.bin.curlew-resume)"), cut.stderr)
+        // Resume data that is not the user's own — another user's (tests run as root), open to
+        // others' writes, or a link — is refused and left as it is: planted in a shared
+        // directory, it could name one of the user's files as the partial file (until
+        // 2026-11-28 it was read whoever owned it).
+        let stored = directory.appendingPathComponent("file.bin.curlew-resume")
+        let original = try Data(contentsOf: stored)
+        for plant in ["another user's", "writable by others", "a link"] {
+            switch plant {
+            case "another user's": XCTAssertEqual(chown(stored.path, 65534, 65534), 0)
+            case "writable by others": XCTAssertEqual(chmod(stored.path, 0o666), 0)
+            default:
+                let real = directory.appendingPathComponent("real.curlew-resume")
+                try FileManager.default.moveItem(at: stored, to: real)
+                try FileManager.default.createSymbolicLink(at: stored, withDestinationURL: real)
+            }
+            let refused = try CurlewProcess.run(["-d", "-c", "-o", "file.bin", url], in: directory)
+            XCTAssertEqual(refused.status, 1, "\(plant): \(refused.stderr)")
+            XCTAssertTrue(refused.stderr.contains("not resume data of this user's own") || refused.stderr.contains("cannot read"),
+                          "\(plant): \(refused.stderr)")
+            // Put the user's own file back for the next case.
+            try? FileManager.default.removeItem(at: stored)
+            try? FileManager.default.removeItem(at: directory.appendingPathComponent("real.curlew-resume"))
+            _ = FileManager.default.createFile(atPath: stored.path, contents: original, attributes: [.posixPermissions: 0o600])
+        }
         let resumed = try CurlewProcess.run(["-d", "-c", "-o", "file.bin", url], in: directory)
         XCTAssertEqual(resumed.status, 0, resumed.stderr)
         XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("file.bin")), body)
