@@ -9,7 +9,8 @@ import FoundationNetworking
 /// body names (UTF-8, UTF-16 BE or LE; the mark is not part of the text), else the `charset`
 /// of the `Content-Type` header; with none of these, UTF-8 is tried and ISO-8859-1 (HTTP/1.1's historical default, which never fails)
 /// is the fallback. Text that is not valid in a named encoding throws
-/// ``SerializationError/invalidBody(_:response:data:underlying:)``. Empty bodies follow
+/// ``SerializationError/invalidBody(_:response:data:underlying:)``, and so does a body in a
+/// charset Curlew does not decode (GBK, Big5...) unless its bytes are valid UTF-8. Empty bodies follow
 /// Alamofire: `""` for 204/205 and `HEAD`, ``SerializationError/emptyResponseBody(response:)``
 /// otherwise.
 public struct StringResponseSerializer: ResponseSerialization {
@@ -58,8 +59,18 @@ public struct StringResponseSerializer: ResponseSerialization {
             }
             return text
         }
-        let named = encoding ?? response.flatMap(ResponseValidation.charset(of:))
-            .flatMap(CharacterEncodingName.encoding(forCharset:))
+        let label = encoding == nil ? response.flatMap(ResponseValidation.charset(of:)) : nil
+        let named = encoding ?? label.flatMap(CharacterEncodingName.encoding(forCharset:))
+        if let label, named == nil {
+            // A charset Curlew cannot decode (GBK, Big5, KOI8-R...): UTF-8 when the bytes are
+            // (a mislabelled or pure-ASCII body), else an error naming it, rather than the
+            // Latin-1 fallback's mojibake, which no caller could tell from the text.
+            if let text = String(data: data, encoding: .utf8) { return text }
+            throw SerializationError.invalidBody(
+                .string, response: response, data: data,
+                underlying: CocoaError(.fileReadUnknownStringEncoding,
+                                       userInfo: ["NSDebugDescription": "The body's charset '\(label)' is not one Curlew decodes"]))
+        }
         if let named {
             guard let text = String(data: data, encoding: named) else {
                 throw SerializationError.invalidBody(

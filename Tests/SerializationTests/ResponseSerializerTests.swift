@@ -162,6 +162,15 @@ final class ResponseSerializerTests: XCTestCase {
             assertSerializationError(try strictUTF8.responseObject(for: makeResponse(), data: body))
         }
         XCTAssertEqual(try serializer.responseObject(for: makeResponse(), data: Data("   ".utf8)), "   ")
+        // A charset Curlew does not decode: UTF-8 bytes are read as UTF-8; other bytes are an
+        // error naming it (until 2026-11-28 they became Latin-1 mojibake: GBK "你好" as "ÄãºÃ").
+        XCTAssertEqual(try serializer.responseObject(for: makeResponse(contentType: "text/plain; charset=gbk"), data: Data("hi 你好".utf8)), "hi 你好")
+        let gbk = Data([0xC4, 0xE3, 0xBA, 0xC3])
+        assertSerializationError(try serializer.responseObject(for: makeResponse(contentType: "text/plain; charset=gbk"), data: gbk)) {
+            guard case .invalidBody(.string, _, let data, let underlying) = $0 else { return XCTFail("\($0)") }
+            XCTAssertEqual(data, gbk)
+            XCTAssertTrue("\(String(describing: underlying))".contains("'gbk'"), "\(String(describing: underlying))")
+        }
     }
 
     /// A byte order mark names the encoding whatever the label says, and is not part of the
