@@ -63,6 +63,8 @@ final class DownloadRetryContinuationTests: XCTestCase {
         route.state.withLock { $0.faults = [.cutAfter(120_000)] }
         let resumed = Mutex<[Int64]>([])
         manager.setDownloadTaskDidResumeBlock { _, offset, _ in resumed.withLock { $0.append(offset) } }
+        let written = Mutex<Int64>(0)
+        manager.setDownloadTaskDidWriteDataBlock { _, delta, _, _ in written.withLock { $0 += delta } }
         let retrier = retrying(1)
         manager.requestRetrier = retrier
 
@@ -80,6 +82,7 @@ final class DownloadRetryContinuationTests: XCTestCase {
         XCTAssertEqual(task.countOfBytesReceived, Int64(body.count), "progress counts the whole file")
         XCTAssertEqual(task.countOfBytesExpectedToReceive, Int64(body.count))
         XCTAssertEqual(resumed.withLock { $0 }, [120_000], "the resume hook hears where the file continues")
+        try await eventually({ written.withLock { $0 } == Int64(body.count) }, "the written-data hook hears of every byte once")
         XCTAssertEqual(leftovers, [])
     }
 
@@ -170,6 +173,54 @@ final class DownloadRetryContinuationTests: XCTestCase {
         XCTAssertEqual(resume.bytesReceived, 64_000)
         XCTAssertEqual(try Data(contentsOf: resume.partialFileURL), body.prefix(64_000), "no error page in the file")
         XCTAssertFalse(FileManager.default.fileExists(atPath: destination.path))
+    }
+
+    /// Validators by date: the first answer's strong `Last-Modified` vouches for the bytes the
+    /// continuation's 206 appends, though that 206 carries no `Date` to judge a date by. A third
+    /// attempt answered 503 then leaves resume data for all of them. Until the review of
+    /// 2026-11-28, the appended bytes were "not vouched for": the file was kept in a state that
+    /// held more than its resume point, and the 503 removed it with no resume data.
+    func testBytesAppendedUnderADateValidatorStayVouchedFor() async throws {
+        let body = patternedData(count: 300_000)
+        let modified = "Tue, 24 Nov 2026 10:00:00 GMT"
+        let ranges = Mutex<[String?]>([])
+        server.route("/dated") { request in
+            let range = request.header("Range")
+            let count = ranges.withLock { $0.append(range); return $0.count }
+            switch count {
+            case 1:
+                var cut = TestResponse(
+                    status: 200,
+                    headers: [("Last-Modified", modified), ("Date", "Wed, 25 Nov 2026 10:00:00 GMT"),
+                              ("Content-Length", String(body.count))],
+                    body: .data(body.prefix(100_000)), framing: .contentLength, ending: .close)
+                cut.keepAlive = false
+                return cut
+            case 2:
+                var cut = TestResponse(
+                    status: 206,
+                    headers: [("Content-Range", "bytes 100000-299999/300000"), ("Content-Length", "200000")],
+                    body: .data(body.subdata(in: 100_000..<150_000)), framing: .contentLength, ending: .close)
+                cut.keepAlive = false
+                return cut
+            default:
+                return TestResponse(status: 503, body: Data("busy".utf8))
+            }
+        }
+        manager.requestRetrier = retrying(2)
+
+        let (task, response) = await download(URLRequest(url: try server.url("/dated")))
+
+        XCTAssertEqual(ranges.withLock { $0 }, [nil, "bytes=100000-", "bytes=150000-"])
+        XCTAssertEqual(server.requests.dropFirst().first?.header("If-Range"), modified)
+        guard case .resumeFailed(statusCode: 503, resumeData: let carried?)? = response.error as? SessionError else {
+            return XCTFail("expected resumeFailed(503) with resume data, got \(String(describing: response.error))")
+        }
+        XCTAssertEqual(task.resumeData, carried)
+        let resume = try DownloadResumeData(encoded: carried)
+        XCTAssertEqual(resume.bytesReceived, 150_000)
+        XCTAssertEqual(resume.lastModified, modified)
+        XCTAssertEqual(try Data(contentsOf: resume.partialFileURL), body.prefix(150_000))
     }
 
     /// Bytes no validator vouches for (no `ETag`, no `Last-Modified`) cannot be continued: the

@@ -235,7 +235,16 @@ final class ResponseCacheTests: XCTestCase {
         let both = try await get(
             manager, "/fresh", headers: ["If-None-Match": "\"b\"", "If-Modified-Since": "Wed, 25 Nov 2026 10:00:00 GMT"])
         XCTAssertEqual(both.response?.statusCode, 200, "If-None-Match decides when both are sent")
+        let future = try await get(manager, "/fresh", headers: ["If-Modified-Since": "Fri, 01 Jan 2100 00:00:00 GMT"])
+        XCTAssertEqual(future.response?.statusCode, 200, "a date later than now is no condition")
         XCTAssertEqual(server.requests.count, 1, "every answer came from the fresh entry")
+
+        // Preconditions apply only to a 2xx: a stored 404 answers as itself.
+        server.route("/missing", response: TestResponse(status: 404, headers: [("Cache-Control", "max-age=600")], body: Data("no".utf8)))
+        _ = try await get(manager, "/missing")
+        let missing = try await get(manager, "/missing", headers: ["If-None-Match": "*"])
+        XCTAssertEqual(missing.response?.statusCode, 404)
+        XCTAssertEqual(server.requests.count, 2, "the 404 came from the cache")
     }
 
     func testVaryKeepsDifferentRequestsApart() async throws {

@@ -171,17 +171,22 @@ enum CacheFreshness {
     /// Whether a caller's own conditional request is answered 304 by a fresh `entry` (RFC 9111
     /// §4.3.2, RFC 9110 §13.1): its `If-None-Match` lists the entry's `ETag` (weak comparison)
     /// or is `*`; without `If-None-Match`, its `If-Modified-Since` is no earlier than the
-    /// entry's `Last-Modified` (else its `Date`). False when the request has neither, or the
-    /// entry has nothing to compare with: the stored response answers whole then, as it would
-    /// from the server to a copy that differs.
-    static func satisfiesCallersCondition(_ request: URLRequest, entry: CachedResponse) -> Bool {
+    /// entry's `Last-Modified` (else its `Date`) and not later than now. False when the request
+    /// has neither, the entry has nothing to compare with, or the stored response is no 2xx:
+    /// the stored response answers whole then, as it would from the server.
+    static func satisfiesCallersCondition(_ request: URLRequest, entry: CachedResponse, now: Date) -> Bool {
+        // Preconditions apply only where the answer would be a 2xx (RFC 9110 §13.2.1): a stored
+        // 404 or 410 answers as itself, whatever the caller's validators.
+        guard (200..<300).contains(entry.statusCode) else { return false }
         if let condition = request.value(forHTTPHeaderField: "If-None-Match") {
             let listed = condition.split(separator: ",").map { opaqueTag(String($0)) }
             if listed.contains("*") { return true }
             guard let storedTag = entry.value(forHTTPHeaderField: "ETag") else { return false }
             return listed.contains(opaqueTag(storedTag))
         }
+        // A date later than now is no valid condition (§13.1.3): ignored.
         guard let condition = request.value(forHTTPHeaderField: "If-Modified-Since").flatMap(HTTPDate.parse),
+            condition <= now,
             let stored = (entry.value(forHTTPHeaderField: "Last-Modified") ?? entry.value(forHTTPHeaderField: "Date"))
                 .flatMap(HTTPDate.parse)
         else { return false }

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import Serialization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -110,7 +113,7 @@ extension SessionEngine {
             case .useCached where Self.isConditional(request):
                 // The caller's own validators meet a fresh entry: answered as the server would,
                 // 304 when they still describe it, else the stored response whole.
-                let matches = CacheFreshness.satisfiesCallersCondition(request, entry: entry)
+                let matches = CacheFreshness.satisfiesCallersCondition(request, entry: entry, now: now)
                 let head = matches ? CacheFreshness.notModifiedHead(for: entry) : entry.head
                 let body = matches ? Data() : entry.body
                 task.didReceive(head: head, announced: Int64(body.count))
@@ -241,17 +244,36 @@ extension SessionEngine {
     /// answer the hook sent to one.
     private func answer(_ outcome: TransferOutcome, with entry: CachedResponse) -> TransferOutcome {
         guard let file = outcome.fileURL else { return outcome.with(head: entry.head, body: entry.body) }
-        do {
-            try entry.body.write(to: file)
-            return outcome.with(head: entry.head, body: nil)
-        } catch {
-            try? FileManager.default.removeItem(at: file)
-            let failure = SessionError.fileWriteFailed(
-                "cannot write the stored response to '\(file.path)': \(error.localizedDescription)")
+        if let reason = Self.replaceContents(of: file, with: entry.body) {
+            unlink(file.path)
+            let failure = SessionError.fileWriteFailed("cannot write the stored response to '\(file.path)': \(reason)")
             return TransferOutcome(
                 error: failure, request: outcome.request, head: entry.head, body: nil, metrics: outcome.metrics,
                 bodyWentToUserCode: outcome.bodyWentToUserCode)
         }
+        return outcome.with(head: entry.head, body: nil)
+    }
+
+    /// Writes `body` over the download file at `file`, opened without following a link (the
+    /// download directory may be shared, as `DownloadFile` assumes); the reason on failure.
+    private static func replaceContents(of file: URL, with body: Data) -> String? {
+        let descriptor = open(file.path, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { return String(cString: strerror(errno)) }
+        var reason: String?
+        body.withUnsafeBytes { buffer in
+            var offset = 0
+            while offset < buffer.count, let base = buffer.baseAddress {
+                let written = write(descriptor, base + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    reason = String(cString: strerror(errno))
+                    return
+                }
+                offset += written
+            }
+        }
+        if close(descriptor) != 0, reason == nil { reason = String(cString: strerror(errno)) }
+        return reason
     }
 
     /// Stores `entry` for the request's identity, in the manager's partition when it is

@@ -273,6 +273,19 @@ final class DownloadFile {
     /// Whether the current attempt wrote body bytes of its own (after any earlier ones).
     var attemptWroteBytes: Bool { position > earlierLength }
 
+    /// Gives up the bytes the current attempt appended to the earlier ones (nothing vouches
+    /// for them), keeping those: the file is cut back to them. False when the file holds no
+    /// earlier bytes with a resume point, nothing was appended, or the cut failed.
+    func returnToEarlierBytes() -> Bool {
+        guard earlier != nil, earlierLength > 0, position > earlierLength,
+            ftruncate(descriptor, off_t(earlierLength)) == 0
+        else { return false }
+        position = earlierLength
+        fileLength = earlierLength
+        forgetPlan()
+        return true
+    }
+
     /// Makes the next attempt continue the bytes the file holds now, as a download made from
     /// resume data does: the rest is asked for with `If-Range` (the point's entity tag, else
     /// its date), a 206 for exactly that rest is appended, a 200 starts the file over, and an

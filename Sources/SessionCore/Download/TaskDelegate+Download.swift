@@ -79,7 +79,9 @@ extension TaskDelegate {
         // task left for this one to continue never do.
         default: guard download.isFromResumeData else { return nil }
         }
-        return continuablePoint(of: download)
+        if let point = continuablePoint(of: download) { return point }
+        // Bytes this attempt appended that nothing vouches for go; the earlier ones stay.
+        return download.returnToEarlierBytes() ? download.earlierResumePoint : nil
     }
 
     /// The resume point of the bytes the file holds, for a GET whose bytes a validator vouches
@@ -95,16 +97,16 @@ extension TaskDelegate {
         // Bytes appended to the earlier ones: a 206 may omit the validators, and the resumed
         // download's own still hold. A body from byte 0 has only its own.
         let inherited = download.earlierLength > 0 ? download.earlier : nil
-        let entityTag = head.value(forHTTPHeaderField: "ETag") ?? inherited?.entityTag
+        var entityTag = head.value(forHTTPHeaderField: "ETag") ?? inherited?.entityTag
         var lastModified = head.value(forHTTPHeaderField: "Last-Modified") ?? inherited?.lastModified
-        if let entityTag {
-            // RFC 9110 §13.1.5: never a weak tag in If-Range, and no date when a tag exists.
-            guard !entityTag.hasPrefix("W/") else { return nil }
-        } else {
-            // A date is a validator only when strong: at least a second before the response's Date.
-            guard let modified = lastModified, Self.isStrongDate(modified, responseDate: head.value(forHTTPHeaderField: "Date"))
-            else { return nil }
-            lastModified = modified
+        if !Self.vouches(entityTag: entityTag, lastModified: lastModified, responseDate: head.value(forHTTPHeaderField: "Date")) {
+            // A 206 appended to the earlier bytes answered an `If-Range` with their validator:
+            // that validator vouches for the whole file, whatever the 206 itself carries (a
+            // weak tag, a date without a `Date` to judge it by).
+            guard let inherited else { return nil }
+            entityTag = inherited.entityTag.flatMap { $0.hasPrefix("W/") ? nil : $0 }
+            lastModified = inherited.lastModified
+            guard entityTag != nil || lastModified != nil else { return nil }
         }
         let announced = head.expectedContentLength
         let expected: Int64? = announced < 0 ? inherited?.expectedLength : announced + download.earlierLength
@@ -121,9 +123,21 @@ extension TaskDelegate {
     /// before an answer, or was answered with an error status) leaves the file's plan as it
     /// was: the bytes of the one before stay, with what vouches for them.
     func continueDownloadOnRetry() {
-        guard let download, task is DownloadTask, download.attemptWroteBytes, let point = continuablePoint(of: download)
-        else { return }
+        guard let download, task is DownloadTask, download.attemptWroteBytes else { return }
+        guard let point = continuablePoint(of: download) else {
+            // Appended bytes nothing vouches for go; the earlier ones are continued again.
+            _ = download.returnToEarlierBytes()
+            return
+        }
         download.continueOnNextAttempt(from: point)
+    }
+
+    /// Whether a response's validators can go in `If-Range` (RFC 9110 §13.1.5): a strong
+    /// entity tag, or, without a tag, a strong date.
+    private static func vouches(entityTag: String?, lastModified: String?, responseDate: String?) -> Bool {
+        if let entityTag { return !entityTag.hasPrefix("W/") }
+        guard let lastModified else { return false }
+        return isStrongDate(lastModified, responseDate: responseDate)
     }
 
     /// Whether `lastModified` is a strong validator: one second or more before `Date`

@@ -80,7 +80,10 @@ extension SessionTask {
                 // A resumed (or restarted) download: counts start from what is in the file.
                 $0.bodyOffset = offset
                 $0.bytesReceived = offset
-                $0.bytesWrittenReported = nil
+                // A retry continuing this task's own bytes: what the written-data hook has not
+                // heard of yet (an update still coalescing when the attempt was cut) is still
+                // reported. A new body (offset 0), or resume data's bytes, start the count again.
+                $0.bytesWrittenReported = offset > 0 ? $0.bytesWrittenReported.map { min($0, offset) } : nil
             }
         }
         scheduleProgressUpdate()
