@@ -51,7 +51,9 @@ enum DownloadNaming {
                 plain = parameter.value
             }
         }
-        return extended ?? plain
+        // An extended name that sanitises to nothing (empty, "..") leaves the plain one.
+        if let extended, sanitize(extended) != nil { return extended }
+        return plain
     }
 
     /// The bytes of a percent-encoded value (nil when a `%` is not followed by two hex digits).
@@ -59,6 +61,7 @@ enum DownloadNaming {
         var bytes: [UInt8] = []
         var iterator = value.utf8.makeIterator()
         while let byte = iterator.next() {
+            guard byte < 0x80 else { return nil }  // RFC 8187: raw characters are ASCII only
             guard byte == UInt8(ascii: "%") else {
                 bytes.append(byte)
                 continue

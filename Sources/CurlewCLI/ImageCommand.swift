@@ -59,6 +59,10 @@ struct ImageCommand: AsyncParsableCommand {
         let manager = try Exchange.makeManager(configuration: configuration, policy: policy, follow: true)
         let response = try await Exchange.using(manager) { await Exchange.send(built, manager: manager) }
         if case .responseBodyTooLarge(let limit)? = response.error as? SessionError {
+            // An error page too large is reported as the error status it is.
+            if let head = response.head, !(200..<300).contains(head.statusCode) {
+                throw ToolFailure(ExitStatus.forStatus(head.statusCode) ?? .error, "HTTP \(head.statusCode) \(head.reasonPhrase ?? "")")
+            }
             throw ToolFailure(.error, "the image is larger than \(limit) bytes (--max-size)")
         }
         if let error = response.error { throw ToolFailure(transferError: error) }

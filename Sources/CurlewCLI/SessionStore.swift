@@ -189,6 +189,10 @@ struct SessionStore {
     }
 
     private func saveLocked(jar: CookieJar?, headers: [String: String], for url: URL, since snapshot: Snapshot?) throws {
+        // Checked again: the files are read now, and the request may have run for long enough
+        // for something else to take their place (a FIFO would block the read, and the lock).
+        try Self.checkFile(cookieFile)
+        try Self.checkFile(headerFile)
         if let jar {
             do {
                 if let snapshot {

@@ -329,6 +329,9 @@ final class EndToEndTests: XCTestCase {
         XCTAssertEqual(tooLarge.status, 1, tooLarge.stderr)
         XCTAssertTrue(tooLarge.stderr.contains("larger than 1000 bytes (--max-size)"), tooLarge.stderr)
         XCTAssertEqual(try run(["image", "--max-size", "0", "\(base)/image/png"]).status, 64)
+        let teapot = try run(["image", "--max-size", "10", "\(base)/status/418"])
+        XCTAssertEqual(teapot.status, 4, "an error page too large is its status: \(teapot.stderr)")
+        XCTAssertTrue(teapot.stderr.contains("HTTP 418"), teapot.stderr)
 
         let reach = try run(["reach", "--once", "--timeout", "5"])
         XCTAssertTrue([0, 1].contains(reach.status), reach.stderr)

@@ -137,6 +137,11 @@ final class FormattingTests: XCTestCase {
         XCTAssertEqual(
             DownloadNaming.fileName(contentDisposition: "attachment; filename=\"x.txt\"; filename*=UTF-8''bad%G1.txt", url: url, mimeType: nil),
             "x.txt")
+        for unusable in ["UTF-8''", "UTF-8''%2E%2E", "iso-8859-1''caf\u{E9}.txt"] {
+            XCTAssertEqual(
+                DownloadNaming.fileName(contentDisposition: "attachment; filename=\"x.txt\"; filename*=\(unusable)", url: url, mimeType: nil),
+                "x.txt", unusable)
+        }
         XCTAssertEqual(DownloadNaming.fileName(contentDisposition: "attachment; filename=\"..\"", url: url, mimeType: nil), "report.pdf")
         XCTAssertEqual(DownloadNaming.fileName(contentDisposition: "inline", url: URL(string: "http://h/")!, mimeType: "application/json"), "index.json")
         XCTAssertEqual(DownloadNaming.fileName(contentDisposition: nil, url: URL(string: "http://h/bytes/10")!, mimeType: "application/octet-stream"), "10.bin")

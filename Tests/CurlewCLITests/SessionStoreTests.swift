@@ -40,6 +40,44 @@ final class SessionStoreTests: XCTestCase {
 
     private let api = URL(string: "https://api.example.com/v1/items")!
 
+    /// The merge tells cookies apart as libcurl does (the subdomain flag counts), and a cookie
+    /// that merely expired during a run is not taken for one the run deleted (review of
+    /// 2026-11-28: the first lost `.example.com`'s `a`, the second another run's fresh `s`).
+    func testTheMergeKnowsCookiesAsLibcurlDoesAndExpiryIsNoDeletion() throws {
+        let store = try SessionStore(name: "flags", environment: environment)
+        let seed = try store.loadJar()
+        let hour = Date(timeIntervalSinceNow: 3600)
+        try seed.add(Cookie(name: "a", value: "wide", domain: "example.com", includesSubdomains: true, path: "/", expires: hour))
+        try seed.add(Cookie(name: "a", value: "host", domain: "example.com", includesSubdomains: false, path: "/", expires: hour))
+        try store.save(jar: seed, headers: [:], for: api)
+        XCTAssertEqual(try store.loadJar().cookies.count, 2)
+
+        let jar = try store.loadJar()
+        var snapshot = SessionStore.Snapshot(cookieLines: try SessionStore.cookieLines(of: jar))
+        try jar.add(Cookie(name: "a", value: "host2", domain: "example.com", includesSubdomains: false, path: "/", expires: hour))
+        // As if `s` was alive when this run loaded and expired since; another run saved a
+        // fresh `s` meanwhile.
+        snapshot.cookieLines.insert(Array("example.com\tFALSE\t/\tFALSE\t1000\ts\told".utf8))
+        let other = try store.loadJar()
+        let otherSnapshot = SessionStore.Snapshot(cookieLines: try SessionStore.cookieLines(of: other))
+        try other.add(Cookie(name: "s", value: "fresh", domain: "example.com", path: "/", expires: hour))
+        try store.save(jar: other, headers: [:], for: api, since: otherSnapshot)
+        try store.save(jar: jar, headers: [:], for: api, since: snapshot)
+
+        let saved = try store.loadJar().cookies.map { "\($0.name)=\($0.value) \($0.includesSubdomains)" }.sorted()
+        XCTAssertEqual(saved, ["a=host2 false", "a=wide true", "s=fresh false"])
+    }
+
+    /// The files are checked again when the run saves: something that took a file's place
+    /// while the request ran (a FIFO would block the read, and the lock) is refused.
+    func testAFileReplacedDuringTheRunIsRefusedAtSave() throws {
+        let store = try SessionStore(name: "swapped", environment: environment)
+        XCTAssertEqual(mkfifo(store.headerFile.path, 0o600), 0)
+        XCTAssertThrowsError(try store.save(jar: nil, headers: ["A": "1"], for: api, since: SessionStore.Snapshot())) {
+            XCTAssertTrue("\($0)".contains("is not a file of this user's own"), "\($0)")
+        }
+    }
+
     /// Two runs of one session at once: each saves what it changed onto what the files hold
     /// then. Until 2026-11-28 the run that saved last wrote its whole jar and header set, and
     /// the other run's new cookie and header were lost.

@@ -284,7 +284,9 @@ public final class CookieJar: Sendable {
                 onDisk.append(Array(line))
             }
         }
-        let keysBefore = Set(snapshot.compactMap { Self.key(ofLine: $0, now: nil) })
+        // Only what was alive at load and is gone now was removed here: a cookie that merely
+        // expired meanwhile says nothing about the file's newer copy of it.
+        let keysBefore = Set(snapshot.compactMap { Self.key(ofLine: $0, now: now) })
         let keysNow = Dictionary(current.compactMap { line in Self.key(ofLine: line, now: nil).map { ($0, line) } }) { a, _ in a }
         let changed = current.subtracting(snapshot)
         var replaced = Set(changed.compactMap { Self.key(ofLine: $0, now: nil) })
@@ -294,13 +296,27 @@ public final class CookieJar: Sendable {
         try Self.writeLines(merged, to: file)
     }
 
-    /// What names a cookie line in a store: lower-cased domain, path and name (nil for a line
-    /// that is no cookie, or one expired by `now`).
-    private static func key(ofLine bytes: [UInt8], now: Date?) -> String? {
+    /// What names a cookie line in a store, as libcurl tells two cookies apart: the domain
+    /// (lower-cased, without `#HttpOnly_`), the subdomain flag (`.example.com TRUE` and
+    /// `example.com FALSE` are two cookies), the path and the name, as bytes (a value that is
+    /// not UTF-8 changes nothing). Nil for a line that is no valid cookie, or one expired by
+    /// `now`.
+    private static func key(ofLine bytes: [UInt8], now: Date?) -> [UInt8]? {
         let text = String(validating: bytes, as: UTF8.self) ?? latin1Text(bytes)
         guard let cookie = try? NetscapeCookieFormat.cookie(fromLine: Substring(text)) else { return nil }
         if let now, let expires = cookie.expires, expires <= now { return nil }  // expired, not purged yet
-        return cookie.domain.lowercased() + "\t" + cookie.path + "\t" + cookie.name
+        let fields = bytes.split(separator: UInt8(ascii: "\t"), omittingEmptySubsequences: false)
+        guard fields.count >= 7 else { return nil }
+        var domain = Array(fields[0])
+        let httpOnly = Array("#HttpOnly_".utf8)
+        if domain.starts(with: httpOnly) { domain.removeFirst(httpOnly.count) }
+        if domain.first == UInt8(ascii: ".") { domain.removeFirst() }
+        var key = domain.map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+        for field in [fields[1], fields[2], fields[5]] {
+            key.append(0)
+            key.append(contentsOf: field)
+        }
+        return key
     }
 
     /// Writes `lines` under curl's file header, sorted (a file that does not change from run
