@@ -261,19 +261,7 @@ struct SessionStore {
         guard descriptor >= 0 else {
             throw ToolFailure(.error, "--session: cannot write \(file.path): \(String(cString: strerror(errno)))")
         }
-        var failed = false
-        data.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count, let base = buffer.baseAddress {
-                let written = Glibc.write(descriptor, base + offset, buffer.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    failed = true
-                    return
-                }
-                offset += written
-            }
-        }
+        var failed = DescriptorWrite.writeAll(data, to: descriptor) != nil
         if close(descriptor) != 0 { failed = true }
         if failed || rename(temporary, file.path) != 0 {
             unlink(temporary)

@@ -40,12 +40,24 @@ final class DownloadRetryContinuationTests: XCTestCase {
 
     /// Runs a download of `request` to `destination` and returns the task and its response.
     private func download(_ request: URLRequest) async -> (DownloadTask, DataResponse) {
+        await run { manager, destination, done in
+            manager.downloadTask(with: request, destination: { _, _ in destination }, completionHandler: done)
+        }
+    }
+
+    /// Runs a download made from `resumeData` to `destination`.
+    private func download(resumingFrom resumeData: Data) async -> (DownloadTask, DataResponse) {
+        await run { manager, destination, done in
+            manager.downloadTask(withResumeData: resumeData, destination: { _, _ in destination }, completionHandler: done)
+        }
+    }
+
+    private func run(
+        _ make: (URLSessionManager, URL, @escaping @Sendable (DataResponse) -> Void) -> DownloadTask
+    ) async -> (DownloadTask, DataResponse) {
         let box = Mutex<DownloadTask?>(nil)
-        let destination = self.destination!
         let response = await withCheckedContinuation { continuation in
-            let task = manager.downloadTask(with: request, destination: { _, _ in destination }) {
-                continuation.resume(returning: $0)
-            }
+            let task = make(manager, destination) { continuation.resume(returning: $0) }
             box.withLock { $0 = task }
             task.resume()
         }
@@ -133,15 +145,7 @@ final class DownloadRetryContinuationTests: XCTestCase {
         XCTAssertEqual(try Data(contentsOf: resume.partialFileURL), body.prefix(100_000))
 
         // The resume data finishes the download with the rest only.
-        let resumedTask = Mutex<DownloadTask?>(nil)
-        let destination = self.destination!
-        let finished = await withCheckedContinuation { continuation in
-            let again = manager.downloadTask(withResumeData: data, destination: { _, _ in destination }) {
-                continuation.resume(returning: $0)
-            }
-            resumedTask.withLock { $0 = again }
-            again.resume()
-        }
+        let (_, finished) = await download(resumingFrom: data)
         XCTAssertNil(finished.error)
         XCTAssertEqual(route.rangeRequests.last?.range, "bytes=100000-")
         XCTAssertEqual(try Data(contentsOf: destination), body)

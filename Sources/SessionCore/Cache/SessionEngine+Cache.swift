@@ -259,19 +259,7 @@ extension SessionEngine {
     private static func replaceContents(of file: URL, with body: Data) -> String? {
         let descriptor = open(file.path, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else { return String(cString: strerror(errno)) }
-        var reason: String?
-        body.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count, let base = buffer.baseAddress {
-                let written = write(descriptor, base + offset, buffer.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    reason = String(cString: strerror(errno))
-                    return
-                }
-                offset += written
-            }
-        }
+        var reason = DescriptorWrite.writeAll(body, to: descriptor)
         if close(descriptor) != 0, reason == nil { reason = String(cString: strerror(errno)) }
         return reason
     }

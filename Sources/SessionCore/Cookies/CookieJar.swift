@@ -267,8 +267,9 @@ public final class CookieJar: Sendable {
 
     /// Writes to `file` what it holds now with this jar's changes since `snapshot` (its
     /// ``storedLines()`` when it was loaded) applied: a cookie added or changed here replaces
-    /// the file's of the same domain, path and name; one gone from here (deleted or expired by
-    /// its server) leaves the file; every other line of the file stays, whoever wrote it. Two
+    /// the file's of the same domain, subdomain flag, path and name; one alive at load and gone
+    /// from here (deleted or expired by its server) leaves the file; every other line of the
+    /// file stays, whoever wrote it. Two
     /// processes sharing a jar file (two runs of one `curlew --session`) then lose neither's
     /// cookies. The caller keeps other writers out while this runs (a lock).
     ///
@@ -287,12 +288,12 @@ public final class CookieJar: Sendable {
         // Only what was alive at load and is gone now was removed here: a cookie that merely
         // expired meanwhile says nothing about the file's newer copy of it.
         let keysBefore = Set(snapshot.compactMap { Self.key(ofLine: $0, now: now) })
-        let keysNow = Dictionary(current.compactMap { line in Self.key(ofLine: line, now: nil).map { ($0, line) } }) { a, _ in a }
+        let keysNow = Set(current.compactMap { Self.key(ofLine: $0, now: nil) })
         let changed = current.subtracting(snapshot)
         var replaced = Set(changed.compactMap { Self.key(ofLine: $0, now: nil) })
-        replaced.formUnion(keysBefore.subtracting(keysNow.keys))  // removed here
+        replaced.formUnion(keysBefore.subtracting(keysNow))  // removed here
         var merged = onDisk.filter { line in Self.key(ofLine: line, now: now).map { !replaced.contains($0) } ?? false }
-        merged.append(contentsOf: changed.filter { Self.key(ofLine: $0, now: now) != nil })
+        merged.append(contentsOf: changed)  // `storedLines()`: unexpired already
         try Self.writeLines(merged, to: file)
     }
 
@@ -336,19 +337,7 @@ public final class CookieJar: Sendable {
         let temporary = path + ".curlew-\(UUID().uuidString)"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw .fileNotWritable(path: path, reason: String(cString: strerror(errno))) }
-        var failure: String?
-        data.withUnsafeBytes { buffer in
-            var offset = 0
-            while offset < buffer.count, let base = buffer.baseAddress {
-                let written = write(descriptor, base + offset, buffer.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    failure = String(cString: strerror(errno))
-                    return
-                }
-                offset += written
-            }
-        }
+        var failure = DescriptorWrite.writeAll(data, to: descriptor)
         if close(descriptor) != 0, failure == nil { failure = String(cString: strerror(errno)) }
         if failure == nil, rename(temporary, path) != 0 { failure = String(cString: strerror(errno)) }
         if let failure {
