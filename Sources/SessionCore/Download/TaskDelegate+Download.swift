@@ -4,18 +4,7 @@ import Serialization
 import FoundationNetworking
 #endif
 
-/// Where a stopped download can continue from, as the driver saw it: turned into
-/// `DownloadResumeData` off the driver thread (`ResumePoint.resumeData(for:)`).
-struct ResumePoint: Sendable {
-    var fileURL: URL
-    var bytesReceived: Int64
-    var entityTag: String?
-    var lastModified: String?
-    var expectedLength: Int64?
-    /// The byte range the file is for (nil, nil: the whole body).
-    var rangeFirst: Int64?
-    var rangeLast: Int64?
-
+extension ResumePoint {
     /// The resume data for `task`'s request (operation queue).
     func resumeData(for task: SessionTask) -> DownloadResumeData? {
         guard let request = task.originalRequest, let url = request.url else { return nil }
