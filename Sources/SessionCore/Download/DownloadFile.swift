@@ -14,6 +14,9 @@ import Glibc
 /// The bytes an earlier task left (the partial file of resume data) are given up only for an
 /// answer that replaces them (a 200, or the range asked for from its start): an error status,
 /// a refused range or a failed write leave them on disk, to continue another time.
+///
+/// Claiming a partial file that resume data names is in `DownloadFile+PartialFile.swift`,
+/// reading `Content-Range` in `DownloadFile+ContentRange.swift`.
 final class DownloadFile {
     /// Where the file is.
     let url: URL
@@ -24,12 +27,13 @@ final class DownloadFile {
     /// task wrote (``continueOnNextAttempt(from:)``): the engine owns the request's range
     /// fields, and an error status is a failure rather than the file's body.
     private(set) var isFromResumeData: Bool
-    /// Bytes an earlier task left in the file (the resume data's partial bytes) that are still
-    /// there: 0 for a new download, and once the file was cut for a body from byte 0.
-    private(set) var earlierLength: Int64 = 0
-    /// What vouches for those bytes (the resume data's validators, or the lost attempt's
-    /// response's): the resume point they make while the file holds nothing else.
+    /// What vouches for the bytes an earlier task or attempt left in the file (the resume
+    /// data's validators, or the lost attempt's response's): the resume point they make while
+    /// the file holds nothing else. Nil for a new download, and once the file was cut for a
+    /// body from byte 0.
     private(set) var earlier: ResumePoint?
+    /// How many bytes of the file those earlier ones are (0 without any).
+    var earlierLength: Int64 { earlier?.bytesReceived ?? 0 }
     /// The file position the bytes asked for with `If-Range` continue at: `earlierLength`
     /// while the partial bytes are continued, 0 once the request asks without a validator.
     private var rangeStart: Int64 = 0
@@ -83,7 +87,6 @@ final class DownloadFile {
         descriptor = -1
         if offset > 0, validator != nil, let claimed = try Self.claimPartialFile(at: path, keeping: offset) {
             descriptor = claimed
-            earlierLength = offset
             earlier = resume.map {
                 ResumePoint(
                     fileURL: url, bytesReceived: offset, entityTag: $0.entityTag, lastModified: $0.lastModified,
@@ -108,70 +111,6 @@ final class DownloadFile {
 
     deinit {
         if descriptor >= 0 { close(descriptor) }
-    }
-
-    /// Opens and locks the partial file a resumed download continues, cut to `length` bytes;
-    /// nil when it is gone or is not what the resume data says (shorter, not a regular file):
-    /// the download then starts from byte 0 in a new file at the same path.
-    ///
-    /// Resume data names a path, and whatever is there must be this user's own partial file
-    /// before a byte is cut or written: owned by this user, one link only (a hard link is
-    /// another name for someone's bytes), not writable by group or others. Anything else is
-    /// refused with an error and left exactly as it is (never unlinked: it may be someone
-    /// else's file).
-    ///
-    /// The lock is the claim. A task resumed from the same data fails while another holds it,
-    /// and a finished task holds it until its file left this path (`DownloadFileClaim`). The
-    /// path is checked again once locked: a file moved away (finished) between this task's
-    /// `open` and its lock is never cut.
-    private static func claimPartialFile(at path: String, keeping length: Int64) throws(SessionError) -> Int32? {
-        var found = stat()
-        guard lstat(path, &found) == 0 else {
-            if errno == ENOENT { return nil }
-            throw failure("cannot inspect the partial file", path: path)
-        }
-        // Another user's entry (a file, a link, a FIFO) is theirs: refused, never removed.
-        guard found.st_uid == geteuid() else { throw notOwn(path, "it belongs to uid \(found.st_uid)") }
-        // O_NOFOLLOW: resume data names a path; a symlink planted there is refused.
-        // O_NONBLOCK: a FIFO planted there must not block the driver (refused below).
-        let existing = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
-        guard existing >= 0 else {
-            if errno == ENOENT { return nil }
-            if errno == ELOOP || errno == ENXIO { unlink(path) }  // the user's own link or FIFO: it goes
-            else { throw failure("cannot open the partial file", path: path) }
-            return nil
-        }
-        var opened = stat()
-        guard fstat(existing, &opened) == 0, (opened.st_mode & S_IFMT) == S_IFREG else {
-            close(existing)
-            unlink(path)  // the user's own, but not a download's file: it goes, a new file takes its place
-            return nil
-        }
-        // Checked on what was opened (the path may have changed since `lstat`).
-        let problem: String? =
-            if opened.st_uid != geteuid() { "it belongs to uid \(opened.st_uid)" }
-            else if opened.st_nlink != 1 { "it has \(opened.st_nlink) links (a hard link is another name for other bytes)" }
-            else if opened.st_mode & 0o022 != 0 { "others may write to it (mode \(String(opened.st_mode & 0o777, radix: 8)))" }
-            else { nil }
-        if let problem {
-            close(existing)
-            throw notOwn(path, problem)
-        }
-        guard flock(existing, LOCK_EX | LOCK_NB) == 0 else {
-            close(existing)
-            throw .fileWriteFailed("the partial file '\(path)' is in use by another download task")
-        }
-        var current = stat()
-        guard lstat(path, &current) == 0, current.st_dev == opened.st_dev, current.st_ino == opened.st_ino else {
-            close(existing)
-            throw .fileWriteFailed("the partial file '\(path)' was taken by another download task")
-        }
-        let size = Int64(current.st_size)
-        if size >= length, size == length || ftruncate(existing, off_t(length)) == 0 { return existing }
-        // Too short to continue: this task owns it (locked, and still at the path), so it goes.
-        unlink(path)
-        close(existing)
-        return nil
     }
 
     /// Whether the engine sets the request's range fields: a download made from resume data
@@ -277,7 +216,7 @@ final class DownloadFile {
     /// for them), keeping those: the file is cut back to them. False when the file holds no
     /// earlier bytes with a resume point, nothing was appended, or the cut failed.
     func returnToEarlierBytes() -> Bool {
-        guard earlier != nil, earlierLength > 0, position > earlierLength,
+        guard earlierLength > 0, position > earlierLength,
             ftruncate(descriptor, off_t(earlierLength)) == 0
         else { return false }
         position = earlierLength
@@ -302,7 +241,6 @@ final class DownloadFile {
         sentEntityTag = tag
         expectedLength = point.expectedLength
         earlier = point
-        earlierLength = position
         rangeStart = position
         // The attempt's plan was applied with its first byte: `origin` and `rangeLast` are
         // already where its bytes lie in the representation.
@@ -359,7 +297,6 @@ final class DownloadFile {
         position = start
         if start == 0 {
             rangeStart = 0
-            earlierLength = 0
             earlier = nil
             if let plannedRange {
                 origin = plannedRange.origin
@@ -393,45 +330,9 @@ final class DownloadFile {
         return claim
     }
 
-    /// The refusal of a partial file that is not this user's own (`problem` says why).
-    private static func notOwn(_ path: String, _ problem: String) -> SessionError {
-        .fileWriteFailed("the partial file '\(path)' is not this user's own (\(problem)): refused, and left as it is")
-    }
-
-    private static func failure(_ action: String, path: String) -> SessionError {
+    /// A failed file operation, with the system's reason.
+    static func failure(_ action: String, path: String) -> SessionError {
         let reason = String(cString: strerror(errno))
         return .fileWriteFailed("\(action) '\(path)': \(reason)")
-    }
-
-    /// The positions of a `Content-Range: bytes first-last/length` value, parsed as bytes
-    /// (nil when absent, malformed, or of unknown length "*").
-    static func parse(contentRange value: String?) -> (first: Int64, last: Int64, length: Int64)? {
-        guard let value else { return nil }
-        var bytes = Substring(value).utf8.drop { $0 == UInt8(ascii: " ") }
-        let unit = Array("bytes".utf8)
-        guard bytes.starts(with: unit) else { return nil }
-        bytes = bytes.dropFirst(unit.count).drop { $0 == UInt8(ascii: " ") }
-        func number(_ terminator: UInt8?) -> Int64? {
-            var result: Int64 = 0
-            var digits = 0
-            while let byte = bytes.first, byte >= UInt8(ascii: "0"), byte <= UInt8(ascii: "9") {
-                let (times, overflow1) = result.multipliedReportingOverflow(by: 10)
-                let (sum, overflow2) = times.addingReportingOverflow(Int64(byte - UInt8(ascii: "0")))
-                guard !overflow1, !overflow2 else { return nil }
-                result = sum
-                digits += 1
-                bytes = bytes.dropFirst()
-            }
-            guard digits > 0 else { return nil }
-            if let terminator {
-                guard bytes.first == terminator else { return nil }
-                bytes = bytes.dropFirst()
-            }
-            return result
-        }
-        guard let first = number(UInt8(ascii: "-")), let last = number(UInt8(ascii: "/")), let length = number(nil),
-            first <= last, last < length, bytes.allSatisfy({ $0 == UInt8(ascii: " ") })
-        else { return nil }
-        return (first, last, length)
     }
 }
