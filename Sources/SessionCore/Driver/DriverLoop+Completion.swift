@@ -24,6 +24,25 @@ extension DriverLoop {
         }
     }
 
+    /// Lifts the send pause of each transfer whose server answered in this pass while its
+    /// request body's producer was behind (`PassClock.answeredWhileSendPaused`).
+    ///
+    /// libcurl 7.88 reports a transfer done only when no pause bit is left, and an answer that
+    /// stops the sending (an error status before the body was sent: "stop sending") clears
+    /// the sending but not the pause `CURL_READFUNC_PAUSE` set. The task then waited for the
+    /// producer's next chunk, the silence probe or its timeout with its whole answer in. With
+    /// the pause lifted, a transfer that stopped sending ends once its answer is read; one
+    /// still sending (a server that answers early and reads on) calls the read callback
+    /// again, which pauses again. A receive hold of Curlew's (a consumer behind, a response
+    /// hook deciding) is kept; a suspended task's pause is lifted by its `resume()`.
+    func liftSendPauses() {
+        for delegate in passClock.answeredWhileSendPaused
+        where delegates[delegate.task] === delegate && delegate.state.maySend {
+            _ = curl_easy_pause(delegate.easy.raw, delegate.state.holdsReceiving ? CURLPAUSE_RECV : CURLPAUSE_CONT)
+        }
+        passClock.answeredWhileSendPaused.removeAll(keepingCapacity: true)
+    }
+
     /// One exchange ended: gather the facts, let the state machine choose, carry it out.
     func transferDidEnd(_ delegate: TaskDelegate, code: CURLcode) {
         delegate.collectMetrics()

@@ -106,6 +106,7 @@ final class DriverLoop {
                 passClock.startedDeadline = .max
             }
             readCompletions()
+            if !passClock.answeredWhileSendPaused.isEmpty { liftSendPauses() }
             enforceTimeouts()
             startDueRetries()
             completions.flush()

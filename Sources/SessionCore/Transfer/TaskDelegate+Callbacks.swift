@@ -63,7 +63,13 @@ extension TaskDelegate {
             state.headReceived(disposition, now: passClock.now)
             // The server answered while the body's producer was behind: its silence counts
             // again from now, and the loop must check by the new deadline.
-            if waitedForProducer { passClock.noteStarted(state.clock.nextWake) }
+            if waitedForProducer {
+                passClock.noteStarted(state.clock.nextWake)
+                // libcurl ends a transfer only once no pause bit is left, and the send pause
+                // of a read callback that answered `CURL_READFUNC_PAUSE` stays even when the
+                // answer stops the sending (an early 413): the loop lifts it after this pass.
+                passClock.answeredWhileSendPaused.append(self)
+            }
             let expected = head.expectedContentLength ?? response.expectedContentLength
             if disposition == .deliver {
                 // libcurl decodes a content-coded body (`decodesBody`): `Content-Length`

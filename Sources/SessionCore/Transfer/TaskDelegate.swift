@@ -181,6 +181,10 @@ final class TaskDelegate {
         /// `.max`: none.
         var startedDeadline: UInt64 = .max
 
+        /// Transfers whose server answered while their body's producer was behind, for the
+        /// loop to lift their send pause after this pass (`DriverLoop.liftSendPauses`).
+        var answeredWhileSendPaused: [TaskDelegate] = []
+
         /// Makes sure the loop checks the timeouts by `deadline`.
         func noteStarted(_ deadline: UInt64?) {
             if let deadline, deadline < startedDeadline { startedDeadline = deadline }

@@ -258,6 +258,12 @@ struct TransferStateMachine {
         return !isSuspended
     }
 
+    /// Whether libcurl's receiving is (or may be) paused by a hold of Curlew's: a suspended
+    /// task, a consumer behind, a response hook deciding. Lifting a send pause keeps it.
+    var holdsReceiving: Bool {
+        isSuspended || isBackpressured || (awaitsResponseDecision && headDisposition == .deliver)
+    }
+
     /// The consumer caught up. True: let curl continue now (attached and not suspended).
     mutating func consumerCaughtUp(now: UInt64) -> Bool {
         guard phase == .attached else { return false }
