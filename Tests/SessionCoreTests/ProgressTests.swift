@@ -205,4 +205,37 @@ final class SendBodyDataHookTests: XCTestCase {
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
         await manager.waitUntilInvalidated()
     }
+
+    /// A body of unknown length (a stream, sent chunked) is reported with an unknown total
+    /// (-1, as URLSession's `NSURLSessionTransferSizeUnknown`), never libcurl's 0, which read
+    /// as a body already past its end.
+    func testAChunkedUploadReportsAnUnknownTotal() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/upload") { request in .text("got \(request.body.count) \(request.header("Transfer-Encoding") ?? "")") }
+        let manager = URLSessionManager.raw()
+        let expectedTotals = Mutex<Set<Int64>>([])
+        let sent = Mutex<Int64>(0)
+        manager.setTaskDidSendBodyDataBlock { _, _, total, expected in
+            expectedTotals.withLock { _ = $0.insert(expected) }
+            sent.withLock { $0 = total }
+        }
+        var request = URLRequest(url: try server.url("/upload"))
+        request.httpMethod = "POST"
+        let payload = Data(repeating: 7, count: 300_000)
+        request.httpBodyStream = InputStream(data: payload)
+        let task = Mutex<UploadTask?>(nil)
+        let uploaded: DataResponse = await withCheckedContinuation { continuation in
+            let started = manager.uploadTask(withStreamedRequest: request) { response in continuation.resume(returning: response) }
+            task.withLock { $0 = started }
+            started.resume()
+        }
+        XCTAssertNil(uploaded.error)
+        XCTAssertEqual(uploaded.data.map { String(decoding: $0, as: UTF8.self) }, "got 300000 chunked")
+        XCTAssertEqual(sent.withLock { $0 }, 300_000)
+        XCTAssertEqual(expectedTotals.withLock { $0 }, [-1], "the totals reported")
+        XCTAssertEqual(task.withLock { $0 }?.countOfBytesExpectedToSend, -1)
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
 }

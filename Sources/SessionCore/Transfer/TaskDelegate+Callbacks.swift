@@ -314,6 +314,14 @@ extension TaskDelegate {
             state.observeCounts(uploaded: uploaded, downloaded: downloaded, now: passClock.now)
         }
         // Installed for a capped download too (`configure`): a request without a body sends nothing.
-        if let bodyReader { task.didSend(bytes: uploaded, expected: bodyReader.length ?? uploadTotal) }
+        guard let bodyReader else { return }
+        if let length = bodyReader.length {
+            task.didSend(bytes: uploaded, expected: length)
+        } else {
+            // Sent chunked: libcurl's total is 0 (unknown) and its count includes the chunks'
+            // framing (45 bytes over a 300,000-byte body). The task reports body bytes against
+            // an unknown total (-1), as URLSession does: at most what the body gave curl.
+            task.didSend(bytes: min(uploaded, bodyReader.bytesRead), expected: -1)
+        }
     }
 }
