@@ -51,36 +51,6 @@ public final class MultipartBodyStream: InputStream {
         }
     }
 
-    /// A file as `stat(2)` saw it when its part was added: a file replaced, grown, cut or
-    /// rewritten before its bytes are sent fails the body (the upload would otherwise carry
-    /// other bytes than those counted, or differ between a first attempt and its retry).
-    struct FileIdentity: Equatable {
-        var device: UInt64
-        var inode: UInt64
-        var size: Int64
-        var modified: timespec
-
-        init(_ status: stat) {
-            device = UInt64(status.st_dev)
-            inode = UInt64(status.st_ino)
-            size = Int64(status.st_size)
-            modified = status.st_mtim
-        }
-
-        static func == (lhs: FileIdentity, rhs: FileIdentity) -> Bool {
-            lhs.device == rhs.device && lhs.inode == rhs.inode && lhs.size == rhs.size
-                && lhs.modified.tv_sec == rhs.modified.tv_sec && lhs.modified.tv_nsec == rhs.modified.tv_nsec
-        }
-
-        /// What changed from `earlier`, in words; nil when nothing did.
-        func change(since earlier: FileIdentity) -> String? {
-            if device != earlier.device || inode != earlier.inode { return "it was replaced by another file after it was added" }
-            if size != earlier.size { return "it is \(size) bytes now, \(earlier.size) when it was added" }
-            if self != earlier { return "it was modified after it was added" }
-            return nil
-        }
-    }
-
     /// The total number of bytes the stream produces: the exact `Content-Length`.
     public let contentLength: Int64
     /// The boundary, as in the `Content-Type` header.
@@ -284,7 +254,7 @@ public final class MultipartBodyStream: InputStream {
                     guard fstat(handle.fileDescriptor, &status) == 0 else {
                         throw SerializationError.multipartFileUnreadable(url, reason: "fstat failed (errno \(errno))")
                     }
-                    if let change = FileIdentity(status).change(since: identity) {
+                    if let change = FileIdentity(status).change(since: identity, when: "it was added") {
                         throw SerializationError.multipartFileUnreadable(url, reason: change)
                     }
                 }

@@ -84,7 +84,7 @@ final class MultipartFormDataBuilder: MultipartFormData {
         guard access(path, R_OK) == 0 else {
             throw SerializationError.multipartFileUnreadable(fileURL, reason: "permission denied")
         }
-        let identity = MultipartBodyStream.FileIdentity(status)
+        let identity = FileIdentity(status)
         parts.append(Part(headers: fileHeaders(name: name, fileName: fileName, mimeType: mimeType),
                           body: .file(fileURL, length: identity.size, identity: identity)))
     }

@@ -83,4 +83,85 @@ final class UploadFileChangeTests: XCTestCase {
         XCTAssertTrue(detail.contains("of \(size) bytes"), detail)
         XCTAssertFalse(server.requests.contains { $0.method == "PUT" }, "the server never took a short body as whole")
     }
+
+    /// Rewrites the upload's file in place (same inode): other bytes, and more of them.
+    private static func rewrite(_ file: URL) {
+        guard let writer = try? FileHandle(forWritingTo: file) else { return XCTFail("cannot open \(file.path)") }
+        writer.write(Data(repeating: 9, count: 600_000))
+        try? writer.close()
+    }
+
+    /// A 307 needs the body again; the file was rewritten meanwhile. Sent again it went out
+    /// under its first length, 500,000 bytes of the new content: a body neither the first
+    /// attempt nor the file ever was. Now the task fails saying why, and nothing more is sent.
+    func testAFileRewrittenBeforeARedirectSendsItAgainFailsTheTask() async throws {
+        server.route("/moved", response: .redirect(to: "/upload", status: 307))
+        let file = self.file!
+        manager.setTaskWillPerformHTTPRedirectionBlock { _, _, proposed in
+            Self.rewrite(file)
+            return proposed
+        }
+        var request = URLRequest(url: try server.url("/moved"))
+        request.httpMethod = "PUT"
+        let response = await withCheckedContinuation { continuation in
+            manager.uploadTask(with: request, fromFile: file) { continuation.resume(returning: $0) }.resume()
+        }
+        let detail = try XCTUnwrap(bodyStreamFailure(response), "\(String(describing: response.error)) \(String(describing: response.data))")
+        XCTAssertTrue(detail.contains("600000 bytes now, 500000"), detail)
+        XCTAssertFalse(server.requests.contains { $0.path == "/upload" }, "the changed file was sent")
+    }
+
+    /// The same after a 503 the retrier sends again: the retry is not sent, and the task's
+    /// error names the change (not the 503 it would otherwise end with).
+    func testAFileRewrittenBeforeARetryFailsTheTaskWithTheReason() async throws {
+        struct RewriteThenRetry: RequestRetrier {
+            let rewrite: @Sendable () -> Void
+            func retry(_ task: SessionTask, attempt: Int, error: SessionError?, response: HTTPURLResponse?) -> RetryDecision {
+                guard attempt == 0, response?.statusCode == 503 else { return .doNotRetry }
+                rewrite()
+                return .retry
+            }
+        }
+        server.route("/busy", response: .text("busy", status: 503))
+        let file = self.file!
+        manager.requestRetrier = RewriteThenRetry { Self.rewrite(file) }
+        var request = URLRequest(url: try server.url("/busy"))
+        request.httpMethod = "PUT"
+        let response = await withCheckedContinuation { continuation in
+            manager.uploadTask(with: request, fromFile: file) { continuation.resume(returning: $0) }.resume()
+        }
+        let detail = try XCTUnwrap(bodyStreamFailure(response), "\(String(describing: response.error)) \(String(describing: response.response?.statusCode))")
+        XCTAssertTrue(detail.contains("cannot be sent again"), detail)
+        XCTAssertEqual(server.requests.filter { $0.path == "/busy" }.count, 1, "the retry was not sent")
+    }
+
+    /// Written while it is being sent (its unsent tail rewritten and grown, paused mid-upload):
+    /// the last read finds the change and the body fails before its end, rather than ending
+    /// as a mix of old and new bytes under the old length.
+    func testAFileRewrittenMidUploadFailsTheBody() async throws {
+        let size = 64 << 20
+        let handle = try FileHandle(forWritingTo: file)
+        try handle.truncate(atOffset: UInt64(size))
+        try handle.close()
+        let rewritten = Mutex(false)
+        let file = self.file!
+        manager.setTaskDidSendBodyDataBlock { task, _, total, _ in
+            guard total < Int64(size), !rewritten.withLock({ $0 }) else { return }
+            task.suspend()
+            if let writer = try? FileHandle(forWritingTo: file) {
+                // Other bytes in the part not sent yet, and 1,000 more past its end (a size
+                // that changed, which the clock's coarse modification times cannot miss).
+                try? writer.seek(toOffset: UInt64(size - 1000))
+                writer.write(Data(repeating: 9, count: 2000))
+                try? writer.close()
+            }
+            rewritten.withLock { $0 = true }
+            task.resume()
+        }
+        let response = await upload()
+        XCTAssertTrue(rewritten.withLock { $0 }, "the file changed while the upload ran")
+        let detail = try XCTUnwrap(bodyStreamFailure(response), "\(String(describing: response.error))")
+        XCTAssertTrue(detail.contains("changed while it was sent"), detail)
+        XCTAssertFalse(server.requests.contains { $0.method == "PUT" }, "the server took the body as whole")
+    }
 }

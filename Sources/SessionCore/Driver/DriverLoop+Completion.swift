@@ -182,7 +182,9 @@ extension DriverLoop {
     /// (nil: the response as received).
     func retry(_ delegate: TaskDelegate, otherwise error: SessionError?) {
         guard delegate.prepareToRetry() else {
-            finish(delegate, outcome: outcome(of: delegate, error: error))
+            // A body that cannot go again for a reason of its own (its file changed) says so;
+            // a spent stream leaves the attempt's own outcome.
+            finish(delegate, outcome: outcome(of: delegate, error: delegate.bodyReader?.rewindFailure ?? error))
             return
         }
         delegate.easy.reset()

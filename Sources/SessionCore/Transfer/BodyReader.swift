@@ -19,7 +19,8 @@ final class BodyReader {
         case stream(MultipartBodyStream, opened: Bool)
         /// Read on the pump's queue; `stream` is kept for rewinding a multipart body.
         case pumped(BodyPump, stream: InputStream)
-        case file(descriptor: Int32)
+        /// `identity`: the file when it was opened, held to at the body's end and at a rewind.
+        case file(descriptor: Int32, identity: FileIdentity)
         /// A caller's async sequence (read through the feed's buffer; never rewound once read).
         case feed(AsyncBodyFeed)
     }
@@ -43,6 +44,9 @@ final class BodyReader {
     /// (`MultipartBodyStream.sendRateCap`), sent as a cap on the transfer; nil otherwise.
     let sendRateCap: Double?
     private(set) var bytesRead: Int64 = 0
+    /// Why the last ``rewind()`` failed, when the body could not be sent again for a reason
+    /// of its own (a file changed since it was opened); nil for a stream that is spent.
+    private(set) var rewindFailure: SessionError?
 
     /// Opens `body`; throws when a file cannot be opened. `wake` is called from another queue
     /// when a read that answered `.pause` can go on.
@@ -69,7 +73,7 @@ final class BodyReader {
                 close(descriptor)
                 throw .bodyStreamFailed("\(url.path) is not a regular file")
             }
-            source = .file(descriptor: descriptor)
+            source = .file(descriptor: descriptor, identity: FileIdentity(info))
             length = Int64(info.st_size)
         case .feed(let feed):
             feed.attach(wake: wake)
@@ -88,7 +92,7 @@ final class BodyReader {
 
     deinit {
         switch source {
-        case .file(let descriptor): close(descriptor)
+        case .file(let descriptor, _): close(descriptor)
         case .stream(let stream, let opened) where opened: stream.close()
         case .pumped(let pump, _): pump.cancel()
         default: break
@@ -135,11 +139,17 @@ final class BodyReader {
             case .wait: return .pause
             case .failed(let error): return .failed(error)
             }
-        case .file(let descriptor):
+        case .file(let descriptor, let identity):
             var result: Int
             repeat { result = Glibc.read(descriptor, base, wanted) } while result < 0 && errno == EINTR
             if result < 0 { return .failed(.bodyStreamFailed(String(cString: strerror(errno)))) }
             count = result
+            // The last bytes: one `fstat` per upload says whether they and those before were the
+            // file counted. A file written meanwhile (grown, rewritten in place) would otherwise
+            // go out as a mix under the old length, which the server takes for the whole.
+            if let length, bytesRead + Int64(count) == length, let change = Self.change(of: descriptor, since: identity) {
+                return .failed(.bodyStreamFailed("the file changed while it was sent: \(change)"))
+            }
         }
         bytesRead += Int64(count)
         if count == 0, let length, bytesRead < length {
@@ -167,13 +177,26 @@ final class BodyReader {
             guard let copy = (stream as? MultipartBodyStream)?.makeRewoundCopy() else { return false }
             pump.cancel()
             source = .pumped(BodyPump(stream: copy, wake: wake), stream: copy)
-        case .file(let descriptor):
+        case .file(let descriptor, let identity):
+            // Sent again (a retry, a redirect, libcurl's resend on a new connection): only the
+            // bytes the first attempt counted. The descriptor is the same inode, so a file
+            // replaced by rename still reads as before; one written in place does not.
+            if let change = Self.change(of: descriptor, since: identity) {
+                rewindFailure = .bodyStreamFailed("the file cannot be sent again: \(change)")
+                return false
+            }
             guard lseek(descriptor, 0, SEEK_SET) == 0 else { return false }
         case .feed(let feed):
             guard feed.isRewindable else { return false }
         }
         bytesRead = 0
         return true
+    }
+
+    /// How the file open at `descriptor` changed since `identity`, in words; nil when it did not.
+    private static func change(of descriptor: Int32, since identity: FileIdentity) -> String? {
+        guard let now = FileIdentity(descriptor: descriptor) else { return "fstat failed (errno \(errno))" }
+        return now.change(since: identity, when: "the upload began")
     }
 
     /// Whether the body can be sent again from the start.

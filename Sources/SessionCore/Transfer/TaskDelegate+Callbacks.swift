@@ -303,7 +303,13 @@ extension TaskDelegate {
         return outcome
     }
 
-    func rewindBody() -> Bool { bodyReader?.rewind() ?? true }
+    func rewindBody() -> Bool {
+        guard let bodyReader else { return true }
+        if bodyReader.rewind() { return true }
+        // libcurl fails the transfer (CURLE_SEND_FAIL_REWIND); the reason is the task's error.
+        if let reason = bodyReader.rewindFailure { failure = reason }
+        return false
+    }
 
     func didProgress(uploaded: Int64, uploadTotal: Int64, downloaded: Int64, downloadTotal: Int64) {
         // Bytes curl handed to the socket: an upload the server stopped reading stops here.

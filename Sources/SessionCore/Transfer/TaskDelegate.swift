@@ -210,7 +210,8 @@ final class TaskDelegate {
         case .same:
             if let reader = bodyReader {
                 guard reader.rewind() else {
-                    throw .bodyStreamFailed("the redirect needs the request body again, but its stream cannot be replayed")
+                    throw reader.rewindFailure
+                        ?? .bodyStreamFailed("the redirect needs the request body again, but its stream cannot be replayed")
                 }
             }
         case .fromRequest:
