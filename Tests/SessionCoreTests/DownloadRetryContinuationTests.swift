@@ -253,4 +253,103 @@ final class DownloadRetryContinuationTests: XCTestCase {
         XCTAssertEqual(response.response?.statusCode, 200)
         XCTAssertEqual(try Data(contentsOf: destination), body)
     }
+
+    // MARK: - The continuation meets the other features
+
+    /// The idle timeout ends the attempt mid-body (the server stalls after 120,000 bytes):
+    /// the retry continues from there, as after a lost connection.
+    func testARetryAfterTheIdleTimeoutContinuesTheBytes() async throws {
+        let body = patternedData(count: 300_000)
+        let route = RangeFileRoute(server: server, path: "/file", body: body)
+        route.state.withLock { $0.faults = [.stallAfter(120_000)] }
+        let retrier = retrying(1)
+        manager.requestRetrier = retrier
+        var request = URLRequest(url: try server.url("/file"))
+        request.timeoutInterval = 1
+
+        let (_, response) = await download(request)
+
+        XCTAssertNil(response.error)
+        XCTAssertEqual(retrier.asked.withLock { $0 }, ["0 timedOut"])
+        XCTAssertEqual(route.rangeRequests.last?.range, "bytes=120000-")
+        XCTAssertEqual(route.rangeRequests.last?.ifRange, "\"v1\"")
+        XCTAssertEqual(try Data(contentsOf: destination), body)
+        XCTAssertEqual(leftovers, [])
+    }
+
+    /// The caller asked for a range of the file (from byte 1,000; from 1,000 to 200,999): the
+    /// retry continues within it, from the caller's first byte plus what arrived, up to the
+    /// caller's last byte (for the open range, the last the 206's `Content-Range` named). The
+    /// file holds the caller's range, nothing before or after it.
+    func testARetryContinuesWithinTheCallersRange() async throws {
+        let body = patternedData(count: 300_000)
+        for (asked, last) in [("bytes=1000-", 299_999), ("bytes=1000-200999", 200_999)] {
+            let route = RangeFileRoute(server: server, path: "/file", body: body)
+            route.state.withLock { $0.faults = [.cutAfter(50_000)] }
+            manager.requestRetrier = retrying(1)
+            var request = URLRequest(url: try server.url("/file"))
+            request.setValue(asked, forHTTPHeaderField: "Range")
+            try? FileManager.default.removeItem(at: destination)
+
+            let (_, response) = await download(request)
+
+            XCTAssertNil(response.error, asked)
+            XCTAssertEqual(route.rangeRequests.map(\.range), [asked, "bytes=51000-\(last)"], asked)
+            XCTAssertEqual(route.rangeRequests.last?.ifRange, "\"v1\"", asked)
+            XCTAssertEqual(response.response?.statusCode, 206, asked)
+            XCTAssertEqual(try Data(contentsOf: destination), body.subdata(in: 1000..<(last + 1)), asked)
+        }
+        XCTAssertEqual(leftovers, [])
+    }
+
+    /// The request is redirected to the file: the retry goes through the redirect again and
+    /// continues the bytes at its target.
+    func testARetryThroughARedirectContinuesAtTheTarget() async throws {
+        let body = patternedData(count: 300_000)
+        let route = RangeFileRoute(server: server, path: "/file", body: body)
+        route.state.withLock { $0.faults = [.cutAfter(120_000)] }
+        server.route("/start", response: .redirect(to: "/file"))
+        manager.requestRetrier = retrying(1)
+
+        let (_, response) = await download(URLRequest(url: try server.url("/start")))
+
+        XCTAssertNil(response.error)
+        XCTAssertEqual(route.rangeRequests.map(\.range), [nil, "bytes=120000-"])
+        XCTAssertEqual(route.rangeRequests.last?.ifRange, "\"v1\"")
+        XCTAssertEqual(try Data(contentsOf: destination), body)
+        XCTAssertEqual(leftovers, [])
+    }
+
+    /// `cancel(byProducingResumeData:)` while the retry waits out its back-off: the resume
+    /// data covers the bytes the cut attempt wrote, and a download made from it finishes the
+    /// file with one range request.
+    func testCancellingWithResumeDataDuringTheBackOffKeepsTheBytes() async throws {
+        let body = patternedData(count: 300_000)
+        let route = RangeFileRoute(server: server, path: "/file", body: body)
+        route.state.withLock { $0.faults = [.cutAfter(120_000)] }
+        let retrier = RecordingRetrier { attempt, _ in attempt < 1 ? .retryAfter(60) : .doNotRetry }
+        manager.requestRetrier = retrier
+        let box = Mutex<DownloadTask?>(nil)
+        let finished = Mutex<DataResponse?>(nil)
+        let task = manager.downloadTask(with: URLRequest(url: try server.url("/file")), destination: { [destination] _, _ in destination! }) { response in
+            finished.withLock { $0 = response }
+        }
+        box.withLock { $0 = task }
+        task.resume()
+        try await eventually({ retrier.asked.withLock { $0 } == ["0 networkLost"] }, "the retrier was asked")
+
+        let resumeData: Data? = await withCheckedContinuation { continuation in
+            task.cancel(byProducingResumeData: { continuation.resume(returning: $0) })
+        }
+
+        let data = try XCTUnwrap(resumeData, "resume data for the bytes of the cut attempt")
+        XCTAssertEqual(try DownloadResumeData(encoded: data).bytesReceived, 120_000)
+        try await eventually({ finished.withLock { $0 } != nil }, "the task completed")
+        XCTAssertEqual(route.rangeRequests.count, 1, "the retry was not sent")
+        let (_, resumed) = await download(resumingFrom: data)
+        XCTAssertNil(resumed.error)
+        XCTAssertEqual(route.rangeRequests.last?.range, "bytes=120000-")
+        XCTAssertEqual(try Data(contentsOf: destination), body)
+        XCTAssertEqual(leftovers, [])
+    }
 }

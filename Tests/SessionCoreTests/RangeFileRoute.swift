@@ -13,6 +13,9 @@ final class RangeFileRoute: Sendable {
         case cutAfter(Int)
         /// The connection closes before any answer.
         case closeWithoutAnswer
+        /// The answer sends this many body bytes, then nothing for three seconds (a stalled
+        /// server, for the client's idle timeout), then the rest.
+        case stallAfter(Int)
     }
 
     struct State {
@@ -74,6 +77,13 @@ final class RangeFileRoute: Sendable {
                     framing: .contentLength, ending: .close)
                 cut.keepAlive = false
                 return cut
+            }
+            if case .stallAfter(let count)? = fault {
+                let cut = min(end, start + count)
+                return .stream(
+                    [TestResponse.Chunk(body.subdata(in: start..<cut), delay: .zero),
+                     TestResponse.Chunk(body.subdata(in: cut..<end), delay: .seconds(3))],
+                    status: status, headers: headers, framing: .contentLength)
             }
             let part = body.subdata(in: start..<end)
             let chunks = stride(from: 0, to: part.count, by: chunkSize).map { offset in
