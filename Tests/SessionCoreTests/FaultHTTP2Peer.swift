@@ -23,6 +23,8 @@ import XCTest
 ///   sent as HEADERS and CONTINUATION frames).
 /// - `/window`: a request body is read but never acknowledged (no WINDOW_UPDATE), never answered.
 /// - `/slowframes`: 20 DATA frames of 50 bytes, 30 ms apart ("0123456789" repeated).
+/// - `/early413`: a request body's first DATA, then (0.1 s later) 413 "early" with END_STREAM,
+///   before the rest of the body (RFC 9113 §8.1: a complete answer to an incomplete request).
 /// Any other path is a 404.
 final class FaultHTTP2Peer {
     /// Why the peer cannot run here (the test is skipped).
@@ -56,6 +58,7 @@ final class FaultHTTP2Peer {
                 self.sock = sock
                 self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
                 self.held = []
+                self.answered = set()
                 self.paths = {}
                 self.timers = []
                 self.closed = False
@@ -106,7 +109,7 @@ final class FaultHTTP2Peer {
                     letters = string.ascii_letters + string.digits
                     extra = [("x-big-%d" % i, "".join(random.choice(letters) for _ in range(1000))) for i in range(40)]
                     self.respond(stream, b"hello", extra=extra)
-                elif path == "/window":
+                elif path in ("/window", "/early413"):
                     pass
                 elif path == "/slowframes":
                     self.conn.send_headers(stream, [(":status", "200"), ("content-length", "1000")])
@@ -153,8 +156,12 @@ final class FaultHTTP2Peer {
                         self.paths[event.stream_id] = path
                         self.request(event.stream_id, path)
                     elif isinstance(event, h2.events.DataReceived):
-                        if self.paths.get(event.stream_id, "").split("?")[0] != "/window":
+                        path = self.paths.get(event.stream_id, "").split("?")[0]
+                        if path != "/window":
                             self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+                        if path == "/early413" and event.stream_id not in self.answered:
+                            self.answered.add(event.stream_id)
+                            self.later(0.1, lambda stream=event.stream_id: self.respond(stream, b"early", status="413"))
 
             def serve(self):
                 try:

@@ -190,4 +190,20 @@ final class FaultHTTP2Tests: XCTestCase {
         XCTAssertEqual(responses[0].data, Data(String(repeating: "0123456789", count: 100).utf8))
         assertHello(responses[1], "a sibling of the trickled body")
     }
+
+    /// A 413 with END_STREAM while the request body's producer has nothing ready (the
+    /// upload paused, the rest of the body never sent): the task ends with the answer, not
+    /// the silence probe or the timeout.
+    func testAnEarlyAnswerWhileTheBodySequenceWaitsEndsTheUpload() async throws {
+        let manager = try manager()
+        let (stream, producer) = AsyncStream<Data>.makeStream()
+        producer.yield(Data(repeating: 0x61, count: 1000))
+        var request = URLRequest(url: try peer.url("/early413"))
+        request.httpMethod = "PUT"
+        let (data, response) = try await manager.upload(for: request, from: stream, length: 1 << 20)
+        producer.finish()
+        XCTAssertEqual(response.statusCode, 413)
+        XCTAssertEqual(data, Data("early".utf8))
+        XCTAssertEqual(manager.engine.silenceProbes.load(ordering: .relaxed), 0, "an answered upload waited for the silence probe")
+    }
 }
