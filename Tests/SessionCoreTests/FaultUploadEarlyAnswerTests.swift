@@ -100,48 +100,60 @@ final class FaultUploadEarlyAnswerTests: XCTestCase {
     /// An answer that comes while the caller's body sequence has nothing to give (the upload is
     /// paused waiting for it) still ends the task: the 413 and its body are delivered at once,
     /// not when the producer's next chunk or the request timeout comes, and the producer is
-    /// not asked for more. Both framings: with a declared length and chunked.
+    /// not asked for more. Both framings (a declared length, chunked), and the answer's body
+    /// in the head's write or a moment after it: with `Connection: close`, libcurl stops the
+    /// sending only when that body is complete.
     func testAnEarlyAnswerWhileTheBodySequenceWaitsEndsTheUpload() async throws {
-        let server = try ScriptedServer { socket, server in
-            guard let head = server.readHead(socket) else { return }
-            // The body's one chunk (1,000 "a"s) first, so that the client has sent all it had,
-            // and a moment for its next read to find the producer empty and pause; then the
-            // answer. (Without the moment the answer may come before that read: no pause.)
-            var seen = head.utf8.count { $0 == 0x61 }
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            for _ in 0..<1000 where seen < 1000 {
-                let count = recv(socket, &buffer, buffer.count, 0)
-                guard count > 0 else { return }
-                seen += buffer[0..<count].count { $0 == 0x61 }
-            }
-            usleep(100_000)
-            server.write(socket, "HTTP/1.1 413 Content Too Large\r\nContent-Length: 5\r\nConnection: close\r\n\r\nearly")
-            shutdown(socket, Int32(SHUT_WR))
-            var sink = [UInt8](repeating: 0, count: 65536)
-            for _ in 0..<100_000 where recv(socket, &sink, sink.count, 0) > 0 {}
-        }
-        defer { server.stop() }
         let manager = manager()
         defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
-        for length in [Int64(1 << 20), nil] {
-            // One chunk, then the sequence waits for a producer that only goes on once the
-            // answer is in: a paused upload (CURL_READFUNC_PAUSE) meets the server's answer.
-            let (stream, producer) = AsyncStream<Data>.makeStream()
-            producer.yield(Data(repeating: 0x61, count: 1000))
-            var request = URLRequest(url: try XCTUnwrap(URL(string: "\(server.baseURLString)/upload")))
-            request.httpMethod = "PUT"
-            do {
-                let (data, response) = try await manager.upload(for: request, from: stream, length: length)
-                XCTAssertEqual(response.statusCode, 413, "length \(String(describing: length))")
-                XCTAssertEqual(data, Data("early".utf8))
-            } catch {
-                XCTFail("length \(String(describing: length)): \(error)")
+        for bodyApart in [false, true] {
+            let server = try ScriptedServer { socket, server in
+                guard let head = server.readHead(socket) else { return }
+                // The body's one chunk (1,000 "a"s) first, so that the client has sent all it
+                // had, and a moment for its next read to find the producer empty and pause;
+                // then the answer. (Without the moment the answer may come before that read.)
+                var seen = head.utf8.count { $0 == 0x61 }
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                for _ in 0..<1000 where seen < 1000 {
+                    let count = recv(socket, &buffer, buffer.count, 0)
+                    guard count > 0 else { return }
+                    seen += buffer[0..<count].count { $0 == 0x61 }
+                }
+                usleep(100_000)
+                let head413 = "HTTP/1.1 413 Content Too Large\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"
+                if bodyApart {
+                    server.write(socket, head413)
+                    usleep(100_000)
+                    server.write(socket, "early")
+                } else {
+                    server.write(socket, head413 + "early")
+                }
+                shutdown(socket, Int32(SHUT_WR))
+                var sink = [UInt8](repeating: 0, count: 65536)
+                for _ in 0..<100_000 where recv(socket, &sink, sink.count, 0) > 0 {}
             }
-            producer.finish()
+            defer { server.stop() }
+            for length in [Int64(1 << 20), nil] {
+                // One chunk, then the sequence waits for a producer that only goes on once the
+                // answer is in: a paused upload (CURL_READFUNC_PAUSE) meets the server's answer.
+                let (stream, producer) = AsyncStream<Data>.makeStream()
+                producer.yield(Data(repeating: 0x61, count: 1000))
+                var request = URLRequest(url: try XCTUnwrap(URL(string: "\(server.baseURLString)/upload")))
+                request.httpMethod = "PUT"
+                let label = "length \(String(describing: length)), body apart: \(bodyApart)"
+                do {
+                    let (data, response) = try await manager.upload(for: request, from: stream, length: length)
+                    XCTAssertEqual(response.statusCode, 413, label)
+                    XCTAssertEqual(data, Data("early".utf8), label)
+                } catch {
+                    XCTFail("\(label): \(error)")
+                }
+                producer.finish()
+                // Without the send pause lifted the task ended only when the silence probe (a
+                // second of quiet, libcurl 7.88) or, where no probes run, the timeout lifted it.
+                XCTAssertEqual(manager.engine.silenceProbes.load(ordering: .relaxed), 0, "\(label): the answered upload waited for the silence probe")
+            }
         }
-        // Without the send pause lifted the task ended only when the silence probe (a second
-        // of quiet, libcurl 7.88) or, where no probes run, the timeout lifted it.
-        XCTAssertEqual(manager.engine.silenceProbes.load(ordering: .relaxed), 0, "an answered upload waited for the silence probe")
         try await eventually({ manager.tasks.isEmpty }, "a task stayed in the manager")
     }
 

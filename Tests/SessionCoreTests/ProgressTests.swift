@@ -238,4 +238,38 @@ final class SendBodyDataHookTests: XCTestCase {
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
         await manager.waitUntilInvalidated()
     }
+
+    /// A redirect hook gives the next hop a body of its own, a stream of unknown length, after
+    /// a first hop of known length: the total reported becomes unknown (-1). It stayed the first
+    /// hop's, and the progress was rescheduled at every libcurl callback as if it changed.
+    func testANextHopWithABodyOfUnknownLengthReportsAnUnknownTotal() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/first") { _ in .redirect(to: "/second", status: 303) }
+        server.route("/second") { request in .text("got \(request.body.count) \(request.header("Transfer-Encoding") ?? "")") }
+        let manager = URLSessionManager.raw()
+        let lastExpected = Mutex<Int64>(0)
+        manager.setTaskDidSendBodyDataBlock { _, _, _, expected in lastExpected.withLock { $0 = expected } }
+        let second = Data(repeating: 5, count: 200_000)
+        manager.setTaskWillPerformHTTPRedirectionBlock { _, _, proposed in
+            var next = proposed
+            next.httpMethod = "POST"
+            next.httpBodyStream = InputStream(data: second)
+            return next
+        }
+        var request = URLRequest(url: try server.url("/first"))
+        request.httpMethod = "POST"
+        let task = Mutex<UploadTask?>(nil)
+        let uploaded: DataResponse = await withCheckedContinuation { continuation in
+            let started = manager.uploadTask(with: request, from: Data(repeating: 4, count: 100_000)) { continuation.resume(returning: $0) }
+            task.withLock { $0 = started }
+            started.resume()
+        }
+        XCTAssertNil(uploaded.error)
+        XCTAssertEqual(uploaded.data.map { String(decoding: $0, as: UTF8.self) }, "got 200000 chunked")
+        XCTAssertEqual(task.withLock { $0 }?.countOfBytesExpectedToSend, -1)
+        XCTAssertEqual(lastExpected.withLock { $0 }, -1)
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
 }

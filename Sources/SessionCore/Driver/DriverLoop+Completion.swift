@@ -25,19 +25,22 @@ extension DriverLoop {
     }
 
     /// Lifts the send pause of each transfer whose server answered in this pass while its
-    /// request body's producer was behind (`PassClock.answeredWhileSendPaused`).
+    /// request body's producer was behind, or sent more of that answer's body
+    /// (`PassClock.answeredWhileSendPaused`).
     ///
     /// libcurl 7.88 reports a transfer done only when no pause bit is left, and an answer that
-    /// stops the sending (an error status before the body was sent: "stop sending") clears
-    /// the sending but not the pause `CURL_READFUNC_PAUSE` set. The task then waited for the
+    /// stops the sending (an error status before the body was sent: "stop sending"; with
+    /// `Connection: close`, the end of its body) clears the sending but not the pause
+    /// `CURL_READFUNC_PAUSE` set. The task then waited for the
     /// producer's next chunk, the silence probe or its timeout with its whole answer in. With
     /// the pause lifted, a transfer that stopped sending ends once its answer is read; one
     /// still sending (a server that answers early and reads on) calls the read callback
     /// again, which pauses again. A receive hold of Curlew's (a consumer behind, a response
     /// hook deciding) is kept; a suspended task's pause is lifted by its `resume()`.
     func liftSendPauses() {
-        for delegate in passClock.answeredWhileSendPaused
-        where delegates[delegate.task] === delegate && delegate.state.maySend {
+        for delegate in passClock.answeredWhileSendPaused {
+            delegate.sendPauseLiftQueued = false
+            guard delegates[delegate.task] === delegate, delegate.state.maySend else { continue }
             _ = curl_easy_pause(delegate.easy.raw, delegate.state.holdsReceiving ? CURLPAUSE_RECV : CURLPAUSE_CONT)
         }
         passClock.answeredWhileSendPaused.removeAll(keepingCapacity: true)

@@ -98,7 +98,7 @@ extension SessionTask {
         let changed = protected.withLock { state -> Bool in
             guard state.bytesSent != bytes || state.bytesExpectedToSend != expected else { return false }
             state.bytesSent = bytes
-            if expected >= 0 { state.bytesExpectedToSend = expected }
+            state.bytesExpectedToSend = expected  // -1: unknown (a body sent chunked)
             return true
         }
         if changed { scheduleProgressUpdate() }

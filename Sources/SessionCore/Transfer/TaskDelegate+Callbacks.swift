@@ -68,7 +68,7 @@ extension TaskDelegate {
                 // libcurl ends a transfer only once no pause bit is left, and the send pause
                 // of a read callback that answered `CURL_READFUNC_PAUSE` stays even when the
                 // answer stops the sending (an early 413): the loop lifts it after this pass.
-                passClock.answeredWhileSendPaused.append(self)
+                queueSendPauseLift()
             }
             let expected = head.expectedContentLength ?? response.expectedContentLength
             if disposition == .deliver {
@@ -185,6 +185,12 @@ extension TaskDelegate {
     func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> WriteDecision {
         // Suspended, or the response hook has not answered (`TransferStateMachine.bodyArrived`).
         guard state.bodyArrived(now: passClock.now) == .take else { return .pause }
+        // An answer arriving while the body's producer is behind: libcurl stops the sending of
+        // an answer with `Connection: close` only in the pass its body completes (and a
+        // producer may fall behind after the head), so the send pause is lifted after each
+        // pass that brought body bytes. Not after every pass: each lift runs the transfer
+        // again at once, and its read callback pauses again.
+        if state.awaitsBodyProducer { queueSendPauseLift() }
         // Backpressure first: libcurl hands a paused chunk over again on every unpause, so a
         // chunk refused here must not have been counted (the decompression guard) yet.
         if state.deliversResponse, let streamCredit, streamCredit.shouldPause() {
@@ -301,6 +307,14 @@ extension TaskDelegate {
         default: break
         }
         return outcome
+    }
+
+    /// Has the loop lift this transfer's send pause after the current pass, once
+    /// (`DriverLoop.liftSendPauses`).
+    private func queueSendPauseLift() {
+        guard !sendPauseLiftQueued else { return }
+        sendPauseLiftQueued = true
+        passClock.answeredWhileSendPaused.append(self)
     }
 
     func rewindBody() -> Bool {
