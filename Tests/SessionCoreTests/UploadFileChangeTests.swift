@@ -29,8 +29,8 @@ final class UploadFileChangeTests: XCTestCase {
         try? FileManager.default.removeItem(at: file)
     }
 
-    private func upload() async -> DataResponse {
-        var request = URLRequest(url: try! server.url("/upload"))
+    private func upload(_ path: String = "/upload") async -> DataResponse {
+        var request = URLRequest(url: try! server.url(path))
         request.httpMethod = "PUT"
         return await withCheckedContinuation { continuation in
             manager.uploadTask(with: request, fromFile: file) { continuation.resume(returning: $0) }.resume()
@@ -101,11 +101,7 @@ final class UploadFileChangeTests: XCTestCase {
             Self.rewrite(file)
             return proposed
         }
-        var request = URLRequest(url: try server.url("/moved"))
-        request.httpMethod = "PUT"
-        let response = await withCheckedContinuation { continuation in
-            manager.uploadTask(with: request, fromFile: file) { continuation.resume(returning: $0) }.resume()
-        }
+        let response = await upload("/moved")
         let detail = try XCTUnwrap(bodyStreamFailure(response), "\(String(describing: response.error)) \(String(describing: response.data))")
         XCTAssertTrue(detail.contains("600000 bytes now, 500000"), detail)
         XCTAssertFalse(server.requests.contains { $0.path == "/upload" }, "the changed file was sent")
@@ -125,11 +121,7 @@ final class UploadFileChangeTests: XCTestCase {
         server.route("/busy", response: .text("busy", status: 503))
         let file = self.file!
         manager.requestRetrier = RewriteThenRetry { Self.rewrite(file) }
-        var request = URLRequest(url: try server.url("/busy"))
-        request.httpMethod = "PUT"
-        let response = await withCheckedContinuation { continuation in
-            manager.uploadTask(with: request, fromFile: file) { continuation.resume(returning: $0) }.resume()
-        }
+        let response = await upload("/busy")
         let detail = try XCTUnwrap(bodyStreamFailure(response), "\(String(describing: response.error)) \(String(describing: response.response?.statusCode))")
         XCTAssertTrue(detail.contains("cannot be sent again"), detail)
         XCTAssertEqual(server.requests.filter { $0.path == "/busy" }.count, 1, "the retry was not sent")
