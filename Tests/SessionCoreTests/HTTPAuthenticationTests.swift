@@ -116,4 +116,37 @@ final class HTTPAuthenticationTests: XCTestCase {
         XCTAssertEqual(HTTPAuthenticationScheme.parse("Basic realm=\"only\"")?.realm, "only")
         XCTAssertNil(HTTPAuthenticationScheme.parse("Bearer realm=\"x\""))
     }
+
+    /// A credential the session stored that the server refuses, a manager without a handler
+    /// any more, and a retrier: the stored credential is tried once, the 401 then goes to the
+    /// retrier, and its answer ends the task with the 401. Until 2026-11-28 the retrier was
+    /// asked from the challenge's phase and its answer dropped: the task waited for its
+    /// resource timeout (7 days by default; 10 s here, then `.timedOut`).
+    func testARefusedStoredCredentialWithoutAHandlerGoesToTheRetrier() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/locked") { _ in
+            TestResponse(status: 401, headers: [("WWW-Authenticate", "Basic realm=\"r\"")], body: Data("locked".utf8))
+        }
+        var configuration = SessionConfiguration.default
+        configuration.timeoutIntervalForResource = 10  // the bound on the hang
+        let manager = URLSessionManager.raw(configuration)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        manager.setAuthenticationChallengeHandler { _, _ in
+            .useCredential(URLCredential(user: "user", password: "wrong", persistence: .forSession))
+        }
+        let first = await manager.response(for: URLRequest(url: try server.url("/locked")))
+        XCTAssertEqual(first.response?.statusCode, 401)
+        manager.setAuthenticationChallengeHandler(nil)
+        let retrier = RecordingRetrier { _, _ in .doNotRetry }
+        manager.requestRetrier = retrier
+
+        let second = await manager.response(for: URLRequest(url: try server.url("/locked")))
+
+        XCTAssertNil(second.error, "\(String(describing: second.error))")
+        XCTAssertEqual(second.response?.statusCode, 401)
+        XCTAssertEqual(retrier.asked.withLock { $0 }, ["0 response"], "the retrier was asked once, about the 401")
+        let sent = server.requests.suffix(2).map { $0.header("Authorization") != nil }
+        XCTAssertEqual(sent, [false, true], "the second task sent the stored credential once")
+    }
 }

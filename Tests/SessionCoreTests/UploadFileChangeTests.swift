@@ -156,4 +156,32 @@ final class UploadFileChangeTests: XCTestCase {
         XCTAssertTrue(detail.contains("changed while it was sent"), detail)
         XCTAssertFalse(server.requests.contains { $0.method == "PUT" }, "the server took the body as whole")
     }
+
+    /// Cancelled while its retry waits out a long back-off: the task lets its file go at once
+    /// (until 2026-11-28 the scheduled retry kept the transfer, and the open file, until its
+    /// deadline: an hour here).
+    func testACancelDuringTheBackOffClosesTheFile() async throws {
+        server.route("/busy", response: .text("busy", status: 503))
+        let retrier = RecordingRetrier { _, _ in .retryAfter(3600) }
+        manager.requestRetrier = retrier
+        var request = URLRequest(url: try server.url("/busy"))
+        request.httpMethod = "PUT"
+        let finished = Mutex<DataResponse?>(nil)
+        let task = manager.uploadTask(with: request, fromFile: file) { response in finished.withLock { $0 = response } }
+        task.resume()
+        try await eventually({ retrier.asked.withLock { $0 }.count == 1 }, "the retrier was asked")
+        XCTAssertTrue(Self.isOpen(file), "the upload holds its file while it waits")
+        task.cancel()
+        try await eventually({ finished.withLock { $0 } != nil }, "the task completed")
+        try await eventually({ !Self.isOpen(file) }, "the file is still open")
+    }
+
+    /// Whether this process has `file` open.
+    private static func isOpen(_ file: URL) -> Bool {
+        let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+        let target = file.resolvingSymlinksInPath().path
+        return descriptors.contains { name in
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(name)")) == target
+        }
+    }
 }

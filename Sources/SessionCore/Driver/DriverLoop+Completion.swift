@@ -110,6 +110,11 @@ extension DriverLoop {
                 return
             }
             guard let challenge, let hook = hooks.handler(for: challenge) else {
+                // Nobody answers (the stored credential was tried already): the challenge is
+                // over, and the attempt ends as any other. Without leaving the challenge's
+                // phase first, the retrier's answer was dropped (it is taken only in the
+                // retrier's phase) and the task waited for its resource timeout.
+                transition(delegate) { _ = $0.challengeAnswered(now: TaskDelegate.uptime) }
                 endAttempt(delegate, error: facts.error)
                 return
             }
@@ -219,6 +224,10 @@ extension DriverLoop {
             reportUnheardHead(head, of: delegate, to: hub)
         }
         if outcome.error == nil, let head = outcome.head { delegate.deliverWithheldResponse(head, collected: outcome.body) }
+        // Ended during a back-off (cancelled, timed out, the session invalidated): the
+        // scheduled retry goes now, not at its deadline, and with it the delegate and what it
+        // holds (an upload's open file, a caller's stream and its pump, a held body).
+        if delegate.state.phase == .awaitingRetry { scheduledRetries.removeAll { $0.delegate === delegate } }
         // Out of curl and out of its slot; the next transfer in line at its origin starts.
         transition(delegate) { $0.finish(now: TaskDelegate.uptime) }
         delegates.remove(delegate)
