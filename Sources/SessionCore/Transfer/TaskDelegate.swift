@@ -266,7 +266,7 @@ final class TaskDelegate {
 
     /// The upload and download counts of curl's last progress call (activity marks).
     var lastUploadedCount: Int64 = 0
+    var lastDownloadedCount: Int64 = 0
     /// In `PassClock.answeredWhileSendPaused` for the current pass.
     var sendPauseLiftQueued = false
-    var lastDownloadedCount: Int64 = 0
 }
