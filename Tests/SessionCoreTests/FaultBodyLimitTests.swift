@@ -115,3 +115,124 @@ final class FaultBodyLimitTests: XCTestCase {
         XCTAssertNil(SessionError.libcurlHeaderLimit(in: ""))
     }
 }
+
+/// The decompression guard against a stream whose consumer is behind: libcurl decodes a whole
+/// socket read at once, and while the transfer's receive side is paused it keeps what it
+/// decoded in its own pause buffer (64 MiB at most, then out of memory) and hands it over
+/// again when the pause is lifted.
+final class FaultBodyLimitStreamTests: XCTestCase {
+    private var server: TestServer!
+    private var manager: URLSessionManager!
+
+    override func setUp() async throws {
+        server = try TestServer()
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .none
+        // A read of 256 KiB holds the whole 200 KB bomb: it decodes to more than libcurl's
+        // 64 MiB pause buffer whenever the consumer is behind during that read.
+        configuration.receiveBufferSize = 256 << 10
+        manager = URLSessionManager.raw(configuration)
+    }
+
+    override func tearDown() async throws {
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+        server.shutdown()
+    }
+
+    /// Streams `path` with a small buffer, waits before the first read so that the transfer
+    /// is paused for the consumer (the stream is full), then reads to the end.
+    private func streamBehind(_ path: String) async throws -> (error: Error?, bytes: Int) {
+        let (bytes, _) = try await manager.bytes(for: URLRequest(url: try server.url(path)), bufferSize: 64 << 10)
+        try await Task.sleep(nanoseconds: 300_000_000)  // not an assertion: lets the stream fill up
+        var received = 0
+        do {
+            for try await chunk in bytes { received += chunk.count }
+        } catch {
+            return (error, received)
+        }
+        return (nil, received)
+    }
+
+    /// 200 MiB of zeros, about 200 KB gzip'd: one socket read decodes to more than libcurl's
+    /// pause buffer holds. The guard names the bomb; it is not libcurl's "out of memory" (which
+    /// event streams take as a reason to connect again).
+    func testABombStreamedToAConsumerThatIsBehindIsRefusedByTheGuard() async throws {
+        server.route("/bomb", response: TestResponse(
+            status: 200, headers: [("Content-Encoding", "gzip")], body: try FaultBodyLimitTests.gzippedZeros(megabytes: 200)))
+        let (error, received) = try await streamBehind("/bomb")
+        XCTAssertEqual(error as? SessionError, .decompressionLimitExceeded(ratio: 100))
+        XCTAssertLessThan(received, 64 << 20, "the bomb went to the consumer")
+    }
+
+    /// The same bomb under a limit that allows it: libcurl's pause buffer overflows all the
+    /// same, and the error says so (not the system's memory running out).
+    func testAPauseBufferOverflowWithinAGenerousLimitIsNamed() async throws {
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .none
+        configuration.receiveBufferSize = 256 << 10
+        configuration.decompressionLimit = 1 << 40
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+        manager = URLSessionManager.raw(configuration)
+        server.route("/bomb", response: TestResponse(
+            status: 200, headers: [("Content-Encoding", "gzip")], body: try FaultBodyLimitTests.gzippedZeros(megabytes: 200)))
+        let (error, _) = try await streamBehind("/bomb")
+        guard case .curl(let code, let message)? = error as? SessionError else {
+            return XCTFail("expected libcurl's out of memory, got \(String(describing: error))")
+        }
+        XCTAssertEqual(code, 27)
+        XCTAssertTrue(message.contains("64 MiB libcurl keeps for a paused transfer"), message)
+    }
+
+    /// 4 MiB of zeros, 4 KB gzip'd, in one read; the gzip trailer (8 bytes) follows 30 s
+    /// later. The guard's refusal comes while libcurl hands over what it kept during the
+    /// pause, and that ends the task then: not when the server next sends something, or the
+    /// silence probe finds nothing, with the rest of the body dropped behind its back.
+    func testABombWholeInThePauseBufferIsRefusedWhenItIsHandedOver() async throws {
+        let bomb = try FaultBodyLimitTests.gzippedZeros(megabytes: 4)
+        var response = TestResponse(status: 200, headers: [("Content-Encoding", "gzip")])
+        response.body = .stream([
+            TestResponse.Chunk(bomb.prefix(bomb.count - 8)), TestResponse.Chunk(bomb.suffix(8), delay: .seconds(30)),
+        ])
+        response.framing = .chunked
+        server.route("/small-bomb", response: response)
+        let (error, _) = try await streamBehind("/small-bomb")
+        XCTAssertEqual(error as? SessionError, .decompressionLimitExceeded(ratio: 100))
+        XCTAssertEqual(manager.engine.silenceProbes.load(ordering: .relaxed), 0, "the refused replay waited for the silence probe")
+    }
+
+    /// Within the limit (text compresses about 5:1 here), a paused and resumed gzip'd stream
+    /// delivers every byte once: what the guard counts at a refusal is not counted again when
+    /// libcurl hands the chunk over a second time.
+    func testAGzippedStreamWithinTheLimitArrivesWholeThroughPauses() async throws {
+        var text = Data()
+        var line = 0
+        while text.count < 3 << 20 {
+            text.append(Data("line \(line) of a log that repeats itself a little but not entirely, \(line * 7919 % 1000)\n".utf8))
+            line += 1
+        }
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-log-\(UUID().uuidString)")
+        try text.write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "gzip -c -6 < \"$0\"", file.path]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let compressed = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        server.route("/log", response: TestResponse(status: 200, headers: [("Content-Encoding", "gzip")], body: compressed))
+        let (bytes, _) = try await manager.bytes(for: URLRequest(url: try server.url("/log")), bufferSize: 16 << 10)
+        var received = Data()
+        var chunks = 0
+        for try await chunk in bytes {
+            received.append(chunk)
+            chunks += 1
+            if chunks % 16 == 0 { try await Task.sleep(nanoseconds: 2_000_000) }  // behind now and then
+        }
+        XCTAssertEqual(received.count, text.count)
+        XCTAssertTrue(received == text, "the body arrived changed")
+    }
+}

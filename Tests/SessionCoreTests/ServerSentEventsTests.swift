@@ -274,3 +274,53 @@ final class ServerSentEventsTests: XCTestCase {
         XCTAssertEqual(server.requests.count, 1, "no reconnection after the consumer left")
     }
 }
+
+/// A compression bomb on an event stream whose consumer is behind, under a decompression limit
+/// that allows it: libcurl's own buffer for a paused transfer (64 MiB) overflows. That is
+/// memory running out, which the same server would cause again: the sequence ends with it.
+/// It was taken for a cut connection, and the sequence connected again and again.
+final class ServerSentEventsBombTests: XCTestCase {
+    func testAPauseBufferOverflowEndsTheSequenceWithoutReconnecting() async throws {
+        let server = try TestServer()
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .none
+        configuration.receiveBufferSize = 256 << 10  // one read holds a large part of the bomb
+        configuration.decompressionLimit = 1 << 40
+        let manager = URLSessionManager.raw(configuration)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        // 200 MiB of one event of 1 KB, over and over: about 1000:1 gzip'd.
+        process.arguments = ["-c", "yes 'data: \(String(repeating: "x", count: 1000))\n' | head -c 200M | gzip -c -9"]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let bomb = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let connections = Mutex(0)
+        server.route("/bomb") { _ in
+            connections.withLock { $0 += 1 }
+            return TestResponse(
+                status: 200, headers: [("Content-Type", "text/event-stream"), ("Content-Encoding", "gzip")], body: bomb)
+        }
+        var events = manager.events(for: URLRequest(url: try server.url("/bomb")))
+        events.defaultRetryInterval = 5
+        var received = 0
+        do {
+            for try await _ in events {
+                received += 1
+                if received == 1 { try await Task.sleep(nanoseconds: 300_000_000) }  // behind: the stream fills
+                if received > 300_000 { break }  // more than the bomb holds: it came again
+            }
+            XCTFail("the sequence ended without an error after \(received) events")
+        } catch {
+            guard case .curl(let code, _)? = error as? SessionError else {
+                return XCTFail("expected libcurl's out of memory, got \(error)")
+            }
+            XCTAssertEqual(code, 27)
+        }
+        XCTAssertEqual(connections.withLock { $0 }, 1, "the sequence connected again")
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+        server.shutdown()
+    }
+}

@@ -41,9 +41,25 @@ extension DriverLoop {
         for delegate in passClock.answeredWhileSendPaused {
             delegate.sendPauseLiftQueued = false
             guard delegates[delegate.task] === delegate, delegate.state.maySend else { continue }
-            _ = curl_easy_pause(delegate.easy.raw, delegate.state.holdsReceiving ? CURLPAUSE_RECV : CURLPAUSE_CONT)
+            unpause(delegate, delegate.state.holdsReceiving ? CURLPAUSE_RECV : CURLPAUSE_CONT)
         }
         passClock.answeredWhileSendPaused.removeAll(keepingCapacity: true)
+    }
+
+    /// Lifts pause bits of a transfer in curl (`curl_easy_pause`).
+    ///
+    /// Lifting a receive pause hands over, through the write callback and before
+    /// `curl_easy_pause` returns, what libcurl read and kept meanwhile (for a content-coded
+    /// body, all it decoded from its last read). When the callback refuses some of it (the
+    /// decompression guard, a download's disk, a collected body's limit), libcurl drops the
+    /// rest and returns the error, but does not end the transfer: it went on as if the body
+    /// had been whole, or waited for more from a server that had sent it all. The exchange
+    /// ends here instead, as a refusal inside `curl_multi_socket_action` ends it.
+    func unpause(_ delegate: TaskDelegate, _ action: Int32) {
+        let code = curl_easy_pause(delegate.easy.raw, action)
+        // A transfer without a connection yet has nothing paused and nothing to hand over.
+        guard code != CURLE_OK, code != CURLE_BAD_FUNCTION_ARGUMENT, delegate.state.phase == .attached else { return }
+        transferDidEnd(delegate, code: code)
     }
 
     /// One exchange ended: gather the facts, let the state machine choose, carry it out.

@@ -157,7 +157,7 @@ final class DriverLoop {
                 scheduleTimeoutCheck(for: delegate)
             case .continueTransfer:
                 scheduleTimeoutCheck(for: delegate)
-                _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
+                unpause(delegate, CURLPAUSE_CONT)
             case .attach:
                 attach(delegate)  // its next exchange waited for this resume
             }
@@ -166,14 +166,14 @@ final class DriverLoop {
                 delegate.state.consumerCaughtUp(now: TaskDelegate.uptime)  // else `unpause` continues it
             else { return }
             scheduleTimeoutCheck(for: delegate)
-            _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
+            unpause(delegate, CURLPAUSE_CONT)
         case .resumeSending(let task):
             guard let delegate = delegates[task],
                 delegate.state.bodyProducerCaughtUp(now: TaskDelegate.uptime)  // else `unpause` continues it
             else { return }
             scheduleTimeoutCheck(for: delegate)
             // Clears the receive pause too; the write callback re-pauses if still behind.
-            _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
+            unpause(delegate, CURLPAUSE_CONT)
         case .redirectDecision(let task, let proposed, let decision):
             guard let delegate = delegates[task],
                 transition(delegate, { $0.redirectAnswered(now: TaskDelegate.uptime) })
@@ -213,7 +213,7 @@ final class DriverLoop {
                 act(on: action, delegate: delegate, facts: facts, challenge: nil, hooks: engine.hooks)
             case .continueTransfer:
                 scheduleTimeoutCheck(for: delegate)
-                _ = curl_easy_pause(delegate.easy.raw, CURLPAUSE_CONT)
+                unpause(delegate, CURLPAUSE_CONT)
             }
         case .retryDecision(let task, let decision, let adapted):
             guard let delegate = delegates[task],

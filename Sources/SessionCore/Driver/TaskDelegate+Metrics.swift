@@ -65,7 +65,28 @@ extension TaskDelegate {
             return responseHead == nil ? .badServerResponse("the transfer ended without a response") : nil
         }
         if code == CURLE_SEND_FAIL_REWIND { return bodyNotResendable() }
+        if code == CURLE_OUT_OF_MEMORY, let overflow = pausedDecodingOverflow() { return overflow }
         return SessionError(curlCode: code, message: easy.errorMessage)
+    }
+
+    /// libcurl decodes a whole socket read at once. While the transfer's receiving is paused
+    /// (a stream's consumer behind, a response hook deciding, a suspended task) it keeps what
+    /// it decoded but could not hand over in a buffer of its own, and fails with "out of
+    /// memory" past 64 MiB (libcurl 7.88's `DYN_PAUSE_BUFFER`): at least that much came
+    /// out of one read. Judged as the decompression guard would have judged it, had it seen
+    /// those bytes; a ratio within the limit (a large receive buffer, a generous limit) is
+    /// named for what it is rather than as the system's memory running out.
+    private func pausedDecodingOverflow() -> SessionError? {
+        guard isContentEncoded, lastWritePaused else { return nil }
+        let pauseBuffer: Int64 = 64 << 20
+        let decoded = decodedBodyBytes + pauseBuffer
+        let encoded = max(1, easy.receivedByteCount ?? 1)
+        let limit = engine.configuration.decompressionLimit
+        if decoded > Int64(engine.configuration.decompressionAllowance), decoded / encoded > Int64(limit) {
+            return .decompressionLimitExceeded(ratio: limit)
+        }
+        return .outOfMemory(
+            "one read of the content-encoded response decoded to more than the 64 MiB libcurl keeps for a paused transfer (\(encoded) bytes received); a smaller SessionConfiguration.receiveBufferSize lowers what one read can hold")
     }
 
     /// libcurl had to send the request again and could not take its body from the start (a

@@ -166,6 +166,9 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         static func reconnects(after error: SessionError) -> Bool {
             switch error {
             case .cannotConnect, .dnsFailure, .networkLost, .timedOut: return true
+            // Memory ran out (libcurl's buffer for a paused transfer, too): the same server
+            // would do the same again.
+            case .curl(let code, _) where code == 27: return false
             case .badServerResponse, .curl: return true  // a body cut in its framing
             default: return false
             }

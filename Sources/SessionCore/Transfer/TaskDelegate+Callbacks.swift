@@ -46,6 +46,7 @@ extension TaskDelegate {
             body.reset()
             isContentEncoded = false
             decodedBodyBytes = 0
+            lastWritePaused = false
             bodyBytesDelivered = 0
             download?.forgetPlan()
             return true
@@ -184,7 +185,10 @@ extension TaskDelegate {
 
     func didReceiveBody(_ bytes: UnsafeRawBufferPointer) -> WriteDecision {
         // Suspended, or the response hook has not answered (`TransferStateMachine.bodyArrived`).
-        guard state.bodyArrived(now: passClock.now) == .take else { return .pause }
+        guard state.bodyArrived(now: passClock.now) == .take else {
+            lastWritePaused = true
+            return .pause
+        }
         // An answer arriving while the body's producer is behind: libcurl stops the sending of
         // an answer with `Connection: close` only in the pass its body completes (and a
         // producer may fall behind after the head), so the send pause is lifted after each
@@ -196,8 +200,10 @@ extension TaskDelegate {
         if state.deliversResponse, let streamCredit, streamCredit.shouldPause() {
             // The consumer fell behind: not the server's silence, so not idle time.
             state.consumerFellBehind(now: passClock.now)
+            lastWritePaused = true
             return .pause
         }
+        lastWritePaused = false
         decodedBodyBytes += Int64(bytes.count)
         if isContentEncoded {
             // Compression-bomb guard, over every body (held back or not): curl counts the

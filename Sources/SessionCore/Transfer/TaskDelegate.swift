@@ -49,6 +49,9 @@ final class TaskDelegate {
     /// every body, a redirect's and a held-back 401's too).
     var decodedBodyBytes: Int64 = 0
     var isContentEncoded = false
+    /// The write callback's last answer was a pause: libcurl now keeps the rest of what it
+    /// read, decoded, in a buffer of its own (`pausedDecodingOverflow`).
+    var lastWritePaused = false
     /// Whether libcurl is asked for content codings and decodes them in this exchange. A
     /// range of a content-coded representation would be a range of other bytes: a download's
     /// resumed part, and a range the caller asked for (`PreparedRequest.acceptEncoding` nil),
@@ -239,6 +242,7 @@ final class TaskDelegate {
         body.reset()
         bodyBytesDelivered = 0
         decodedBodyBytes = 0
+        lastWritePaused = false
         lastUploadedCount = 0
         lastDownloadedCount = 0
         isContentEncoded = false
