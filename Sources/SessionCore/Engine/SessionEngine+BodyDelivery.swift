@@ -18,9 +18,16 @@ extension SessionEngine {
     }
 
     /// Shows a streamed response's chunk to the data-received hook (operation queue); the
-    /// chunk itself went to the stream's consumer, which does the backpressure.
-    func deliverToHook(_ chunk: Data, for task: SessionTask, hook: @escaping @Sendable (DataTask, Data) -> Void) {
-        guard let dataTask = task as? DataTask else { return }
-        operationQueue.async { hook(dataTask, chunk) }
+    /// chunk itself went to the stream's consumer. The copy waiting for the hook is charged to
+    /// `credit` as the stream's is (the caller added it): a hook that is behind holds the
+    /// transfer back too, or a fast consumer let a slow hook's copies of the whole body pile
+    /// up on the queue.
+    func deliverToHook(
+        _ chunk: Data, for task: SessionTask, hook: @escaping @Sendable (DataTask, Data) -> Void, credit: StreamCredit
+    ) {
+        operationQueue.async { [self] in
+            if let dataTask = task as? DataTask { hook(dataTask, chunk) }
+            if credit.consume(StreamCredit.cost(of: chunk.count)) { submit(.resumeReading(task)) }
+        }
     }
 }

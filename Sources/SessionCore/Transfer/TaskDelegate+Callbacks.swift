@@ -156,7 +156,10 @@ extension TaskDelegate {
         credit.add(StreamCredit.cost(of: chunk.count))
         if let responseStream {
             responseStream.append(chunk)
-            if let dataReceivedHook { engine.deliverToHook(chunk, for: task, hook: dataReceivedHook) }
+            if let dataReceivedHook {
+                credit.add(StreamCredit.cost(of: chunk.count))  // the hook's copy, until it ran
+                engine.deliverToHook(chunk, for: task, hook: dataReceivedHook, credit: credit)
+            }
         } else {
             engine.deliver(chunk, for: task, hook: dataReceivedHook, credit: credit)
         }
