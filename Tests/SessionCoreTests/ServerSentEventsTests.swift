@@ -173,8 +173,11 @@ final class ServerSentEventsTests: XCTestCase {
         XCTAssertEqual(Iterator.reconnectionDelay(retry: 3000, failures: 2), 12_000)
         XCTAssertEqual(Iterator.reconnectionDelay(retry: 3000, failures: 6), 192_000)
         XCTAssertEqual(Iterator.reconnectionDelay(retry: 3000, failures: 1000), 192_000, "at most 64 times")
-        XCTAssertEqual(Iterator.reconnectionDelay(retry: 0, failures: 5), 0, "the server may ask for none")
-        XCTAssertEqual(Iterator.reconnectionDelay(retry: -5, failures: 3), 0)
+        XCTAssertEqual(Iterator.reconnectionDelay(retry: 0, failures: 0), 0, "the server may ask for none after a connection that worked")
+        XCTAssertEqual(Iterator.reconnectionDelay(retry: 0, failures: 1), 200, "not after one that failed")
+        XCTAssertEqual(Iterator.reconnectionDelay(retry: 0, failures: 5), 3200)
+        XCTAssertEqual(Iterator.reconnectionDelay(retry: -5, failures: 3), 800)
+        XCTAssertEqual(Iterator.reconnectionDelay(retry: -5, failures: 0), 0)
         XCTAssertEqual(Iterator.reconnectionDelay(retry: day * 2, failures: 0), day)
         XCTAssertEqual(Iterator.reconnectionDelay(retry: 2_000_000, failures: 6), day)
         for failures in 0...7 {
@@ -182,6 +185,33 @@ final class ServerSentEventsTests: XCTestCase {
             XCTAssertEqual(Iterator.reconnectionDelay(retry: Int.max, failures: failures), day, "\(failures)")
         }
         XCTAssertEqual(Iterator.reconnectionDelay(retry: 3000, failures: -1), 3000)
+    }
+
+    /// A server that asks for `retry: 0`, then accepts each connection and hangs up before a
+    /// byte: each such connection is a failure, and the waits grow (with a floor under the
+    /// server's 0). A connection that brings a byte forgives the failures before it.
+    func testConnectionsThatEndBeforeAByteCountAsFailures() async throws {
+        let connections = Mutex(0)
+        server.route("/hangs-up") { _ in
+            switch connections.withLock({ count in count += 1; return count }) {
+            case 1: return Self.eventStream(["retry: 0\ndata: first\n\n"], ending: .close)
+            case 2, 3: return Self.eventStream([], ending: .close)
+            case 4: return Self.eventStream([": a heartbeat\n"], ending: .close)
+            case 5: return Self.eventStream([], ending: .close)
+            default: return TestResponse(status: 503)
+            }
+        }
+        var iterator = manager.events(for: URLRequest(url: try server.url("/hangs-up"))).makeAsyncIterator()
+        let first = try await iterator.next()
+        XCTAssertEqual(first?.data, "first")
+        XCTAssertEqual(iterator.failures, 0)
+        do {
+            _ = try await iterator.next()
+            XCTFail("the 503 must end the stream")
+        } catch ResponseStreamError.unexpectedStatus(503) {}
+        // Connections 2 and 3 failed; 4 brought a heartbeat; 5 failed: the 6th waited 200 ms.
+        XCTAssertEqual(connections.withLock { $0 }, 6)
+        XCTAssertEqual(iterator.failures, 1)
     }
 
     func testAnErrorAReconnectionCannotCureEndsTheStream() async throws {

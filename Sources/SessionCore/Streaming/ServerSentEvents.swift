@@ -11,7 +11,10 @@ import FoundationNetworking
 /// Each connection sends `Accept: text/event-stream` and, once an event ID was seen,
 /// `Last-Event-ID`. After a clean close or a cut mid-body (a half-received event is
 /// discarded), or a connection that could not be made, the iterator waits the server's last
-/// `retry:` value (3 s by default) and connects again. A 204 ends the sequence without an
+/// `retry:` value (3 s by default) and connects again. Attempts that fail in a row (no
+/// connection, or one that ended before it brought a byte) double the wait each time, from at
+/// least 100 ms: a server that asks for `retry: 0` and then hangs up at once is not hit in a
+/// loop. A 204 ends the sequence without an
 /// error; another status than 200, or a content type other than `text/event-stream`, ends it
 /// with ``ResponseStreamError`` and no reconnection. Cancelling the consuming task, or
 /// leaving the loop, closes the connection. Each iterator runs its own connection.
@@ -45,8 +48,12 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         private var isDone = false
         /// A connection was made before: the next one waits the retry interval first.
         private var reconnects = false
-        /// Connection attempts in a row that failed: the wait doubles with each (up to 64x).
-        private var failures = 0
+        /// Connection attempts in a row that failed (no connection, or one that ended before
+        /// its first byte): the wait doubles with each (up to 64x). Internal for the tests.
+        private(set) var failures = 0
+        /// The current connection brought a byte of body (an event, a comment, a heartbeat):
+        /// its end is not a failure, and the failures before it are forgiven.
+        private var connectionBroughtBytes = false
         /// What ended the stream after the events in `ready`: thrown once they were handed out.
         private var pendingFailure: ResponseStreamError?
 
@@ -91,7 +98,8 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
                 }
                 reconnects = true
                 chunks = try await connect()
-                failures = chunks == nil && !isDone ? failures + 1 : 0
+                // A connection made counts only once it brings something (`dropConnection`).
+                if chunks == nil && !isDone { failures += 1 }
                 return
             }
             let chunk: Data?
@@ -106,6 +114,10 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
             guard let chunk else {
                 dropConnection()
                 return
+            }
+            if !connectionBroughtBytes {
+                connectionBroughtBytes = true
+                failures = 0
             }
             // The events completed before a failure (a line or an event over its limit) are
             // handed out first; the failure then ends the sequence.
@@ -151,13 +163,16 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
 
         /// The wait before a reconnection, in milliseconds: the server's `retry:` value (or the
         /// default), doubled for each failed attempt in a row so that a dead endpoint is not
-        /// hit in a loop (up to 64 times), and at most a day. It saturates: a `retry:` of
-        /// 2^62 ms or more is a day, never a product wrapped to zero or below (which would
-        /// reconnect at once, again and again).
+        /// hit in a loop (up to 64 times), and at most a day. After a failure the wait is at
+        /// least 100 ms before doubling: a `retry:` of 0 is the server's wish for a connection
+        /// that worked, not for one that keeps failing. It saturates: a `retry:` of 2^62 ms or
+        /// more is a day, never a product wrapped to zero or below (which would reconnect at
+        /// once, again and again).
         static func reconnectionDelay(retry: Int, failures: Int) -> Int {
             let day = 86_400_000
-            let base = Swift.min(Swift.max(0, retry), day)
-            return Swift.min(base << Swift.min(Swift.max(0, failures), 6), day)
+            let failures = Swift.max(0, failures)
+            let base = Swift.min(Swift.max(failures > 0 ? 100 : 0, retry), day)
+            return Swift.min(base << Swift.min(failures, 6), day)
         }
 
         /// The failures a reconnection can cure: the network's (the EventSource "network
@@ -175,6 +190,9 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         }
 
         private mutating func dropConnection() {
+            // Accepted and closed before a byte (a server that hangs up at once): a failure.
+            if !connectionBroughtBytes { failures += 1 }
+            connectionBroughtBytes = false
             chunks = nil
             splitter.reset()
             parser.discardPendingEvent()
