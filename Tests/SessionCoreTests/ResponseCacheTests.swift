@@ -346,6 +346,42 @@ final class ResponseCacheTests: XCTestCase {
         XCTAssertEqual(server.requests.filter { $0.method == "GET" }.count, 2)
     }
 
+    /// An unsafe request whose answer's body does not arrive whole still changed the
+    /// resource (RFC 9111 §4.4 asks for a non-error status only): a streamed POST the consumer
+    /// leaves after the first chunk, and a POST whose body stops until its timeout. The GET
+    /// sent right after either goes to the server.
+    func testAnUnsafeRequestWhoseBodyIsCutStillRemovesTheEntry() async throws {
+        route("/resource", headers: [("Cache-Control", "max-age=600")], body: "r")
+        var slow = TestResponse(status: 200)
+        slow.body = .stream([TestResponse.Chunk(Data("first".utf8)), TestResponse.Chunk(Data("rest".utf8), delay: .seconds(30))])
+        slow.framing = .chunked
+        server.route("/resource", method: "POST", response: slow)
+        let manager = manager(ResponseCache())
+        _ = try await get(manager, "/resource")
+        var post = URLRequest(url: try server.url("/resource"))
+        post.httpMethod = "POST"
+        post.httpBody = Data("x".utf8)
+
+        let (bytes, head) = try await manager.bytes(for: post)
+        XCTAssertEqual(head.statusCode, 200)
+        for try await chunk in bytes {
+            XCTAssertEqual(chunk, Data("first".utf8))
+            break  // the consumer leaves: the task ends cancelled
+        }
+        _ = try await get(manager, "/resource")
+        XCTAssertEqual(server.requests.filter { $0.method == "GET" }.count, 2, "the streamed POST left the entry")
+
+        _ = try await get(manager, "/resource")  // stored again
+        post.timeoutInterval = 1
+        let timedOut = await manager.response(for: post)
+        XCTAssertEqual(timedOut.response?.statusCode, 200)
+        XCTAssertNotNil(timedOut.error)
+        _ = try await get(manager, "/resource")
+        XCTAssertEqual(server.requests.filter { $0.method == "GET" }.count, 3, "the POST cut by its timeout left the entry")
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
     func testEntriesSurviveOnDiskAndATornFileIsAMiss() async throws {
         route("/disk", headers: [("Cache-Control", "max-age=600")], body: String(repeating: "d", count: 10_000))
         _ = try await get(manager(ResponseCache(directory: directory)), "/disk")

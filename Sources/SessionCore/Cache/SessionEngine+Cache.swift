@@ -157,6 +157,18 @@ extension SessionEngine {
         cache.queue.async { cache.removeCachedResponse(for: request) }
     }
 
+    /// The same at the head of a streamed unsafe request's response (driver thread; the
+    /// caller checked the method and status): `bytes(for:)` returns at the head, and a GET the
+    /// caller sends next, while the stream still runs or after leaving it, must not be
+    /// answered from the entry the request changed. Its lookup queues behind this on the
+    /// cache's queue.
+    func invalidateCacheAtHead(_ cache: ResponseCache, of task: SessionTask) {
+        cache.queue.async {
+            guard let request = task.originalRequest else { return }
+            cache.removeCachedResponse(for: request)
+        }
+    }
+
     func applyCache(_ cache: ResponseCache, to task: SessionTask, outcome: TransferOutcome) -> TransferOutcome {
         guard outcome.error == nil, let head = outcome.head, let original = task.originalRequest,
             let context = task.takeCacheContext()

@@ -23,8 +23,8 @@ extension SessionEngine {
             (task as? DownloadTask)?.releaseFileClaim()
             return
         }
-        if let cache = configuration.responseCache, outcome.error == nil, outcome.head != nil {
-            if task.hasCacheContext {
+        if let cache = configuration.responseCache, outcome.head != nil {
+            if outcome.error == nil, task.hasCacheContext {
                 // On the cache's queue, never on the driver thread (the task is already
                 // completed meanwhile). Only a 304 changes what the task completes with (the
                 // stored response answers): the completion waits for the cache then. Any other
@@ -42,6 +42,8 @@ extension SessionEngine {
                 continueCompleting(task, outcome: outcome, batch: batch)
                 return
             }
+            // Also when the body then failed (cut, timed out, the consumer left): the server
+            // answered the unsafe request, so it acted on it.
             invalidateCache(cache, after: task, head: outcome.head)
         }
         continueCompleting(task, outcome: outcome, batch: batch)

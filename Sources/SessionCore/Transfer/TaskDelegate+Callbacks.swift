@@ -111,6 +111,11 @@ extension TaskDelegate {
         task.didReceive(head: response, announced: expected, offset: download?.plannedOffset ?? 0)
         if let responseStream {
             headWentToStream = true
+            if prepared.methodKind != .get, prepared.methodKind != .head, (200..<400).contains(response.statusCode),
+                let cache = engine.configuration.responseCache
+            {
+                engine.invalidateCacheAtHead(cache, of: task)  // before the caller can send a GET
+            }
             responseStream.receive(head: response)
         }
         if let hub = engine.monitorHub { hub.emit(.received(task, response)) }
