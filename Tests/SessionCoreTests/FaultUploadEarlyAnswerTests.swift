@@ -226,3 +226,35 @@ final class FaultUploadEarlyAnswerTests: XCTestCase {
         XCTAssertTrue(reused == [false] || reused == [true, false], "exchanges (reused?): \(reused)")
     }
 }
+
+/// `bytes(for:uploading:)` answered early with an empty body while the upload goes on: a
+/// caller that drops the stream ends the transfer and stops its producer. The empty answer
+/// did not count as the end of the transfer when its own body was still being sent.
+final class FaultUploadEarlyEmptyAnswerTests: XCTestCase {
+    func testDroppingTheStreamOfAnEmptyEarlyAnswerEndsAnUploadStillGoing() async throws {
+        let server = try ScriptedServer { socket, server in
+            guard server.readHead(socket) != nil else { return }
+            _ = server.write(socket, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            var sink = [UInt8](repeating: 0, count: 65536)
+            for _ in 0..<100_000 where recv(socket, &sink, sink.count, 0) > 0 {}  // reads on until the client leaves
+        }
+        defer { server.stop() }
+        let manager = URLSessionManager.raw()
+        let stopped = Mutex(false)
+        let (body, continuation) = AsyncStream<Data>.makeStream()
+        continuation.onTermination = { _ in stopped.withLock { $0 = true } }
+        continuation.yield(Data(repeating: 0x61, count: 1000))  // then nothing, and no end: a live feed
+        var request = URLRequest(url: try XCTUnwrap(URL(string: "\(server.baseURLString)/live")))
+        request.httpMethod = "POST"
+        var task: DataTask?
+        do {
+            let (bytes, head) = try await manager.bytes(for: request, uploading: body)
+            XCTAssertEqual(head.statusCode, 200)
+            task = bytes.task
+        }  // the caller is done with the answer
+        try await eventually({ task?.state == .completed }, "the upload went on after its stream was dropped")
+        try await eventually({ stopped.withLock { $0 } }, "the body's producer still runs")
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+}

@@ -139,6 +139,15 @@ final class AsyncBodyFeed: Sendable {
         return surplus ? .bodyStreamFailed("the body sequence is longer than its declared length; the surplus was not sent") : nil
     }
 
+    /// Whether the driver has taken the whole body: the sequence ended and nothing of it waits
+    /// (or its declared length went out). Until then the transfer does not end by itself.
+    var isDrained: Bool {
+        state.withLock { state in
+            if let length = state.length, state.deliveredBytes >= length { return true }
+            return state.isFinished && state.chunks.byteCount == 0
+        }
+    }
+
     /// Whether the body can still be sent from its start.
     var isRewindable: Bool { !state.withLock { $0.hasDelivered } }
 

@@ -12,11 +12,14 @@ import FoundationNetworking
 final class ResponseStreamConsumer: Sendable {
     let buffer: ResponseStreamBuffer
     let task: SessionTask
+    /// The request's streamed body (`bytes(for:uploading:)`), if any.
+    private let feed: AsyncBodyFeed?
     private let isClaimed = Atomic<Bool>(false)
 
-    init(buffer: ResponseStreamBuffer, task: SessionTask) {
+    init(buffer: ResponseStreamBuffer, task: SessionTask, feed: AsyncBodyFeed? = nil) {
         self.buffer = buffer
         self.task = task
+        self.feed = feed
     }
 
     deinit { stop() }
@@ -37,9 +40,12 @@ final class ResponseStreamConsumer: Sendable {
     /// `Content-Length: 0`. Such a transfer ends by itself in the pass that read its head, so
     /// a caller that drops the stream at once (the OpenAPI transport for a bodiless answer, a
     /// server-sent event stream answered 204) must not cancel it: the cancel would race that
-    /// end, and the monitors would hear a successful call cancelled.
+    /// end, and the monitors would hear a successful call cancelled. Not while the request's
+    /// own streamed body is still going out (a server that answers early and reads on): the
+    /// transfer ends only when that body does, which for a live feed is never.
     private var headEndsTheResponse: Bool {
         guard let head = buffer.receivedHead else { return false }
+        if let feed, !feed.isDrained { return false }
         return head.statusCode == 204 || head.statusCode == 304 || head.expectedContentLength == 0
             || task.originalRequest?.httpMethod?.uppercased() == "HEAD"
     }

@@ -96,7 +96,7 @@ extension URLSessionManager {
         let task = engine.makeTask(type, request: request, options: options)
         if let feed { task.replaceBody(with: .feed(feed)) }
         buffer.attach(task)
-        let consumer = ResponseStreamConsumer(buffer: buffer, task: task)
+        let consumer = ResponseStreamConsumer(buffer: buffer, task: task, feed: feed)
         // A caller whose `Task` is cancelled already sends nothing: the task ends before it starts.
         if Task.isCancelled { task.cancel() } else { task.resume() }
         let head = try await withTaskCancellationHandler {
