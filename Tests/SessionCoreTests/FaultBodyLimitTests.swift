@@ -212,17 +212,7 @@ final class FaultBodyLimitStreamTests: XCTestCase {
             text.append(Data("line \(line) of a log that repeats itself a little but not entirely, \(line * 7919 % 1000)\n".utf8))
             line += 1
         }
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-log-\(UUID().uuidString)")
-        try text.write(to: file)
-        defer { try? FileManager.default.removeItem(at: file) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "gzip -c -6 < \"$0\"", file.path]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let compressed = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let compressed = try Gzip.compress(text)
         server.route("/log", response: TestResponse(status: 200, headers: [("Content-Encoding", "gzip")], body: compressed))
         let (bytes, _) = try await manager.bytes(for: URLRequest(url: try server.url("/log")), bufferSize: 16 << 10)
         var received = Data()

@@ -205,6 +205,36 @@ final class StreamRetryTests: XCTestCase {
         XCTAssertEqual(seen.withLock { $0 }, payload, "the hook did not see the declined failure's body")
     }
 
+    /// A gzip'd failure past the handler's buffer, released to it: the task announces an
+    /// unknown length (libcurl decodes it; `Content-Length` counts the encoded bytes), as a
+    /// response delivered at its head does. It announced the encoded length, and progress
+    /// read far past 100%.
+    func testAReleasedGzippedFailureAnnouncesAnUnknownLength() async throws {
+        // 16 letters at random: about 2:1 gzip'd, well within the decompression limit.
+        var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
+        let payload = Data((0..<(6 << 20)).map { _ in
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return UInt8(0x41 + (seed >> 60))
+        })
+        let compressed = try Gzip.compress(payload)
+        XCTAssertLessThan(compressed.count, payload.count * 2 / 3)
+        let requests = scripted("/huge-gzipped", [
+            TestResponse(status: 503, headers: [("Content-Encoding", "gzip")], body: compressed),
+        ])
+        manager.requestRetrier = RetryPolicy(exponentialBackoffScale: 0.01, jitter: 0)
+        let received = Mutex(0)
+        let done = expectation(description: "completed")
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/huge-gzipped"))) { chunk in
+            received.withLock { $0 += chunk.count }
+        } completionHandler: { _ in done.fulfill() }
+        task.resume()
+        await fulfillment(of: [done], timeout: 30)
+        XCTAssertEqual(task.response?.statusCode, 503)
+        XCTAssertEqual(received.withLock { $0 }, payload.count)
+        XCTAssertEqual(task.countOfBytesExpectedToReceive, -1, "the encoded length was announced for the decoded body")
+        XCTAssertEqual(requests.total, 1)
+    }
+
     /// Past the handler's 4 MiB buffer a failure is handed over as it arrives, every byte in
     /// order, and not retried.
     func testAFailureLargerThanTheHandlersBufferIsHandedOverWhole() async throws {

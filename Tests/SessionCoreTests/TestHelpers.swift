@@ -67,6 +67,24 @@ func assertCancelling<T: Sendable>(_ call: Task<T, any Error>, file: StaticStrin
     }
 }
 
+/// gzip, as a server's `Content-Encoding: gzip` body: `/bin/gzip` on a temporary file.
+enum Gzip {
+    static func compress(_ data: Data, level: Int = 6) throws -> Data {
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-gzip-\(UUID().uuidString)")
+        try data.write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "gzip -c -\(level) < \"$0\"", file.path]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let compressed = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return compressed
+    }
+}
+
 extension XCTestCase {
     /// Waits (bounded: about 5 s) until `condition` holds, then asserts it. A hang guard for
     /// work that finishes on another queue, not a timing assertion.

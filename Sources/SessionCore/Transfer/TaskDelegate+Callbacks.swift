@@ -73,12 +73,7 @@ extension TaskDelegate {
             }
             let expected = head.expectedContentLength ?? response.expectedContentLength
             if disposition == .deliver {
-                // libcurl decodes a content-coded body (`decodesBody`): `Content-Length`
-                // counts the encoded bytes, the task the
-                // decoded ones, whose number nobody announced. Progress is indeterminate then,
-                // as for a chunked body, rather than past 100% (1 MiB of zeros gzipped to
-                // 1 KB read 99,769%).
-                let announced = isContentEncoded && decodesBody ? -1 : expected
+                let announced = announcedLength(expected)
                 if let download {
                     planDownload(download, for: response)
                     // This answer is not the task's (a refused or changed range). A short body
@@ -139,13 +134,22 @@ extension TaskDelegate {
             && engine.retrier(for: task) != nil
     }
 
+    /// The body length the task announces for a head that announced `expected`. libcurl
+    /// decodes a content-coded body (`decodesBody`): `Content-Length` counts the encoded
+    /// bytes, the task the decoded ones, whose number nobody announced. Progress is
+    /// indeterminate then (-1), as for a chunked body, rather than past 100% (1 MiB of zeros
+    /// gzipped to 1 KB read 99,769%).
+    private func announcedLength(_ expected: Int64) -> Int64 {
+        isContentEncoded && decodesBody ? -1 : expected
+    }
+
     /// A held-back failure's body outgrew what may be kept: the response goes to user code
     /// after all (its head, the kept bytes, then the rest as it arrives), and the retrier is
     /// no longer asked about it.
     private func releaseHeldResponse() {
         guard let response = responseHead, let streamCredit else { return }
         state.headReceived(.deliver, now: passClock.now)
-        deliverHead(response, expected: head.expectedContentLength ?? response.expectedContentLength)
+        deliverHead(response, expected: announcedLength(head.expectedContentLength ?? response.expectedContentLength))
         let kept = body.take()
         guard !kept.isEmpty else { return }
         handToUserCode(kept, credit: streamCredit)
