@@ -23,6 +23,11 @@ final class ReachabilityStore: Sendable {
     }
 
     let state = Mutex(State())
+    /// Held by `publish` around its whole change, so that concurrent publishes reach the
+    /// listeners in order. Not `state`: a yield resumes the awaiting Swift task, which takes
+    /// that task's status lock, and a cancel of the task runs `onTermination` (which takes
+    /// `state`) under that same status lock. Yielding under `state` deadlocked the two.
+    private let publishing = Mutex(())
     /// Serial queue on which change blocks run and notifications are posted.
     let queue = DispatchQueue(label: "Curlew.Reachability.callbacks")
 
@@ -37,15 +42,16 @@ final class ReachabilityStore: Sendable {
     /// Records `path`; when its status differs from the current one, tells every listener
     /// exactly once.
     func publish(_ path: NetworkPath, generation: UInt64) {
-        state.withLock { state in
-            guard state.generation == generation else { return }
-            state.path = path
-            guard state.status != path.status else { return }
-            let status = path.status
-            state.status = status
-            // Yield and enqueue inside the lock so that concurrent publishes keep their order.
-            for continuation in state.continuations.values { continuation.yield(status) }
-            let block = state.block
+        publishing.withLock { _ in
+            let change = state.withLock { state -> (NetworkReachabilityStatus, [AsyncStream<NetworkReachabilityStatus>.Continuation], (@Sendable (NetworkReachabilityStatus) -> Void)?)? in
+                guard state.generation == generation else { return nil }
+                state.path = path
+                guard state.status != path.status else { return nil }
+                state.status = path.status
+                return (path.status, Array(state.continuations.values), state.block)
+            }
+            guard let (status, continuations, block) = change else { return }
+            for continuation in continuations { continuation.yield(status) }
             queue.async { [self] in
                 block?(status)
                 let owner = self.state.withLock { $0.owner }
@@ -66,6 +72,8 @@ final class ReachabilityStore: Sendable {
             let id = state.nextContinuationID
             state.nextContinuationID += 1
             state.continuations[id] = continuation
+            // Under `state` so that no publish overtakes it; nobody awaits the new stream
+            // yet, so this yield resumes no task (see `publishing`).
             if state.status != .unknown { continuation.yield(state.status) }
             return id
         }
