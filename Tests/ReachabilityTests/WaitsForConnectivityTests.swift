@@ -17,15 +17,23 @@ final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
     final class Events: EventMonitor, @unchecked Sendable {  // `lock` guards `names`
         private let lock = NSLock()
         private var names: [String] = []
+        private var namesByTask: [Int: [String]] = [:]
         let queue = DispatchQueue(label: "WaitsForConnectivityTests.events")
         var recorded: [String] { lock.withLock { names } }
+        /// The same, by task identifier.
+        var recordedByTask: [Int: [String]] { lock.withLock { namesByTask } }
         /// Whether the task's completion event arrived (monitors hear of events in batches,
         /// up to a millisecond late: a test looks at `recorded` only once it is whole).
         var hasEnded: Bool { lock.withLock { names.contains { $0 == "completed" || $0 == "failed" } } }
-        private func add(_ name: String) { lock.withLock { names.append(name) } }
-        func task(_ task: SessionTask, willSend request: URLRequest) { add("willSend") }
-        func taskIsWaitingForConnectivity(_ task: SessionTask) { add("waiting") }
-        func task(_ task: SessionTask, didCompleteWithError error: (any Error)?) { add(error == nil ? "completed" : "failed") }
+        private func add(_ name: String, _ task: SessionTask) {
+            lock.withLock {
+                names.append(name)
+                namesByTask[task.taskIdentifier, default: []].append(name)
+            }
+        }
+        func task(_ task: SessionTask, willSend request: URLRequest) { add("willSend", task) }
+        func taskIsWaitingForConnectivity(_ task: SessionTask) { add("waiting", task) }
+        func task(_ task: SessionTask, didCompleteWithError error: (any Error)?) { add(error == nil ? "completed" : "failed", task) }
     }
 
     /// Connects the namespaces and waits until the client's route to the host is usable (a
@@ -226,6 +234,48 @@ final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
         for task in tasks where (task.error as? SessionError) == .cancelled { completed.withLock { $0 += 1 } }
         XCTAssertEqual(completed.withLock { $0 }, 20)
         XCTAssertTrue(waitUntil { ConnectivityWait.runningMonitorCount == 0 }, "the route monitor must stop")
+    }
+}
+
+extension WaitsForConnectivityTests {
+    /// Tasks cancelled around the moment their wait finds no route: the monitors hear
+    /// "waiting" before the task's end or not at all. The watcher told them itself, racing
+    /// the cancel, and "waiting" could follow "failed".
+    func testAWaitingNoticeNeverFollowsTheTasksEnd() throws {
+        try connectAndSettle()
+        try client.ip("link", "set", "crl0", "down")
+        let events = Events()
+        let manager = try makeManager(waits: true, events: events)
+        var tasks: [DataTask] = []
+        for round in 0..<30 {
+            let batch = (0..<20).map { _ in
+                manager.dataTask(with: URLRequest(url: URL(string: "http://\(Self.hostAddress):80/")!), completionHandler: nil)
+            }
+            for task in batch { task.resume() }
+            // Cancelled 0 to 2 ms apart, around the time the wait reads the routing table.
+            for (index, task) in batch.enumerated() {
+                usleep(useconds_t((index + round) % 3 * 1000))
+                task.cancel()
+            }
+            tasks += batch
+        }
+        XCTAssertTrue(waitUntil { tasks.allSatisfy { $0.state == .completed } })
+        XCTAssertTrue(
+            waitUntil { ConnectivityWait.runningMonitorCount == 0 },
+            "the route monitor must stop: \(manager.tasks.count) tasks left, \(events.recordedByTask.filter { !$0.value.contains("failed") })")
+        // Every watcher has ended (and told whatever it told); the notices reach the monitors
+        // through the driver and the monitor queue.
+        let flushed = DispatchSemaphore(value: 0)
+        manager.dataTask(with: URLRequest(url: URL(string: "http://\(Self.hostAddress):80/")!)) { _ in flushed.signal() }.cancel()
+        XCTAssertEqual(flushed.wait(timeout: .now() + 30), .success)
+        XCTAssertTrue(waitUntil { events.recordedByTask.count >= tasks.count && events.recordedByTask.values.allSatisfy { $0.contains("failed") } })
+        usleep(100_000)
+        events.queue.sync {}
+        for (identifier, names) in events.recordedByTask {
+            if let end = names.firstIndex(of: "failed") {
+                XCTAssertFalse(names[(end + 1)...].contains("waiting"), "task #\(identifier): \(names)")
+            }
+        }
     }
 }
 

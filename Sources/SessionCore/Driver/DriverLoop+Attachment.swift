@@ -14,7 +14,8 @@ extension DriverLoop {
             engine.complete(task, outcome: TransferOutcome(error: .sessionInvalidated, request: task.currentRequest))
         case .shutdown(let completion):
             completion()
-        case .pause, .unpause, .resumeReading, .resumeSending, .responseDecision, .retryDecision, .connectivityDecision:
+        case .pause, .unpause, .resumeReading, .resumeSending, .responseDecision, .retryDecision, .connectivityDecision,
+            .connectivityWaiting:
             break
         }
     }

@@ -123,10 +123,12 @@ extension DriverLoop {
     func startConnectivityWait(_ delegate: TaskDelegate, target: ConnectivityWait.Target) {
         let task = delegate.task
         let driver = self.driver
-        let hub = engine.monitorHub
+        // The notice goes through the driver, which knows whether the task still waits: told
+        // from the watcher, it could reach the monitors after the task's completion.
+        let announces = engine.monitorHub != nil
         delegate.connectivityWait = ConnectivityWait(
             target: target,
-            waiting: { hub?.emit(.waitingForConnectivity(task)) },
+            waiting: { if announces { driver.submit(.connectivityWaiting(task)) } },
             decided: { returned in driver.submit(.connectivityDecision(task, returned: returned)) })
     }
 

@@ -231,6 +231,10 @@ final class DriverLoop {
         case .connectivityDecision(let task, let returned):
             guard let delegate = delegates[task] else { return }
             connectivityDecided(delegate, returned: returned)
+        case .connectivityWaiting(let task):
+            // Ended meanwhile (cancelled, timed out): its completion was heard already.
+            guard let delegate = delegates[task], case .awaitingDecision(.connectivity) = delegate.state.phase else { return }
+            engine.monitorHub?.emit(.waitingForConnectivity(task))
         case .shutdown(let completion):
             shutdownRequests.append(completion)
         }

@@ -39,6 +39,9 @@ final class TransferDriver: Sendable {
         case retryDecision(SessionTask, RetryDecision, Result<AdaptedRequest, SessionError>?)
         /// The wait for a route ended (`ConnectivityWait`): it `returned`, or was there all along.
         case connectivityDecision(SessionTask, returned: Bool)
+        /// The wait for a route found none (`ConnectivityWait`): the monitors hear of it here,
+        /// only while the transfer still waits (never after its completion).
+        case connectivityWaiting(SessionTask)
         /// Tear down once no transfer is left, then call the closure (from the driver thread).
         case shutdown(@Sendable () -> Void)
     }
