@@ -76,12 +76,15 @@ final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
     }
 
     /// A manager whose driver thread (made at init) lives in the client namespace.
-    private func makeManager(waits: Bool, resourceTimeout: TimeInterval = 120, events: Events) throws -> URLSessionManager {
+    private func makeManager(
+        waits: Bool, resourceTimeout: TimeInterval = 120, unixSocketPath: String? = nil, events: Events
+    ) throws -> URLSessionManager {
         let manager: URLSessionManager = try client.perform {
             var configuration = SessionConfiguration.default
             configuration.proxy = .none
             configuration.waitsForConnectivity = waits
             configuration.timeoutIntervalForResource = resourceTimeout
+            configuration.unixSocketPath = unixSocketPath
             return URLSessionManager(configuration: configuration, eventMonitors: [events])
         }
         addTeardownBlock { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
@@ -275,6 +278,35 @@ extension WaitsForConnectivityTests {
             if let end = names.firstIndex(of: "failed") {
                 XCTAssertFalse(names[(end + 1)...].contains("waiting"), "task #\(identifier): \(names)")
             }
+        }
+    }
+}
+
+extension WaitsForConnectivityTests {
+    /// No default route (the client namespace has only its veth subnet): a refused request to
+    /// `localhost`, or over a Unix socket, has nothing to wait for, and its error stands at
+    /// once. Both were judged by the default route and waited until the resource timeout.
+    func testLoopbackNamesAndUnixSocketsDoNotWaitForADefaultRoute() throws {
+        try connectAndSettle()
+        try client.ip("link", "set", "lo", "up")
+        let cases: [(url: String, socket: String?)] = [
+            ("http://localhost:9/", nil), ("http://api.localhost:9/", nil), ("http://127.0.0.1:9/", nil),
+            ("http://example.invalid/", "/nonexistent/curlew.sock"),
+        ]
+        for (url, socket) in cases {
+            let events = Events()
+            let manager = try makeManager(waits: true, resourceTimeout: 20, unixSocketPath: socket, events: events)
+            let done = Mutex<DataResponse?>(nil)
+            manager.dataTask(with: URLRequest(url: try XCTUnwrap(URL(string: url)))) { response in
+                done.withLock { $0 = response }
+            }.resume()
+            XCTAssertTrue(waitUntil { done.withLock { $0 } != nil }, url)
+            guard case .cannotConnect = done.withLock({ $0 })?.error as? SessionError else {
+                XCTFail("\(url): expected cannotConnect, got \(String(describing: done.withLock { $0 }?.error))")
+                continue
+            }
+            XCTAssertTrue(waitUntil { events.hasEnded }, "\(url): no completion event: \(events.recorded)")
+            XCTAssertFalse(events.recorded.contains("waiting"), "\(url): \(events.recorded)")
         }
     }
 }

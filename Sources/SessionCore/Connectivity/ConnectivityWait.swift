@@ -15,10 +15,18 @@ final class ConnectivityWait: Sendable {
         case ipv6(String)
         case defaultRoute
 
-        /// The target for `url`'s host; nil without one.
-        init?(_ url: URL?) {
-            guard var host = url?.host, !host.isEmpty else { return nil }
+        /// The target for `url`'s host; nil without one, or when the request goes over a Unix
+        /// domain socket (`viaUnixSocket`), which no route leads to. `localhost` and names
+        /// under `.localhost` are the loopback address, as libcurl resolves them itself: their
+        /// failure is never for want of a default route.
+        init?(_ url: URL?, viaUnixSocket: Bool = false) {
+            guard !viaUnixSocket, var host = url?.host, !host.isEmpty else { return nil }
             if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            let name = host.lowercased()
+            if name == "localhost" || name.hasSuffix(".localhost") || name == "localhost." {
+                self = .ipv4("127.0.0.1")
+                return
+            }
             var v4 = in_addr()
             var v6 = in6_addr()
             if inet_pton(AF_INET, host, &v4) == 1 {

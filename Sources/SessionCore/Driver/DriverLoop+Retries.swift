@@ -18,7 +18,7 @@ extension DriverLoop {
         // request body can be replayed (the retrier's own rule).
         if let error, engine.configuration.waitsForConnectivity, ConnectivityWait.mayBeForWantOfARoute(error),
             !delegate.hasStreamedBody, delegate.canReplayBody,
-            let target = ConnectivityWait.Target(delegate.request.url)
+            let target = ConnectivityWait.Target(delegate.request.url, viaUnixSocket: engine.configuration.unixSocketPath != nil)
         {
             awaitConnectivity(delegate, target: target, error: error)
             return
@@ -103,7 +103,7 @@ extension DriverLoop {
             nextRetry = min(nextRetry, deadline)
         case .awaitRoute(let error):
             noteRetry(of: delegate, after: 0, error: error, attempt: attempt)
-            guard let target = ConnectivityWait.Target(delegate.request.url) else {
+            guard let target = ConnectivityWait.Target(delegate.request.url, viaUnixSocket: engine.configuration.unixSocketPath != nil) else {
                 retry(delegate, otherwise: error)  // no host to watch a route to: send it now
                 return
             }

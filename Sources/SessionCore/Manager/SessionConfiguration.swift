@@ -123,7 +123,10 @@ public struct SessionConfiguration: Sendable {
     /// `EventMonitor` hears `taskIsWaitingForConnectivity`, and the request is sent again when a
     /// route appears. The wait holds no connection slot and no idle timeout runs; the resource
     /// timeout (`timeoutIntervalForResource`) bounds it. A failure with a route in place (a
-    /// refused connection, an unknown host while the network is up) fails as before.
+    /// refused connection, an unknown host while the network is up) fails as before. The route
+    /// judged is the one to an address literal; `localhost` (and `*.localhost`) is the
+    /// loopback address; any other host name is judged by the default route; a request over
+    /// `unixSocketPath` never waits.
     public var waitsForConnectivity = false
     /// The largest response head accepted, in bytes; a larger one fails with
     /// `.responseHeadersTooLarge`. Default: 256 KiB.
