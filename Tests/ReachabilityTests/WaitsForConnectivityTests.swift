@@ -311,6 +311,47 @@ extension WaitsForConnectivityTests {
     }
 }
 
+extension WaitsForConnectivityTests {
+    /// The same address seen from two namespaces: none in the client's (its link down), the
+    /// host's own in the host's. A task in the client waits for it; then a refused request
+    /// from a manager in the host namespace must fail at once. One monitor was shared per
+    /// address, started in the client's namespace, and the host's task waited for a route
+    /// its namespace had all along.
+    func testEachNetworkNamespaceIsJudgedByItsOwnRoutes() throws {
+        try connectAndSettle()
+        try client.ip("link", "set", "crl0", "down")
+        try host.ip("link", "set", "lo", "up")
+        let clientEvents = Events()
+        let waiting = try makeManager(waits: true, events: clientEvents)
+        let waitingTask = waiting.dataTask(
+            with: URLRequest(url: URL(string: "http://\(Self.hostAddress):80/")!), completionHandler: nil)
+        waitingTask.resume()
+        XCTAssertTrue(waitUntil { clientEvents.recorded.contains("waiting") }, "no waiting event: \(clientEvents.recorded)")
+
+        let hostEvents = Events()
+        let hostManager: URLSessionManager = try host.perform {
+            var configuration = SessionConfiguration.default
+            configuration.proxy = .none
+            configuration.waitsForConnectivity = true
+            configuration.timeoutIntervalForResource = 20
+            return URLSessionManager(configuration: configuration, eventMonitors: [hostEvents])
+        }
+        addTeardownBlock { hostManager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let done = Mutex<DataResponse?>(nil)
+        hostManager.dataTask(with: URLRequest(url: URL(string: "http://\(Self.hostAddress):9/")!)) { response in
+            done.withLock { $0 = response }
+        }.resume()
+        XCTAssertTrue(waitUntil { done.withLock { $0 } != nil })
+        guard case .cannotConnect = done.withLock({ $0 })?.error as? SessionError else {
+            return XCTFail("expected cannotConnect, got \(String(describing: done.withLock { $0 }?.error))")
+        }
+        XCTAssertTrue(waitUntil { hostEvents.hasEnded }, "no completion event: \(hostEvents.recorded)")
+        XCTAssertFalse(hostEvents.recorded.contains("waiting"), "\(hostEvents.recorded)")
+        waitingTask.cancel()
+        XCTAssertTrue(waitUntil { ConnectivityWait.runningMonitorCount == 0 }, "the route monitors must stop")
+    }
+}
+
 /// Counts the questions and never retries.
 private final class CountingRetrier: RequestRetrier, @unchecked Sendable {  // `lock` guards `asked`
     private let lock = NSLock()

@@ -67,9 +67,12 @@ final class ConnectivityWait: Sendable {
     /// the routing table of the network namespace their sockets live in (its netlink sockets
     /// and thread are made in the calling thread's namespace); the wait itself runs in a task.
     init(target: Target, waiting: @escaping @Sendable () -> Void, decided: @escaping @Sendable (Bool) -> Void) {
-        let monitor = Monitors.acquire(target)
+        // The watcher runs on a thread of the task pool, which may live in another namespace:
+        // it releases by the key taken here.
+        let key = Monitors.Key(namespace: Self.currentNetworkNamespace(), target: target)
+        let monitor = Monitors.acquire(key)
         watcher = Task.detached {
-            defer { Monitors.release(target) }
+            defer { Monitors.release(key) }
             // Without a working monitor nothing can be known: the attempt's error stands.
             guard monitor.monitoringError == nil else {
                 decided(false)
@@ -100,44 +103,67 @@ final class ConnectivityWait: Sendable {
     /// routing table.
     static func mayBeForWantOfARoute(_ error: SessionError) -> Bool { error.isConnectivityFailure }
 
-    /// One running monitor per target for the whole process, however many tasks wait: a
-    /// thousand waiting tasks share one netlink socket pair, not a thousand.
-    /// How many targets have a running monitor (for tests: none once no task waits).
+    /// The calling thread's network namespace (device and inode of `/proc/thread-self/ns/net`),
+    /// or (0, 0) when it cannot be read: one namespace for every caller then.
+    static func currentNetworkNamespace() -> Monitors.Namespace {
+        var info = stat()
+        guard stat("/proc/thread-self/ns/net", &info) == 0 else { return Monitors.Namespace(device: 0, inode: 0) }
+        return Monitors.Namespace(device: UInt64(info.st_dev), inode: UInt64(info.st_ino))
+    }
+
+    /// One running monitor per target and network namespace for the whole process, however
+    /// many tasks wait: a thousand waiting tasks share one netlink socket pair, not a
+    /// thousand. Per namespace, because a monitor reads the routing table of the namespace it
+    /// was started in, and managers whose drivers live in different namespaces see different
+    /// routes to the same address.
+    /// How many monitors are running (for tests: none once no task waits).
     static var runningMonitorCount: Int { Monitors.count }
 
-    private enum Monitors {
+    enum Monitors {
+        /// A network namespace, as the kernel names it (its nsfs inode).
+        struct Namespace: Hashable, Sendable {
+            let device: UInt64
+            let inode: UInt64
+        }
+
+        struct Key: Hashable, Sendable {
+            let namespace: Namespace
+            let target: Target
+        }
+
         private struct Entry {
             let monitor: NetworkReachabilityManager
             var users: Int
         }
 
-        private static let entries = Mutex<[Target: Entry]>([:])
+        private static let entries = Mutex<[Key: Entry]>([:])
 
         static var count: Int { entries.withLock { $0.count } }
 
-        static func acquire(_ target: Target) -> NetworkReachabilityManager {
+        /// On the thread whose namespace `key` names (the driver's).
+        static func acquire(_ key: Key) -> NetworkReachabilityManager {
             entries.withLock { entries in
-                if var entry = entries[target] {
+                if var entry = entries[key] {
                     entry.users += 1
-                    entries[target] = entry
+                    entries[key] = entry
                     return entry.monitor
                 }
-                let monitor = target.makeManager()
-                monitor.startMonitoring()  // reads the routing table before it returns
-                entries[target] = Entry(monitor: monitor, users: 1)
+                let monitor = key.target.makeManager()
+                monitor.startMonitoring()  // its sockets and thread are made in this thread's namespace
+                entries[key] = Entry(monitor: monitor, users: 1)
                 return monitor
             }
         }
 
-        static func release(_ target: Target) {
+        static func release(_ key: Key) {
             let last = entries.withLock { entries -> NetworkReachabilityManager? in
-                guard var entry = entries[target] else { return nil }
+                guard var entry = entries[key] else { return nil }
                 entry.users -= 1
                 if entry.users > 0 {
-                    entries[target] = entry
+                    entries[key] = entry
                     return nil
                 }
-                entries[target] = nil
+                entries[key] = nil
                 return entry.monitor
             }
             last?.stopMonitoring()
