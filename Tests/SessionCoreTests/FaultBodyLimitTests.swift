@@ -33,15 +33,7 @@ final class FaultBodyLimitTests: XCTestCase {
     }
 
     static func gzippedZeros(megabytes: Int) throws -> Data {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "head -c \(megabytes)M /dev/zero | gzip -c -9"]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let compressed = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return compressed
+        try Gzip.output(of: "head -c \(megabytes)M /dev/zero | gzip -c -9")
     }
 
     func testACompressionBombDownloadedToAFileIsRefusedAndLeavesNoFile() async throws {

@@ -317,15 +317,8 @@ final class ServerSentEventsBombTests: XCTestCase {
         configuration.receiveBufferSize = 256 << 10  // one read holds a large part of the bomb
         configuration.decompressionLimit = 1 << 40
         let manager = URLSessionManager.raw(configuration)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/sh")
         // 200 MiB of one event of 1 KB, over and over: about 1000:1 gzip'd.
-        process.arguments = ["-c", "yes 'data: \(String(repeating: "x", count: 1000))\n' | head -c 200M | gzip -c -9"]
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let bomb = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let bomb = try Gzip.output(of: "yes 'data: \(String(repeating: "x", count: 1000))\n' | head -c 200M | gzip -c -9")
         let connections = Mutex(0)
         server.route("/bomb") { _ in
             connections.withLock { $0 += 1 }

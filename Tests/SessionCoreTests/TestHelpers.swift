@@ -73,15 +73,20 @@ enum Gzip {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-gzip-\(UUID().uuidString)")
         try data.write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
+        return try output(of: "gzip -c -\(level) < \"$0\"", argument: file.path)
+    }
+
+    /// What `/bin/sh -c command` writes to its standard output (`argument` is its `$0`).
+    static func output(of command: String, argument: String = "sh") throws -> Data {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "gzip -c -\(level) < \"$0\"", file.path]
+        process.arguments = ["-c", command, argument]
         let output = Pipe()
         process.standardOutput = output
         try process.run()
-        let compressed = output.fileHandleForReading.readDataToEndOfFile()
+        let written = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return compressed
+        return written
     }
 }
 
