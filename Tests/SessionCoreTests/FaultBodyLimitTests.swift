@@ -65,6 +65,18 @@ final class FaultBodyLimitTests: XCTestCase {
 
     /// 25,000 short header lines (about 400 KB): the limit counts the head's bytes, not only
     /// long lines.
+    /// 4 MiB of zeros, 4 KB gzip'd and chunked: one read, judged while it is written against
+    /// the most a read can hold (libcurl has not counted it yet), is within the limit; the
+    /// body as a whole, 1000:1, is refused when it ends.
+    func testAChunkedBombWholeInOneReadIsRefusedAtItsEnd() async throws {
+        var bomb = TestResponse(status: 200, headers: [("Content-Encoding", "gzip")], body: try Self.gzippedZeros(megabytes: 4))
+        bomb.framing = .chunked
+        server.route("/small-bomb", response: bomb)
+        let response = await manager.response(for: URLRequest(url: try server.url("/small-bomb")))
+        XCTAssertEqual(response.error as? SessionError, .decompressionLimitExceeded(ratio: 100))
+        XCTAssertNil(response.data)
+    }
+
     func testAHeadOfManySmallLinesOverTheLimitIsRefused() async throws {
         server.route("/many") { _ in
             TestResponse(status: 200, headers: (0..<25_000).map { ("X-\($0)", "value") }, body: Data("ok".utf8))
@@ -146,35 +158,75 @@ final class FaultBodyLimitStreamTests: XCTestCase {
         return (nil, received)
     }
 
-    /// 200 MiB of zeros, about 200 KB gzip'd: one socket read decodes to more than libcurl's
-    /// pause buffer holds. The guard names the bomb; it is not libcurl's "out of memory" (which
-    /// event streams take as a reason to connect again).
+    /// 200 MiB of zeros gzip'd twice (606 bytes): one socket read decodes to more than
+    /// libcurl's pause buffer holds, always (gzip'd once, 1000:1, a read of 64 KiB decodes to
+    /// just about that, and the guard may refuse it while the consumer keeps up). The guard
+    /// names the bomb; it is not libcurl's "out of memory" (which event streams took as a
+    /// reason to connect again).
     func testABombStreamedToAConsumerThatIsBehindIsRefusedByTheGuard() async throws {
         server.route("/bomb", response: TestResponse(
-            status: 200, headers: [("Content-Encoding", "gzip")], body: try FaultBodyLimitTests.gzippedZeros(megabytes: 200)))
+            status: 200, headers: [("Content-Encoding", "gzip, gzip")], body: try Self.doublyGzippedZeros()))
         let (error, received) = try await streamBehind("/bomb")
         XCTAssertEqual(error as? SessionError, .decompressionLimitExceeded(ratio: 100))
         XCTAssertLessThan(received, 64 << 20, "the bomb went to the consumer")
     }
 
-    /// The same bomb under a limit that allows it: libcurl's pause buffer overflows all the
-    /// same, and the error says so (not the system's memory running out).
+    /// 200 MiB of zeros gzip'd twice, 606 bytes: any read of it decodes to more than 64 MiB.
+    private static func doublyGzippedZeros() throws -> Data {
+        try Gzip.output(of: "head -c 200M /dev/zero | gzip -c -9 | gzip -c -9")
+    }
+
+    /// A bomb under a limit that allows it: libcurl's pause buffer overflows all the same, and
+    /// the error says so (not the system's memory running out).
     func testAPauseBufferOverflowWithinAGenerousLimitIsNamed() async throws {
+        try await assertPauseBufferOverflowIsNamed(limit: 1 << 40, framing: .contentLength)
+    }
+
+    /// A chunked body's received bytes are counted by libcurl only after each read was decoded
+    /// and written, and not at all when its pause buffer overflowed: the overflow is judged
+    /// against the most that read could hold (256 KiB, 256:1 for 64 MiB, within a limit of
+    /// 2000), not against the reads before it (none: "a bomb" at any limit).
+    func testAChunkedPauseBufferOverflowIsJudgedAgainstTheWholeRead() async throws {
+        try await assertPauseBufferOverflowIsNamed(limit: 2000, framing: .chunked)
+    }
+
+    private func assertPauseBufferOverflowIsNamed(
+        limit: Int, framing: TestResponse.Framing, file: StaticString = #filePath, line: UInt = #line
+    ) async throws {
         var configuration = SessionConfiguration.default
         configuration.proxy = .none
         configuration.receiveBufferSize = 256 << 10
-        configuration.decompressionLimit = 1 << 40
+        configuration.decompressionLimit = limit
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
         await manager.waitUntilInvalidated()
         manager = URLSessionManager.raw(configuration)
-        server.route("/bomb", response: TestResponse(
-            status: 200, headers: [("Content-Encoding", "gzip")], body: try FaultBodyLimitTests.gzippedZeros(megabytes: 200)))
+        var response = TestResponse(status: 200, headers: [("Content-Encoding", "gzip, gzip")], body: try Self.doublyGzippedZeros())
+        response.framing = framing
+        server.route("/bomb", response: response)
         let (error, _) = try await streamBehind("/bomb")
         guard case .curl(let code, let message)? = error as? SessionError else {
-            return XCTFail("expected libcurl's out of memory, got \(String(describing: error))")
+            return XCTFail("expected libcurl's out of memory, got \(String(describing: error))", file: file, line: line)
         }
-        XCTAssertEqual(code, 27)
-        XCTAssertTrue(message.contains("64 MiB libcurl keeps for a paused transfer"), message)
+        XCTAssertEqual(code, 27, file: file, line: line)
+        XCTAssertTrue(message.contains("64 MiB libcurl keeps for a paused transfer"), message, file: file, line: line)
+    }
+
+    /// JSON lines gzip'd about 24:1, chunked: the first read of the body (64 KiB or more)
+    /// decodes to more than the 1 MiB always accepted, before libcurl has counted any received
+    /// byte of a chunked body. Judged against nothing, that read was refused as a bomb.
+    func testAChunkedGzippedBodyWithinTheLimitIsNotRefusedAtItsFirstRead() async throws {
+        var text = Data()
+        var item = 0
+        while text.count < 8 << 20 {
+            text.append(Data("{\"id\": \(item * 7919 % 1000), \"name\": \"item\", \"tags\": [\"a\", \"b\"], \"ok\": true}\n".utf8))
+            item += 1
+        }
+        var response = TestResponse(status: 200, headers: [("Content-Encoding", "gzip")], body: try Gzip.compress(text))
+        response.framing = .chunked
+        server.route("/items", response: response)
+        let received = await manager.response(for: URLRequest(url: try server.url("/items")))
+        XCTAssertNil(received.error)
+        XCTAssertEqual(received.data?.count, text.count)
     }
 
     /// 4 MiB of zeros, 4 KB gzip'd, in one read; the gzip trailer (8 bytes) follows 30 s
@@ -182,6 +234,44 @@ final class FaultBodyLimitStreamTests: XCTestCase {
     /// pause, and that ends the task then: not when the server next sends something, or the
     /// silence probe finds nothing, with the rest of the body dropped behind its back.
     func testABombWholeInThePauseBufferIsRefusedWhenItIsHandedOver() async throws {
+        let bodyBytes = try routeSmallBomb()
+        let (error, _) = try await streamBehind("/small-bomb")
+        try assertRefusedAtHandOver(error, bodyBytes: bodyBytes)
+    }
+
+    /// The same bomb kept while a response hook decides: handed over when it allows the body.
+    func testABombKeptWhileTheResponseHookDecidesIsRefusedWhenItIsHandedOver() async throws {
+        let bodyBytes = try routeSmallBomb()
+        manager.setDataTaskDidReceiveResponseBlock { _, _ in
+            Thread.sleep(forTimeInterval: 0.3)  // not an assertion: the body arrives meanwhile
+            return .allow
+        }
+        let response = await manager.response(for: URLRequest(url: try server.url("/small-bomb")))
+        try assertRefusedAtHandOver(response.error, bodyBytes: bodyBytes)
+    }
+
+    /// The same bomb kept while the task is suspended: handed over by `resume()`.
+    func testABombKeptWhileTheTaskIsSuspendedIsRefusedWhenItIsResumed() async throws {
+        let bodyBytes = try routeSmallBomb()
+        let suspended = Mutex<DataTask?>(nil)
+        manager.setDataTaskDidReceiveResponseBlock { task, _ in
+            task.suspend()
+            suspended.withLock { $0 = task }
+            return .allow
+        }
+        let request = URLRequest(url: try server.url("/small-bomb"))
+        let error: Error? = await withCheckedContinuation { continuation in
+            manager.dataTask(with: request) { continuation.resume(returning: $0.error) }.resume()
+            XCTAssertTrue(server.wait { _ in suspended.withLock { $0 } != nil })
+            Thread.sleep(forTimeInterval: 0.3)  // not an assertion: the body arrives meanwhile
+            suspended.withLock { $0 }?.resume()
+        }
+        try assertRefusedAtHandOver(error, bodyBytes: bodyBytes)
+    }
+
+    /// Routes /small-bomb (see above); returns where the task's received body bytes are noted
+    /// when its metrics are collected.
+    private func routeSmallBomb() throws -> SmallBomb {
         let bomb = try FaultBodyLimitTests.gzippedZeros(megabytes: 4)
         var response = TestResponse(status: 200, headers: [("Content-Encoding", "gzip")])
         response.body = .stream([
@@ -189,9 +279,27 @@ final class FaultBodyLimitStreamTests: XCTestCase {
         ])
         response.framing = .chunked
         server.route("/small-bomb", response: response)
-        let (error, _) = try await streamBehind("/small-bomb")
-        XCTAssertEqual(error as? SessionError, .decompressionLimitExceeded(ratio: 100))
-        XCTAssertEqual(manager.engine.silenceProbes.load(ordering: .relaxed), 0, "the refused replay waited for the silence probe")
+        let received = SmallBomb(size: bomb.count)
+        manager.setTaskDidFinishCollectingMetricsBlock { _, metrics in
+            received.bodyBytes.withLock { $0 = metrics?.transactionMetrics.last?.responseBodyBytesReceived }
+        }
+        return received
+    }
+
+    private final class SmallBomb: Sendable {
+        let size: Int
+        let bodyBytes = Mutex<Int64?>(nil)
+        init(size: Int) { self.size = size }
+    }
+
+    private func assertRefusedAtHandOver(
+        _ error: Error?, bodyBytes: SmallBomb, file: StaticString = #filePath, line: UInt = #line
+    ) throws {
+        XCTAssertEqual(error as? SessionError, .decompressionLimitExceeded(ratio: 100), file: file, line: line)
+        XCTAssertEqual(manager.engine.silenceProbes.load(ordering: .relaxed), 0, "the refused replay waited for the silence probe", file: file, line: line)
+        // Whatever libcurl does after a refused replay: the task did not wait for the trailer.
+        XCTAssertTrue(server.wait { _ in bodyBytes.bodyBytes.withLock { $0 } != nil }, file: file, line: line)
+        XCTAssertEqual(bodyBytes.bodyBytes.withLock { $0 }, Int64(bodyBytes.size - 8), "the task ended only when the trailer came", file: file, line: line)
     }
 
     /// Within the limit (text compresses about 5:1 here), a paused and resumed gzip'd stream

@@ -317,13 +317,14 @@ final class ServerSentEventsBombTests: XCTestCase {
         configuration.receiveBufferSize = 256 << 10  // one read holds a large part of the bomb
         configuration.decompressionLimit = 1 << 40
         let manager = URLSessionManager.raw(configuration)
-        // 200 MiB of one event of 1 KB, over and over: about 1000:1 gzip'd.
-        let bomb = try Gzip.output(of: "yes 'data: \(String(repeating: "x", count: 1000))\n' | head -c 200M | gzip -c -9")
+        // 200 MiB of one event of 1 KB, over and over, gzip'd twice (3 KB): any read of it
+        // decodes to more than 64 MiB.
+        let bomb = try Gzip.output(of: "yes 'data: \(String(repeating: "x", count: 1000))\n' | head -c 200M | gzip -c -9 | gzip -c -9")
         let connections = Mutex(0)
         server.route("/bomb") { _ in
             connections.withLock { $0 += 1 }
             return TestResponse(
-                status: 200, headers: [("Content-Type", "text/event-stream"), ("Content-Encoding", "gzip")], body: bomb)
+                status: 200, headers: [("Content-Type", "text/event-stream"), ("Content-Encoding", "gzip, gzip")], body: bomb)
         }
         var events = manager.events(for: URLRequest(url: try server.url("/bomb")))
         events.defaultRetryInterval = 5
@@ -333,6 +334,7 @@ final class ServerSentEventsBombTests: XCTestCase {
                 received += 1
                 if received == 1 { try await Task.sleep(nanoseconds: 300_000_000) }  // behind: the stream fills
                 if received > 300_000 { break }  // more than the bomb holds: it came again
+                if connections.withLock({ $0 }) > 1 { break }  // connected again: fails below
             }
             XCTFail("the sequence ended without an error after \(received) events")
         } catch {

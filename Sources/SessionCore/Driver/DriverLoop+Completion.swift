@@ -56,7 +56,9 @@ extension DriverLoop {
     /// had been whole, or waited for more from a server that had sent it all. The exchange
     /// ends here instead, as a refusal inside `curl_multi_socket_action` ends it.
     func unpause(_ delegate: TaskDelegate, _ action: Int32) {
+        delegate.replaysPausedBody = true
         let code = curl_easy_pause(delegate.easy.raw, action)
+        delegate.replaysPausedBody = false
         // A transfer without a connection yet has nothing paused and nothing to hand over.
         guard code != CURLE_OK, code != CURLE_BAD_FUNCTION_ARGUMENT, delegate.state.phase == .attached else { return }
         transferDidEnd(delegate, code: code)

@@ -170,7 +170,9 @@ extension TaskDelegate {
         // buffer kept that way would then be read into as if it held 16 KiB.
         // A capped receive reads through the smallest buffer: libcurl 7.88 reads up to 100
         // buffers in one pass before its rate check, so the buffer bounds the burst.
-        easy.set(CURLOPT_BUFFERSIZE, receiveIsCapped ? 16 << 10 : max(16 << 10, min(bufferSize, 10 << 20)))
+        let receiveBuffer = receiveIsCapped ? 16 << 10 : max(16 << 10, min(bufferSize, 10 << 20))
+        easy.set(CURLOPT_BUFFERSIZE, receiveBuffer)
+        receiveBufferBytes = Int64(receiveBuffer)
         return ok ? nil : .badURL("libcurl rejected '\(url.absoluteString)'")
     }
 

@@ -62,11 +62,25 @@ extension TaskDelegate {
         if code == CURLE_WRITE_ERROR, download?.needsFullRestart == true { return nil }
         if let trustFailure = securityError(for: code) { return trustFailure }
         if code == CURLE_OK {
-            return responseHead == nil ? .badServerResponse("the transfer ended without a response") : nil
+            guard responseHead != nil else { return .badServerResponse("the transfer ended without a response") }
+            return decodedBodyExceedsLimitAtEnd()
         }
         if code == CURLE_SEND_FAIL_REWIND { return bodyNotResendable() }
         if code == CURLE_OUT_OF_MEMORY, let overflow = pausedDecodingOverflow() { return overflow }
         return SessionError(curlCode: code, message: easy.errorMessage)
+    }
+
+    /// A chunked body is judged while it is read against one read more than libcurl has
+    /// counted (`encodedBodyBytesBound`); at its end, against all it counted: a bomb that
+    /// came whole in one read (4 KB decoding to 4 MiB) is refused then, and a download is not
+    /// moved into place, a collected body not handed over.
+    private func decodedBodyExceedsLimitAtEnd() -> SessionError? {
+        guard isContentEncoded, receivedCountLagsARead,
+            decodedBodyBytes > Int64(engine.configuration.decompressionAllowance)
+        else { return nil }
+        let limit = engine.configuration.decompressionLimit
+        let encoded = max(1, easy.receivedByteCount ?? 1)
+        return decodedBodyBytes / encoded > Int64(limit) ? .decompressionLimitExceeded(ratio: limit) : nil
     }
 
     /// libcurl decodes a whole socket read at once. While the transfer's receiving is paused
@@ -80,13 +94,13 @@ extension TaskDelegate {
         guard isContentEncoded, lastWritePaused else { return nil }
         let pauseBuffer: Int64 = 64 << 20
         let decoded = decodedBodyBytes + pauseBuffer
-        let encoded = max(1, easy.receivedByteCount ?? 1)
+        let encoded = encodedBodyBytesBound()
         let limit = engine.configuration.decompressionLimit
         if decoded > Int64(engine.configuration.decompressionAllowance), decoded / encoded > Int64(limit) {
             return .decompressionLimitExceeded(ratio: limit)
         }
         return .outOfMemory(
-            "one read of the content-encoded response decoded to more than the 64 MiB libcurl keeps for a paused transfer (\(encoded) bytes received); a smaller SessionConfiguration.receiveBufferSize lowers what one read can hold")
+            "one read of the content-encoded response decoded to more than the 64 MiB libcurl keeps for a paused transfer (from at most \(encoded) bytes received); a smaller SessionConfiguration.receiveBufferSize lowers what one read can hold")
     }
 
     /// libcurl had to send the request again and could not take its body from the start (a

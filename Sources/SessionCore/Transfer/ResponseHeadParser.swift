@@ -51,6 +51,9 @@ final class ResponseHeadParser {
     /// decide then). The transfer needs both for every response; this spares it a search.
     private var contentLengthField = -1
     private var contentEncodingField = -1
+    /// Whether the head has a `Transfer-Encoding` field (a chunked body, whose received bytes
+    /// libcurl counts only after each read's decoded bytes were written).
+    private(set) var hasTransferCoding = false
 
     init(maximumBytes: Int) {
         self.maximumBytes = maximumBytes
@@ -123,7 +126,7 @@ final class ResponseHeadParser {
         guard colon < line.count else { return .invalid("header line without a colon") }
         guard line[colon] == UInt8(ascii: ":") else { return Self.nameOrColonError(line, from: colon) }
         guard colon > 0 else { return .invalid("invalid header field name") }
-        if colon == 14 || colon == 16 { noteFramingField(UnsafeRawBufferPointer(rebasing: line[0..<colon])) }
+        if colon == 14 || colon == 16 || colon == 17 { noteFramingField(UnsafeRawBufferPointer(rebasing: line[0..<colon])) }
         let nameStart = Int32(clamping: storage.count)
         storage.append(UnsafeRawBufferPointer(rebasing: line[0..<colon]))
         let valueStart = Int32(clamping: storage.count)
@@ -220,14 +223,18 @@ final class ResponseHeadParser {
         fieldOffsets.removeAll()
         contentLengthField = -1
         contentEncodingField = -1
+        hasTransferCoding = false
     }
 
-    /// Notes the field about to be added if `name` is `Content-Length` or `Content-Encoding`.
+    /// Notes the field about to be added if `name` is `Content-Length`, `Content-Encoding`
+    /// or `Transfer-Encoding`.
     private func noteFramingField(_ name: UnsafeRawBufferPointer) {
         if name.count == 14, Self.equalsIgnoringCase(name, "content-length") {
             contentLengthField = contentLengthField == -1 ? fieldCount : -2
         } else if name.count == 16, Self.equalsIgnoringCase(name, "content-encoding") {
             contentEncodingField = contentEncodingField == -1 ? fieldCount : -2
+        } else if name.count == 17, Self.equalsIgnoringCase(name, "transfer-encoding") {
+            hasTransferCoding = true
         }
     }
 

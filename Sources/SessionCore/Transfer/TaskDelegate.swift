@@ -52,6 +52,15 @@ final class TaskDelegate {
     /// The write callback's last answer was a pause: libcurl now keeps the rest of what it
     /// read, decoded, in a buffer of its own (`pausedDecodingOverflow`).
     var lastWritePaused = false
+    /// The body is chunked (`Transfer-Encoding`): libcurl 7.88 counts a read's received bytes
+    /// only after it wrote what they decoded to, so during a write the count misses up to one
+    /// read (`encodedBodyBytesBound`).
+    var receivedCountLagsARead = false
+    /// What a read can hold at most: the `CURLOPT_BUFFERSIZE` this transfer was given.
+    var receiveBufferBytes: Int64 = 16 << 10
+    /// libcurl is handing over what it kept during a pause (inside `DriverLoop.unpause`): the
+    /// reads those bytes came from were counted when they ended.
+    var replaysPausedBody = false
     /// Whether libcurl is asked for content codings and decodes them in this exchange. A
     /// range of a content-coded representation would be a range of other bytes: a download's
     /// resumed part, and a range the caller asked for (`PreparedRequest.acceptEncoding` nil),
@@ -243,6 +252,7 @@ final class TaskDelegate {
         bodyBytesDelivered = 0
         decodedBodyBytes = 0
         lastWritePaused = false
+        receivedCountLagsARead = false
         lastUploadedCount = 0
         lastDownloadedCount = 0
         isContentEncoded = false
