@@ -50,17 +50,26 @@ extension DriverLoop {
     ///
     /// Lifting a receive pause hands over, through the write callback and before
     /// `curl_easy_pause` returns, what libcurl read and kept meanwhile (for a content-coded
-    /// body, all it decoded from its last read). When the callback refuses some of it (the
-    /// decompression guard, a download's disk, a collected body's limit), libcurl drops the
-    /// rest and returns the error, but does not end the transfer: it went on as if the body
-    /// had been whole, or waited for more from a server that had sent it all. The exchange
-    /// ends here instead, as a refusal inside `curl_multi_socket_action` ends it.
+    /// body, all it decoded from its last read). When that hand-over fails, libcurl drops the
+    /// rest and returns the error but does not end the transfer. After a refusal of the
+    /// callback's own (the decompression guard, a download's disk, a collected body's limit)
+    /// the transfer ended at libcurl's next pass when the body was all read, and otherwise
+    /// waited for the rest, of which nothing would be delivered: until the server's next
+    /// bytes, the silence probe or a timeout. A refusal of libcurl's (its header store
+    /// rejecting a trailer line it kept, `CURLE_BAD_FUNCTION_ARGUMENT`) was lost, and the body
+    /// ended as if whole, where without the pause the transfer fails. The exchange ends here
+    /// instead, as a failure inside `curl_multi_socket_action` ends it.
     func unpause(_ delegate: TaskDelegate, _ action: Int32) {
         delegate.replaysPausedBody = true
         let code = curl_easy_pause(delegate.easy.raw, action)
         delegate.replaysPausedBody = false
-        // A transfer without a connection yet has nothing paused and nothing to hand over.
-        guard code != CURLE_OK, code != CURLE_BAD_FUNCTION_ARGUMENT, delegate.state.phase == .attached else { return }
+        // `CURLE_BAD_FUNCTION_ARGUMENT` is also curl_easy_pause's answer for a transfer without
+        // a connection yet (nothing paused, nothing to hand over); one with a response head has
+        // its connection (commands run after each pass's `readCompletions`: no transfer curl
+        // has ended is still waiting to be told so).
+        guard code != CURLE_OK, code != CURLE_BAD_FUNCTION_ARGUMENT || delegate.responseHead != nil,
+            delegate.state.phase == .attached
+        else { return }
         transferDidEnd(delegate, code: code)
     }
 
