@@ -147,6 +147,9 @@ public struct SessionConfiguration: Sendable {
     /// The largest ratio of decoded to received body bytes accepted for a compressed response
     /// (`Content-Encoding`); a larger one fails with `.decompressionLimitExceeded`.
     /// The first `decompressionAllowance` bytes are always accepted. Default: 100.
+    /// A chunked body is judged while it arrives against one read (`receiveBufferSize`) more
+    /// than libcurl has counted, since libcurl counts a read only after decoding it, and
+    /// against all it received when it ends.
     public var decompressionLimit: Int = 100
     /// Decoded bytes always accepted before `decompressionLimit` applies. Default: 1 MiB.
     public var decompressionAllowance: Int = 1 << 20
