@@ -63,8 +63,6 @@ final class FaultBodyLimitTests: XCTestCase {
         XCTAssertLessThan(bytes, 64 << 20, "the whole bomb went to the handler")
     }
 
-    /// 25,000 short header lines (about 400 KB): the limit counts the head's bytes, not only
-    /// long lines.
     /// 4 MiB of zeros, 4 KB gzip'd and chunked: one read, judged while it is written against
     /// the most a read can hold (libcurl has not counted it yet), is within the limit; the
     /// body as a whole, 1000:1, is refused when it ends.
@@ -77,6 +75,8 @@ final class FaultBodyLimitTests: XCTestCase {
         XCTAssertNil(response.data)
     }
 
+    /// 25,000 short header lines (about 400 KB): the limit counts the head's bytes, not only
+    /// long lines.
     func testAHeadOfManySmallLinesOverTheLimitIsRefused() async throws {
         server.route("/many") { _ in
             TestResponse(status: 200, headers: (0..<25_000).map { ("X-\($0)", "value") }, body: Data("ok".utf8))
@@ -132,8 +132,8 @@ final class FaultBodyLimitStreamTests: XCTestCase {
         server = try TestServer()
         var configuration = SessionConfiguration.default
         configuration.proxy = .none
-        // A read of 256 KiB holds the whole 200 KB bomb: it decodes to more than libcurl's
-        // 64 MiB pause buffer whenever the consumer is behind during that read.
+        // Reads of up to 256 KiB: the bounds the guard judges an uncounted chunked read by
+        // (and what a pause-buffer overflow is judged against) are that size.
         configuration.receiveBufferSize = 256 << 10
         manager = URLSessionManager.raw(configuration)
     }
@@ -185,7 +185,9 @@ final class FaultBodyLimitStreamTests: XCTestCase {
     /// A chunked body's received bytes are counted by libcurl only after each read was decoded
     /// and written, and not at all when its pause buffer overflowed: the overflow is judged
     /// against the most that read could hold (256 KiB, 256:1 for 64 MiB, within a limit of
-    /// 2000), not against the reads before it (none: "a bomb" at any limit).
+    /// 2000), not against the reads before it (none: "a bomb" at any limit). The bomb itself
+    /// is 346,000:1, but how much of the 256 KiB read it filled is not known: the bound is
+    /// the conservative answer, which this pins.
     func testAChunkedPauseBufferOverflowIsJudgedAgainstTheWholeRead() async throws {
         try await assertPauseBufferOverflowIsNamed(limit: 2000, framing: .chunked)
     }
@@ -211,9 +213,10 @@ final class FaultBodyLimitStreamTests: XCTestCase {
         XCTAssertTrue(message.contains("64 MiB libcurl keeps for a paused transfer"), message, file: file, line: line)
     }
 
-    /// JSON lines gzip'd about 24:1, chunked: the first read of the body (64 KiB or more)
-    /// decodes to more than the 1 MiB always accepted, before libcurl has counted any received
-    /// byte of a chunked body. Judged against nothing, that read was refused as a bomb.
+    /// JSON lines gzip'd about 24:1, chunked, read up to 256 KiB at a time: the first read of
+    /// the body (over 43 KB of it, as loopback hands over) decodes to more than the 1 MiB always
+    /// accepted, before libcurl has counted any received byte of a chunked body. Judged
+    /// against nothing, that read was refused as a bomb.
     func testAChunkedGzippedBodyWithinTheLimitIsNotRefusedAtItsFirstRead() async throws {
         var text = Data()
         var item = 0

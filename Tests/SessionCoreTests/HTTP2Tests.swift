@@ -523,6 +523,71 @@ final class HTTP2Tests: XCTestCase {
 
     /// An 8 MiB download under `prefix` and a small sibling file on the shared peer, and a
     /// manager whose connection to the peer is open (the sibling fetched once).
+    /// libcurl 7.88 keeps the receive buffer of a transfer that ends on an HTTP/2 connection
+    /// other streams still use, and refuses another size for the handle's next transfer while
+    /// it exists: a data task asking for 64 KiB reads through a download's 512 KiB. The
+    /// decompression guard judges a read by what libcurl reads with. Here a pause-buffer
+    /// overflow (200 MiB of zeros gzip'd twice, chunked, to a consumer that is behind) under a
+    /// limit of 500: 64 MiB from one read of at most 512 KiB is 128:1, within it (named as
+    /// the overflow); judged against 64 KiB it was 1024:1, a bomb.
+    func testTheGuardJudgesAReadByTheBufferLibcurlReadsWith() async throws {
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .none
+        configuration.decompressionLimit = 500
+        let manager = try managerTrustingThePeer(configuration)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let peer = try HTTP2Peer.shared()
+        var big = Data(count: 8 << 20)
+        big.withUnsafeMutableBytes { bytes in
+            for index in bytes.indices { bytes[index] = UInt8(truncatingIfNeeded: index &* 29 &+ index >> 12) }
+        }
+        let bigName = "kept-open-\(UUID().uuidString).bin"
+        try big.write(to: peer.directory.appendingPathComponent(bigName))
+        let fileName = "download-\(UUID().uuidString).bin"
+        try Data(big.prefix(2 << 20)).write(to: peer.directory.appendingPathComponent(fileName))
+        let base = try XCTUnwrap(URL(string: "https://localhost:\(peer.port)/"))
+        // A stream left unread keeps the connection in use.
+        var openRequest = URLRequest(url: try XCTUnwrap(URL(string: bigName, relativeTo: base)?.absoluteURL))
+        openRequest.timeoutInterval = 60
+        let (open, _) = try await manager.bytes(for: openRequest, bufferSize: 64 << 10)
+        var iterator = open.makeAsyncIterator()
+        _ = try await iterator.next()
+        // A download (512 KiB buffer) on that connection ends while it is in use.
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-kept-buffer-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let downloadRequest = URLRequest(url: try XCTUnwrap(URL(string: fileName, relativeTo: base)?.absoluteURL))
+        let download: DataResponse = await withCheckedContinuation { continuation in
+            manager.downloadTask(with: downloadRequest, destination: { _, _ in directory.appendingPathComponent("file.bin") }) {
+                continuation.resume(returning: $0)
+            }.resume()
+        }
+        XCTAssertNil(download.error)
+        XCTAssertEqual(download.metrics?.httpVersion, "HTTP/2")
+        // The next transfer takes the download's handle (the idle handles are a stack).
+        let server = try TestServer()
+        defer { server.shutdown() }
+        var bomb = TestResponse(
+            status: 200, headers: [("Content-Encoding", "gzip, gzip")],
+            body: try Gzip.output(of: "head -c 200M /dev/zero | gzip -c -9 | gzip -c -9"))
+        bomb.framing = .chunked
+        server.route("/bomb", response: bomb)
+        let (bytes, _) = try await manager.bytes(for: URLRequest(url: try server.url("/bomb")), bufferSize: 64 << 10)
+        try await Task.sleep(nanoseconds: 300_000_000)  // not an assertion: the stream fills
+        var failure: Error?
+        do {
+            for try await _ in bytes {}
+        } catch {
+            failure = error
+        }
+        guard case .curl(let code, let message)? = failure as? SessionError else {
+            return XCTFail("expected libcurl's pause buffer overflow, got \(String(describing: failure))")
+        }
+        XCTAssertEqual(code, 27)
+        XCTAssertTrue(message.contains("at most 524288 bytes"), "not the download's handle and buffer: \(message)")
+        withExtendedLifetime(iterator) {}
+    }
+
     private func pausedStreamFixture(named prefix: String) async throws -> (URLSessionManager, Data, URL, Siblings) {
         var big = Data(count: 8 << 20)
         big.withUnsafeMutableBytes { bytes in

@@ -61,15 +61,18 @@ extension DriverLoop {
     /// instead, as a failure inside `curl_multi_socket_action` ends it.
     func unpause(_ delegate: TaskDelegate, _ action: Int32) {
         delegate.replaysPausedBody = true
-        let code = curl_easy_pause(delegate.easy.raw, action)
-        delegate.replaysPausedBody = false
+        var code = curl_easy_pause(delegate.easy.raw, action)
         // `CURLE_BAD_FUNCTION_ARGUMENT` is also curl_easy_pause's answer for a transfer without
-        // a connection yet (nothing paused, nothing to hand over); one with a response head has
-        // its connection (commands run after each pass's `readCompletions`: no transfer curl
-        // has ended is still waiting to be told so).
-        guard code != CURLE_OK, code != CURLE_BAD_FUNCTION_ARGUMENT || delegate.responseHead != nil,
-            delegate.state.phase == .attached
-        else { return }
+        // a connection (nothing paused, nothing to hand over): one not connected yet, or
+        // libcurl's own follow-up (an authentication round, a 417's retry) waiting for one
+        // under the connection caps, which still has its first answer's head. Asked again,
+        // a transfer whose hand-over failed has the pause state it asked for and answers OK;
+        // one without a connection answers the same as before.
+        if code == CURLE_BAD_FUNCTION_ARGUMENT, curl_easy_pause(delegate.easy.raw, action) != CURLE_OK { code = CURLE_OK }
+        delegate.replaysPausedBody = false
+        // Commands run after each pass's `readCompletions`: no transfer libcurl ended is
+        // still waiting to be told, so an attached one is libcurl's to end.
+        guard code != CURLE_OK, delegate.state.phase == .attached else { return }
         transferDidEnd(delegate, code: code)
     }
 

@@ -65,6 +65,12 @@ final class EasyHandle {
     /// `CURLOPT_HSTS` named a file on this handle since its last reset. libcurl 7.88 reads it
     /// at every transfer and leaks the list on `curl_easy_reset`: it is cleared first.
     var hasHSTSFileList = false
+    /// The receive buffer libcurl reads into for this handle's transfers (its
+    /// `set.buffer_size`): 16 KiB after a reset, else the size it last took. libcurl 7.88
+    /// refuses a new size while a buffer from an earlier transfer is still allocated (one
+    /// that ended on an HTTP/2 connection other transfers still use keeps it), and the old
+    /// size stays: a 512 KiB download's, for a data task that asked for 64 KiB.
+    private(set) var receiveBufferSize = 16 << 10
     /// The response head parser of the handle's transfers, one at a time: reset by each
     /// transfer, so its buffers are allocated once per handle, not once per request.
     let headParser = ResponseHeadParser(maximumBytes: SessionConfiguration.default.maximumResponseHeaderBytes)
@@ -114,6 +120,7 @@ final class EasyHandle {
             hasHSTSFileList = false
         }
         curl_easy_reset(raw)  // zeroes CURLOPT_CURLU with every other option
+        receiveBufferSize = 16 << 10
         curlURL = nil
         needsReset = false
         restorable = []
@@ -264,6 +271,12 @@ final class EasyHandle {
     func set(_ option: CURLoption, _ value: Int) -> Bool {
         note(option)
         return curlew_easy_setopt_long(raw, option, value) == CURLE_OK
+    }
+
+    /// Asks for a receive buffer of `size` bytes (`CURLOPT_BUFFERSIZE`, 16 KiB to 10 MiB, as
+    /// libcurl clamps it); `receiveBufferSize` says what libcurl reads with.
+    func setReceiveBufferSize(_ size: Int) {
+        if set(CURLOPT_BUFFERSIZE, size) { receiveBufferSize = size }
     }
 
     @discardableResult

@@ -169,10 +169,12 @@ extension TaskDelegate {
         // back to 16 KiB, and a new size is refused while the old buffer exists. A smaller
         // buffer kept that way would then be read into as if it held 16 KiB.
         // A capped receive reads through the smallest buffer: libcurl 7.88 reads up to 100
-        // buffers in one pass before its rate check, so the buffer bounds the burst.
-        let receiveBuffer = receiveIsCapped ? 16 << 10 : max(16 << 10, min(bufferSize, 10 << 20))
-        easy.set(CURLOPT_BUFFERSIZE, receiveBuffer)
-        receiveBufferBytes = Int64(receiveBuffer)
+        // buffers in one pass before its rate check, so the buffer bounds the burst (unless
+        // the handle's size is the kept one's).
+        easy.setReceiveBufferSize(receiveIsCapped ? 16 << 10 : max(16 << 10, min(bufferSize, 10 << 20)))
+        // What libcurl reads with, which a refused size leaves as it was (the size a kept
+        // buffer was made with, unless a reset set it back): the guard's bound on a read.
+        receiveBufferBytes = Int64(easy.receiveBufferSize)
         return ok ? nil : .badURL("libcurl rejected '\(url.absoluteString)'")
     }
 

@@ -149,7 +149,9 @@ public struct SessionConfiguration: Sendable {
     /// The first `decompressionAllowance` bytes are always accepted. Default: 100.
     /// A chunked body is judged while it arrives against one read (`receiveBufferSize`) more
     /// than libcurl has counted, since libcurl counts a read only after decoding it, and
-    /// against all it received when it ends.
+    /// against all it received when it ends: up to this limit times one read (about 51 MB
+    /// for a download's 512 KiB) may be decoded, and handed to a stream or written to a file,
+    /// before a chunked bomb that came in that read is refused.
     public var decompressionLimit: Int = 100
     /// Decoded bytes always accepted before `decompressionLimit` applies. Default: 1 MiB.
     public var decompressionAllowance: Int = 1 << 20
