@@ -144,6 +144,17 @@ final class FaultBodyLimitStreamTests: XCTestCase {
         server.shutdown()
     }
 
+    /// The lines `line(0)`, `line(1)`, ... until there are at least `size` bytes.
+    private static func lines(upTo size: Int, _ line: (Int) -> String) -> Data {
+        var text = Data()
+        var index = 0
+        while text.count < size {
+            text.append(Data(line(index).utf8))
+            index += 1
+        }
+        return text
+    }
+
     /// Streams `path` with a small buffer, waits before the first read so that the transfer
     /// is paused for the consumer (the stream is full), then reads to the end.
     private func streamBehind(_ path: String) async throws -> (error: Error?, bytes: Int) {
@@ -218,12 +229,7 @@ final class FaultBodyLimitStreamTests: XCTestCase {
     /// accepted, before libcurl has counted any received byte of a chunked body. Judged
     /// against nothing, that read was refused as a bomb.
     func testAChunkedGzippedBodyWithinTheLimitIsNotRefusedAtItsFirstRead() async throws {
-        var text = Data()
-        var item = 0
-        while text.count < 8 << 20 {
-            text.append(Data("{\"id\": \(item * 7919 % 1000), \"name\": \"item\", \"tags\": [\"a\", \"b\"], \"ok\": true}\n".utf8))
-            item += 1
-        }
+        let text = Self.lines(upTo: 8 << 20) { "{\"id\": \($0 * 7919 % 1000), \"name\": \"item\", \"tags\": [\"a\", \"b\"], \"ok\": true}\n" }
         var response = TestResponse(status: 200, headers: [("Content-Encoding", "gzip")], body: try Gzip.compress(text))
         response.framing = .chunked
         server.route("/items", response: response)
@@ -309,12 +315,7 @@ final class FaultBodyLimitStreamTests: XCTestCase {
     /// delivers every byte once: what the guard counts at a refusal is not counted again when
     /// libcurl hands the chunk over a second time.
     func testAGzippedStreamWithinTheLimitArrivesWholeThroughPauses() async throws {
-        var text = Data()
-        var line = 0
-        while text.count < 3 << 20 {
-            text.append(Data("line \(line) of a log that repeats itself a little but not entirely, \(line * 7919 % 1000)\n".utf8))
-            line += 1
-        }
+        let text = Self.lines(upTo: 3 << 20) { "line \($0) of a log that repeats itself a little but not entirely, \($0 * 7919 % 1000)\n" }
         let compressed = try Gzip.compress(text)
         server.route("/log", response: TestResponse(status: 200, headers: [("Content-Encoding", "gzip")], body: compressed))
         let (bytes, _) = try await manager.bytes(for: URLRequest(url: try server.url("/log")), bufferSize: 16 << 10)
