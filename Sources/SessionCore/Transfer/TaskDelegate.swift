@@ -56,7 +56,8 @@ final class TaskDelegate {
     /// only after it wrote what they decoded to, so during a write the count misses up to one
     /// read (`encodedBodyBytesBound`).
     var receivedCountLagsARead = false
-    /// What a read can hold at most: the `CURLOPT_BUFFERSIZE` this transfer was given.
+    /// What a read can hold at most: the buffer libcurl reads this transfer with
+    /// (`EasyHandle.receiveBufferSize`, which may not be the size this transfer asked for).
     var receiveBufferBytes: Int64 = 16 << 10
     /// libcurl is handing over what it kept during a pause (inside `DriverLoop.unpause`): the
     /// reads those bytes came from were counted when they ended.
