@@ -47,7 +47,6 @@ extension TaskDelegate {
             isContentEncoded = false
             decodedBodyBytes = 0
             lastWritePaused = false
-            receivedCountLagsARead = false
             bodyBytesDelivered = 0
             download?.forgetPlan()
             return true
@@ -57,7 +56,6 @@ extension TaskDelegate {
             storeCookies(from: response)
             isContentEncoded = head.hasContentCoding
                 ?? (response.value(forHTTPHeaderField: "Content-Encoding").map { $0.lowercased() != "identity" } ?? false)
-            receivedCountLagsARead = head.hasTransferCoding
             let hop = RedirectPolicy.nextHop(from: request, response: response)
             let disposition: TransferStateMachine.HeadDisposition =
                 if let hop { .redirect(hop) } else if withholdsForChallenge(response) { .challenge }

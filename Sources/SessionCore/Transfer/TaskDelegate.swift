@@ -54,8 +54,9 @@ final class TaskDelegate {
     var lastWritePaused = false
     /// The body is chunked (`Transfer-Encoding`): libcurl 7.88 counts a read's received bytes
     /// only after it wrote what they decoded to, so during a write the count misses up to one
-    /// read (`encodedBodyBytesBound`).
-    var receivedCountLagsARead = false
+    /// read (`encodedBodyBytesBound`). The parser holds the current response's head until the
+    /// next one begins (trailers do not touch it).
+    var receivedCountLagsARead: Bool { head.hasTransferCoding }
     /// What a read can hold at most: the buffer libcurl reads this transfer with
     /// (`EasyHandle.receiveBufferSize`, which may not be the size this transfer asked for).
     var receiveBufferBytes: Int64 = 16 << 10
@@ -253,7 +254,6 @@ final class TaskDelegate {
         bodyBytesDelivered = 0
         decodedBodyBytes = 0
         lastWritePaused = false
-        receivedCountLagsARead = false
         lastUploadedCount = 0
         lastDownloadedCount = 0
         isContentEncoded = false
