@@ -46,6 +46,22 @@ final class ResponseCacheTests: XCTestCase {
         server.route(path, response: TestResponse(status: 200, headers: headers, body: Data(body.utf8)))
     }
 
+    /// The cache meets the decompression guard's judgement at a chunked body's end: a bomb that
+    /// came whole in one read (4 MiB of zeros, 4 KB gzip'd, chunked, `max-age=600`) is refused
+    /// only when the body ends, after every byte was read; nothing of it is stored.
+    func testAChunkedBombRefusedAtItsEndIsNotStored() async throws {
+        var bomb = TestResponse(
+            status: 200, headers: [("Content-Encoding", "gzip"), ("Cache-Control", "max-age=600")],
+            body: try FaultBodyLimitTests.gzippedZeros(megabytes: 4))
+        bomb.framing = .chunked
+        server.route("/bomb", response: bomb)
+        let manager = manager(ResponseCache(memoryCapacity: 128 << 20))  // entries up to 6.4 MiB
+        let refused = try await get(manager, "/bomb")
+        XCTAssertEqual(refused.error as? SessionError, .decompressionLimitExceeded(ratio: 100))
+        let offline = try await get(manager, "/bomb", policy: .returnCacheDataDontLoad)
+        XCTAssertEqual(offline.error as? SessionError, .resourceNotCached, "the refused body was stored: \(offline.result)")
+    }
+
     /// A `Range` request goes past the cache: it was answered the stored whole body as a 200
     /// (the caller asked for 4 bytes), and its 206 evicted the stored entry.
     func testARangeRequestGoesPastTheCacheAndLeavesItsEntry() async throws {
