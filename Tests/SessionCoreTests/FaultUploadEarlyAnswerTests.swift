@@ -157,6 +157,124 @@ final class FaultUploadEarlyAnswerTests: XCTestCase {
         try await eventually({ manager.tasks.isEmpty }, "a task stayed in the manager")
     }
 
+    /// An answer to an upload whose body sequence waits, where the read that ends the answer
+    /// brings no body byte: a close-delimited body ended by the server's FIN, an empty one, an
+    /// HTTP/1.0 one, a chunked one with `Connection: close` whose last chunk comes apart. The
+    /// task ends when the answer ends, with its body, not when the silence probe or the
+    /// request timeout comes; the producer is not waited for.
+    func testAnAnswerWhoseEndBringsNoBodyByteEndsTheWaitingUpload() async throws {
+        let manager = manager()
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let answers: [(label: String, writes: [String], body: String)] = [
+            ("empty, closed", ["HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"], ""),
+            ("close-delimited", ["HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nearly"], "early"),
+            ("HTTP/1.0", ["HTTP/1.0 200 OK\r\n\r\nearly"], "early"),
+            ("chunked, closed", [
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nearly\r\n",
+                "0\r\n\r\n",
+            ], "early"),
+        ]
+        for answer in answers {
+            let server = try ScriptedServer { socket, server in
+                guard let head = server.readHead(socket) else { return }
+                // The body's one chunk first, and a moment for the client's next read to find
+                // the producer empty and pause; then the answer, each write and the FIN a
+                // moment apart (each its own read on the client).
+                var seen = head.utf8.count { $0 == 0x61 }
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                for _ in 0..<1000 where seen < 1000 {
+                    let count = recv(socket, &buffer, buffer.count, 0)
+                    guard count > 0 else { return }
+                    seen += buffer[0..<count].count { $0 == 0x61 }
+                }
+                for write in answer.writes {
+                    usleep(100_000)
+                    server.write(socket, write)
+                }
+                usleep(100_000)
+                shutdown(socket, Int32(SHUT_WR))
+                var sink = [UInt8](repeating: 0, count: 65536)
+                for _ in 0..<100_000 where recv(socket, &sink, sink.count, 0) > 0 {}
+            }
+            defer { server.stop() }
+            for length in [Int64(1 << 20), nil] {
+                let (stream, producer) = AsyncStream<Data>.makeStream()
+                producer.yield(Data(repeating: 0x61, count: 1000))
+                var request = URLRequest(url: try XCTUnwrap(URL(string: "\(server.baseURLString)/upload")))
+                request.httpMethod = "PUT"
+                let label = "\(answer.label), length \(String(describing: length))"
+                let probesBefore = manager.engine.silenceProbes.load(ordering: .relaxed)
+                do {
+                    let (data, response) = try await manager.upload(for: request, from: stream, length: length)
+                    XCTAssertEqual(response.statusCode, 200, label)
+                    XCTAssertEqual(String(decoding: data, as: UTF8.self), answer.body, label)
+                } catch {
+                    XCTFail("\(label): \(error)")
+                }
+                producer.finish()
+                // libcurl stops the sending when such an answer ends, but keeps the send pause
+                // of the read callback that found the producer empty, and reads the socket no
+                // more: without a lift the task waited for the silence probe (a second, libcurl
+                // 7.88) or, where no probes run, the request timeout.
+                XCTAssertEqual(manager.engine.silenceProbes.load(ordering: .relaxed), probesBefore, "\(label): the answered upload waited for the silence probe")
+            }
+        }
+        try await eventually({ manager.tasks.isEmpty }, "a task stayed in the manager")
+    }
+
+    /// The lift above runs after passes whose sleep saw a socket ready, not after every pass:
+    /// each lift makes libcurl run the transfer again at once, whose read callback pauses
+    /// again. A server that answers a chunked upload with a whole chunked answer on a kept-alive
+    /// connection and then waits for the rest of the upload: the task waits for its producer
+    /// (libcurl goes on sending), and the driver sleeps meanwhile instead of lifting the pause
+    /// over and over.
+    func testAnUploadWaitingForItsProducerAfterAWholeAnswerLetsTheDriverSleep() async throws {
+        let manager = manager()
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let server = try ScriptedServer { socket, server in
+            guard let head = server.readHead(socket) else { return }
+            var received = Data(head.utf8)
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            func readUntil(_ marker: String) -> Bool {
+                for _ in 0..<10_000 where received.range(of: Data(marker.utf8)) == nil {
+                    let count = recv(socket, &buffer, buffer.count, 0)
+                    guard count > 0 else { return false }
+                    received.append(contentsOf: buffer[0..<count])
+                }
+                return received.range(of: Data(marker.utf8)) != nil
+            }
+            guard readUntil(String(repeating: "a", count: 1000)) else { return }
+            usleep(100_000)
+            server.write(socket, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nearly\r\n")
+            usleep(100_000)
+            server.write(socket, "0\r\n\r\n")
+            // The rest of the upload, to its last chunk.
+            _ = readUntil("b\r\n0\r\n\r\n")
+        }
+        defer { server.stop() }
+        let (stream, producer) = AsyncStream<Data>.makeStream()
+        producer.yield(Data(repeating: 0x61, count: 1000))
+        var request = URLRequest(url: try XCTUnwrap(URL(string: "\(server.baseURLString)/upload")))
+        request.httpMethod = "PUT"
+        // The producer's last chunk comes well after the answer ended (not an assertion: the
+        // test only needs the task to wait a while with its answer whole).
+        let finisher = Task {
+            try await Task.sleep(nanoseconds: 600_000_000)
+            producer.yield(Data("b".utf8))
+            producer.finish()
+        }
+        let (data, response) = try await manager.upload(for: request, from: stream, length: nil)
+        _ = await finisher.result
+        XCTAssertEqual(response.statusCode, 200)
+        XCTAssertEqual(data, Data("early".utf8))
+        // A few: the head's pass, the chunks' passes. Lifting after every pass spun the driver
+        // for the whole wait (thousands).
+        let lifts = manager.engine.sendPauseLifts.load(ordering: .relaxed)
+        print("send pause lifts while the producer waited: \(lifts)")
+        XCTAssertLessThan(lifts, 50, "the driver lifted the send pause \(lifts) times while the producer waited")
+        try await eventually({ manager.tasks.isEmpty }, "a task stayed in the manager")
+    }
+
     /// A 307 answered before the upload is read, then a reset: the redirect is followed with
     /// the whole body, or the task fails; it never arrives with part of the body.
     func testA307BeforeTheUploadIsReadNeverArrivesWithAShortBody() async throws {

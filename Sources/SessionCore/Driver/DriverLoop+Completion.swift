@@ -41,6 +41,8 @@ extension DriverLoop {
         for delegate in passClock.answeredWhileSendPaused {
             delegate.sendPauseLiftQueued = false
             guard delegates[delegate.task] === delegate, delegate.state.maySend else { continue }
+            engine.sendPauseLifts.add(1, ordering: .relaxed)
+            delegate.sendPauseLiftPass = passClock.pass
             unpause(delegate, delegate.state.holdsReceiving ? CURLPAUSE_RECV : CURLPAUSE_CONT)
         }
         passClock.answeredWhileSendPaused.removeAll(keepingCapacity: true)
@@ -58,7 +60,7 @@ extension DriverLoop {
     /// bytes, the silence probe or a timeout. A refusal of libcurl's (its header store
     /// rejecting a trailer line it kept, `CURLE_BAD_FUNCTION_ARGUMENT`) was lost, and the body
     /// ended as if whole, where without the pause the transfer fails. The exchange ends here
-    /// instead, as a failure inside `curl_multi_socket_action` ends it.
+    /// instead, as a failure inside `curl_multi_perform` ends it.
     func unpause(_ delegate: TaskDelegate, _ action: Int32) {
         delegate.replaysPausedBody = true
         var code = curl_easy_pause(delegate.easy.raw, action)

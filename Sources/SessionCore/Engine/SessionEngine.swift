@@ -129,6 +129,9 @@ final class SessionEngine: Sendable {
     /// How many times the driver probed a silent transfer (`DriverLoop.probe`; tests and
     /// measurements).
     let silenceProbes = Atomic<Int>(0)
+    /// How many times the driver lifted a send pause after an answer
+    /// (`DriverLoop.liftSendPauses`; tests and measurements).
+    let sendPauseLifts = Atomic<Int>(0)
 
     static let managerCounter = Mutex(0)
 

@@ -340,7 +340,7 @@ extension TaskDelegate {
 
     /// Has the loop lift this transfer's send pause after the current pass, once
     /// (`DriverLoop.liftSendPauses`).
-    private func queueSendPauseLift() {
+    func queueSendPauseLift() {
         guard !sendPauseLiftQueued else { return }
         sendPauseLiftQueued = true
         passClock.answeredWhileSendPaused.append(self)
@@ -355,6 +355,20 @@ extension TaskDelegate {
     }
 
     func didProgress(uploaded: Int64, uploadTotal: Int64, downloaded: Int64, downloadTotal: Int64) {
+        // An answer that can end in a read with no body byte (no single valid
+        // `Content-Length`: a close-delimited body's FIN, a chunked body's last chunk), while
+        // the producer is behind. libcurl stops the sending when such an answer ends with the
+        // connection closing, but keeps the read callback's send pause and then no longer
+        // reads the socket: nothing would call back until the silence probe. So the pause is
+        // lifted after each pass, except the one right after a lift: that pass is the lift's
+        // own (libcurl runs the transfer at once, watches its socket for writing, and the
+        // read callback pauses again); lifting there too would spin the loop. An idle loop
+        // then sleeps until the socket has something to read.
+        if state.awaitsBodyProducer, state.hasAnswerHead, sendPauseLiftPass != passClock.pass &- 1,
+            head.hasTransferCoding || (head.expectedContentLength ?? -1) < 0
+        {
+            queueSendPauseLift()
+        }
         // Bytes curl handed to the socket: an upload the server stopped reading stops here.
         if uploaded != lastUploadedCount || downloaded != lastDownloadedCount {
             lastUploadedCount = uploaded

@@ -198,6 +198,8 @@ final class TaskDelegate {
         /// Transfers whose server answered while their body's producer was behind, for the
         /// loop to lift their send pause after this pass (`DriverLoop.liftSendPauses`).
         var answeredWhileSendPaused: [TaskDelegate] = []
+        /// The loop's passes so far (wrapping), counted at the start of each.
+        var pass: UInt64 = 0
 
         /// Makes sure the loop checks the timeouts by `deadline`.
         func noteStarted(_ deadline: UInt64?) {
@@ -284,4 +286,7 @@ final class TaskDelegate {
     var lastDownloadedCount: Int64 = 0
     /// In `PassClock.answeredWhileSendPaused` for the current pass.
     var sendPauseLiftQueued = false
+    /// The pass after which the loop last lifted this transfer's send pause
+    /// (`PassClock.pass`; `.max`: never).
+    var sendPauseLiftPass: UInt64 = .max
 }

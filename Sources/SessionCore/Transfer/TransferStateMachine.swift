@@ -91,6 +91,9 @@ struct TransferStateMachine {
     /// kept aside).
     var deliversResponse: Bool { headDisposition == .deliver }
 
+    /// Whether the current exchange's answer head arrived.
+    var hasAnswerHead: Bool { headDisposition != nil }
+
     /// Why the idle clock is stopped, from the state alone.
     var holds: TransferClock.Hold {
         var holds: TransferClock.Hold = isSuspended ? .suspended : []
