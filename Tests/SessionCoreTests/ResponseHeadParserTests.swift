@@ -31,6 +31,36 @@ final class ResponseHeadParserTests: XCTestCase {
 
     /// The framing facts noted while parsing answer as the head's own lookups do, and defer
     /// to them (nil) when a field is repeated.
+    /// Whether libcurl closes the connection after the answer, as http.c decides it: the token
+    /// `close` in any `Connection` field (any case, among others), HTTP/1.0 unless
+    /// `keep-alive`, an HTTP/1.1 body with neither a length nor a transfer coding; never for
+    /// HTTP/2.
+    func testWhetherTheConnectionClosesAfterTheAnswer() throws {
+        let cases: [(status: String, lines: [String], closes: Bool)] = [
+            ("HTTP/1.1 200 OK", ["Content-Length: 5"], false),
+            ("HTTP/1.1 200 OK", ["Content-Length: 5", "Connection: close"], true),
+            ("HTTP/1.1 200 OK", ["Content-Length: 5", "connection: Upgrade, CLOSE "], true),
+            ("HTTP/1.1 200 OK", ["Content-Length: 5", "Connection: keep-alive", "Connection: close"], true),
+            ("HTTP/1.1 200 OK", ["Content-Length: 5", "Connection: closed"], false),
+            ("HTTP/1.1 200 OK", ["Content-Length: 5", "X-Connection: close"], false),
+            ("HTTP/1.1 200 OK", ["Transfer-Encoding: chunked"], false),
+            ("HTTP/1.1 200 OK", ["Transfer-Encoding: chunked", "Connection: close"], true),
+            ("HTTP/1.1 200 OK", [], true),
+            ("HTTP/1.1 200 OK", ["Content-Length: x"], true),
+            ("HTTP/1.0 200 OK", ["Content-Length: 5"], true),
+            ("HTTP/1.0 200 OK", ["Content-Length: 5", "Connection: Keep-Alive"], false),
+            ("HTTP/1.0 200 OK", ["Connection: keep-alive, close"], true),
+            ("HTTP/2 200", [], false),
+            ("HTTP/2 200", ["Connection: close"], false),
+        ]
+        for (status, lines, closes) in cases {
+            var parser = ResponseHeadParser(maximumBytes: 1024)
+            let events = feed(&parser, [status + "\r\n"] + lines.map { $0 + "\r\n" } + ["\r\n"])
+            XCTAssertEqual(events.last, .headComplete, "\(status) \(lines)")
+            XCTAssertEqual(parser.closesConnection, closes, "\(status) \(lines)")
+        }
+    }
+
     func testContentLengthAndCodingAreNotedAsTheHeadReadsThem() throws {
         let cases: [(lines: [String], length: Int64?, coded: Bool?)] = [
             (["Content-Length: 100"], 100, false),

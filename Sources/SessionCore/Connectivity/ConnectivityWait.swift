@@ -166,7 +166,12 @@ final class ConnectivityWait: Sendable {
                 entries[key] = nil
                 return entry.monitor
             }
-            last?.stopMonitoring()
+            // Stopping joins the monitor's thread, which may be inside a netlink query
+            // (bounded by its query timeout, seconds). The caller is a task of Swift's
+            // cooperative pool (the watcher's end), which must not block: the join waits on a
+            // dispatch thread instead. The entry is gone already, so a new wait for the same
+            // target starts a monitor of its own meanwhile.
+            if let last { DispatchQueue.global(qos: .utility).async { last.stopMonitoring() } }
         }
     }
 }

@@ -42,7 +42,7 @@ extension DriverLoop {
             delegate.sendPauseLiftQueued = false
             guard delegates[delegate.task] === delegate, delegate.state.maySend else { continue }
             engine.sendPauseLifts.add(1, ordering: .relaxed)
-            delegate.sendPauseLiftPass = passClock.pass
+            passClock.lastLiftPass = passClock.pass
             unpause(delegate, delegate.state.holdsReceiving ? CURLPAUSE_RECV : CURLPAUSE_CONT)
         }
         passClock.answeredWhileSendPaused.removeAll(keepingCapacity: true)

@@ -252,6 +252,41 @@ final class ResponseHeadParser {
         return number
     }
 
+    /// Whether libcurl closes the connection once this answer is read, as it decides for
+    /// HTTP/1.x (http.c): a `Connection` field with the token `close`; HTTP/1.0 without the
+    /// token `keep-alive`; a body with neither a single length nor a transfer coding, which
+    /// only the server's close ends. Never for HTTP/2. Scans the fields: asked only in the
+    /// rare state that needs it (`TaskDelegate.didProgress`).
+    var closesConnection: Bool {
+        let isHTTP10 = httpVersion == "HTTP/1.0"
+        guard isHTTP10 || httpVersion == "HTTP/1.1" else { return false }
+        var close = false
+        var keepAlive = false
+        for index in 0..<fieldCount where fieldNameIs(index, "connection") {
+            let value = fieldValue(index)
+            var start = 0
+            while start <= value.count {
+                var end = start
+                while end < value.count, value[end] != UInt8(ascii: ",") { end += 1 }
+                let token = Self.trimmed(value, from: start, to: end)
+                if token.count == 5, Self.equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: token), "close") { close = true }
+                if token.count == 10, Self.equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: token), "keep-alive") { keepAlive = true }
+                start = end + 1
+            }
+        }
+        if close { return true }
+        if isHTTP10 { return !keepAlive }
+        return !hasTransferCoding && (expectedContentLength ?? -1) < 0
+    }
+
+    /// Whether field `index`'s name spells `lowercase` in any case.
+    private func fieldNameIs(_ index: Int, _ lowercase: StaticString) -> Bool {
+        let start = Int(fieldOffsets.int32(at: index * Self.fieldStride))
+        let end = Int(fieldOffsets.int32(at: index * Self.fieldStride + 4))
+        guard end - start == lowercase.utf8CodeUnitCount else { return false }
+        return Self.equalsIgnoringCase(UnsafeRawBufferPointer(rebasing: storage.bytes[start..<end]), lowercase)
+    }
+
     /// Whether the body has a content coding other than `identity` (a `Content-Encoding`
     /// field whose value is anything else), or nil when the field came more than once.
     var hasContentCoding: Bool? {

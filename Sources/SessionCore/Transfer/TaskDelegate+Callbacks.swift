@@ -355,17 +355,21 @@ extension TaskDelegate {
     }
 
     func didProgress(uploaded: Int64, uploadTotal: Int64, downloaded: Int64, downloadTotal: Int64) {
-        // An answer that can end in a read with no body byte (no single valid
-        // `Content-Length`: a close-delimited body's FIN, a chunked body's last chunk), while
-        // the producer is behind. libcurl stops the sending when such an answer ends with the
-        // connection closing, but keeps the read callback's send pause and then no longer
-        // reads the socket: nothing would call back until the silence probe. So the pause is
-        // lifted after each pass, except the one right after a lift: that pass is the lift's
-        // own (libcurl runs the transfer at once, watches its socket for writing, and the
-        // read callback pauses again); lifting there too would spin the loop. An idle loop
-        // then sleeps until the socket has something to read.
-        if state.awaitsBodyProducer, state.hasAnswerHead, sendPauseLiftPass != passClock.pass &- 1,
-            head.hasTransferCoding || (head.expectedContentLength ?? -1) < 0
+        // An answer after which the connection closes, while the producer is behind. When it
+        // ends, libcurl stops the sending but keeps the read callback's send pause, and then
+        // no longer reads the socket; and the read that ends it may bring no body byte for
+        // `didReceiveBody` to notice (a close-delimited body's FIN, a chunked body's last
+        // chunk, a gzip trailer, a body cut short). Nothing would call back until the silence
+        // probe. So the pause is lifted after such a pass, but never in the pass right after
+        // a pass that lifted any pause: that pass is the lifts' own (libcurl runs each lifted
+        // transfer at once, watching its socket for writing, and its read callback pauses
+        // again), and lifting there too would keep the loop from ever sleeping, one
+        // transfer's lift making the next pass immediate for another's. A lifted transfer
+        // whose answer ends in that pass ends there; another one's that ends there waits
+        // for the probe. An answer on a kept-alive connection never needs this: libcurl goes
+        // on sending, and waits for the producer as it should.
+        if state.awaitsBodyProducer, state.hasAnswerHead, passClock.lastLiftPass != passClock.pass &- 1,
+            head.closesConnection
         {
             queueSendPauseLift()
         }

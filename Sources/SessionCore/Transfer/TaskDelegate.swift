@@ -200,6 +200,8 @@ final class TaskDelegate {
         var answeredWhileSendPaused: [TaskDelegate] = []
         /// The loop's passes so far (wrapping), counted at the start of each.
         var pass: UInt64 = 0
+        /// The last pass after which the loop lifted a send pause (`liftSendPauses`).
+        var lastLiftPass: UInt64 = .max
 
         /// Makes sure the loop checks the timeouts by `deadline`.
         func noteStarted(_ deadline: UInt64?) {
@@ -286,7 +288,4 @@ final class TaskDelegate {
     var lastDownloadedCount: Int64 = 0
     /// In `PassClock.answeredWhileSendPaused` for the current pass.
     var sendPauseLiftQueued = false
-    /// The pass after which the loop last lifted this transfer's send pause
-    /// (`PassClock.pass`; `.max`: never).
-    var sendPauseLiftPass: UInt64 = .max
 }
