@@ -186,8 +186,9 @@ final class HTTPSProxyTests: XCTestCase {
     /// A plain http request through an HTTPS proxy, with HSTS on (so the request might have
     /// become https and the TLS checks are armed): the only TLS is the proxy's, judged as the
     /// proxy's. A review feared the admission check would take it for an unverified origin
-    /// connection and refuse it; libcurl 7.88 reports no TLS for such a request, and this
-    /// keeps it so.
+    /// connection and refuse it: libcurl reports the proxy's TLS layer as the request's, and
+    /// an origin given as an address passed only because the proxy's handshake was judged as
+    /// the origin's.
     func testAPlainRequestThroughAnHTTPSProxyWithHSTSOnIsSent() async throws {
         let certificates = try TLSFixture.certificates()
         let origin = try TestServer()
@@ -195,13 +196,18 @@ final class HTTPSProxyTests: XCTestCase {
         origin.route("/plain", response: .text("plain"))
         let proxy = try TLSConnectProxy(certificateChain: certificates.leafNewKey.chainPEM, privateKey: certificates.leafNewKey.privateKeyPEM)
         defer { proxy.stop() }
-        for hsts in [SessionConfiguration.StrictTransportSecurity.disabled, .inMemory] {
-            let manager = try manager(proxyPort: proxy.port, pinning: false, hsts: hsts)
-            let response = await manager.get(try XCTUnwrap(URL(string: origin.baseURLString + "/plain")))
-            XCTAssertEqual(response.data, Data("plain".utf8), "HSTS \(hsts): \(response.result)")
-            await manager.waitUntilInvalidatedAfterUse()
+        // An origin given as an address and one given as a name (libcurl then reports the
+        // proxy's TLS layer as the request's, which admission must not take for the origin's).
+        let urls = [origin.baseURLString + "/plain", "http://localhost:\(origin.port)/plain"]
+        for url in urls {
+            for hsts in [SessionConfiguration.StrictTransportSecurity.disabled, .inMemory] {
+                let manager = try manager(proxyPort: proxy.port, pinning: false, hsts: hsts)
+                let response = await manager.get(try XCTUnwrap(URL(string: url)))
+                XCTAssertEqual(response.data, Data("plain".utf8), "\(url), HSTS \(hsts): \(response.result)")
+                await manager.waitUntilInvalidatedAfterUse()
+            }
         }
-        XCTAssertEqual(origin.requests.count, 2)
-        XCTAssertEqual(origin.requests.map { $0.headers.first { $0.name == "Via" }?.value }, ["1.1 test-proxy", "1.1 test-proxy"], "both went through the proxy")
+        XCTAssertEqual(origin.requests.count, 4)
+        XCTAssertEqual(origin.requests.map { $0.headers.first { $0.name == "Via" }?.value }, Array(repeating: "1.1 test-proxy", count: 4), "all went through the proxy")
     }
 }

@@ -134,11 +134,11 @@ final class PerHostPinReuseTests: XCTestCase {
     // MARK: - HTTPS proxy
 
     private func proxyManager(
-        proxyPort: Int, origin: [PinSet], proxy: [PinSet]?, reports: Pins.Reports? = nil
+        proxyPort: Int, proxyHost: String = "127.0.0.1", origin: [PinSet], proxy: [PinSet]?, reports: Pins.Reports? = nil
     ) throws -> URLSessionManager {
         let certificates = try TLSFixture.certificates()
         var configuration = SessionConfiguration.default
-        configuration.proxy = .url("https://127.0.0.1:\(proxyPort)")
+        configuration.proxy = .url("https://\(proxyHost):\(proxyPort)")
         configuration.certificateAuthorityFile = certificates.root.certificatePEM.path
         configuration.timeoutIntervalForRequest = 15
         configuration.pinningPolicy = PinningPolicy(pinSets: origin)
@@ -193,6 +193,48 @@ final class PerHostPinReuseTests: XCTestCase {
         await wrongOrigin.waitUntilInvalidatedAfterUse()
         XCTAssertEqual(TLSFixture.trustFailure(refusedOrigin)?.reason, .noPinMatched, "\(refusedOrigin.result)")
         XCTAssertEqual(origin.requests.count, 1)
+    }
+
+    /// The same where the server name cannot tell the two handshakes apart: a proxy and an
+    /// origin both given as addresses (libcurl sends neither a server name), and both given
+    /// as `localhost`. Each is still judged by its own pins: the proxy's by the proxy's, the
+    /// origin's by the origin's, and a refusal names the peer that failed.
+    func testAProxyAndAnOriginTheServerNameCannotTellApartAreEachJudgedByTheirOwnPins() async throws {
+        let certificates = try TLSFixture.certificates()
+        let origin = try TLSFixture.server(certificates.leaf)
+        defer { origin.shutdown() }
+        let proxy = try HTTPSProxyTests.TLSConnectProxy(
+            certificateChain: certificates.leafNewKey.chainPEM, privateKey: certificates.leafNewKey.privateKeyPEM)
+        defer { proxy.stop() }
+        let originPin = try Pins.pin(certificates.leaf)
+        let proxyPin = try Pins.pin(certificates.leafNewKey)
+        var expectedRequests = 0
+        for host in ["127.0.0.1", "localhost"] {
+            let url = try Pins.url(origin, host: host, "/through")
+            // Each pinned to its own key: accepted (the proxy's handshake was judged by the
+            // origin's pins, and refused).
+            let good = try proxyManager(
+                proxyPort: proxy.port, proxyHost: host, origin: [PinSet(host: host, pins: [originPin])],
+                proxy: [PinSet(host: host, pins: [proxyPin])])
+            let accepted = await good.get(url)
+            await good.waitUntilInvalidatedAfterUse()
+            XCTAssertTrue(TLSFixture.isSuccess(accepted), "\(host): \(accepted.result)")
+            expectedRequests += 1
+            XCTAssertEqual(origin.requests.count, expectedRequests, host)
+
+            // The proxy's pin fails and the origin has none: refused, reported as the proxy's
+            // (the proxy's handshake was judged as the origin's, and passed).
+            let reports = Pins.Reports()
+            let wrongProxy = try proxyManager(
+                proxyPort: proxy.port, proxyHost: host, origin: [], proxy: [PinSet(host: host, pins: [originPin])], reports: reports)
+            let refused = await wrongProxy.get(url)
+            await wrongProxy.waitUntilInvalidatedAfterUse()
+            XCTAssertEqual(TLSFixture.trustFailure(refused)?.reason, .noPinMatched, "\(host): \(refused.result)")
+            XCTAssertEqual(origin.requests.count, expectedRequests, host)
+            let received = reports.all(after: wrongProxy)
+            XCTAssertEqual(received.first?.port, proxy.port, host)
+            XCTAssertEqual(received.first?.servedPins.first, proxyPin, host)
+        }
     }
 
     /// A plain http request through a pinned HTTPS proxy: the proxy's handshake is judged too.

@@ -49,6 +49,12 @@ enum CurlRuntime {
         /// pull request 11115) sizes the capped stream's window to its rate instead.
         var pacesWholeHTTP2Connections: Bool { versionNumber < 0x08_02_00 }
 
+        /// Whether an OpenSSL connection's app data is libcurl's connection filter, whose type
+        /// names the TLS layer ("SSL" for the origin's, "SSL-PROXY" for an HTTPS proxy's):
+        /// connection filters came with 7.87, and every release since sets them so (checked to
+        /// 8.21). Before 7.87 the app data is another structure and must not be read.
+        var namesTLSLayers: Bool { versionNumber >= 0x07_57_00 }
+
         /// What libcurl sends for `CURLOPT_ACCEPT_ENCODING` "" (every coding it decodes), in
         /// its order: "deflate, gzip, br, zstd" with all of them built in.
         var allContentEncodings: String {
@@ -114,6 +120,12 @@ enum CurlRuntime {
     static let pacesWholeHTTP2Connections: Bool = {
         guard case .success(let info) = state else { return false }
         return info.pacesWholeHTTP2Connections
+    }()
+
+    /// Whether a handshake's TLS layer can be read from its connection (`Info.namesTLSLayers`).
+    static let namesTLSLayers: Bool = {
+        guard case .success(let info) = state else { return false }
+        return info.namesTLSLayers
     }()
 
     /// Whether silent transfers need probing (`Info.strandsBufferedStreamInput`).

@@ -163,20 +163,54 @@ final class TLSHandshakeContext {
         }
     }
 
-    /// Whether this handshake is with a proxy rather than the origin: libcurl names the
-    /// origin in SNI for every host name, so a handshake whose server name is another host's
-    /// (or absent, for an origin that is a host name) is the HTTPS proxy's own. The server name
-    /// is what libcurl sent, not what the peer said. (An origin given as an IP address sends
-    /// no SNI: such a handshake is judged as the origin's.)
+    /// Whether this handshake is with a proxy rather than the origin. libcurl's connection
+    /// says so (`layer(of:)`). Where it cannot (libcurl before 7.87), the server name decides:
+    /// libcurl names the origin in SNI for every host name, so a handshake whose server name
+    /// is another host's (or absent, for an origin that is a host name) is the HTTPS proxy's
+    /// own. The server name is what libcurl sent, not what the peer said. That fallback cannot
+    /// tell a proxy and an origin that are both addresses (neither is sent a server name) or
+    /// share a name: such a handshake is judged as the origin's.
     ///
     /// Both names are compared without a trailing dot: libcurl sends `host.`'s SNI as `host`.
     /// An address in any form libcurl reads as one (`127.1`, `0x7f.0.0.1`) is an address.
     private func isProxyHandshake(_ ssl: OpaquePointer?) -> Bool {
         guard mayUseHTTPSProxy, let ssl, let host, !host.isEmpty else { return false }
+        // libcurl's own word first: the server name cannot tell a proxy and an origin apart
+        // when both are addresses (neither is sent one) or share a host name.
+        switch Self.layer(of: ssl) {
+        case .proxy: return true
+        case .origin: return false
+        case nil: break
+        }
         let origin = Self.comparableName(host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")))
         let isAddress = origin.contains(":") || HostPattern.canonicalAddress(origin) != nil
         guard let name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name) else { return !isAddress }
         return Self.comparableName(String(cString: name)) != origin
+    }
+
+    /// Which TLS layer of libcurl's connection an OpenSSL connection is.
+    enum TLSLayer: Equatable {
+        case origin
+        case proxy
+    }
+
+    /// The layer `ssl` belongs to, as libcurl names it; nil when this libcurl cannot say.
+    ///
+    /// libcurl has no public way to tell which TLS layer of a connection a handshake belongs
+    /// to, and the server name cannot always tell (above). Its OpenSSL backend sets each
+    /// `SSL`'s app data to the connection filter that owns it, and a filter's first field is
+    /// its type, whose first field is the type's name: "SSL" for the origin's layer,
+    /// "SSL-PROXY" for an HTTPS proxy's (lib/cfilters.h, vtls.c; the same from 7.87 to 8.21).
+    /// Read only where `CurlRuntime.namesTLSLayers`; any other name is no answer.
+    static func layer(of ssl: OpaquePointer) -> TLSLayer? {
+        guard CurlRuntime.namesTLSLayers, let filter = SSL_get_ex_data(ssl, 0) else { return nil }
+        guard let type = UnsafeRawPointer(filter).load(as: UnsafeRawPointer?.self),
+            let name = type.load(as: UnsafePointer<CChar>?.self)
+        else { return nil }
+        // At most "SSL-PROXY" and its terminator are compared.
+        if strncmp(name, "SSL", 4) == 0 { return .origin }
+        if strncmp(name, "SSL-PROXY", 10) == 0 { return .proxy }
+        return nil
     }
 
     /// `name` lowercased, without one trailing dot.
@@ -222,8 +256,11 @@ final class TLSHandshakeContext {
             return false
         }
         var raw: UnsafeMutableRawPointer?
+        // A plain request (`http://`, not upgraded by HSTS) has no TLS of its own: libcurl
+        // reports none, or, through an HTTPS proxy, the proxy's layer (its first TLS layer of
+        // either kind), which the proxy's own checks judged.
         if allowsPlainConnection, curlew_easy_getinfo_pointer(easy, CURLINFO_TLS_SSL_PTR, &raw) == CURLE_OK,
-            raw?.assumingMemoryBound(to: curl_tlssessioninfo.self).pointee.internals == nil
+            raw?.assumingMemoryBound(to: curl_tlssessioninfo.self).pointee.internals.map({ Self.layer(of: OpaquePointer($0)) == .proxy }) ?? true
         {
             return true
         }
