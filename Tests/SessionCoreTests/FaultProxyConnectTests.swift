@@ -10,12 +10,15 @@ import FoundationNetworking
 /// refuses it with 407 or 502. Each is a clear error, at once, and nothing is retried behind
 /// the caller's back.
 final class FaultProxyConnectTests: XCTestCase {
-    private func fetchThroughProxy(_ proxy: ScriptedServer, credential: URLCredential? = nil) async throws -> DataResponse {
+    private func fetchThroughProxy(
+        _ proxy: ScriptedServer, credential: URLCredential? = nil, retrier: (any RequestRetrier)? = nil
+    ) async throws -> DataResponse {
         var configuration = SessionConfiguration.default
         configuration.proxy = .url(proxy.baseURLString)
         configuration.proxyCredential = credential
         configuration.timeoutIntervalForRequest = 30
         let manager = URLSessionManager.raw(configuration)
+        manager.requestRetrier = retrier
         defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
         return await manager.response(for: URLRequest(url: try XCTUnwrap(URL(string: "https://origin.invalid/secret"))))
     }
@@ -92,5 +95,26 @@ final class FaultProxyConnectTests: XCTestCase {
         let heads = proxy.received.withLock { $0 }
         XCTAssertTrue((1...2).contains(heads.count), "\(heads.count) CONNECTs")
         XCTAssertTrue(heads.allSatisfy { $0.contains("Proxy-Authorization: Basic dTpw") }, "\(heads)")
+    }
+
+    /// A refused tunnel is the proxy's answer, not a lost connection: a retry policy sends no
+    /// second CONNECT (a 407's wrong credential again, a 403 again) and does not wait for a
+    /// route, which is there. Each is libcurl's own error, naming the status.
+    func testAProxysRefusalIsNotRetriedAsALostConnection() async throws {
+        for status in ["407 Proxy Authentication Required", "403 Forbidden", "502 Bad Gateway"] {
+            let proxy = try refusingProxy(status: status)
+            defer { proxy.stop() }
+            var policy = RetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.01, jitter: 0)
+            policy.waitsForConnectivity = true
+            let response = try await fetchThroughProxy(
+                proxy, credential: URLCredential(user: "u", password: "p", persistence: .none), retrier: policy)
+            let error = try XCTUnwrap(response.error as? SessionError, "\(status): \(response.result)")
+            XCTAssertFalse(error.isConnectivityFailure, "\(status): \(error)")
+            XCTAssertFalse(RetryPolicy.isRetryable(error), "\(status): \(error)")
+            XCTAssertTrue(error.description.contains(String(status.prefix(3))), error.description)
+            let heads = proxy.received.withLock { $0 }
+            // 407: libcurl itself answers the challenge once with the credential.
+            XCTAssertTrue((status.hasPrefix("407") ? 1...2 : 1...1).contains(heads.count), "\(status): \(heads.count) CONNECTs")
+        }
     }
 }

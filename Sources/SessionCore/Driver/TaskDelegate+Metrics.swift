@@ -67,6 +67,14 @@ extension TaskDelegate {
         }
         if code == CURLE_SEND_FAIL_REWIND { return bodyNotResendable() }
         if code == CURLE_OUT_OF_MEMORY, let overflow = pausedDecodingOverflow() { return overflow }
+        // The proxy answered the CONNECT and refused the tunnel (407, 403, 502, ...). libcurl
+        // reports `CURLE_RECV_ERROR`, which reads as a lost connection: a retrier would send the
+        // same refused request again (a 407's wrong credential, again and again), and a wait
+        // for connectivity would wait for a route that is there. It is libcurl's own error.
+        if let status = easy.info(long: CURLINFO_HTTP_CONNECTCODE), status != 0, !(200..<300).contains(status) {
+            let message = easy.errorMessage
+            return .curl(code: Int(code.rawValue), message: message.isEmpty ? "the proxy refused the tunnel: \(status)" : message)
+        }
         return SessionError(curlCode: code, message: easy.errorMessage)
     }
 
