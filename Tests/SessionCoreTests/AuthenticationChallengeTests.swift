@@ -48,6 +48,41 @@ final class AuthenticationChallengeTests: XCTestCase {
         XCTAssertEqual(server.requests.count, 1)
     }
 
+    /// The override meets the response cache: an answer the handler's trust let in (fresh for
+    /// ten minutes) is not kept, so the same URL asked again without the handler is judged by
+    /// the policy, not answered from the cache; nor is it on disk for another manager.
+    func testAnAnswerTheTrustOverrideLetInIsNotCached() async throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try TLSFixture.server(certificates.selfSigned) { _ in
+            TestResponse(status: 200, headers: [("Cache-Control", "max-age=600")], body: Data("trusted once".utf8))
+        }
+        defer { server.shutdown() }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-override-cache-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var configuration = SessionConfiguration.default
+        configuration.responseCache = ResponseCache(memoryCapacity: 1 << 20, diskCapacity: 8 << 20, directory: directory)
+        let manager = TLSFixture.manager(policy: try TLSFixture.trustingTestRoot(), configuration: configuration)
+        manager.setAuthenticationChallengeHandler { _, _ in .useCredential(URLCredential(user: "", password: "", persistence: .none)) }
+        let response = await manager.get(try server.url("/x"))
+        XCTAssertEqual(response.data, Data("trusted once".utf8), "\(response.result)")
+        XCTAssertEqual(server.requests.count, 1)
+
+        manager.setAuthenticationChallengeHandler(nil)
+        let again = await manager.get(try server.url("/x"))
+        XCTAssertEqual(TLSFixture.trustFailure(again)?.reason, .selfSigned, "\(again.result)")
+        XCTAssertEqual(server.requests.count, 1)
+        await manager.waitUntilInvalidatedAfterUse()
+
+        var other = SessionConfiguration.default
+        other.responseCache = ResponseCache(memoryCapacity: 1 << 20, diskCapacity: 8 << 20, directory: directory)
+        let second = TLSFixture.manager(policy: try TLSFixture.trustingTestRoot(), configuration: other)
+        var offline = URLRequest(url: try server.url("/x"))
+        offline.cachePolicy = .returnCacheDataDontLoad
+        let fromDisk = await second.response(for: offline)
+        XCTAssertEqual(fromDisk.error as? SessionError, .resourceNotCached, "\(fromDisk.result)")
+        await second.waitUntilInvalidatedAfterUse()
+    }
+
     func testServerTrustDefaultHandlingKeepsRefusal() async throws {
         let certificates = try TLSFixture.certificates()
         let server = try TLSFixture.server(certificates.expiredLeaf)

@@ -180,7 +180,11 @@ extension SessionEngine {
         // token, another account), the jar's cookies may have changed, the session may have
         // been reset. Otherwise nothing is stored.
         let sent = sentFields(of: outcome.request ?? original)
+        // An answer from a server the challenge handler trusted for this task alone is this
+        // task's: stored, it would answer other tasks (and, on disk, other processes) that the
+        // policy would have refused that server. It neither fills nor refreshes an entry.
         let sameIdentity = cacheIdentity(for: sent) == context.identity && cachePartition.current == context.partition
+            && !outcome.admittedByTrustOverride
         if head.statusCode == 304 {
             guard let entry = context.entry else { return outcome }
             // Only the entry whose validators the request carried is updated (RFC 9111 §4.3.4);

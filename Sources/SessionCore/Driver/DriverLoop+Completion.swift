@@ -235,7 +235,8 @@ extension DriverLoop {
         TransferOutcome(
             error: error, request: delegate.request, head: delegate.responseHead,
             body: error == nil ? delegate.takeBody() : nil, metrics: delegate.metrics,
-            bodyWentToUserCode: delegate.deliversBody)
+            bodyWentToUserCode: delegate.deliversBody,
+            admittedByTrustOverride: delegate.securityState.handshake?.admittedByTrustOverride ?? false)
     }
 
     /// Removes the transfer from curl, recycles its handle, releases the delegate's retained

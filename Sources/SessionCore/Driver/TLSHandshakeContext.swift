@@ -71,6 +71,10 @@ final class TLSHandshakeContext {
     private(set) var rejectedTrust: ServerTrust?
     private(set) var refusedStaleConnection = false
     private(set) var admission: Admission?
+    /// The request was admitted on a connection or session that the challenge handler's trust
+    /// override accepted (`overrideTag`), not the policy: for this task only, so its answer is
+    /// never stored for other tasks (`TransferOutcome.admittedByTrustOverride`).
+    private(set) var admittedByTrustOverride = false
     private var verifiedInThisRequest = false
 
     init(easy: UnsafeMutableRawPointer, security: SessionSecurity, taskIdentifier: Int) {
@@ -94,6 +98,7 @@ final class TLSHandshakeContext {
         rejectedTrust = nil
         refusedStaleConnection = false
         admission = nil
+        admittedByTrustOverride = false
         verifiedInThisRequest = false
     }
 
@@ -274,6 +279,7 @@ final class TLSHandshakeContext {
         }
         let ssl = OpaquePointer(internals)
         if isAccepted(SSL_get_ex_data(ssl, Self.connectionTagIndex)) {
+            admittedByTrustOverride = isOverride(SSL_get_ex_data(ssl, Self.connectionTagIndex))
             admission = verifiedInThisRequest ? .fullHandshake : .reusedConnection
             if !verifiedInThisRequest { security.count { $0.admittedReusedConnections += 1 } }
             return true
@@ -283,6 +289,7 @@ final class TLSHandshakeContext {
         {
             // Stamp the connection too, so later requests on it are admitted directly.
             _ = SSL_set_ex_data(ssl, Self.connectionTagIndex, SSL_SESSION_get_ex_data(session, Self.sessionTagIndex))
+            admittedByTrustOverride = isOverride(SSL_SESSION_get_ex_data(session, Self.sessionTagIndex))
             admission = .resumedSession
             security.count { $0.admittedResumedSessions += 1 }
             return true
@@ -290,6 +297,11 @@ final class TLSHandshakeContext {
         refusedStaleConnection = true
         security.count { $0.refusedStaleConnections += 1 }
         return false
+    }
+
+    /// Whether `stamp` is this task's trust override's.
+    private func isOverride(_ stamp: UnsafeMutableRawPointer?) -> Bool {
+        trustOverride != nil && stamp.map { UInt(bitPattern: $0) == overrideTag } == true
     }
 
     private func isAccepted(_ stamp: UnsafeMutableRawPointer?) -> Bool {

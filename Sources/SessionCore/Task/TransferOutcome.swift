@@ -23,11 +23,16 @@ final class TransferOutcome: Sendable {
     /// Body chunks went to user code on the operation queue (decided once, when the transfer
     /// started: `TaskDelegate.deliversBody`): the completion follows them through that queue.
     let bodyWentToUserCode: Bool
+    /// The answer came over TLS that a challenge handler's trust override accepted for this
+    /// task only (`URLSessionManager`'s server-trust `.useCredential`), not the policy: the
+    /// response cache never keeps it for other tasks.
+    let admittedByTrustOverride: Bool
 
     init(error: SessionError?, request: URLRequest?, head: HTTPResponseHead? = nil, body: Data? = nil,
          fileURL: URL? = nil, metrics: TaskMetrics? = nil, resumePoint: ResumePoint? = nil,
-         bodyWentToUserCode: Bool = false) {
+         bodyWentToUserCode: Bool = false, admittedByTrustOverride: Bool = false) {
         self.bodyWentToUserCode = bodyWentToUserCode
+        self.admittedByTrustOverride = admittedByTrustOverride
         self.error = error
         self.request = request
         self.head = head
@@ -41,13 +46,13 @@ final class TransferOutcome: Sendable {
     func with(fileURL: URL?, resumePoint: ResumePoint?, error: SessionError?) -> TransferOutcome {
         TransferOutcome(
             error: error, request: request, head: head, body: body, fileURL: fileURL, metrics: metrics,
-            resumePoint: resumePoint, bodyWentToUserCode: bodyWentToUserCode)
+            resumePoint: resumePoint, bodyWentToUserCode: bodyWentToUserCode, admittedByTrustOverride: admittedByTrustOverride)
     }
 
     /// The same outcome with another head and body (a 304 answered from the cache).
     func with(head: HTTPResponseHead?, body: Data?) -> TransferOutcome {
         TransferOutcome(
             error: error, request: request, head: head, body: body, fileURL: fileURL, metrics: metrics,
-            resumePoint: resumePoint, bodyWentToUserCode: bodyWentToUserCode)
+            resumePoint: resumePoint, bodyWentToUserCode: bodyWentToUserCode, admittedByTrustOverride: admittedByTrustOverride)
     }
 }
