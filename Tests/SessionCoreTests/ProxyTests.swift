@@ -148,6 +148,8 @@ final class ProxyTests: XCTestCase {
         XCTAssertEqual(ProxyBypassList(["a", "*", "b"]).noProxy, "*")
         XCTAssertFalse(ProxyBypassList(["a"]).hasAddressRanges)
         XCTAssertEqual(ProxyBypassList(["::1/129", "fe80::1%eth0"]).noProxy, "::1/129,fe80::1%eth0", "not an address or range: left to libcurl")
+        XCTAssertEqual(ProxyBypassList(["[::1]", "fd00::/8"]).noProxy, "", "a list of IPv6 entries still replaces the environment's")
+        XCTAssertNil(ProxyBypassList([]).noProxy)
         let edges = ProxyBypassList(["8000::/1"])
         XCTAssertTrue(edges.bypasses(host: "ffff::1"))
         XCTAssertFalse(edges.bypasses(host: "7fff::1"))
@@ -182,6 +184,55 @@ final class ProxyTests: XCTestCase {
         let proxied = await after.response(for: URLRequest(url: try XCTUnwrap(URL(string: "http://origin.invalid/env"))))
         XCTAssertEqual(proxied.response?.statusCode, 200)
         XCTAssertEqual(proxied.data.map { String(decoding: $0, as: UTF8.self) }, "proxied http://origin.invalid/env")
+    }
+
+    /// A bypass list replaces the environment's `no_proxy`, also when all its entries are IPv6
+    /// (which Curlew matches itself): `localhost`, bypassed by `no_proxy`, then goes through
+    /// the environment's proxy, while the list's `::1` goes direct.
+    func testABypassListOfIPv6EntriesReplacesTheEnvironmentsNoProxy() async throws {
+        // setenv races a getenv on another thread (glibc): see the test above.
+        let names = SessionEngine.environmentProxyVariables + ["no_proxy", "NO_PROXY"]
+        let saved = names.map { name in getenv(name).map { String(cString: $0) } }
+        defer { for (name, value) in zip(names, saved) { if let value { setenv(name, value, 1) } else { unsetenv(name) } } }
+        for name in names { unsetenv(name) }
+        let host = try XCTUnwrap(proxy.baseURL.host)
+        let port = try XCTUnwrap(proxy.baseURL.port)
+        setenv("http_proxy", "http://proxy:secret@\(host):\(port)", 1)
+        setenv("no_proxy", "localhost", 1)
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .environment
+        configuration.proxyBypassList = ["::1"]
+        let manager = URLSessionManager.raw(configuration)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let proxied = await manager.response(for: URLRequest(url: try XCTUnwrap(URL(string: "http://localhost:9/env"))))
+        XCTAssertEqual(proxied.data.map { String(decoding: $0, as: UTF8.self) }, "proxied http://localhost:9/env", "\(proxied.result)")
+        XCTAssertEqual(proxy.requests.count, 1)
+    }
+
+    /// The response cache meets the proxy's credential: libcurl sends it as
+    /// `Proxy-Authorization` itself, so the request's fields do not show it, yet a proxy may
+    /// answer one account and not another. Alice's answer (fresh for ten minutes) is not
+    /// Bob's: a manager with Bob's credential on the same cache asks the proxy.
+    func testAnAnswerThroughTheProxyIsNotAnotherProxyUsersFromTheCache() async throws {
+        let accounts = try TestServer()
+        defer { accounts.shutdown() }
+        accounts.setDefaultHandler { request in
+            let authorization = request.headers.first { $0.name.lowercased() == "proxy-authorization" }?.value ?? "none"
+            return TestResponse(status: 200, headers: [("Cache-Control", "max-age=600")], body: Data(authorization.utf8))
+        }
+        let cache = ResponseCache(memoryCapacity: 1 << 20, diskCapacity: 0)
+        var bodies: [String] = []
+        for user in ["alice", "bob"] {
+            var configuration = SessionConfiguration.default
+            configuration.proxy = .url(accounts.baseURLString)
+            configuration.proxyCredential = URLCredential(user: user, password: "pw", persistence: .none)
+            configuration.responseCache = cache
+            let response = try await get("http://origin.invalid/r", with: configuration)
+            bodies.append(response.data.map { String(decoding: $0, as: UTF8.self) } ?? "\(response.result)")
+        }
+        let expected = ["alice", "bob"].map { "Basic " + Data("\($0):pw".utf8).base64EncodedString() }
+        XCTAssertEqual(bodies, expected)
+        XCTAssertEqual(accounts.requests.count, 2)
     }
 
     func testNoneNeverUsesAProxy() async throws {

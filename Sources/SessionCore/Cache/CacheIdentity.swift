@@ -35,7 +35,10 @@ struct CacheIdentity: Sendable, Equatable {
     /// - Parameter clientCertificate: The certificate the manager presents when a server asks
     ///   (`SessionConfiguration.clientCertificate`). It counts whether or not this server asks:
     ///   that is only known during the handshake, and counting it at most costs a miss.
-    init(request: URLRequest, jarCookies: [Cookie]?, clientCertificate: ClientCertificate? = nil) {
+    /// - Parameter proxyIdentity: Whom the manager's proxy knows its requests as
+    ///   (`SessionEngine.proxyIdentity(of:environmentNamesProxy:)`): libcurl sends that
+    ///   credential as `Proxy-Authorization` itself, so the request's fields do not show it.
+    init(request: URLRequest, jarCookies: [Cookie]?, clientCertificate: ClientCertificate? = nil, proxyIdentity: String? = nil) {
         var material: [UInt8] = []
         func append(_ label: String, _ value: String?) {
             guard let value else { return }
@@ -47,6 +50,7 @@ struct CacheIdentity: Sendable, Equatable {
         }
         append("authorization", request.value(forHTTPHeaderField: "Authorization"))
         append("proxy-authorization", request.value(forHTTPHeaderField: "Proxy-Authorization"))
+        append("proxy-identity", proxyIdentity)
         append("cookie", request.value(forHTTPHeaderField: "Cookie"))
         append("user", request.url?.user)
         append("password", request.url?.password)

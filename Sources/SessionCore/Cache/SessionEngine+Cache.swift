@@ -50,7 +50,38 @@ extension SessionEngine {
             && request.value(forHTTPHeaderField: "Cookie") == nil
         return CacheIdentity(
             request: request, jarCookies: jarAddsCookies ? configuration.cookieJar?.cookies : nil,
-            clientCertificate: configuration.clientCertificate)
+            clientCertificate: configuration.clientCertificate, proxyIdentity: cacheProxyIdentity)
+    }
+
+    /// Whom the manager's proxy knows its requests as: the configured proxy credential and
+    /// the user in the proxy's URL (set outright, or in the environment's variables when the
+    /// manager was made), which libcurl sends as `Proxy-Authorization` on every proxied
+    /// request. nil when requests go direct or the proxy is given no credential. A proxy may
+    /// answer (or let through) one account's requests and not another's: their answers are
+    /// different users'. It counts for every request a proxy may carry; for one the bypass
+    /// list sends direct, counting it costs at most a miss.
+    static func proxyIdentity(of configuration: SessionConfiguration, environmentNamesProxy: Bool) -> String? {
+        var parts: [String] = []
+        func appendUser(of proxy: String, as label: String) {
+            let text = proxy.contains("://") ? proxy : "http://" + proxy  // libcurl takes it without a scheme too
+            guard let url = URL(string: text), url.user != nil || url.password != nil else { return }
+            parts.append("\(label)=\(url.user ?? ""):\(url.password ?? "")")
+        }
+        switch configuration.proxy {
+        case .none:
+            return nil
+        case .environment:
+            guard environmentNamesProxy else { return nil }
+            for name in environmentProxyVariables {
+                if let value = getenv(name) { appendUser(of: String(cString: value), as: name) }
+            }
+        case .url(let proxy):
+            appendUser(of: proxy, as: "url")
+        }
+        if let credential = configuration.proxyCredential {
+            parts.append("credential=\(credential.user ?? ""):\(credential.password ?? "")")
+        }
+        return parts.isEmpty ? nil : parts.joined(separator: "\n")
     }
 
     /// Registers the manager with its cache (a cache several managers use is a shared one).

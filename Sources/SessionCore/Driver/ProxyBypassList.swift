@@ -13,7 +13,9 @@ import Glibc
 /// on the address itself, whatever its spelling in the URL (`[::1]`, `[0:0::1]`): a request
 /// to one goes direct. The rest (names, domains, IPv4 addresses and ranges) is libcurl's.
 struct ProxyBypassList: Sendable {
-    /// The entries for `CURLOPT_NOPROXY`; nil when none is left for libcurl.
+    /// The entries for `CURLOPT_NOPROXY`; nil for an empty list (the environment's
+    /// `no_proxy` applies), "" when every entry is matched here (the list still replaces the
+    /// environment's, as a non-empty list does).
     let noProxy: String?
     /// IPv6 ranges (an address is a /128) matched by `bypasses(host:)`.
     private let ranges: [Range]
@@ -40,7 +42,7 @@ struct ProxyBypassList: Sendable {
                 names.append(entry)
             }
         }
-        noProxy = names.isEmpty ? nil : names.joined(separator: ",")
+        noProxy = names.isEmpty ? (ranges.isEmpty ? nil : "") : names.joined(separator: ",")
         self.ranges = ranges
     }
 

@@ -138,6 +138,9 @@ final class SessionEngine: Sendable {
     /// The variables libcurl 7.88 consults for an http or https proxy (`detect_proxy` in
     /// lib/url.c; it never reads `HTTP_PROXY`, which a CGI request could set).
     static let environmentProxyVariables = ["http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
+    /// Whom the proxy knows this manager's requests as, for the response cache's identity
+    /// (`proxyIdentity(of:environmentNamesProxy:)`); nil: no proxy credential.
+    let cacheProxyIdentity: String?
 
     init(configuration: SessionConfiguration, eventMonitors: [any EventMonitor] = []) {
         let number = SessionEngine.managerCounter.withLock { counter -> Int in
@@ -154,6 +157,7 @@ final class SessionEngine: Sendable {
             guard let value = getenv(name) else { return false }
             return value.pointee != 0
         }
+        cacheProxyIdentity = Self.proxyIdentity(of: configuration, environmentNamesProxy: environmentNamesProxy)
         operationQueue = DispatchQueue(label: "Curlew.operationQueue.\(number)")
         ownCompletionQueue = DispatchQueue(label: "Curlew.completionQueue.\(number)")
         state = Mutex(State(completionQueue: ownCompletionQueue))
