@@ -57,6 +57,38 @@ final class FaultUploadEarlyAnswerTests: XCTestCase {
         }
     }
 
+    /// Reads the upload's first chunk (1,000 "a"s, some perhaps already in `head`'s read);
+    /// false when the connection ended first.
+    static func readFirstChunk(_ socket: Int32, after head: String) -> Bool {
+        var seen = head.utf8.count { $0 == 0x61 }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        for _ in 0..<1000 where seen < 1000 {
+            let count = recv(socket, &buffer, buffer.count, 0)
+            guard count > 0 else { return false }
+            seen += buffer[0..<count].count { $0 == 0x61 }
+        }
+        return true
+    }
+
+    /// A PUT to `baseURL` whose body sequence has given one chunk (1,000 "a"s) and then waits
+    /// for `producer`.
+    private static func waitingUpload(
+        to baseURL: String
+    ) throws -> (URLRequest, AsyncStream<Data>, AsyncStream<Data>.Continuation) {
+        let (stream, producer) = AsyncStream<Data>.makeStream()
+        producer.yield(Data(repeating: 0x61, count: 1000))
+        var request = URLRequest(url: try XCTUnwrap(URL(string: "\(baseURL)/upload")))
+        request.httpMethod = "PUT"
+        return (request, stream, producer)
+    }
+
+    /// Sends FIN after the answer, then reads what the client still sends until it closes.
+    static func finishAndDrain(_ socket: Int32) {
+        shutdown(socket, Int32(SHUT_WR))
+        var sink = [UInt8](repeating: 0, count: 65536)
+        for _ in 0..<100_000 where recv(socket, &sink, sink.count, 0) > 0 {}
+    }
+
     /// The outcomes seen, by kind: "413", "networkLost", or anything else (a failure).
     private func outcomes(of status: String, drain: Bool) async throws -> [String: Int] {
         let server = try earlyAnswerer(status: status, drain: drain)
@@ -112,13 +144,7 @@ final class FaultUploadEarlyAnswerTests: XCTestCase {
                 // The body's one chunk (1,000 "a"s) first, so that the client has sent all it
                 // had, and a moment for its next read to find the producer empty and pause;
                 // then the answer. (Without the moment the answer may come before that read.)
-                var seen = head.utf8.count { $0 == 0x61 }
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                for _ in 0..<1000 where seen < 1000 {
-                    let count = recv(socket, &buffer, buffer.count, 0)
-                    guard count > 0 else { return }
-                    seen += buffer[0..<count].count { $0 == 0x61 }
-                }
+                guard Self.readFirstChunk(socket, after: head) else { return }
                 usleep(100_000)
                 let head413 = "HTTP/1.1 413 Content Too Large\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"
                 if bodyApart {
@@ -128,18 +154,13 @@ final class FaultUploadEarlyAnswerTests: XCTestCase {
                 } else {
                     server.write(socket, head413 + "early")
                 }
-                shutdown(socket, Int32(SHUT_WR))
-                var sink = [UInt8](repeating: 0, count: 65536)
-                for _ in 0..<100_000 where recv(socket, &sink, sink.count, 0) > 0 {}
+                Self.finishAndDrain(socket)
             }
             defer { server.stop() }
             for length in [Int64(1 << 20), nil] {
                 // One chunk, then the sequence waits for a producer that only goes on once the
                 // answer is in: a paused upload (CURL_READFUNC_PAUSE) meets the server's answer.
-                let (stream, producer) = AsyncStream<Data>.makeStream()
-                producer.yield(Data(repeating: 0x61, count: 1000))
-                var request = URLRequest(url: try XCTUnwrap(URL(string: "\(server.baseURLString)/upload")))
-                request.httpMethod = "PUT"
+                let (request, stream, producer) = try Self.waitingUpload(to: server.baseURLString)
                 let label = "length \(String(describing: length)), body apart: \(bodyApart)"
                 do {
                     let (data, response) = try await manager.upload(for: request, from: stream, length: length)
@@ -191,28 +212,17 @@ final class FaultUploadEarlyAnswerTests: XCTestCase {
                 // The body's one chunk first, and a moment for the client's next read to find
                 // the producer empty and pause; then the answer, each write and the FIN a
                 // moment apart (each its own read on the client).
-                var seen = head.utf8.count { $0 == 0x61 }
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                for _ in 0..<1000 where seen < 1000 {
-                    let count = recv(socket, &buffer, buffer.count, 0)
-                    guard count > 0 else { return }
-                    seen += buffer[0..<count].count { $0 == 0x61 }
-                }
+                guard Self.readFirstChunk(socket, after: head) else { return }
                 for write in answer.writes {
                     usleep(100_000)
                     guard sendAll(socket, write) else { return }
                 }
                 usleep(100_000)
-                shutdown(socket, Int32(SHUT_WR))
-                var sink = [UInt8](repeating: 0, count: 65536)
-                for _ in 0..<100_000 where recv(socket, &sink, sink.count, 0) > 0 {}
+                Self.finishAndDrain(socket)
             }
             defer { server.stop() }
             for length in [Int64(1 << 20), nil] {
-                let (stream, producer) = AsyncStream<Data>.makeStream()
-                producer.yield(Data(repeating: 0x61, count: 1000))
-                var request = URLRequest(url: try XCTUnwrap(URL(string: "\(server.baseURLString)/upload")))
-                request.httpMethod = "PUT"
+                let (request, stream, producer) = try Self.waitingUpload(to: server.baseURLString)
                 let label = "\(answer.label), length \(String(describing: length))"
                 let probesBefore = manager.engine.silenceProbes.load(ordering: .relaxed)
                 do {
@@ -276,10 +286,7 @@ final class FaultUploadEarlyAnswerTests: XCTestCase {
         defer { keptAlive.stop() }
         @Sendable func upload(to baseURL: String, startingAfter delay: UInt64) async throws -> (Data, Int) {
             try await Task.sleep(nanoseconds: delay)
-            let (stream, producer) = AsyncStream<Data>.makeStream()
-            producer.yield(Data(repeating: 0x61, count: 1000))
-            var request = URLRequest(url: try XCTUnwrap(URL(string: "\(baseURL)/upload")))
-            request.httpMethod = "PUT"
+            let (request, stream, producer) = try Self.waitingUpload(to: baseURL)
             // The producer's last chunk comes well after the answer (not an assertion: the
             // test only needs the tasks to wait a while with their answers in).
             let finisher = Task {

@@ -133,6 +133,22 @@ final class PerHostPinReuseTests: XCTestCase {
 
     // MARK: - HTTPS proxy
 
+    /// An origin with the test leaf and an HTTPS CONNECT proxy with another key, and each
+    /// one's pin.
+    private func proxyFixture() throws -> (TestServer, HTTPSProxyTests.TLSConnectProxy, String, String) {
+        let certificates = try TLSFixture.certificates()
+        let pins = (origin: try Pins.pin(certificates.leaf), proxy: try Pins.pin(certificates.leafNewKey))
+        let origin = try TLSFixture.server(certificates.leaf)
+        do {
+            let proxy = try HTTPSProxyTests.TLSConnectProxy(
+                certificateChain: certificates.leafNewKey.chainPEM, privateKey: certificates.leafNewKey.privateKeyPEM)
+            return (origin, proxy, pins.origin, pins.proxy)
+        } catch {
+            origin.shutdown()
+            throw error
+        }
+    }
+
     private func proxyManager(
         proxyPort: Int, proxyHost: String = "127.0.0.1", origin: [PinSet], proxy: [PinSet]?, reports: Pins.Reports? = nil
     ) throws -> URLSessionManager {
@@ -152,14 +168,9 @@ final class PerHostPinReuseTests: XCTestCase {
     /// The proxy is judged by its own pins, the origin behind it by the origin's: neither
     /// policy ever judges the other's server.
     func testAnHTTPSProxyIsJudgedByItsOwnPins() async throws {
-        let certificates = try TLSFixture.certificates()
-        let origin = try TLSFixture.server(certificates.leaf)
+        let (origin, proxy, originPin, proxyPin) = try proxyFixture()
         defer { origin.shutdown() }
-        let proxy = try HTTPSProxyTests.TLSConnectProxy(
-            certificateChain: certificates.leafNewKey.chainPEM, privateKey: certificates.leafNewKey.privateKeyPEM)
         defer { proxy.stop() }
-        let originPin = try Pins.pin(certificates.leaf)
-        let proxyPin = try Pins.pin(certificates.leafNewKey)
         let url = try Pins.url(origin, "/through")
 
         // Each pinned to its own key, under host patterns that also cover the other: accepted.
@@ -200,14 +211,9 @@ final class PerHostPinReuseTests: XCTestCase {
     /// as `localhost`. Each is still judged by its own pins: the proxy's by the proxy's, the
     /// origin's by the origin's, and a refusal names the peer that failed.
     func testAProxyAndAnOriginTheServerNameCannotTellApartAreEachJudgedByTheirOwnPins() async throws {
-        let certificates = try TLSFixture.certificates()
-        let origin = try TLSFixture.server(certificates.leaf)
+        let (origin, proxy, originPin, proxyPin) = try proxyFixture()
         defer { origin.shutdown() }
-        let proxy = try HTTPSProxyTests.TLSConnectProxy(
-            certificateChain: certificates.leafNewKey.chainPEM, privateKey: certificates.leafNewKey.privateKeyPEM)
         defer { proxy.stop() }
-        let originPin = try Pins.pin(certificates.leaf)
-        let proxyPin = try Pins.pin(certificates.leafNewKey)
         var expectedRequests = 0
         for host in ["127.0.0.1", "localhost"] {
             let url = try Pins.url(origin, host: host, "/through")
