@@ -183,6 +183,44 @@ final class HTTPSProxyTests: XCTestCase {
         try await assertReached(origin, "/through-env", through: manager)
     }
 
+    /// The same through the environment's proxies, with pins for them: a plain request HSTS
+    /// does not upgrade goes through `http_proxy`, not `https_proxy`, and that proxy's pins
+    /// judge its handshake (a wrong pin refuses it; they were looked up under `https_proxy`'s
+    /// host, found none, and let it through).
+    func testAPlainRequestThroughTheEnvironmentsHTTPSProxyIsJudgedByThatProxysPins() async throws {
+        let certificates = try TLSFixture.certificates()
+        let origin = try TestServer()
+        defer { origin.shutdown() }
+        origin.route("/plain", response: .text("plain"))
+        let proxy = try TLSConnectProxy(certificateChain: certificates.leafNewKey.chainPEM, privateKey: certificates.leafNewKey.privateKeyPEM)
+        defer { proxy.stop() }
+        // setenv races a getenv on another thread (glibc): see the test above.
+        let names = SessionEngine.environmentProxyVariables + ["no_proxy", "NO_PROXY"]
+        let saved = names.map { name in getenv(name).map { String(cString: $0) } }
+        defer { for (name, value) in zip(names, saved) { if let value { setenv(name, value, 1) } else { unsetenv(name) } } }
+        for name in names { unsetenv(name) }
+        setenv("http_proxy", "https://localhost:\(proxy.port)", 1)
+        setenv("https_proxy", "https://127.0.0.2:9", 1)
+        for (pin, passes) in [(try PerHostPinTests.pin(certificates.leaf), false), (try PerHostPinTests.pin(certificates.leafNewKey), true)] {
+            var configuration = SessionConfiguration.default
+            configuration.strictTransportSecurity = .inMemory
+            configuration.proxy = .environment
+            configuration.proxyPinningPolicy = PinningPolicy(pinSets: [PinSet(host: "localhost", pins: [pin])])
+            configuration.certificateAuthorityFile = certificates.root.certificatePEM.path
+            configuration.timeoutIntervalForRequest = 15
+            let manager = URLSessionManager(configuration: configuration)
+            manager.securityPolicy = try TLSFixture.trustingTestRoot()
+            let response = await manager.get(try XCTUnwrap(URL(string: origin.baseURLString + "/plain")))
+            await manager.waitUntilInvalidatedAfterUse()
+            if passes {
+                XCTAssertEqual(response.data, Data("plain".utf8), "\(response.result)")
+            } else {
+                XCTAssertEqual(TLSFixture.trustFailure(response)?.reason, .noPinMatched, "\(response.result)")
+            }
+        }
+        XCTAssertEqual(origin.requests.count, 1, "only the request through the proxy whose pin passes arrives")
+    }
+
     /// A plain http request through an HTTPS proxy, with HSTS on (so the request might have
     /// become https and the TLS checks are armed): the only TLS is the proxy's, judged as the
     /// proxy's. A review feared the admission check would take it for an unverified origin

@@ -43,6 +43,7 @@ final class ResponseHeadParserTests: XCTestCase {
             ("HTTP/1.1 200 OK", ["Content-Length: 5", "Connection: keep-alive", "Connection: close"], true),
             ("HTTP/1.1 200 OK", ["Content-Length: 5", "Connection: closed"], false),
             ("HTTP/1.1 200 OK", ["Content-Length: 5", "X-Connection: close"], false),
+            ("HTTP/1.1 200 OK", ["Content-Length: 5", "Proxy-Connection: close"], true),
             ("HTTP/1.1 200 OK", ["Transfer-Encoding: chunked"], false),
             ("HTTP/1.1 200 OK", ["Transfer-Encoding: chunked", "Connection: close"], true),
             ("HTTP/1.1 200 OK", [], true),

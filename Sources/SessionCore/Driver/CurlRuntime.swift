@@ -51,9 +51,10 @@ enum CurlRuntime {
 
         /// Whether an OpenSSL connection's app data is libcurl's connection filter, whose type
         /// names the TLS layer ("SSL" for the origin's, "SSL-PROXY" for an HTTPS proxy's):
-        /// connection filters came with 7.87, and every release since sets them so (checked to
-        /// 8.21). Before 7.87 the app data is another structure and must not be read.
-        var namesTLSLayers: Bool { versionNumber >= 0x07_57_00 }
+        /// from 7.88 (7.87 kept the filter in ex_data slots of its own, leaving the app data
+        /// empty) to 8.21, the newest release read. A later one is not trusted blind: its
+        /// layout may have moved, and the server name decides there.
+        var namesTLSLayers: Bool { versionNumber >= 0x07_58_00 && versionNumber < 0x08_16_00 }
 
         /// What libcurl sends for `CURLOPT_ACCEPT_ENCODING` "" (every coding it decodes), in
         /// its order: "deflate, gzip, br, zstd" with all of them built in.

@@ -42,7 +42,8 @@ extension DriverLoop {
             delegate.sendPauseLiftQueued = false
             guard delegates[delegate.task] === delegate, delegate.state.maySend else { continue }
             engine.sendPauseLifts.add(1, ordering: .relaxed)
-            passClock.lastLiftPass = passClock.pass
+            delegate.sendPauseLiftPass = passClock.pass
+            passClock.noteLift()
             unpause(delegate, delegate.state.holdsReceiving ? CURLPAUSE_RECV : CURLPAUSE_CONT)
         }
         passClock.answeredWhileSendPaused.removeAll(keepingCapacity: true)

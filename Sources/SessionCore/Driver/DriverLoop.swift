@@ -86,7 +86,7 @@ final class DriverLoop {
         var running: Int32 = 0
         while true {
             passClock.now = TaskDelegate.uptime
-            passClock.pass &+= 1
+            passClock.beginPass()
             collectReturnedAllocations(accepting: true)
             driver.drain(into: &commands)
             if !commands.isEmpty {

@@ -1,3 +1,4 @@
+internal import CCurl
 internal import COpenSSL
 import Foundation
 import Security
@@ -41,6 +42,7 @@ extension TLSHandshakeContext {
     /// An HTTPS proxy's handshake: OpenSSL's own verification against the proxy's authorities,
     /// then the proxy's pins on the chain it verified (leaf to trust anchor).
     func verifyProxy(_ store: OpaquePointer, _ ssl: OpaquePointer?) -> Bool {
+        let proxyEndpoint = currentProxyEndpoint
         guard X509_verify_cert(store) == 1 else {
             // Recorded, so the transfer's error names the proxy: unrecorded, the failure was
             // taken for libcurl's host name check of the origin.
@@ -65,6 +67,16 @@ extension TLSHandshakeContext {
             peer: "the HTTPS proxy")
         if passes { X509_STORE_CTX_set_error(store, X509_V_OK) }
         return passes
+    }
+
+    /// The proxy this handshake is with, as its pins name it. A request that HSTS may upgrade
+    /// goes through the proxy of the scheme libcurl settled on, which it records when the
+    /// connection's socket connects, before any TLS on it (`CURLINFO_SCHEME`).
+    private var currentProxyEndpoint: (host: String, port: Int)? {
+        guard allowsPlainConnection, let plain = plainProxyEndpoint else { return proxyEndpoint }
+        var scheme: UnsafeMutablePointer<CChar>?
+        guard curlew_easy_getinfo_string(easy, CURLINFO_SCHEME, &scheme) == CURLE_OK, let scheme else { return proxyEndpoint }
+        return strcasecmp(scheme, "https") == 0 ? proxyEndpoint : plain
     }
 
     /// The proxy a request may use, as its pins name it: the configured proxy URL, or the

@@ -57,6 +57,10 @@ final class TLSHandshakeContext {
     var proxyPinning: PinningPolicy?
     /// The proxy's configured host and port, as its pins and reports name it.
     var proxyEndpoint: (host: String, port: Int)?
+    /// The proxy a plain `http://` request takes when HSTS does not upgrade it
+    /// (`allowsPlainConnection`): under `Proxy.environment` another variable than an https
+    /// request's (`http_proxy`). Nil: the same as `proxyEndpoint`.
+    var plainProxyEndpoint: (host: String, port: Int)?
     /// False when the request's origin is plain http: every handshake is then an HTTPS
     /// proxy's (the context is installed only to check that proxy's pins).
     var originIsHTTPS = true
@@ -169,7 +173,7 @@ final class TLSHandshakeContext {
     }
 
     /// Whether this handshake is with a proxy rather than the origin. libcurl's connection
-    /// says so (`layer(of:)`). Where it cannot (libcurl before 7.87), the server name decides:
+    /// says so (`layer(of:)`). Where it cannot (outside 7.88–8.21), the server name decides:
     /// libcurl names the origin in SNI for every host name, so a handshake whose server name
     /// is another host's (or absent, for an origin that is a host name) is the HTTPS proxy's
     /// own. The server name is what libcurl sent, not what the peer said. That fallback cannot
@@ -205,8 +209,10 @@ final class TLSHandshakeContext {
     /// to, and the server name cannot always tell (above). Its OpenSSL backend sets each
     /// `SSL`'s app data to the connection filter that owns it, and a filter's first field is
     /// its type, whose first field is the type's name: "SSL" for the origin's layer,
-    /// "SSL-PROXY" for an HTTPS proxy's (lib/cfilters.h, vtls.c; the same from 7.87 to 8.21).
-    /// Read only where `CurlRuntime.namesTLSLayers`; any other name is no answer.
+    /// "SSL-PROXY" for an HTTPS proxy's (lib/cfilters.h, vtls.c; the same from 7.88 to 8.21).
+    /// Read only where `CurlRuntime.namesTLSLayers`; any other name is no answer. (An HTTP/3
+    /// connection's app data is another structure in 8.x; Curlew never asks for HTTP/3, and
+    /// its handshakes do not reach this callback.)
     static func layer(of ssl: OpaquePointer) -> TLSLayer? {
         guard CurlRuntime.namesTLSLayers, let filter = SSL_get_ex_data(ssl, 0) else { return nil }
         guard let type = UnsafeRawPointer(filter).load(as: UnsafeRawPointer?.self),

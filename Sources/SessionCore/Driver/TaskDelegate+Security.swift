@@ -104,6 +104,10 @@ extension TaskDelegate {
         context.proxyPinning = engine.configuration.proxyPinningPolicy
         context.proxyEndpoint = engine.configuration.proxyPinningPolicy == nil
             ? nil : TLSHandshakeContext.proxyEndpoint(proxy, originIsHTTPS: originIsHTTPS)
+        // An http URL HSTS may upgrade: which variable's proxy carries it is known only once
+        // libcurl settled the scheme (`currentProxyEndpoint`).
+        context.plainProxyEndpoint = engine.configuration.proxyPinningPolicy == nil || !context.allowsPlainConnection
+            || proxy != .environment ? nil : TLSHandshakeContext.proxyEndpoint(proxy, originIsHTTPS: false)
     }
 
     /// A plain http request through an HTTPS proxy with pins of its own: the verify callback

@@ -253,16 +253,18 @@ final class ResponseHeadParser {
     }
 
     /// Whether libcurl closes the connection once this answer is read, as it decides for
-    /// HTTP/1.x (http.c): a `Connection` field with the token `close`; HTTP/1.0 without the
-    /// token `keep-alive`; a body with neither a single length nor a transfer coding, which
-    /// only the server's close ends. Never for HTTP/2. Scans the fields: asked only in the
-    /// rare state that needs it (`TaskDelegate.didProgress`).
+    /// HTTP/1.x (http.c): a `Connection` (or a forward proxy's `Proxy-Connection`) field with
+    /// the token `close`; HTTP/1.0 without the token `keep-alive`; a body with neither a
+    /// single length nor a transfer coding, which only the server's close ends. Never for
+    /// HTTP/2. Scans the fields: asked only in the rare state that needs it
+    /// (`TaskDelegate.didProgress`). (An error status that comes before the request body was
+    /// all sent closes it too; the caller knows that, the head does not.)
     var closesConnection: Bool {
         let isHTTP10 = httpVersion == "HTTP/1.0"
         guard isHTTP10 || httpVersion == "HTTP/1.1" else { return false }
         var close = false
         var keepAlive = false
-        for index in 0..<fieldCount where fieldNameIs(index, "connection") {
+        for index in 0..<fieldCount where fieldNameIs(index, "connection") || fieldNameIs(index, "proxy-connection") {
             let value = fieldValue(index)
             var start = 0
             while start <= value.count {

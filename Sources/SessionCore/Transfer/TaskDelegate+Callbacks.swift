@@ -355,23 +355,27 @@ extension TaskDelegate {
     }
 
     func didProgress(uploaded: Int64, uploadTotal: Int64, downloaded: Int64, downloadTotal: Int64) {
-        // An answer after which the connection closes, while the producer is behind. When it
-        // ends, libcurl stops the sending but keeps the read callback's send pause, and then
-        // no longer reads the socket; and the read that ends it may bring no body byte for
+        // An answer after which the connection closes (or an error status, which makes libcurl
+        // stop the sending and close), while the producer is behind. When it ends, libcurl
+        // stops the sending but keeps the read callback's send pause, and then no longer
+        // reads the socket; and the read that ends it may bring no body byte for
         // `didReceiveBody` to notice (a close-delimited body's FIN, a chunked body's last
         // chunk, a gzip trailer, a body cut short). Nothing would call back until the silence
-        // probe. So the pause is lifted after such a pass, but never in the pass right after
-        // a pass that lifted any pause: that pass is the lifts' own (libcurl runs each lifted
-        // transfer at once, watching its socket for writing, and its read callback pauses
-        // again), and lifting there too would keep the loop from ever sleeping, one
-        // transfer's lift making the next pass immediate for another's. A lifted transfer
-        // whose answer ends in that pass ends there; another one's that ends there waits
-        // for the probe. An answer on a kept-alive connection never needs this: libcurl goes
-        // on sending, and waits for the producer as it should.
-        if state.awaitsBodyProducer, state.hasAnswerHead, passClock.lastLiftPass != passClock.pass &- 1,
-            head.closesConnection
+        // probe (and where libcurl needs none, until the idle timeout). So the pause is lifted
+        // after such a pass, but not in the pass right after this transfer's own lift: that
+        // pass is the lift's (libcurl runs the transfer at once, reading before it asks the
+        // read callback, which pauses again). And not in a third pass in a row with lifts,
+        // which two transfers lifted in turn would make forever: such a lift waits a few
+        // milliseconds for a pass of its own (`PassClock.deferLift`), where every transfer
+        // waiting so is lifted at once.
+        if state.awaitsBodyProducer, state.hasAnswerHead, sendPauseLiftPass != passClock.pass &- 1,
+            head.statusCode >= 300 || head.closesConnection
         {
-            queueSendPauseLift()
+            if passClock.liftsInARow >= 2 {
+                passClock.deferLift()
+            } else {
+                queueSendPauseLift()
+            }
         }
         // Bytes curl handed to the socket: an upload the server stopped reading stops here.
         if uploaded != lastUploadedCount || downloaded != lastDownloadedCount {

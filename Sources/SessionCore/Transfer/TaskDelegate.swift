@@ -199,9 +199,32 @@ final class TaskDelegate {
         /// loop to lift their send pause after this pass (`DriverLoop.liftSendPauses`).
         var answeredWhileSendPaused: [TaskDelegate] = []
         /// The loop's passes so far (wrapping), counted at the start of each.
-        var pass: UInt64 = 0
+        private(set) var pass: UInt64 = 0
         /// The last pass after which the loop lifted a send pause (`liftSendPauses`).
-        var lastLiftPass: UInt64 = .max
+        private(set) var lastLiftPass: UInt64 = .max
+        /// How many passes in a row, up to the one before this, lifted a send pause.
+        private(set) var liftsInARow = 0
+        /// How long a deferred lift waits for a pass of its own (`deferLift`).
+        static let deferredLiftDelay: UInt64 = 5_000_000
+
+        /// Notes that the loop lifted send pauses after this pass.
+        func noteLift() {
+            guard lastLiftPass != pass else { return }
+            liftsInARow = lastLiftPass == pass &- 1 ? liftsInARow + 1 : 1
+            lastLiftPass = pass
+        }
+
+        /// Counts this pass: a pass that lifted nothing ends a run of lifts.
+        func beginPass() {
+            pass &+= 1
+            if lastLiftPass != pass &- 1 { liftsInARow = 0 }
+        }
+
+        /// A lift skipped to keep the loop from lifting in every pass: the loop comes back within
+        /// `deferredLiftDelay`, after passes without lifts, and the lift is made then.
+        func deferLift() {
+            noteStarted(now &+ Self.deferredLiftDelay)
+        }
 
         /// Makes sure the loop checks the timeouts by `deadline`.
         func noteStarted(_ deadline: UInt64?) {
@@ -288,4 +311,7 @@ final class TaskDelegate {
     var lastDownloadedCount: Int64 = 0
     /// In `PassClock.answeredWhileSendPaused` for the current pass.
     var sendPauseLiftQueued = false
+    /// The pass after which the loop last lifted this transfer's send pause
+    /// (`PassClock.pass`; `.max`: never).
+    var sendPauseLiftPass: UInt64 = .max
 }
