@@ -105,6 +105,30 @@ final class HTTPSProxyTests: XCTestCase {
         return manager
     }
 
+    /// A plain origin answering "plain" at `/plain`, and an HTTPS proxy with the test leaf's
+    /// other key.
+    private func plainOriginAndProxy() throws -> (TestServer, TLSConnectProxy) {
+        let certificates = try TLSFixture.certificates()
+        let origin = try TestServer()
+        origin.route("/plain", response: .text("plain"))
+        do {
+            return (origin, try TLSConnectProxy(certificateChain: certificates.leafNewKey.chainPEM, privateKey: certificates.leafNewKey.privateKeyPEM))
+        } catch {
+            origin.shutdown()
+            throw error
+        }
+    }
+
+    /// Unsets the proxy variables (and `no_proxy`) and returns what puts them back. setenv races
+    /// a getenv on another thread (glibc): they change only while no transfer of this process
+    /// runs (earlier tests' managers are invalidated; the test's own are made after).
+    private func clearProxyEnvironment() -> () -> Void {
+        let names = SessionEngine.environmentProxyVariables + ["no_proxy", "NO_PROXY"]
+        let saved = names.map { name in getenv(name).map { String(cString: $0) } }
+        for name in names { unsetenv(name) }
+        return { for (name, value) in zip(names, saved) { if let value { setenv(name, value, 1) } else { unsetenv(name) } } }
+    }
+
     /// Gets `path` of the TLS `origin` (named localhost) through `manager`'s proxy, and checks
     /// that it succeeded and reached the origin through the tunnel.
     private func assertReached(
@@ -170,12 +194,8 @@ final class HTTPSProxyTests: XCTestCase {
         defer { origin.shutdown() }
         let proxy = try TLSConnectProxy(certificateChain: certificates.leafNewKey.chainPEM, privateKey: certificates.leafNewKey.privateKeyPEM)
         defer { proxy.stop() }
-        // setenv races a getenv on another thread (glibc): changed only while no transfer of
-        // this process runs (earlier tests' managers are invalidated; this one is made after).
-        let names = SessionEngine.environmentProxyVariables + ["no_proxy", "NO_PROXY"]
-        let saved = names.map { name in getenv(name).map { String(cString: $0) } }
-        defer { for (name, value) in zip(names, saved) { if let value { setenv(name, value, 1) } else { unsetenv(name) } } }
-        for name in names { unsetenv(name) }
+        let restore = clearProxyEnvironment()
+        defer { restore() }
         setenv("https_proxy", "https://127.0.0.1:\(proxy.port)", 1)
 
         let manager = try manager(proxyPort: proxy.port, pinning: false, setting: .environment)
@@ -189,16 +209,11 @@ final class HTTPSProxyTests: XCTestCase {
     /// host, found none, and let it through).
     func testAPlainRequestThroughTheEnvironmentsHTTPSProxyIsJudgedByThatProxysPins() async throws {
         let certificates = try TLSFixture.certificates()
-        let origin = try TestServer()
+        let (origin, proxy) = try plainOriginAndProxy()
         defer { origin.shutdown() }
-        origin.route("/plain", response: .text("plain"))
-        let proxy = try TLSConnectProxy(certificateChain: certificates.leafNewKey.chainPEM, privateKey: certificates.leafNewKey.privateKeyPEM)
         defer { proxy.stop() }
-        // setenv races a getenv on another thread (glibc): see the test above.
-        let names = SessionEngine.environmentProxyVariables + ["no_proxy", "NO_PROXY"]
-        let saved = names.map { name in getenv(name).map { String(cString: $0) } }
-        defer { for (name, value) in zip(names, saved) { if let value { setenv(name, value, 1) } else { unsetenv(name) } } }
-        for name in names { unsetenv(name) }
+        let restore = clearProxyEnvironment()
+        defer { restore() }
         setenv("http_proxy", "https://localhost:\(proxy.port)", 1)
         setenv("https_proxy", "https://127.0.0.2:9", 1)
         for (pin, passes) in [(try PerHostPinTests.pin(certificates.leaf), false), (try PerHostPinTests.pin(certificates.leafNewKey), true)] {
@@ -228,11 +243,8 @@ final class HTTPSProxyTests: XCTestCase {
     /// an origin given as an address passed only because the proxy's handshake was judged as
     /// the origin's.
     func testAPlainRequestThroughAnHTTPSProxyWithHSTSOnIsSent() async throws {
-        let certificates = try TLSFixture.certificates()
-        let origin = try TestServer()
+        let (origin, proxy) = try plainOriginAndProxy()
         defer { origin.shutdown() }
-        origin.route("/plain", response: .text("plain"))
-        let proxy = try TLSConnectProxy(certificateChain: certificates.leafNewKey.chainPEM, privateKey: certificates.leafNewKey.privateKeyPEM)
         defer { proxy.stop() }
         // An origin given as an address and one given as a name (libcurl then reports the
         // proxy's TLS layer as the request's, which admission must not take for the origin's).
