@@ -63,8 +63,7 @@ extension SessionEngine {
     static func proxyIdentity(of configuration: SessionConfiguration, environmentNamesProxy: Bool) -> String? {
         var parts: [String] = []
         func appendUser(of proxy: String, as label: String) {
-            let text = proxy.contains("://") ? proxy : "http://" + proxy  // libcurl takes it without a scheme too
-            guard let url = URL(string: text), url.user != nil || url.password != nil else { return }
+            guard let url = SessionConfiguration.Proxy.url(of: proxy), url.user != nil || url.password != nil else { return }
             parts.append("\(label)=\(url.user ?? ""):\(url.password ?? "")")
         }
         switch configuration.proxy {

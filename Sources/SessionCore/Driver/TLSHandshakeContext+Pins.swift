@@ -93,7 +93,7 @@ extension TLSHandshakeContext {
             let names = (originIsHTTPS ? ["https_proxy", "HTTPS_PROXY"] : ["http_proxy"]) + ["all_proxy", "ALL_PROXY"]
             text = names.lazy.compactMap { environment[$0] }.first { !$0.isEmpty }
         }
-        guard let text, let url = URL(string: text.contains("://") ? text : "http://" + text), let host = url.host else { return nil }
+        guard let text, let url = SessionConfiguration.Proxy.url(of: text), let host = url.host else { return nil }
         let isHTTPS = url.scheme?.lowercased() == "https"
         return (host.trimmingCharacters(in: CharacterSet(charactersIn: "[]")), url.port ?? (isHTTPS ? 443 : 1080))
     }

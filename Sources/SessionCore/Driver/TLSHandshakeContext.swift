@@ -284,18 +284,19 @@ final class TLSHandshakeContext {
             return false
         }
         let ssl = OpaquePointer(internals)
-        if isAccepted(SSL_get_ex_data(ssl, Self.connectionTagIndex)) {
-            admittedByTrustOverride = isOverride(SSL_get_ex_data(ssl, Self.connectionTagIndex))
+        let connectionStamp = SSL_get_ex_data(ssl, Self.connectionTagIndex)
+        if isAccepted(connectionStamp) {
+            admittedByTrustOverride = isOverride(connectionStamp)
             admission = verifiedInThisRequest ? .fullHandshake : .reusedConnection
             if !verifiedInThisRequest { security.count { $0.admittedReusedConnections += 1 } }
             return true
         }
         if SSL_session_reused(ssl) == 1, let session = SSL_get_session(ssl),
-            isAccepted(SSL_SESSION_get_ex_data(session, Self.sessionTagIndex))
+            case let sessionStamp = SSL_SESSION_get_ex_data(session, Self.sessionTagIndex), isAccepted(sessionStamp)
         {
             // Stamp the connection too, so later requests on it are admitted directly.
-            _ = SSL_set_ex_data(ssl, Self.connectionTagIndex, SSL_SESSION_get_ex_data(session, Self.sessionTagIndex))
-            admittedByTrustOverride = isOverride(SSL_SESSION_get_ex_data(session, Self.sessionTagIndex))
+            _ = SSL_set_ex_data(ssl, Self.connectionTagIndex, sessionStamp)
+            admittedByTrustOverride = isOverride(sessionStamp)
             admission = .resumedSession
             security.count { $0.admittedResumedSessions += 1 }
             return true

@@ -41,6 +41,12 @@ public struct SessionConfiguration: Sendable {
             guard case .url(let proxy) = self else { return false }
             return proxy.lowercased().hasPrefix("https:")
         }
+
+        /// A proxy as libcurl reads it from `CURLOPT_PROXY` or a proxy variable: a URL, or
+        /// `host:port` (or `user:password@host:port`) without a scheme, which means http.
+        static func url(of text: String) -> URL? {
+            URL(string: text.contains("://") ? text : "http://" + text)
+        }
     }
 
     /// Minimum TLS protocol versions.
