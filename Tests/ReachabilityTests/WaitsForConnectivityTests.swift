@@ -38,17 +38,18 @@ final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
 
     /// Connects the namespaces and waits until the client's route to the host is usable (a
     /// veth link takes a moment to get its carrier after it is set up).
-    private func connectAndSettle() throws {
+    func connectAndSettle() throws {
         try connectHost()
         let (_, recorder) = try startManager { NetworkReachabilityManager(address: Self.ipv4(Self.hostAddress)) }
         XCTAssertTrue(recorder.wait(for: .reachableViaEthernet), "the veth link never came up")
     }
 
-    /// A responder on the host side: answers every connection with `200 {}` and closes.
-    private func startResponder() throws -> UInt16 {
+    /// A responder on the host side (at `address`, one of the host namespace's): answers
+    /// every connection with `200 {}` and closes. (An HTTP proxy too: it answers any request.)
+    func startResponder(at address: String = hostAddress) throws -> UInt16 {
         let listener: (Int32, UInt16) = try host.perform {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = Self.ipv4(Self.hostAddress)
+            var address = Self.ipv4(address)
             let bound = withUnsafePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
             }
@@ -76,12 +77,13 @@ final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
     }
 
     /// A manager whose driver thread (made at init) lives in the client namespace.
-    private func makeManager(
-        waits: Bool, resourceTimeout: TimeInterval = 120, unixSocketPath: String? = nil, events: Events
+    func makeManager(
+        waits: Bool, resourceTimeout: TimeInterval = 120, unixSocketPath: String? = nil,
+        proxy: SessionConfiguration.Proxy = .none, events: Events
     ) throws -> URLSessionManager {
         let manager: URLSessionManager = try client.perform {
             var configuration = SessionConfiguration.default
-            configuration.proxy = .none
+            configuration.proxy = proxy
             configuration.waitsForConnectivity = waits
             configuration.timeoutIntervalForResource = resourceTimeout
             configuration.unixSocketPath = unixSocketPath
@@ -91,7 +93,7 @@ final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
         return manager
     }
 
-    private func waitUntil(_ condition: () -> Bool) -> Bool {
+    func waitUntil(_ condition: () -> Bool) -> Bool {
         for _ in 0..<3000 where !condition() { usleep(10_000) }  // bounded: 30 s
         return condition()
     }

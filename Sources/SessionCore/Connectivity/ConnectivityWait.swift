@@ -9,21 +9,21 @@ import Synchronization
 /// cancels it when the task ends another way (cancel, resource timeout).
 final class ConnectivityWait: Sendable {
     /// What is watched: the route to an address literal, or (for a host name, whose address
-    /// cannot be known without the network) the default route.
+    /// cannot be known without the network) the default route. Which hosts an attempt's
+    /// routes lead to (the origin's, its overrides', the proxy's): `ConnectivityWait+Targets`.
     enum Target: Hashable, Sendable {
         case ipv4(String)
         case ipv6(String)
         case defaultRoute
 
-        /// The target for `url`'s host; nil without one, or when the request goes over a Unix
-        /// domain socket (`viaUnixSocket`), which no route leads to. `localhost` and names
-        /// under `.localhost` are the loopback address, as libcurl resolves them itself: their
-        /// failure is never for want of a default route.
-        init?(_ url: URL?, viaUnixSocket: Bool = false) {
-            guard !viaUnixSocket, var host = url?.host, !host.isEmpty else { return nil }
-            if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        /// The target for a host (brackets or not). `localhost` and names under `.localhost`
+        /// are the loopback address, as libcurl resolves them itself: their failure is never
+        /// for want of a default route.
+        init(host: String) {
+            var host = host
+            if host.hasPrefix("["), host.hasSuffix("]"), host.count >= 2 { host = String(host.dropFirst().dropLast()) }
             let name = host.lowercased()
-            if name == "localhost" || name.hasSuffix(".localhost") || name == "localhost." {
+            if name == "localhost" || name.hasSuffix(".localhost") || name == "localhost." || name.hasSuffix(".localhost.") {
                 self = .ipv4("127.0.0.1")
                 return
             }
@@ -59,39 +59,56 @@ final class ConnectivityWait: Sendable {
 
     private let watcher: Task<Void, Never>
 
-    /// Starts finding out (on the driver thread). `waiting` is called once the route is
-    /// known to be missing; `decided(true)` when one appeared, `decided(false)` when none was
-    /// missing (or the routing table cannot be read: the attempt's error then stands).
+    /// Starts finding out (on the driver thread) whether every route in `targets` (not empty)
+    /// is missing: an attempt may have gone to any of them (the addresses a host override
+    /// gives, the proxies of an http URL HSTS may upgrade), so it waits only while none is
+    /// there. `waiting` is called once they are all known to be missing; `decided(true)` when
+    /// one appeared, `decided(false)` when one was there (or a routing table cannot be read:
+    /// the attempt's error then stands).
     ///
-    /// The monitor is started here, on the thread that runs the transfers, so that it reads
-    /// the routing table of the network namespace their sockets live in (its netlink sockets
-    /// and thread are made in the calling thread's namespace); the wait itself runs in a task.
-    init(target: Target, waiting: @escaping @Sendable () -> Void, decided: @escaping @Sendable (Bool) -> Void) {
+    /// The monitors are started here, on the thread that runs the transfers, so that they read
+    /// the routing table of the network namespace their sockets live in (their netlink sockets
+    /// and threads are made in the calling thread's namespace); the wait itself runs in a task.
+    init(targets: [Target], waiting: @escaping @Sendable () -> Void, decided: @escaping @Sendable (Bool) -> Void) {
         // The watcher runs on a thread of the task pool, which may live in another namespace:
-        // it releases by the key taken here.
-        let key = Monitors.Key(namespace: Self.currentNetworkNamespace(), target: target)
-        let monitor = Monitors.acquire(key)
+        // it releases by the keys taken here.
+        let namespace = Self.currentNetworkNamespace()
+        let keys = targets.map { Monitors.Key(namespace: namespace, target: $0) }
+        let monitors = keys.map(Monitors.acquire)
         watcher = Task.detached {
-            defer { Monitors.release(key) }
-            // Without a working monitor nothing can be known: the attempt's error stands.
-            guard monitor.monitoringError == nil else {
+            defer { for key in keys { Monitors.release(key) } }
+            // Without a working monitor for each route, nothing can be known: the error stands.
+            guard !monitors.isEmpty, monitors.allSatisfy({ $0.monitoringError == nil }) else {
                 decided(false)
                 return
             }
-            // The stream starts with the first evaluated status (the monitor publishes it
-            // shortly after starting) and then yields each change.
-            var waited = false
-            for await status in monitor.statusUpdates {
-                if status.isReachable {
-                    decided(waited)
-                    return
+            // Each stream starts with its monitor's first evaluated status (published shortly
+            // after it started) and then yields each change; merged here, by monitor.
+            let (updates, sink) = AsyncStream<(index: Int, reachable: Bool)>.makeStream()
+            await withTaskGroup(of: Void.self) { group in
+                for (index, monitor) in monitors.enumerated() {
+                    group.addTask {
+                        for await status in monitor.statusUpdates { sink.yield((index, status.isReachable)) }
+                    }
                 }
-                if !waited {
-                    waited = true
-                    waiting()
+                var missing = Set<Int>()
+                var waited = false
+                for await update in updates {
+                    if update.reachable {
+                        decided(waited)
+                        break
+                    }
+                    missing.insert(update.index)
+                    if !waited, missing.count == monitors.count {
+                        waited = true
+                        waiting()
+                    }
                 }
+                // Decided, or cancelled (the task ended meanwhile, and nobody waits for an
+                // answer): the readers of the monitors' streams stop.
+                group.cancelAll()
             }
-            // Cancelled: the task ended meanwhile, and nobody waits for an answer.
+            sink.finish()
         }
     }
 

@@ -17,11 +17,13 @@ extension DriverLoop {
         // Only an attempt that could be sent again: no body bytes went to user code, and the
         // request body can be replayed (the retrier's own rule).
         if let error, engine.configuration.waitsForConnectivity, ConnectivityWait.mayBeForWantOfARoute(error),
-            !delegate.hasStreamedBody, delegate.canReplayBody,
-            let target = ConnectivityWait.Target(delegate.request.url, viaUnixSocket: engine.configuration.unixSocketPath != nil)
+            !delegate.hasStreamedBody, delegate.canReplayBody
         {
-            awaitConnectivity(delegate, target: target, error: error)
-            return
+            let targets = connectivityTargets(of: delegate)
+            if !targets.isEmpty {
+                awaitConnectivity(delegate, targets: targets, error: error)
+                return
+            }
         }
         if let retrier = engine.retrier(for: delegate.task), asksRetrier(delegate, error: error) {
             askRetrier(retrier, delegate: delegate, error: error)
@@ -103,31 +105,46 @@ extension DriverLoop {
             nextRetry = min(nextRetry, deadline)
         case .awaitRoute(let error):
             noteRetry(of: delegate, after: 0, error: error, attempt: attempt)
-            guard let target = ConnectivityWait.Target(delegate.request.url, viaUnixSocket: engine.configuration.unixSocketPath != nil) else {
+            let targets = connectivityTargets(of: delegate)
+            guard !targets.isEmpty else {
                 retry(delegate, otherwise: error)  // no host to watch a route to: send it now
                 return
             }
-            startConnectivityWait(delegate, target: target)
+            startConnectivityWait(delegate, targets: targets)
         }
+    }
+
+    /// The routes the transfer's attempt may have wanted (`ConnectivityWait.Routes`): the
+    /// proxy's when libcurl takes one for its URL, else the origin's. Only after a failure.
+    func connectivityTargets(of delegate: TaskDelegate) -> [ConnectivityWait.Target] {
+        let configuration = engine.configuration
+        let routes = ConnectivityWait.Routes(
+            proxies: ProxyChoice(
+                proxy: configuration.proxy, environmentNamesProxy: engine.environmentNamesProxy,
+                noProxy: engine.proxyBypass, bypassAddresses: engine.proxyBypassAddresses),
+            overrides: configuration.hostOverrides, viaUnixSocket: configuration.unixSocketPath != nil)
+        // The request as it is now (an adapted retry's included), and libcurl's HSTS rule as
+        // `configure` applies it.
+        return routes.targets(for: delegate.prepared.url, mayBecomeHTTPS: shareHoldsHSTS && !delegate.prepared.urlOrigin.isHTTPS)
     }
 
     /// Detaches the transfer while `ConnectivityWait` finds out whether a route is missing
     /// and, if so, waits for one (off this thread); the answer comes back as
     /// `.connectivityDecision`. The resource timeout bounds the wait.
-    func awaitConnectivity(_ delegate: TaskDelegate, target: ConnectivityWait.Target, error: SessionError) {
+    func awaitConnectivity(_ delegate: TaskDelegate, targets: [ConnectivityWait.Target], error: SessionError) {
         transition(delegate) { $0.connectivityAwaited(error: error, now: TaskDelegate.uptime) }
-        startConnectivityWait(delegate, target: target)
+        startConnectivityWait(delegate, targets: targets)
     }
 
     /// Starts the watcher for a transfer already detached in `.awaitingDecision(.connectivity)`.
-    func startConnectivityWait(_ delegate: TaskDelegate, target: ConnectivityWait.Target) {
+    func startConnectivityWait(_ delegate: TaskDelegate, targets: [ConnectivityWait.Target]) {
         let task = delegate.task
         let driver = self.driver
         // The notice goes through the driver, which knows whether the task still waits: told
         // from the watcher, it could reach the monitors after the task's completion.
         let announces = engine.monitorHub != nil
         delegate.connectivityWait = ConnectivityWait(
-            target: target,
+            targets: targets,
             waiting: { if announces { driver.submit(.connectivityWaiting(task)) } },
             decided: { returned in driver.submit(.connectivityDecision(task, returned: returned)) })
     }

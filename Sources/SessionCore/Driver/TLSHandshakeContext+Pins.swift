@@ -89,9 +89,7 @@ extension TLSHandshakeContext {
         case .url(let value):
             text = value
         case .environment:
-            let environment = ProcessInfo.processInfo.environment
-            let names = (originIsHTTPS ? ["https_proxy", "HTTPS_PROXY"] : ["http_proxy"]) + ["all_proxy", "ALL_PROXY"]
-            text = names.lazy.compactMap { environment[$0] }.first { !$0.isEmpty }
+            text = ProxyChoice.environmentProxy(scheme: originIsHTTPS ? "https" : "http", environment: ProxyChoice.processEnvironment)
         }
         guard let text, let url = SessionConfiguration.Proxy.url(of: text), let host = url.host else { return nil }
         let isHTTPS = url.scheme?.lowercased() == "https"

@@ -130,9 +130,11 @@ public struct SessionConfiguration: Sendable {
     /// route appears. The wait holds no connection slot and no idle timeout runs; the resource
     /// timeout (`timeoutIntervalForResource`) bounds it. A failure with a route in place (a
     /// refused connection, an unknown host while the network is up) fails as before. The route
-    /// judged is the one to an address literal; `localhost` (and `*.localhost`) is the
-    /// loopback address; any other host name is judged by the default route; a request over
-    /// `unixSocketPath` never waits.
+    /// judged is the one to the host libcurl connects to: the proxy's when the request goes
+    /// through one (``proxy``, ``proxyBypassList`` or `no_proxy`, as libcurl picks it), else
+    /// the origin's after ``hostOverrides``. For an address literal, the route to it;
+    /// `localhost` (and `*.localhost`) is the loopback address; any other host name is judged
+    /// by the default route; a request over `unixSocketPath` never waits.
     public var waitsForConnectivity = false
     /// The largest response head accepted, in bytes; a larger one fails with
     /// `.responseHeadersTooLarge`. Default: 256 KiB.
