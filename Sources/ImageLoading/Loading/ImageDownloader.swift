@@ -313,8 +313,9 @@ public final class ImageDownloader: Sendable {
         // Cached before the download leaves the table: a request arriving in between joins it,
         // one arriving after finds the cache.
         // Only under the variant the transfer started with, if it still holds: a serializer or
-        // a credential changed meanwhile leaves it uncached.
-        if case .success(let image) = result {
+        // a credential changed meanwhile leaves it uncached. Never an image whose server a
+        // challenge handler trusted against the policy: that decision was for this transfer.
+        if case .success(let image) = result, !response.admittedByTrustOverride {
             let (current, cache) = state.withLock { ($0.queue.isCurrent(id, for: key), $0.imageCache) }
             let unlocked = response.metrics?.transactionMetrics.contains { $0.statusCode == 401 } ?? false
             if current, let cache, !unlocked || variant.credentials != nil, currentCacheVariant == variant {

@@ -124,7 +124,8 @@ struct CacheIdentity: Sendable, Equatable {
         return Self.hex(digest) == parts[1]
     }
 
-    private static func sha256(_ bytes: [UInt8]) -> [UInt8]? {
+    /// SHA-256 of `bytes`; nil should OpenSSL fail.
+    static func sha256(_ bytes: [UInt8]) -> [UInt8]? {
         var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
         var length: UInt32 = 0
         let ok = bytes.withUnsafeBytes { raw in EVP_Digest(raw.baseAddress, raw.count, &digest, &length, EVP_sha256(), nil) }
@@ -132,7 +133,8 @@ struct CacheIdentity: Sendable, Equatable {
         return Array(digest.prefix(32))
     }
 
-    private static func hex(_ bytes: [UInt8]) -> String {
+    /// `bytes` in lower-case hex.
+    static func hex(_ bytes: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count * 2)

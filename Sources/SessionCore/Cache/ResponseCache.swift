@@ -131,6 +131,7 @@ public final class ResponseCache: Sendable {
         var entry = response
         entry.identityTag = CacheIdentity(request: request, jarCookies: nil).tag()
         entry.partition = nil
+        entry.trustTag = nil
         store(entry, for: request)
     }
 
@@ -150,9 +151,11 @@ public final class ResponseCache: Sendable {
 
     // MARK: - The manager's side
 
-    /// The entry for `request` if `identity` may reuse it: the same identity, and either
-    /// shared or in `partition`.
-    func cachedResponse(for request: URLRequest, identity: CacheIdentity, partition: UUID?) -> CachedResponse? {
+    /// The entry for `request` if `identity` may reuse it: the same identity, either shared
+    /// or in `partition`, and (for a lookup with a `trust` tag) filed under that trust or none.
+    func cachedResponse(
+        for request: URLRequest, identity: CacheIdentity, partition: UUID?, trust: String? = nil
+    ) -> CachedResponse? {
         guard let key = Self.key(for: request) else { return nil }
         let entry: CachedResponse?
         if let hit = memory.withLock({ $0.entry(for: key) }) {
@@ -166,7 +169,7 @@ public final class ResponseCache: Sendable {
             entry = nil
         }
         guard let entry, entry.partition == nil || entry.partition == partition, identity.matches(entry.identityTag),
-            Self.matchesVary(entry, request)
+            trust == nil || entry.trustTag == nil || entry.trustTag == trust, Self.matchesVary(entry, request)
         else { return nil }
         return entry
     }

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 #endif
 import Serialization
+import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -19,6 +20,8 @@ struct CacheContext: Sendable {
     var identity: CacheIdentity
     /// The manager's private-cache partition at the lookup.
     var partition: UUID
+    /// The trust an `https` request is admitted under at the lookup; nil for `http`.
+    var trust: CacheTrust?
 }
 
 extension SessionEngine {
@@ -109,10 +112,14 @@ extension SessionEngine {
                 || policy == .reloadIgnoringLocalCacheData || policy == .reloadIgnoringLocalAndRemoteCacheData
             let identity = cacheIdentity(for: request)
             let partition = cachePartition.current
+            let trust = cacheTrust(for: request)
             func context(_ entry: CachedResponse?, revalidates: Bool) -> CacheContext {
-                CacheContext(entry: entry, revalidates: revalidates, requestDate: now, identity: identity, partition: partition)
+                CacheContext(
+                    entry: entry, revalidates: revalidates, requestDate: now, identity: identity, partition: partition,
+                    trust: trust)
             }
-            guard !skipsLookup, let entry = cache.cachedResponse(for: request, identity: identity, partition: partition)
+            guard !skipsLookup,
+                let entry = cache.cachedResponse(for: request, identity: identity, partition: partition, trust: trust?.tag)
             else {
                 if cacheOnly {
                     complete(task, outcome: TransferOutcome(error: .resourceNotCached, request: request))
@@ -213,8 +220,9 @@ extension SessionEngine {
         // An answer from a server the challenge handler trusted for this task alone is this
         // task's: stored, it would answer other tasks (and, on disk, other processes) that the
         // policy would have refused that server. It neither fills nor refreshes an entry.
+        // Nor is one whose policy changed while it ran: which policy admitted it is not known.
         let sameIdentity = cacheIdentity(for: sent) == context.identity && cachePartition.current == context.partition
-            && !outcome.admittedByTrustOverride
+            && !outcome.admittedByTrustOverride && (context.trust.map { $0.generation == security.tag } ?? true)
         if head.statusCode == 304 {
             guard let entry = context.entry else { return outcome }
             // Only the entry whose validators the request carried is updated (RFC 9111 §4.3.4);
@@ -330,6 +338,20 @@ extension SessionEngine {
         var tagged = entry
         tagged.identityTag = context.identity.tag()
         tagged.partition = scope == .personal ? context.partition : nil
+        tagged.trustTag = context.trust?.tag
         cache.store(tagged, for: request)
+    }
+
+    /// The trust an `https` request is admitted under now (`CacheTrust`); nil for any other.
+    /// Computed once per policy generation (it hashes every pinned and root certificate).
+    func cacheTrust(for request: URLRequest) -> CacheTrust? {
+        guard request.url?.scheme?.lowercased() == "https" else { return nil }
+        let generation = security.tag
+        if let known = cacheTrustMemo.withLock({ $0 }), known.generation == generation { return known }
+        let snapshot = security.snapshot(certificateAuthorityFile: configuration.certificateAuthorityFile)
+        let trust = CacheTrust(
+            generation: snapshot.tag, tag: CacheTrust.tag(policy: snapshot.policy, pinning: configuration.pinningPolicy))
+        cacheTrustMemo.withLock { $0 = trust }
+        return trust
     }
 }

@@ -136,10 +136,11 @@ extension SessionEngine {
         guard outcome.fileURL == nil, let result = unserializedResult(of: task, outcome: outcome),
             let handler = task.takeCompletionHandler()
         else { return }
-        handler(
-            DataResponse(
-                request: outcome.request, head: outcome.head, data: outcome.body, fileURL: nil,
-                metrics: outcome.metrics, result: result))
+        var response = DataResponse(
+            request: outcome.request, head: outcome.head, data: outcome.body, fileURL: nil,
+            metrics: outcome.metrics, result: result)
+        response.admittedByTrustOverride = outcome.admittedByTrustOverride
+        handler(response)
     }
 
     /// Where serializers that prefer concurrency run (`prefersConcurrentProcessing`).
@@ -203,9 +204,10 @@ extension SessionEngine {
         // Taken out here, after the last streamed chunk: the closures are released when
         // this function returns, whatever they capture.
         let callbacks = task.takeCallbacks()
-        let response = DataResponse(
+        var response = DataResponse(
             request: outcome.request, head: outcome.head, data: outcome.body,
             fileURL: outcome.fileURL, metrics: outcome.metrics, result: result)
+        response.admittedByTrustOverride = outcome.admittedByTrustOverride
         let failure: (any Error)?
         if case .failure(let error) = response.result { failure = error } else { failure = nil }
         if let failure, outcome.error == nil {

@@ -141,6 +141,8 @@ final class SessionEngine: Sendable {
     /// Whom the proxy knows this manager's requests as, for the response cache's identity
     /// (`proxyIdentity(of:environmentNamesProxy:)`); nil: no proxy credential.
     let cacheProxyIdentity: String?
+    /// The response cache's `CacheTrust` for the current policy generation (`cacheTrust(for:)`).
+    let cacheTrustMemo = Mutex<CacheTrust?>(nil)
 
     init(configuration: SessionConfiguration, eventMonitors: [any EventMonitor] = []) {
         let number = SessionEngine.managerCounter.withLock { counter -> Int in

@@ -21,6 +21,11 @@ public struct DataResponse: Sendable {
     public let metrics: TaskMetrics?
     /// The serialized response object, or the error that ended the task.
     public let result: Result<any Sendable, any Error>
+    /// Whether the server's certificate was let in by an authentication challenge handler's
+    /// decision (`.useCredential` for server trust) where the security policy refused it. Such
+    /// an answer is this task's alone: Curlew's response cache and `ImageDownloader`'s image
+    /// cache keep none, and a cache of the caller's should not either.
+    public internal(set) var admittedByTrustOverride = false
 
     /// Creates a response value.
     public init(
