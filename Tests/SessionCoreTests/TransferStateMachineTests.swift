@@ -98,6 +98,20 @@ final class TransferStateMachineTests: XCTestCase {
         XCTAssertEqual(ended(exchanging(.redirect(try hop())), facts), .retryOnFreshConnection)
     }
 
+    /// A 417 that refused the caller's expectation: sent again without it, unless the body
+    /// cannot go again, when the 417 is the answer; before a challenge or a redirect.
+    func testARefusedExpectationIsSentAgainWithoutIt() throws {
+        var facts = Machine.EndFacts()
+        facts.expectationRefused = true
+        facts.hasChallengeForHandler = true
+        XCTAssertEqual(ended(exchanging(.redirect(try hop())), facts), .retryWithoutExpectation)
+        var machine = exchanging(.deliver)
+        XCTAssertEqual(machine.exchangeEnded(facts, now: 1), .retryWithoutExpectation)
+        XCTAssertEqual(machine.phase, .ready)
+        facts.canReplayBody = false
+        XCTAssertEqual(ended(exchanging(.deliver), facts), .finish(nil))
+    }
+
     func testAChallengeGoesToTheHandler() {
         var facts = Machine.EndFacts()
         facts.hasChallengeForHandler = true

@@ -93,6 +93,7 @@ extension DriverLoop {
         facts.canReplayBody = delegate.canReplayBody
         facts.hasRedirectHook = hooks.redirect != nil
         facts.needsFullDownload = delegate.download?.needsFullRestart ?? false
+        facts.expectationRefused = delegate.refusedExpectation
         // Every answer takes the transfer out of curl (the connection goes back to the pool
         // while a hook decides).
         guard let action = transition(delegate, { $0.exchangeEnded(facts, now: TaskDelegate.uptime) }) else { return }
@@ -164,6 +165,9 @@ extension DriverLoop {
         case .restartDownloadFromZero:
             delegate.download?.restartWithoutRange()  // nothing is cut before the new answer's body
             retry(delegate, otherwise: nil)
+        case .retryWithoutExpectation:
+            delegate.dropsExpectation = true
+            retry(delegate, otherwise: facts.error)
         case .waitForResponseDecision:
             break  // the facts wait in the phase until the hook answers
         case .askRedirectHook(let hop):

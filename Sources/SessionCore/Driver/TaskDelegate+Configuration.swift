@@ -151,7 +151,14 @@ extension TaskDelegate {
         // for an answer many servers never send. URLSession never sends it; neither does Curlew
         // unless the caller asks. Only a body makes curl add it: without one the list stays
         // shorter (curl walks it for every header it might write).
-        if bodyReader != nil && !prepared.hasExpectHeader { headerLines.append("Expect:") }
+        if dropsExpectation {
+            // A 417 refused the caller's expectation: the request goes without it, and without
+            // the one curl would add (RFC 9110 §10.1.1).
+            headerLines.removeAll { $0.utf8.count >= 7 && $0.prefix(7).lowercased() == "expect:" }
+            headerLines.append("Expect:")
+        } else if bodyReader != nil && !prepared.hasExpectHeader {
+            headerLines.append("Expect:")
+        }
         guard easy.setHeaders(headerLines) else { return .curl(code: Int(CURLE_OUT_OF_MEMORY.rawValue), message: "out of memory") }
 
         configureMethodAndBody()

@@ -60,6 +60,8 @@ extension TaskDelegate {
         if let failure { return failure }
         // A resumed download's refused answer, cut short on purpose at its head.
         if code == CURLE_WRITE_ERROR, download?.needsFullRestart == true { return nil }
+        // A 417 to the caller's expectation, cut at its head on purpose (`refusesExpectation`).
+        if code == CURLE_WRITE_ERROR, refusedExpectation { return nil }
         if let trustFailure = securityError(for: code) { return trustFailure }
         if code == CURLE_OK {
             guard responseHead != nil else { return .badServerResponse("the transfer ended without a response") }

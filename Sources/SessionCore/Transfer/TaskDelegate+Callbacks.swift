@@ -54,6 +54,7 @@ extension TaskDelegate {
             let response = head.makeHead(url: prepared.url)
             responseHead = response
             storeCookies(from: response)
+            if response.statusCode == 417, refusesExpectation() { return false }
             isContentEncoded = head.hasContentCoding
                 ?? (response.value(forHTTPHeaderField: "Content-Encoding").map { $0.lowercased() != "identity" } ?? false)
             let hop = RedirectPolicy.nextHop(from: request, response: response)
@@ -98,6 +99,21 @@ extension TaskDelegate {
             }
             return true
         }
+    }
+
+    /// Whether a 417 refused the caller's own `Expect: 100-continue`: the exchange is then cut
+    /// here, before anything of the 417 reaches the task. libcurl answers such a 417 by sending
+    /// the request again, but with the caller's header list, expectation included: a server
+    /// that refuses expectations got the same request again and again, hundreds a minute, the
+    /// monitors hearing each 417, until the idle timeout. The driver sends it once more
+    /// without the expectation (`dropsExpectation`), or completes with the 417 when the body
+    /// cannot go again.
+    private func refusesExpectation() -> Bool {
+        guard !dropsExpectation, prepared.hasExpectHeader,
+            request.value(forHTTPHeaderField: "Expect")?.lowercased().contains("100-continue") == true
+        else { return false }
+        refusedExpectation = true
+        return true
     }
 
     /// The delivered response's head goes to the task, its stream, the monitors and the

@@ -111,6 +111,11 @@ final class TaskDelegate {
     /// Set once the request was sent again because the kept-alive connection it went out on
     /// was lost before any answer (`DriverLoop.lostReusedConnection`): at most once per task.
     var resentAfterLostReusedConnection = false
+    /// This exchange was cut at a 417 that refused the caller's `Expect: 100-continue`
+    /// (`refusesExpectation`).
+    var refusedExpectation = false
+    /// The request goes without the caller's `Expect` from now on: a 417 refused it.
+    var dropsExpectation = false
     /// A head the monitors were told of late (held back at its arrival, reported before a
     /// retry or a resend): a retry that then cannot start ends the task with that same head,
     /// and the end must not report it twice (`DriverLoop.reportUnheardHead`).
@@ -284,6 +289,7 @@ final class TaskDelegate {
         lastUploadedCount = 0
         lastDownloadedCount = 0
         isContentEncoded = false
+        refusedExpectation = false
     }
 
     /// Prepares the delegate to send the same request again (after a challenge, or on a

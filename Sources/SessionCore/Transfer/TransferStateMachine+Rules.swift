@@ -10,6 +10,8 @@ extension TransferStateMachine {
     /// The rules, in order of precedence.
     func decide(_ facts: EndFacts) -> EndAction {
         if facts.refusedStaleConnection { return .retryOnFreshConnection }
+        // The 417 is the answer when the body cannot go again.
+        if facts.expectationRefused { return facts.canReplayBody ? .retryWithoutExpectation : .finish(nil) }
         if facts.hasChallengeForHandler { return .askChallengeHandler }
         if let error = facts.error { return .finish(error) }
         if facts.needsFullDownload { return .restartDownloadFromZero }

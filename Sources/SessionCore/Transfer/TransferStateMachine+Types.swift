@@ -76,6 +76,9 @@ extension TransferStateMachine {
         var hasRedirectHook = false
         /// A resumed download's range was refused (416) or answered with other bytes.
         var needsFullDownload = false
+        /// A 417 refused the caller's `Expect: 100-continue` and the exchange was cut at its
+        /// head (`TaskDelegate.refusedExpectation`).
+        var expectationRefused = false
     }
 
     /// What the driver does after an exchange ended.
@@ -95,6 +98,9 @@ extension TransferStateMachine {
         case waitForResponseDecision
         /// Send the download's request again without `If-Range`.
         case restartDownloadFromZero
+        /// Send the request again without the caller's `Expect: 100-continue`, which a 417
+        /// refused (RFC 9110 §10.1.1).
+        case retryWithoutExpectation
     }
 
     /// What a body chunk gets.

@@ -342,7 +342,7 @@ struct TransferStateMachine {
             pendingEndFacts = facts
         case .askChallengeHandler: phase = .awaitingDecision(.challenge)
         case .askRedirectHook: phase = .awaitingDecision(.redirect)
-        case .finish, .retryOnFreshConnection, .follow, .restartDownloadFromZero: phase = .ready
+        case .finish, .retryOnFreshConnection, .follow, .restartDownloadFromZero, .retryWithoutExpectation: phase = .ready
         }
         settleClock(now)
         return action
