@@ -51,6 +51,44 @@ final class ImageDownloaderTrustOverrideTests: XCTestCase {
         defer { trusted.shutdown() }
         for _ in 0..<2 { _ = try await download(downloader, try trusted.url("/picture")).get() }
         XCTAssertEqual(trusted.requestCount("/picture"), 1, "the second answer comes from the image cache")
+
+        // Pins added: the image the unpinned policy let in is no answer now.
+        var pinned = policy
+        pinned.pinningMode = .publicKey
+        pinned.pinnedCertificates = [try Certificate(contentsOf: certificates.leaf.certificatePEM)]
+        downloader.sessionManager.securityPolicy = pinned
+        for _ in 0..<2 { _ = try await download(downloader, try trusted.url("/picture")).get() }
+        XCTAssertEqual(trusted.requestCount("/picture"), 2, "fetched once more under the pins, then cached")
+        await shutDown(downloader)
+    }
+
+    /// A server a trust override let in that redirects to one the policy trusts: it chose the
+    /// image the task ends with, which is not cached either. The override's mark described the
+    /// last hop only, and the image was cached under the first URL.
+    func testAnImageAnOverriddenServerRedirectedToIsNotCached() async throws {
+        let certificates = try TestCertificates.shared()
+        let picture = try TestImages.image(width: 2, height: 2, value: 9)
+        let trusted = try TestServer(
+            tls: TestServerTLS(certificateChain: certificates.leaf.chainPEM, privateKey: certificates.leaf.privateKeyPEM)
+        ) { _ in TestImages.response(picture) }
+        defer { trusted.shutdown() }
+        let overridden = try TestServer(
+            tls: TestServerTLS(certificateChain: certificates.unrelatedLeaf.chainPEM, privateKey: certificates.unrelatedLeaf.privateKeyPEM)
+        ) { _ in .redirect(to: trusted.baseURLString + "/picture") }
+        defer { overridden.shutdown() }
+        let downloader = TestImages.downloader(cache: AutoPurgingImageCache())
+        var policy = SecurityPolicy.default
+        policy.trustedRootCertificates = [try Certificate(contentsOf: certificates.root.certificatePEM)]
+        downloader.sessionManager.securityPolicy = policy
+        downloader.sessionManager.setAuthenticationChallengeHandler { _, _ in
+            .useCredential(URLCredential(user: "", password: "", persistence: .none))
+        }
+        let url = try overridden.url("/hop")
+        let first = await download(downloader, url)
+        XCTAssertEqual(try first.get().pixels, picture.pixels)
+        downloader.sessionManager.setAuthenticationChallengeHandler(nil)
+        guard case .failure = await download(downloader, url) else { return XCTFail("answered from the image cache") }
+        XCTAssertEqual(trusted.requestCount("/picture"), 1)
         await shutDown(downloader)
     }
 }

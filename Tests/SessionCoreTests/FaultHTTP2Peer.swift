@@ -25,6 +25,7 @@ import XCTest
 /// - `/slowframes`: 20 DATA frames of 50 bytes, 30 ms apart ("0123456789" repeated).
 /// - `/early413`: a request body's first DATA, then (0.1 s later) 413 "early" with END_STREAM,
 ///   before the rest of the body (RFC 9113 §8.1: a complete answer to an incomplete request).
+/// - `/early200`: the same with a 200 (the server needs no more of the body).
 /// Any other path is a 404.
 final class FaultHTTP2Peer {
     /// Why the peer cannot run here (the test is skipped).
@@ -109,7 +110,7 @@ final class FaultHTTP2Peer {
                     letters = string.ascii_letters + string.digits
                     extra = [("x-big-%d" % i, "".join(random.choice(letters) for _ in range(1000))) for i in range(40)]
                     self.respond(stream, b"hello", extra=extra)
-                elif path in ("/window", "/early413"):
+                elif path in ("/window", "/early413", "/early200"):
                     pass
                 elif path == "/slowframes":
                     self.conn.send_headers(stream, [(":status", "200"), ("content-length", "1000")])
@@ -162,6 +163,9 @@ final class FaultHTTP2Peer {
                         if path == "/early413" and event.stream_id not in self.answered:
                             self.answered.add(event.stream_id)
                             self.later(0.1, lambda stream=event.stream_id: self.respond(stream, b"early", status="413"))
+                        if path == "/early200" and event.stream_id not in self.answered:
+                            self.answered.add(event.stream_id)
+                            self.later(0.1, lambda stream=event.stream_id: self.respond(stream, b"early"))
 
             def serve(self):
                 try:

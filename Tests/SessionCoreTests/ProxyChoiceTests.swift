@@ -124,6 +124,13 @@ final class ProxyChoiceTests: XCTestCase {
             [.ipv6("fd00::1")])
         XCTAssertEqual(routes(.url("proxy.test:3128")).targets(for: url, mayBecomeHTTPS: false, environment: none), [.defaultRoute])
         XCTAssertEqual(routes(.url("localhost:3128")).targets(for: url, mayBecomeHTTPS: false, environment: none), [.ipv4("127.0.0.1")])
+        // A proxy libcurl refuses without connecting (an unsupported scheme, or one curl's
+        // legacy rule guesses from the host name): nothing to wait for.
+        XCTAssertEqual(routes(.url("ftp.corp.test:3128")).targets(for: url, mayBecomeHTTPS: false, environment: none), [])
+        XCTAssertEqual(routes(.url("gopher://10.1.2.3:70")).targets(for: url, mayBecomeHTTPS: false, environment: none), [])
+        XCTAssertEqual(ProxyChoice.scheme(ofProxy: "user:pw@FTP.corp.test:21"), "ftp")
+        XCTAssertEqual(ProxyChoice.scheme(ofProxy: "proxy.ftp.test:3128"), "http")
+        XCTAssertEqual(ProxyChoice.scheme(ofProxy: "SOCKS5H://10.0.0.1"), "socks5h")
         // A unix socket: libcurl uses no proxy, and no route leads there.
         XCTAssertEqual(routes(.url("http://10.1.2.3:3128"), socket: true).targets(for: url, mayBecomeHTTPS: false, environment: none), [])
         // Overrides: the origin's (connect, then resolve) and the proxy's (resolve only; 1080

@@ -92,6 +92,54 @@ final class ResponseCacheTrustTests: XCTestCase {
         await unpinnedLater.waitUntilInvalidatedAfterUse()
     }
 
+    /// Which requests have a trust: `https`; `http` when libcurl's HSTS cache may send it as
+    /// `https` (the policy then judges its handshake) or a pinned HTTPS proxy carries it.
+    func testWhichRequestsHaveATrust() throws {
+        let https = URLRequest(url: try XCTUnwrap(URL(string: "https://example.test/x")))
+        let http = URLRequest(url: try XCTUnwrap(URL(string: "http://example.test/x")))
+        func trust(_ configure: (inout SessionConfiguration) -> Void, _ request: URLRequest) -> CacheTrust? {
+            var configuration = SessionConfiguration.default
+            configure(&configuration)
+            let manager = URLSessionManager(configuration: configuration)
+            defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+            return manager.engine.cacheTrust(for: request)
+        }
+        XCTAssertNotNil(trust({ _ in }, https))
+        XCTAssertNil(trust({ _ in }, http))
+        let upgraded = trust({ $0.strictTransportSecurity = .inMemory }, http)
+        XCTAssertNotNil(upgraded, "HSTS may send it over TLS")
+        XCTAssertEqual(upgraded?.tag, trust({ _ in }, https)?.tag, "judged by the same policy")
+        let pin = PinSet.pin(of: try TLSFixture.certificate(try TLSFixture.certificates().leaf))
+        let proxyPinned = trust({ $0.proxyPinningPolicy = PinningPolicy(pinSets: [PinSet(host: "proxy.test", pins: [pin])]) }, http)
+        XCTAssertNotNil(proxyPinned, "a pinned HTTPS proxy carries it")
+        XCTAssertNotEqual(proxyPinned?.tag, upgraded?.tag, "the proxy's pins are part of the trust")
+    }
+
+    /// An entry a caller stored answers under any trust (the caller vouches for it); one
+    /// without a trust (an older Curlew's file) answers no `https` lookup.
+    func testCallerStoredEntriesAnswerAnyTrustAndUntaggedOnesNone() async throws {
+        let url = try XCTUnwrap(URL(string: "https://127.0.0.1:9/entry"))
+        let request = URLRequest(url: url)
+        func entry(_ text: String) -> CachedResponse {
+            CachedResponse(
+                url: url, statusCode: 200, httpVersion: "HTTP/1.1", fields: [.init(name: "Cache-Control", value: "max-age=600")],
+                body: Data(text.utf8), requestDate: Date(), responseDate: Date(), varyingRequestFields: [:])
+        }
+        var offline = request
+        offline.cachePolicy = .returnCacheDataDontLoad
+        let cache = ResponseCache(memoryCapacity: 1 << 20, diskCapacity: 0, directory: nil)
+        var configuration = SessionConfiguration.default
+        configuration.responseCache = cache
+        let manager = TLSFixture.manager(policy: try TLSFixture.trustingTestRoot(), configuration: configuration)
+        cache.storeCachedResponse(entry("vouched"), for: request)
+        let vouched = await manager.response(for: offline)
+        XCTAssertEqual(vouched.data, Data("vouched".utf8), "\(vouched.result)")
+        cache.store(entry("untagged"), for: request)  // trustTag nil, as an older Curlew filed it
+        let untagged = await manager.response(for: offline)
+        XCTAssertEqual(untagged.error as? SessionError, .resourceNotCached, "\(untagged.result)")
+        await manager.waitUntilInvalidatedAfterUse()
+    }
+
     /// What the tag is made of: equal settings give equal tags; each setting changes it.
     func testTheTrustTagNamesEverySetting() throws {
         let certificates = try TLSFixture.certificates()
@@ -133,5 +181,11 @@ final class ResponseCacheTrustTests: XCTestCase {
         XCTAssertEqual(
             CacheTrust.tag(policy: base, pinning: PinningPolicy(pinSets: [sets[0], sets[4]])),
             CacheTrust.tag(policy: base, pinning: PinningPolicy(pinSets: [sets[4], sets[0]])), "the sets' order does not count")
+        XCTAssertEqual(
+            CacheTrust.tag(policy: base, pinning: PinningPolicy(pinSets: [PinSet(host: "A.test.", pins: [pin])])), pinTags[0],
+            "a host pattern's case and trailing dot do not count")
+        XCTAssertNotEqual(
+            CacheTrust.tag(policy: base, pinning: nil, proxyPinning: PinningPolicy(pinSets: [sets[0]])), tags[0],
+            "the proxy's pins count")
     }
 }

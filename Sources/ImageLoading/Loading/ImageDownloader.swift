@@ -179,7 +179,9 @@ public final class ImageDownloader: Sendable {
         }
 
         // 3. A new transfer (created outside the lock: the manager's class is open).
-        let (id, task) = makeTask(for: request, key: key, variant: CacheVariant(decoding: decodingVariant, credentials: revision))
+        let (id, task) = makeTask(
+            for: request, key: key,
+            variant: CacheVariant(decoding: decodingVariant, credentials: revision, trust: sessionManager.cacheTrustTag(for: request)))
         if let priority { task.priority = priority }
         let outcome = state.withLock { state -> (joined: DataTask?, start: Bool) in
             // Someone may have started the same URL meanwhile: join theirs instead.
@@ -237,7 +239,8 @@ public final class ImageDownloader: Sendable {
         guard Self.mayUseCache(request.cachePolicy) else { return nil }
         let (cache, revision) = state.withLock { ($0.imageCache, $0.credentials.isEmpty ? nil : $0.credentials.revision) }
         guard let cache else { return nil }
-        let variant = CacheVariant(decoding: decodingVariant, credentials: revision)
+        let variant = CacheVariant(
+            decoding: decodingVariant, credentials: revision, trust: sessionManager.cacheTrustTag(for: request))
         if let image = cache.image(for: request, withAdditionalIdentifier: variant.identifier(unlocked: false)) {
             return image
         }
@@ -257,16 +260,23 @@ public final class ImageDownloader: Sendable {
     ///   cache, or this one once its credential is removed or replaced, asks the server (as the
     ///   HTTP response cache never stores such a response at all). A downloader without
     ///   credentials does not cache such an image.
+    /// - For an `https` image, the trust its server was admitted under (the manager's security
+    ///   policy and pins, as the HTTP response cache records it): after the policy changes
+    ///   (pins rotated), or for a downloader with other pins sharing the cache, it is a miss.
     struct CacheVariant: Equatable {
         /// ``ImageResponseSerializer``'s variant of the manager's serializer, if any.
         var decoding: String?
         /// The credentials' revision; nil when the downloader holds none.
         var credentials: UUID?
+        /// The trust's tag (`URLSessionManager.cacheTrustTag(for:)`); nil without TLS.
+        var trust: String? = nil
 
         /// The additional identifier of an image found or stored with this variant.
         func identifier(unlocked: Bool) -> String? {
-            guard unlocked, let credentials else { return decoding }
-            return (decoding ?? "") + " downloader-credentials:" + credentials.uuidString
+            var identifier = decoding
+            if unlocked, let credentials { identifier = (identifier ?? "") + " downloader-credentials:" + credentials.uuidString }
+            if let trust { identifier = (identifier ?? "") + " trust:" + trust }
+            return identifier
         }
     }
 
@@ -275,10 +285,10 @@ public final class ImageDownloader: Sendable {
         (sessionManager.responseSerializer as? ImageResponseSerializer)?.cacheVariant
     }
 
-    /// The variant a transfer started now would be stored under.
-    private var currentCacheVariant: CacheVariant {
+    /// The variant a transfer for `request` started now would be stored under.
+    private func currentCacheVariant(for request: URLRequest) -> CacheVariant {
         let revision = state.withLock { $0.credentials.isEmpty ? nil : $0.credentials.revision }
-        return CacheVariant(decoding: decodingVariant, credentials: revision)
+        return CacheVariant(decoding: decodingVariant, credentials: revision, trust: sessionManager.cacheTrustTag(for: request))
     }
 
     /// Whether `policy` lets a request be answered from the image cache (AFNetworking's rule:
@@ -318,7 +328,7 @@ public final class ImageDownloader: Sendable {
         if case .success(let image) = result, !response.admittedByTrustOverride {
             let (current, cache) = state.withLock { ($0.queue.isCurrent(id, for: key), $0.imageCache) }
             let unlocked = response.metrics?.transactionMetrics.contains { $0.statusCode == 401 } ?? false
-            if current, let cache, !unlocked || variant.credentials != nil, currentCacheVariant == variant {
+            if current, let cache, !unlocked || variant.credentials != nil, currentCacheVariant(for: request) == variant {
                 let identifier = variant.identifier(unlocked: unlocked)
                 if cache.shouldCacheImage(image, for: request, withAdditionalIdentifier: identifier) {
                     cache.add(image, for: request, withAdditionalIdentifier: identifier)

@@ -28,10 +28,11 @@ public struct CachedResponse: Sendable, Codable, Equatable {
     /// to an authorized request, kept by a cache that one manager uses alone); nil when any
     /// manager may reuse it. Such entries stay in memory.
     var partition: UUID?
-    /// The trust an `https` answer was admitted under (`CacheTrust.tag`): a manager answers
-    /// with the entry only under the same trust. Nil for an `http` answer, one a caller stored
-    /// (`ResponseCache.storeCachedResponse(_:for:)`: the caller vouches for it) and one an
-    /// older Curlew filed; such entries answer under any trust.
+    /// The trust the answer was admitted under (`CacheTrust.tag`): a manager answers with the
+    /// entry only under the same trust. `CacheTrust.anyTrust` for one a caller stored
+    /// (`ResponseCache.storeCachedResponse(_:for:)`: the caller vouches for it), which answers
+    /// under any. Nil for an answer no TLS check stood behind (plain `http`), and for one an
+    /// older Curlew filed, which answers no lookup that has a trust.
     var trustTag: String?
 
     /// One header field.

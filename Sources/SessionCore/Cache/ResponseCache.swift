@@ -131,7 +131,7 @@ public final class ResponseCache: Sendable {
         var entry = response
         entry.identityTag = CacheIdentity(request: request, jarCookies: nil).tag()
         entry.partition = nil
-        entry.trustTag = nil
+        entry.trustTag = CacheTrust.anyTrust  // the caller vouches for it
         store(entry, for: request)
     }
 
@@ -152,7 +152,8 @@ public final class ResponseCache: Sendable {
     // MARK: - The manager's side
 
     /// The entry for `request` if `identity` may reuse it: the same identity, either shared
-    /// or in `partition`, and (for a lookup with a `trust` tag) filed under that trust or none.
+    /// or in `partition`, and (for a lookup with a `trust` tag) filed under that trust, or
+    /// stored by the caller (`CacheTrust.anyTrust`).
     func cachedResponse(
         for request: URLRequest, identity: CacheIdentity, partition: UUID?, trust: String? = nil
     ) -> CachedResponse? {
@@ -169,7 +170,7 @@ public final class ResponseCache: Sendable {
             entry = nil
         }
         guard let entry, entry.partition == nil || entry.partition == partition, identity.matches(entry.identityTag),
-            trust == nil || entry.trustTag == nil || entry.trustTag == trust, Self.matchesVary(entry, request)
+            trust == nil || entry.trustTag == trust || entry.trustTag == CacheTrust.anyTrust, Self.matchesVary(entry, request)
         else { return nil }
         return entry
     }

@@ -20,7 +20,8 @@ struct CacheContext: Sendable {
     var identity: CacheIdentity
     /// The manager's private-cache partition at the lookup.
     var partition: UUID
-    /// The trust an `https` request is admitted under at the lookup; nil for `http`.
+    /// The trust the request is admitted under at the lookup (`SessionEngine.cacheTrust(for:)`);
+    /// nil for one no TLS check stands behind.
     var trust: CacheTrust?
 }
 
@@ -342,15 +343,25 @@ extension SessionEngine {
         cache.store(tagged, for: request)
     }
 
-    /// The trust an `https` request is admitted under now (`CacheTrust`); nil for any other.
-    /// Computed once per policy generation (it hashes every pinned and root certificate).
+    /// The trust a request is admitted under now (`CacheTrust`): for `https`, and for an
+    /// `http` request that libcurl's HSTS cache may send as `https` or that goes through a
+    /// pinned HTTPS proxy (`proxyPinningPolicy`); nil for any other. Computed once per policy
+    /// generation (it hashes every pinned and root certificate).
     func cacheTrust(for request: URLRequest) -> CacheTrust? {
-        guard request.url?.scheme?.lowercased() == "https" else { return nil }
+        switch request.url?.scheme?.lowercased() {
+        case "https": break
+        case "http":
+            let mayUpgrade = cookieShare?.sharesHSTS ?? NetworkOptions.sharesHSTS(configuration)
+            guard mayUpgrade || configuration.proxyPinningPolicy != nil else { return nil }
+        default: return nil
+        }
         let generation = security.tag
         if let known = cacheTrustMemo.withLock({ $0 }), known.generation == generation { return known }
         let snapshot = security.snapshot(certificateAuthorityFile: configuration.certificateAuthorityFile)
         let trust = CacheTrust(
-            generation: snapshot.tag, tag: CacheTrust.tag(policy: snapshot.policy, pinning: configuration.pinningPolicy))
+            generation: snapshot.tag,
+            tag: CacheTrust.tag(
+                policy: snapshot.policy, pinning: configuration.pinningPolicy, proxyPinning: configuration.proxyPinningPolicy))
         cacheTrustMemo.withLock { $0 = trust }
         return trust
     }

@@ -13,13 +13,14 @@ extension ConnectivityWait {
         let viaUnixSocket: Bool
 
         /// The routes a failed attempt for `url` may have wanted: the proxy's when the request
-        /// goes through one (libcurl resolves nothing else, and a SOCKS proxy with remote
-        /// names resolves the origin itself), else the origin's, after a `.connect` override
+        /// goes through one (the only host libcurl connects to; a `.resolve` override for the
+        /// proxy's host and port counts), else the origin's, after a `.connect` override
         /// (its first entry for the host and port, as libcurl reads the list) and a `.resolve`
         /// override (its last entry: each replaces the one before in libcurl's DNS cache). When
-        /// HSTS may send an http URL as https (`mayBecomeHTTPS`), the https request's routes
-        /// count too: under `.environment` another variable may name its proxy, and the port
-        /// an override is for changes. Empty when there is nothing to watch.
+        /// HSTS may have sent an http URL as https and which it did is not known
+        /// (`mayBecomeHTTPS`), the https request's routes count too: under `.environment`
+        /// another variable may name its proxy, and the port an override is for changes. Empty
+        /// when there is nothing to watch.
         func targets(for url: URL?, mayBecomeHTTPS: Bool, environment: (String) -> String? = ProxyChoice.processEnvironment)
             -> [Target]
         {
@@ -33,9 +34,10 @@ extension ConnectivityWait {
             for scheme in schemes {
                 let found: [Target]
                 if let proxy = proxies.proxy(scheme: scheme, host: host, environment: environment) {
-                    // A proxy libcurl cannot parse fails the request for that reason: no route
-                    // is wanted.
-                    guard let proxyURL = SessionConfiguration.Proxy.url(of: proxy), let proxyHost = proxyURL.host, !proxyHost.isEmpty
+                    // A proxy libcurl cannot parse or does not connect through fails the
+                    // request for that reason: no route is wanted.
+                    guard ProxyChoice.connectableSchemes.contains(ProxyChoice.scheme(ofProxy: proxy)),
+                        let proxyURL = SessionConfiguration.Proxy.url(of: proxy), let proxyHost = proxyURL.host, !proxyHost.isEmpty
                     else { continue }
                     // libcurl's defaults: 443 for an https proxy, 1080 for every other kind.
                     let port = proxyURL.port ?? (proxyURL.scheme?.lowercased() == "https" ? 443 : 1080)

@@ -23,7 +23,7 @@ final class ConnectivityWait: Sendable {
             var host = host
             if host.hasPrefix("["), host.hasSuffix("]"), host.count >= 2 { host = String(host.dropFirst().dropLast()) }
             let name = host.lowercased()
-            if name == "localhost" || name.hasSuffix(".localhost") || name == "localhost." || name.hasSuffix(".localhost.") {
+            if name == "localhost" || name.hasSuffix(".localhost") || name == "localhost." {
                 self = .ipv4("127.0.0.1")
                 return
             }

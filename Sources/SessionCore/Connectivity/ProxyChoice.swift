@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 
 /// Which proxy libcurl connects through for a request, worked out the way libcurl 7.88 does it
@@ -53,6 +54,21 @@ struct ProxyChoice {
         if name != "http_proxy", let value = environment(name.uppercased()) { return value }
         return environment("all_proxy") ?? environment("ALL_PROXY")
     }
+
+    /// The scheme libcurl 7.88 reads a proxy's text as (`parse_proxy`): the URL's own, or for
+    /// text without one, curl's legacy guess from the host name (`ftp.`, `dict.`, `ldap.`,
+    /// `imap.`, `smtp.`, `pop3.`, else http), lower-cased.
+    static func scheme(ofProxy text: String) -> String {
+        if let separator = text.range(of: "://") { return text[..<separator.lowerBound].lowercased() }
+        var host = Substring(text)
+        if let at = host.lastIndex(of: "@") { host = host[host.index(after: at)...] }
+        let name = host.lowercased()
+        return ["ftp", "dict", "ldap", "imap", "smtp", "pop3"].first { name.hasPrefix($0 + ".") } ?? "http"
+    }
+
+    /// The proxy schemes libcurl 7.88 connects through; it refuses a request through any
+    /// other ("Unsupported proxy scheme", `CURLE_COULDNT_CONNECT`) without connecting.
+    static let connectableSchemes: Set<String> = ["http", "https", "socks", "socks4", "socks4a", "socks5", "socks5h"]
 
     /// Reads a variable of the process environment as `curl_getenv` does.
     static func processEnvironment(_ name: String) -> String? {

@@ -54,6 +54,7 @@ enum CurlCallbacks {
     static let read: curl_read_callback = { buffer, size, count, userdata in
         guard let buffer, let delegate = CurlCallbacks.delegate(userdata) else { return Int(CURL_READFUNC_ABORT) }
         if delegate.state.isSuspended { return Int(CURL_READFUNC_PAUSE) }  // see didReceiveBody
+        if delegate.answeredWhole { return Int(CURL_READFUNC_ABORT) }  // see didProgress
         switch delegate.readBody(into: UnsafeMutableRawBufferPointer(start: buffer, count: size * count)) {
         case .bytes(let count): return count
         case .pause: return Int(CURL_READFUNC_PAUSE)  // the body pump's wake-up resumes it

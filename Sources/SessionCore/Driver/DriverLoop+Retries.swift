@@ -125,7 +125,18 @@ extension DriverLoop {
             overrides: configuration.hostOverrides, viaUnixSocket: configuration.unixSocketPath != nil)
         // The request as it is now (an adapted retry's included), and libcurl's HSTS rule as
         // `configure` applies it.
-        return routes.targets(for: delegate.prepared.url, mayBecomeHTTPS: shareHoldsHSTS && !delegate.prepared.urlOrigin.isHTTPS)
+        var url = delegate.prepared.url
+        var mayBecomeHTTPS = shareHoldsHSTS && !delegate.prepared.urlOrigin.isHTTPS
+        if mayBecomeHTTPS, let sent = delegate.easy.info(string: CURLINFO_EFFECTIVE_URL), let sentURL = URL(string: sent),
+            sentURL.host?.lowercased() == url.host?.lowercased()
+        {
+            // libcurl rewrites a URL its HSTS cache upgrades before it connects: which scheme
+            // (and so which proxy, which port) the failed attempt used is known, and only its
+            // routes count. (The handle still holds the attempt: it is reset when sent again.)
+            url = sentURL
+            mayBecomeHTTPS = false
+        }
+        return routes.targets(for: url, mayBecomeHTTPS: mayBecomeHTTPS)
     }
 
     /// Detaches the transfer while `ConnectivityWait` finds out whether a route is missing

@@ -75,9 +75,11 @@ final class TLSHandshakeContext {
     private(set) var rejectedTrust: ServerTrust?
     private(set) var refusedStaleConnection = false
     private(set) var admission: Admission?
-    /// The request was admitted on a connection or session that the challenge handler's trust
-    /// override accepted (`overrideTag`), not the policy: for this task only, so its answer is
-    /// never stored for other tasks (`TransferOutcome.admittedByTrustOverride`).
+    /// A request of this task was admitted on a connection or session that the challenge
+    /// handler's trust override accepted (`overrideTag`), not the policy: for this task only,
+    /// so its answer is never stored for other tasks (`TransferOutcome.admittedByTrustOverride`).
+    /// Kept across the task's hops and attempts: a server let in by an override that redirects
+    /// elsewhere chose the content the task ends with.
     private(set) var admittedByTrustOverride = false
     private var verifiedInThisRequest = false
 
@@ -102,7 +104,6 @@ final class TLSHandshakeContext {
         rejectedTrust = nil
         refusedStaleConnection = false
         admission = nil
-        admittedByTrustOverride = false
         verifiedInThisRequest = false
     }
 
@@ -286,7 +287,7 @@ final class TLSHandshakeContext {
         let ssl = OpaquePointer(internals)
         let connectionStamp = SSL_get_ex_data(ssl, Self.connectionTagIndex)
         if isAccepted(connectionStamp) {
-            admittedByTrustOverride = isOverride(connectionStamp)
+            if isOverride(connectionStamp) { admittedByTrustOverride = true }
             admission = verifiedInThisRequest ? .fullHandshake : .reusedConnection
             if !verifiedInThisRequest { security.count { $0.admittedReusedConnections += 1 } }
             return true
@@ -296,7 +297,7 @@ final class TLSHandshakeContext {
         {
             // Stamp the connection too, so later requests on it are admitted directly.
             _ = SSL_set_ex_data(ssl, Self.connectionTagIndex, sessionStamp)
-            admittedByTrustOverride = isOverride(sessionStamp)
+            if isOverride(sessionStamp) { admittedByTrustOverride = true }
             admission = .resumedSession
             security.count { $0.admittedResumedSessions += 1 }
             return true

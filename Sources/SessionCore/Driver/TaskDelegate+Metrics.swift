@@ -62,6 +62,8 @@ extension TaskDelegate {
         if code == CURLE_WRITE_ERROR, download?.needsFullRestart == true { return nil }
         // A 417 to the caller's expectation, cut at its head on purpose (`refusesExpectation`).
         if code == CURLE_WRITE_ERROR, refusedExpectation { return nil }
+        // An HTTP/2 answer that ended whole before the body, which is not sent (`didProgress`).
+        if code == CURLE_ABORTED_BY_CALLBACK, answeredWhole, failure == nil { return nil }
         if let trustFailure = securityError(for: code) { return trustFailure }
         if code == CURLE_OK {
             guard responseHead != nil else { return .badServerResponse("the transfer ended without a response") }

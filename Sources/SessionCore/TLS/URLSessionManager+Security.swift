@@ -7,6 +7,12 @@ import FoundationNetworking
 
 /// Server trust, authentication challenges and certificate inspection.
 extension URLSessionManager {
+    /// The tag of the trust `request` would be admitted under now (the security policy, the
+    /// per-host and proxy pins, the system roots in use), as the response cache records it;
+    /// nil for a request no TLS check stands behind. For caches of the package's own
+    /// (`ImageDownloader`'s image cache) that must not answer under another trust.
+    package func cacheTrustTag(for request: URLRequest) -> String? { engine.cacheTrust(for: request)?.tag }
+
     /// The policy every TLS handshake of this manager is judged by (AFNetworking's
     /// `securityPolicy`). Default: `SecurityPolicy.default` (system roots, host names checked).
     ///

@@ -393,6 +393,19 @@ extension TaskDelegate {
                 queueSendPauseLift()
             }
         }
+        // Over HTTP/2 a success can end whole (END_STREAM) before the request body did
+        // (RFC 9113 §8.1: the server needs no more of it; it may add RST_STREAM(NO_ERROR)).
+        // libcurl 7.88 stops the sending only for an error status, and the stream's end
+        // leaves the read callback's send pause in place: the task waited for its producer,
+        // forever if the producer waits for the answer. Once the answer's announced body is
+        // all in, the pause is lifted and the read callback ends the exchange
+        // (`answeredWhole`), which completes with the answer.
+        if state.awaitsBodyProducer, state.hasAnswerHead, !answeredWhole, head.statusCode < 300,
+            head.httpVersion == "HTTP/2", let length = head.expectedContentLength, length >= 0, downloaded >= length
+        {
+            answeredWhole = true
+            queueSendPauseLift()
+        }
         // Bytes curl handed to the socket: an upload the server stopped reading stops here.
         if uploaded != lastUploadedCount || downloaded != lastDownloadedCount {
             lastUploadedCount = uploaded

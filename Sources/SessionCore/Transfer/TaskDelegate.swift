@@ -116,6 +116,10 @@ final class TaskDelegate {
     var refusedExpectation = false
     /// The request goes without the caller's `Expect` from now on: a 417 refused it.
     var dropsExpectation = false
+    /// An HTTP/2 success ended whole while the request body's producer was behind: the read
+    /// callback ends the exchange instead of sending the rest (`didProgress`), and the task
+    /// completes with the answer.
+    var answeredWhole = false
     /// A head the monitors were told of late (held back at its arrival, reported before a
     /// retry or a resend): a retry that then cannot start ends the task with that same head,
     /// and the end must not report it twice (`DriverLoop.reportUnheardHead`).
@@ -290,6 +294,7 @@ final class TaskDelegate {
         lastDownloadedCount = 0
         isContentEncoded = false
         refusedExpectation = false
+        answeredWhole = false
     }
 
     /// Prepares the delegate to send the same request again (after a challenge, or on a
