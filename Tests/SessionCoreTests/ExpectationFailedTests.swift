@@ -69,8 +69,9 @@ final class ExpectationFailedTests: XCTestCase {
         return request
     }
 
-    private func manager(_ heads: Heads) -> URLSessionManager {
+    private func manager(_ heads: Heads, additionalHeaders: [String: String] = [:]) -> URLSessionManager {
         var configuration = SessionConfiguration.default
+        configuration.httpAdditionalHeaders = additionalHeaders
         configuration.proxy = .none
         configuration.timeoutIntervalForRequest = 20
         return URLSessionManager(configuration: configuration, eventMonitors: [heads])
@@ -94,6 +95,21 @@ final class ExpectationFailedTests: XCTestCase {
         XCTAssertEqual(response.data, Data("ok".utf8))
         XCTAssertEqual(requests(server), ["expect", "plain"])
         XCTAssertEqual(heads.recorded, [200], "the refused expectation's 417 is not the task's")
+    }
+
+    /// The expectation set for every request (`httpAdditionalHeaders`) is dropped the same way.
+    func testARefusedExpectationOfTheConfigurationIsSentAgainWithoutIt() async throws {
+        let server = try server()
+        defer { server.stop() }
+        let heads = Heads()
+        let manager = manager(heads, additionalHeaders: ["Expect": "100-continue"])
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        var request = try request(to: server)
+        request.setValue(nil, forHTTPHeaderField: "Expect")
+        let response = await manager.response(for: request)
+        XCTAssertEqual(response.response?.statusCode, 200, "\(response.result)")
+        XCTAssertEqual(requests(server), ["expect", "plain"])
+        XCTAssertEqual(heads.recorded, [200])
     }
 
     func testAServerThatAnswers417ToEverythingIsAskedTwice() async throws {

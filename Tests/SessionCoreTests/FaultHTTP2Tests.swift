@@ -197,8 +197,10 @@ final class FaultHTTP2Tests: XCTestCase {
     /// libcurl stops the sending only for an error status: for the 200 the task waited for its
     /// producer (here one that waits for the answer) until the idle timeout.
     func testAnEarlyAnswerWhileTheBodySequenceWaitsEndsTheUpload() async throws {
-        let manager = try manager()
         for (path, status) in [("/early413", 413), ("/early200", 200)] {
+            // A manager (and connection) each: the peer drops a connection on which body
+            // bytes arrive for a stream it answered, which the 413's may.
+            let manager = try manager()
             let (stream, producer) = AsyncStream<Data>.makeStream()
             producer.yield(Data(repeating: 0x61, count: 1000))
             var request = URLRequest(url: try peer.url(path))
@@ -207,7 +209,26 @@ final class FaultHTTP2Tests: XCTestCase {
             producer.finish()
             XCTAssertEqual(response.statusCode, status, path)
             XCTAssertEqual(data, Data("early".utf8), path)
+            XCTAssertEqual(manager.engine.silenceProbes.load(ordering: .relaxed), 0, "\(path): an answered upload waited for the silence probe")
         }
-        XCTAssertEqual(manager.engine.silenceProbes.load(ordering: .relaxed), 0, "an answered upload waited for the silence probe")
+    }
+
+    /// The same 200 while the response hook is still deciding: libcurl counted the body it
+    /// holds paused for the hook, and ending the upload then would have freed it (the task
+    /// completing with 200 and no body). The hook's answer hands it over first.
+    func testAnEarlySuccessHeldForTheResponseHookKeepsItsBody() async throws {
+        let manager = try manager()
+        manager.setDataTaskDidReceiveResponseBlock { _, _ in
+            usleep(300_000)  // the hook takes its time; the answer's body waits in libcurl
+            return .allow
+        }
+        let (stream, producer) = AsyncStream<Data>.makeStream()
+        producer.yield(Data(repeating: 0x61, count: 1000))
+        var request = URLRequest(url: try peer.url("/early200"))
+        request.httpMethod = "PUT"
+        let (data, response) = try await manager.upload(for: request, from: stream, length: 1 << 20)
+        producer.finish()
+        XCTAssertEqual(response.statusCode, 200)
+        XCTAssertEqual(data, Data("early".utf8))
     }
 }

@@ -54,7 +54,15 @@ enum CurlCallbacks {
     static let read: curl_read_callback = { buffer, size, count, userdata in
         guard let buffer, let delegate = CurlCallbacks.delegate(userdata) else { return Int(CURL_READFUNC_ABORT) }
         if delegate.state.isSuspended { return Int(CURL_READFUNC_PAUSE) }  // see didReceiveBody
-        if delegate.answeredWhole { return Int(CURL_READFUNC_ABORT) }  // see didProgress
+        if delegate.answeredWhole {
+            // See didProgress. Not while libcurl holds answer bytes Curlew paused (a response
+            // hook deciding, a consumer behind): its `downloaded` counted them, and the abort
+            // would free them. The receive's unpause hands them over; the next pass lifts the
+            // send pause again (`answeredWholeWaits`), and this ends it.
+            guard delegate.state.holdsReceiving || delegate.lastWritePaused else { return Int(CURL_READFUNC_ABORT) }
+            delegate.answeredWholeWaits = true
+            return Int(CURL_READFUNC_PAUSE)
+        }
         switch delegate.readBody(into: UnsafeMutableRawBufferPointer(start: buffer, count: size * count)) {
         case .bytes(let count): return count
         case .pause: return Int(CURL_READFUNC_PAUSE)  // the body pump's wake-up resumes it

@@ -108,9 +108,16 @@ extension TaskDelegate {
     /// monitors hearing each 417, until the idle timeout. The driver sends it once more
     /// without the expectation (`dropsExpectation`), or completes with the 417 when the body
     /// cannot go again.
+    ///
+    /// The expectation is read from the header lines libcurl was given (the request's fields
+    /// and the configuration's `httpAdditionalHeaders`), as libcurl reads it. A body that
+    /// cannot go again is left to libcurl: it resends nothing once the body was sent, and
+    /// fails the rewind otherwise; the 417 and its body are then the answer.
     private func refusesExpectation() -> Bool {
-        guard !dropsExpectation, prepared.hasExpectHeader,
-            request.value(forHTTPHeaderField: "Expect")?.lowercased().contains("100-continue") == true
+        guard !dropsExpectation, prepared.hasExpectHeader, canReplayBody,
+            prepared.headerLines.contains(where: { line in
+                line.utf8.count > 7 && line.prefix(7).lowercased() == "expect:" && line.lowercased().contains("100-continue")
+            })
         else { return false }
         refusedExpectation = true
         return true
@@ -400,10 +407,15 @@ extension TaskDelegate {
         // forever if the producer waits for the answer. Once the answer's announced body is
         // all in, the pause is lifted and the read callback ends the exchange
         // (`answeredWhole`), which completes with the answer.
+        // Not an empty answer complete at its head (a 202 while the server goes on reading
+        // the body: libcurl stops reading at the length, and END_STREAM is not seen).
         if state.awaitsBodyProducer, state.hasAnswerHead, !answeredWhole, head.statusCode < 300,
-            head.httpVersion == "HTTP/2", let length = head.expectedContentLength, length >= 0, downloaded >= length
+            head.httpVersion == "HTTP/2", let length = head.expectedContentLength, length > 0, downloaded >= length
         {
             answeredWhole = true
+            queueSendPauseLift()
+        } else if answeredWholeWaits, !state.holdsReceiving, !lastWritePaused {
+            answeredWholeWaits = false
             queueSendPauseLift()
         }
         // Bytes curl handed to the socket: an upload the server stopped reading stops here.

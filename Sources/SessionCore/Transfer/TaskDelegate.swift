@@ -120,6 +120,9 @@ final class TaskDelegate {
     /// callback ends the exchange instead of sending the rest (`didProgress`), and the task
     /// completes with the answer.
     var answeredWhole = false
+    /// The read callback found answer bytes held (`answeredWhole`) and paused again: the send
+    /// pause is lifted once they are handed over.
+    var answeredWholeWaits = false
     /// A head the monitors were told of late (held back at its arrival, reported before a
     /// retry or a resend): a retry that then cannot start ends the task with that same head,
     /// and the end must not report it twice (`DriverLoop.reportUnheardHead`).
@@ -295,6 +298,7 @@ final class TaskDelegate {
         isContentEncoded = false
         refusedExpectation = false
         answeredWhole = false
+        answeredWholeWaits = false
     }
 
     /// Prepares the delegate to send the same request again (after a challenge, or on a
