@@ -126,8 +126,8 @@ final class ExpectationFailedTests: XCTestCase {
 
     /// A body read from a stream cannot go again once sent (the server read it, then refused
     /// the expectation): the 417 is the answer, and nothing more is sent. (libcurl sends
-    /// nothing more here either, its upload being done: this one guards the cut at the 417's
-    /// head from turning into a failure or a second request.)
+    /// nothing more here either, its upload being done, and Curlew leaves such a body to it:
+    /// this one guards that the 417 stays the answer, with no second request.)
     func testABodyThatCannotGoAgainCompletesWithThe417() async throws {
         let server = try server(afterBody: true)
         defer { server.stop() }

@@ -106,8 +106,7 @@ extension TaskDelegate {
     /// the request again, but with the caller's header list, expectation included: a server
     /// that refuses expectations got the same request again and again, hundreds a minute, the
     /// monitors hearing each 417, until the idle timeout. The driver sends it once more
-    /// without the expectation (`dropsExpectation`), or completes with the 417 when the body
-    /// cannot go again.
+    /// without the expectation (`dropsExpectation`).
     ///
     /// The expectation is read from the header lines libcurl was given (the request's fields
     /// and the configuration's `httpAdditionalHeaders`), as libcurl reads it. A body that
