@@ -21,6 +21,13 @@ final class ImageDownloaderTrustOverrideTests: XCTestCase {
         }
     }
 
+    /// A challenge handler that trusts every server the policy refuses.
+    private func trustEveryServer(_ downloader: ImageDownloader) {
+        downloader.sessionManager.setAuthenticationChallengeHandler { _, _ in
+            .useCredential(URLCredential(user: "", password: "", persistence: .none))
+        }
+    }
+
     func testAnImageATrustOverrideLetInIsNotCached() async throws {
         let certificates = try TestCertificates.shared()
         let picture = try TestImages.image(width: 2, height: 2, value: 5)
@@ -30,9 +37,7 @@ final class ImageDownloaderTrustOverrideTests: XCTestCase {
         let cache = AutoPurgingImageCache()
         // The default policy: the system's roots, which never signed the test leaf.
         let downloader = TestImages.downloader(cache: cache)
-        downloader.sessionManager.setAuthenticationChallengeHandler { _, _ in
-            .useCredential(URLCredential(user: "", password: "", persistence: .none))
-        }
+        trustEveryServer(downloader)
         let url = try overridden.url("/picture")
         let first = await download(downloader, url)
         XCTAssertEqual(try first.get().pixels, picture.pixels)
@@ -80,9 +85,7 @@ final class ImageDownloaderTrustOverrideTests: XCTestCase {
         var policy = SecurityPolicy.default
         policy.trustedRootCertificates = [try Certificate(contentsOf: certificates.root.certificatePEM)]
         downloader.sessionManager.securityPolicy = policy
-        downloader.sessionManager.setAuthenticationChallengeHandler { _, _ in
-            .useCredential(URLCredential(user: "", password: "", persistence: .none))
-        }
+        trustEveryServer(downloader)
         let url = try overridden.url("/hop")
         let first = await download(downloader, url)
         XCTAssertEqual(try first.get().pixels, picture.pixels)

@@ -84,44 +84,44 @@ final class ExpectationFailedTests: XCTestCase {
         }
     }
 
-    func testARefusedExpectationIsSentAgainWithoutIt() async throws {
-        let server = try server()
+    /// One PUT with `Expect: 100-continue` (in the request, or in the configuration's
+    /// `httpAdditionalHeaders`) to a `server(always:afterBody:)`: its response, the requests
+    /// the server read ("expect" or "plain"), and the heads the monitors heard.
+    private func put(
+        always: Bool = false, afterBody: Bool = false, stream: Bool = false, expectationFromConfiguration: Bool = false
+    ) async throws -> (response: DataResponse, requests: [String], heads: [Int]) {
+        let server = try server(always: always, afterBody: afterBody)
         defer { server.stop() }
         let heads = Heads()
-        let manager = manager(heads)
+        let manager = manager(heads, additionalHeaders: expectationFromConfiguration ? ["Expect": "100-continue"] : [:])
         defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
-        let response = await manager.response(for: try request(to: server))
+        var request = try request(to: server, stream: stream)
+        if expectationFromConfiguration { request.setValue(nil, forHTTPHeaderField: "Expect") }
+        let response = await manager.response(for: request)
+        return (response, requests(server), heads.recorded)
+    }
+
+    func testARefusedExpectationIsSentAgainWithoutIt() async throws {
+        let (response, requests, heads) = try await put()
         XCTAssertEqual(response.response?.statusCode, 200, "\(response.result)")
         XCTAssertEqual(response.data, Data("ok".utf8))
-        XCTAssertEqual(requests(server), ["expect", "plain"])
-        XCTAssertEqual(heads.recorded, [200], "the refused expectation's 417 is not the task's")
+        XCTAssertEqual(requests, ["expect", "plain"])
+        XCTAssertEqual(heads, [200], "the refused expectation's 417 is not the task's")
     }
 
     /// The expectation set for every request (`httpAdditionalHeaders`) is dropped the same way.
     func testARefusedExpectationOfTheConfigurationIsSentAgainWithoutIt() async throws {
-        let server = try server()
-        defer { server.stop() }
-        let heads = Heads()
-        let manager = manager(heads, additionalHeaders: ["Expect": "100-continue"])
-        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
-        var request = try request(to: server)
-        request.setValue(nil, forHTTPHeaderField: "Expect")
-        let response = await manager.response(for: request)
+        let (response, requests, heads) = try await put(expectationFromConfiguration: true)
         XCTAssertEqual(response.response?.statusCode, 200, "\(response.result)")
-        XCTAssertEqual(requests(server), ["expect", "plain"])
-        XCTAssertEqual(heads.recorded, [200])
+        XCTAssertEqual(requests, ["expect", "plain"])
+        XCTAssertEqual(heads, [200])
     }
 
     func testAServerThatAnswers417ToEverythingIsAskedTwice() async throws {
-        let server = try server(always: true)
-        defer { server.stop() }
-        let heads = Heads()
-        let manager = manager(heads)
-        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
-        let response = await manager.response(for: try request(to: server))
+        let (response, requests, heads) = try await put(always: true)
         XCTAssertEqual(response.response?.statusCode, 417, "\(response.result)")
-        XCTAssertEqual(requests(server), ["expect", "plain"])
-        XCTAssertEqual(heads.recorded, [417])
+        XCTAssertEqual(requests, ["expect", "plain"])
+        XCTAssertEqual(heads, [417])
     }
 
     /// A body read from a stream cannot go again once sent (the server read it, then refused
@@ -129,14 +129,9 @@ final class ExpectationFailedTests: XCTestCase {
     /// nothing more here either, its upload being done, and Curlew leaves such a body to it:
     /// this one guards that the 417 stays the answer, with no second request.)
     func testABodyThatCannotGoAgainCompletesWithThe417() async throws {
-        let server = try server(afterBody: true)
-        defer { server.stop() }
-        let heads = Heads()
-        let manager = manager(heads)
-        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
-        let response = await manager.response(for: try request(to: server, stream: true))
+        let (response, requests, heads) = try await put(afterBody: true, stream: true)
         XCTAssertEqual(response.response?.statusCode, 417, "\(response.result)")
-        XCTAssertEqual(requests(server), ["expect"])
-        XCTAssertEqual(heads.recorded, [417])
+        XCTAssertEqual(requests, ["expect"])
+        XCTAssertEqual(heads, [417])
     }
 }

@@ -27,7 +27,7 @@ extension ConnectivityWait {
             guard !viaUnixSocket, let url, let scheme = url.scheme?.lowercased(), let rawHost = url.host, !rawHost.isEmpty else {
                 return []
             }
-            let host = Self.unbracketed(rawHost)
+            let host = ProxyBypassList.unbracketed(rawHost)
             var schemes = [scheme]
             if mayBecomeHTTPS, scheme == "http" { schemes.append("https") }
             var targets: [Target] = []
@@ -41,7 +41,7 @@ extension ConnectivityWait {
                     else { continue }
                     // libcurl's defaults: 443 for an https proxy, 1080 for every other kind.
                     let port = proxyURL.port ?? (proxyURL.scheme?.lowercased() == "https" ? 443 : 1080)
-                    found = addresses(of: Self.unbracketed(proxyHost), port: port, followsConnectOverride: false)
+                    found = addresses(of: ProxyBypassList.unbracketed(proxyHost), port: port, followsConnectOverride: false)
                 } else {
                     let port = url.port ?? (scheme == "https" ? 443 : 80)
                     found = addresses(of: host, port: port, followsConnectOverride: true)
@@ -60,7 +60,7 @@ extension ConnectivityWait {
             if followsConnectOverride, let redirect = overrides.first(where: { Self.applies($0, to: host, port: port, connect: true) }),
                 case .connect(let targetHost, let targetPort) = redirect.kind
             {
-                host = Self.unbracketed(targetHost)
+                host = ProxyBypassList.unbracketed(targetHost)
                 port = targetPort
             }
             if let pinned = overrides.last(where: { Self.applies($0, to: host, port: port, connect: false) }),
@@ -78,12 +78,7 @@ extension ConnectivityWait {
             case .connect: guard connect else { return false }
             case .resolve: guard !connect else { return false }
             }
-            return override.port == port && unbracketed(override.host).caseInsensitiveCompare(host) == .orderedSame
-        }
-
-        private static func unbracketed(_ host: String) -> String {
-            guard host.hasPrefix("["), host.hasSuffix("]"), host.count >= 2 else { return host }
-            return String(host.dropFirst().dropLast())
+            return override.port == port && ProxyBypassList.unbracketed(override.host).caseInsensitiveCompare(host) == .orderedSame
         }
     }
 }

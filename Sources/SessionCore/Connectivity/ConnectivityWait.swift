@@ -20,8 +20,7 @@ final class ConnectivityWait: Sendable {
         /// are the loopback address, as libcurl resolves them itself: their failure is never
         /// for want of a default route.
         init(host: String) {
-            var host = host
-            if host.hasPrefix("["), host.hasSuffix("]"), host.count >= 2 { host = String(host.dropFirst().dropLast()) }
+            let host = ProxyBypassList.unbracketed(host)
             let name = host.lowercased()
             if name == "localhost" || name.hasSuffix(".localhost") || name == "localhost." {
                 self = .ipv4("127.0.0.1")

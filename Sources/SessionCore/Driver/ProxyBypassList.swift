@@ -77,7 +77,9 @@ struct ProxyBypassList: Sendable {
         return Range(address: address, bits: bits)
     }
 
-    private static func unbracketed(_ text: String) -> String {
+    /// A URL's host without the brackets of an IPv6 literal (`[::1]` → `::1`); any other text
+    /// as it is.
+    static func unbracketed(_ text: String) -> String {
         guard text.hasPrefix("["), text.hasSuffix("]"), text.count >= 2 else { return text }
         return String(text.dropFirst().dropLast())
     }
