@@ -189,9 +189,11 @@ final class TestServerHTTPHandler: ChannelInboundHandler {
             head += "\(name): \(value)\r\n"
         }
         head += "\r\n"
-        write(Data(head.utf8), flush: true)
-
         let sendBody = !isHeadRequest && !statusForbidsBody && !response.closeAfterHeaders
+        // A body piece due at once goes out in the same write as the head, as a server's
+        // writev would send it: the client reads both together, not as a race of two writes.
+        let bodyFollowsAtOnce = sendBody && chunks.first.map { $0.delay <= .zero } == true
+        write(Data(head.utf8), flush: !bodyFollowsAtOnce)
         writeChunks(sendBody ? chunks[...] : [], chunked: framing == .chunked, ending: ending)
     }
 
@@ -212,6 +214,8 @@ final class TestServerHTTPHandler: ChannelInboundHandler {
                     framed.append(chunk.data)
                     framed.append(contentsOf: Array("\r\n".utf8))
                     self.write(framed, flush: true)
+                } else {
+                    self.context?.flush()  // a head held for this piece goes now
                 }
             } else {
                 self.write(chunk.data, flush: true)

@@ -27,7 +27,25 @@ final class ExpectationFailedTests: XCTestCase {
             for _ in 0..<2000 where !lock.withLock({ ended }) { usleep(10_000) }
             return lock.withLock { codes }
         }
-        func task(_ task: SessionTask, didReceiveHead head: HTTPResponseHead) { lock.withLock { codes.append(head.statusCode) } }
+        private var events: [String] = []
+        /// What the monitors heard, in order: "send", "redirect", "retry", and each head's status.
+        var heard: [String] {
+            _ = recorded
+            return lock.withLock { events }
+        }
+        func task(_ task: SessionTask, didReceiveHead head: HTTPResponseHead) {
+            lock.withLock {
+                codes.append(head.statusCode)
+                events.append("\(head.statusCode)")
+            }
+        }
+        func task(_ task: SessionTask, willSend request: URLRequest) { lock.withLock { events.append("send") } }
+        func task(_ task: SessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest: URLRequest) {
+            lock.withLock { events.append("redirect") }
+        }
+        func task(_ task: SessionTask, willRetryAfter delay: TimeInterval, dueTo error: any Error) {
+            lock.withLock { events.append("retry") }
+        }
         func task(_ task: SessionTask, didCompleteWithError error: (any Error)?) { lock.withLock { ended = true } }
     }
 
@@ -133,5 +151,93 @@ final class ExpectationFailedTests: XCTestCase {
         XCTAssertEqual(response.response?.statusCode, 417, "\(response.result)")
         XCTAssertEqual(requests, ["expect"])
         XCTAssertEqual(heads, [417])
+    }
+
+    /// Only the refused `100-continue` goes: another expectation of the same line stays for
+    /// the server to judge (here it answers 417 to it too, which is then the answer).
+    func testOtherExpectationsStayWhenTheContinueIsDropped() async throws {
+        let server = try server { _, _ in "417 Expectation Failed\r\nContent-Length: 0" }
+        defer { server.stop() }
+        let heads = Heads()
+        let manager = manager(heads)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        var request = try request(to: server)
+        request.setValue("100-continue, x-audit=1", forHTTPHeaderField: "Expect")
+        let response = await manager.response(for: request)
+        XCTAssertEqual(response.response?.statusCode, 417, "\(response.result)")
+        let expectations = server.received.withLock { texts in
+            texts.map { text in
+                text.split(separator: "\r\n").filter { $0.lowercased().hasPrefix("expect:") }.joined(separator: "|")
+            }
+        }
+        XCTAssertEqual(expectations, ["Expect: 100-continue, x-audit=1", "Expect: x-audit=1"])
+        XCTAssertEqual(
+            TaskDelegate.droppingContinueExpectation(from: ["Accept: */*", "expect: 100-Continue", "Expect: a=\"1,2\""]),
+            ["Accept: */*", "Expect:"], "a quoted value goes whole; none left: curl's own is kept out")
+    }
+
+    /// A server for the feature pairs below: each request on a connection of its own, read
+    /// whole when it carries no expectation; `answer` gets the request's path and whether it
+    /// expects a 100, and gives the response's status line and fields (a 200's body is "ok";
+    /// a 417 is sent without reading the body).
+    private func server(_ answer: @escaping @Sendable (_ path: String, _ expects: Bool) -> String) throws -> ScriptedServer {
+        try ScriptedServer(connections: 8) { socket, server in
+            guard let head = server.readHead(socket) else { return }
+            let path = head.split(separator: " ").dropFirst().first.map(String.init) ?? ""
+            let expects = head.lowercased().contains("expect: 100-continue")
+            if !expects { guard server.readBody(socket, after: head) != nil else { return } }
+            let status = answer(path, expects)
+            server.write(socket, "HTTP/1.1 \(status)\r\nConnection: close\r\n\r\n" + (status.hasPrefix("200") ? "ok" : ""))
+        }
+    }
+
+    /// 417 × redirect: the expectation is dropped on the hop the 417 answered, and the hops
+    /// after it go without it too (the server refuses expectations).
+    func testARefusedExpectationAfterARedirectIsSentAgainWithoutIt() async throws {
+        let server = try server { path, expects in
+            switch (path, expects) {
+            case ("/put", _): return "307 Temporary Redirect\r\nLocation: /moved\r\nContent-Length: 0"
+            case ("/moved", true): return "417 Expectation Failed\r\nContent-Length: 0"
+            case ("/moved", false): return "307 Temporary Redirect\r\nLocation: /final\r\nContent-Length: 0"
+            default: return expects ? "417 Expectation Failed\r\nContent-Length: 0" : "200 OK\r\nContent-Length: 2"
+            }
+        }
+        defer { server.stop() }
+        let heads = Heads()
+        let manager = manager(heads)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let response = await manager.response(for: try request(to: server))
+        XCTAssertEqual(response.response?.statusCode, 200, "\(response.result)")
+        XCTAssertEqual(response.data, Data("ok".utf8))
+        let sent = server.received.withLock { texts in
+            texts.filter { $0.hasPrefix("PUT ") }.map { text in
+                let path = text.split(separator: " ")[1]
+                return "\(path) " + (text.lowercased().contains("expect: 100-continue") ? "expect" : "plain")
+            }
+        }
+        XCTAssertEqual(sent, ["/put expect", "/moved expect", "/moved plain", "/final plain"])
+        XCTAssertEqual(heads.heard, ["send", "redirect", "send", "send", "redirect", "send", "200"])
+    }
+
+    /// 417 × the retrier: the resend without the expectation is no retry (the retrier is not
+    /// asked, nothing is counted against its limit); a 503 to it is, and the retry goes
+    /// without the expectation as well.
+    func testTheRetriersAttemptAfterARefusedExpectationGoesWithoutIt() async throws {
+        let plain = Mutex(0)
+        let server = try server { _, expects in
+            if expects { return "417 Expectation Failed\r\nContent-Length: 0" }
+            let count = plain.withLock { $0 += 1; return $0 }
+            return count == 1 ? "503 Service Unavailable\r\nContent-Length: 0" : "200 OK\r\nContent-Length: 2"
+        }
+        defer { server.stop() }
+        let heads = Heads()
+        let manager = manager(heads)
+        manager.requestRetrier = RetryPolicy(retryLimit: 1, exponentialBackoffScale: 0.01, jitter: 0)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let response = await manager.response(for: try request(to: server))
+        XCTAssertEqual(response.response?.statusCode, 200, "\(response.result)")
+        XCTAssertEqual(response.data, Data("ok".utf8))
+        XCTAssertEqual(requests(server), ["expect", "plain", "plain"])
+        XCTAssertEqual(heads.heard, ["send", "send", "503", "retry", "send", "200"])
     }
 }

@@ -154,8 +154,7 @@ extension TaskDelegate {
         if dropsExpectation {
             // A 417 refused the caller's expectation: the request goes without it, and without
             // the one curl would add (RFC 9110 §10.1.1).
-            headerLines.removeAll { $0.utf8.count >= 7 && $0.prefix(7).lowercased() == "expect:" }
-            headerLines.append("Expect:")
+            headerLines = Self.droppingContinueExpectation(from: headerLines)
         } else if bodyReader != nil && !prepared.hasExpectHeader {
             headerLines.append("Expect:")
         }
@@ -254,5 +253,29 @@ extension TaskDelegate {
             state.capRates(receive: receive, send: send, now: passClock.now)
         }
         return receive != nil
+    }
+
+    /// `lines` without the `100-continue` expectation a 417 refused. Other expectations of an
+    /// `Expect` line stay (the server may refuse those too: then the 417 is the answer); one
+    /// whose value has a quoted string goes whole rather than be split at a comma inside it.
+    /// With no expectation left, `Expect:` keeps curl from adding its own.
+    static func droppingContinueExpectation(from lines: [String]) -> [String] {
+        var result: [String] = []
+        var keptExpectation = false
+        for line in lines {
+            guard line.utf8.count >= 7, line.prefix(7).lowercased() == "expect:" else {
+                result.append(line)
+                continue
+            }
+            let value = line.dropFirst(7)
+            guard !value.contains("\"") else { continue }
+            let others = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty && $0.lowercased() != "100-continue" }
+            guard !others.isEmpty else { continue }
+            result.append("Expect: " + others.joined(separator: ", "))
+            keptExpectation = true
+        }
+        if !keptExpectation { result.append("Expect:") }
+        return result
     }
 }
