@@ -15,6 +15,8 @@ import XCTest
 /// - `/rst-body`: the head with a Content-Length of 100,000, 1,000 bytes, then RST_STREAM(INTERNAL_ERROR).
 /// - `/refuse-always`: RST_STREAM(REFUSED_STREAM) before any head, every time.
 /// - `/refuse-once/KEY`: refused the first time KEY is asked for, "hello" after.
+/// - `/drop-once/KEY`: the first time KEY is asked for, the TCP connection is closed without
+///   GOAWAY or any answer (a server that died or dropped an idle connection); "hello" after.
 /// - `/goaway/KEY/N`: held unanswered until the connection holds N of them; then GOAWAY
 ///   (NO_ERROR) whose last-stream-id is the second-lowest held stream: those two are answered,
 ///   the later ones were never processed. After that, KEY answers "hello" at once.
@@ -102,6 +104,14 @@ final class FaultHTTP2Peer {
                         refused_once.add(parts[1])
                     if first:
                         self.conn.reset_stream(stream, h2.errors.ErrorCodes.REFUSED_STREAM)
+                    else:
+                        self.respond(stream, b"hello")
+                elif parts[0] == "drop-once" and len(parts) == 2:
+                    with state_lock:
+                        first = parts[1] not in refused_once
+                        refused_once.add(parts[1])
+                    if first:
+                        self.hang_up()  # the TCP connection closes, no GOAWAY, nothing answered
                     else:
                         self.respond(stream, b"hello")
                 elif parts[0] == "goaway" and len(parts) == 3:

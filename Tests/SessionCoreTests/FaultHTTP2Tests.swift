@@ -141,6 +141,27 @@ final class FaultHTTP2Tests: XCTestCase {
         try await assertWorksAfterwards(manager)
     }
 
+    /// A reused connection closed without GOAWAY once the next request's HEADERS were on it,
+    /// before any byte of an answer (a server that died, or dropped the connection as idle):
+    /// the request goes once more, on a new connection, as libcurl resends one lost that way
+    /// over HTTP/1.1. libcurl 7.88 resends neither here: the task failed with "HTTP/2 stream 3
+    /// was not closed cleanly before end of the underlying stream".
+    func testARequestLostWithAReusedConnectionClosedWithoutGoAwayIsSentAgain() async throws {
+        let manager = try manager()
+        let first = try await run(manager, ["/ok"])[0]
+        assertHello(first, "the first request")
+        let response = try await run(manager, ["/drop-once/\(UUID().uuidString)"])[0]
+        assertHello(response, "the request lost with its connection")
+        XCTAssertNotEqual(port(response), port(first), "answered on the dropped connection")
+        XCTAssertEqual(response.metrics?.transactionMetrics.count, 2, "the lost exchange and the resent one")
+        try await assertWorksAfterwards(manager)
+        // On a connection of its own (not reused) the loss is the server's answer: not resent.
+        let fresh = try await run(try self.manager(), ["/drop-once/\(UUID().uuidString)"])[0]
+        guard case .networkLost? = fresh.error as? SessionError else {
+            return XCTFail("a new connection dropped: expected networkLost, got \(String(describing: fresh.error))")
+        }
+    }
+
     /// The TCP connection dropped after 1,000 of 100,000 body bytes: a lost connection, never a
     /// short body passed for whole.
     func testAConnectionDroppedMidBodyIsANetworkLoss() async throws {

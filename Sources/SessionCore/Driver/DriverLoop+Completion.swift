@@ -107,9 +107,13 @@ extension DriverLoop {
     /// as an end of stream, but not when it shows while the request body is being written
     /// ("Send failure: Broken pipe", seen on RedirectBodyTests' follow-up PUT to httpbin under
     /// TSan). Its own rule applies: a reused connection, no byte of an answer, a body that can
-    /// be sent again.
+    /// be sent again. Over HTTP/2 the same loss (the connection closed without GOAWAY before
+    /// the stream got an answer) shows as `CURLE_PARTIAL_FILE`, "stream N was not closed
+    /// cleanly before end of the underlying stream", which libcurl 7.88 never resends; over
+    /// HTTP/1.1 that code comes only after a head, which the rule excludes.
     func lostReusedConnection(_ delegate: TaskDelegate, code: CURLcode) -> Bool {
-        guard code == CURLE_SEND_ERROR || code == CURLE_RECV_ERROR || code == CURLE_GOT_NOTHING,
+        guard code == CURLE_SEND_ERROR || code == CURLE_RECV_ERROR || code == CURLE_GOT_NOTHING
+            || code == CURLE_PARTIAL_FILE,
             !delegate.resentAfterLostReusedConnection, delegate.failure == nil, delegate.canReplayBody,
             delegate.responseHead == nil, let exchange = delegate.transactions.last,
             exchange.isReusedConnection, exchange.responseHeaderBytesReceived == 0
