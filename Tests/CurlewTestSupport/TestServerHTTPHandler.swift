@@ -194,7 +194,8 @@ final class TestServerHTTPHandler: ChannelInboundHandler {
         // writev would send it: the client reads both together, not as a race of two writes.
         let bodyFollowsAtOnce = sendBody && chunks.first.map { $0.delay <= .zero } == true
         write(Data(head.utf8), flush: !bodyFollowsAtOnce)
-        writeChunks(sendBody ? chunks[...] : [], chunked: framing == .chunked, ending: ending)
+        // No body, no chunked terminator either (a HEAD's, a 204's or a 304's).
+        writeChunks(sendBody ? chunks[...] : [], chunked: sendBody && framing == .chunked, ending: ending)
     }
 
     private func writeChunks(_ chunks: ArraySlice<TestResponse.Chunk>, chunked: Bool, ending: TestResponse.Ending) {

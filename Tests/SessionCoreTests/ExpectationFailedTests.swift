@@ -174,6 +174,9 @@ final class ExpectationFailedTests: XCTestCase {
         XCTAssertEqual(
             TaskDelegate.droppingContinueExpectation(from: ["Accept: */*", "expect: 100-Continue", "Expect: a=\"1,2\""]),
             ["Accept: */*", "Expect:"], "a quoted value goes whole; none left: curl's own is kept out")
+        XCTAssertEqual(
+            TaskDelegate.droppingContinueExpectation(from: ["Expect: 100-continue;ack=1, x"]), ["Expect: x"],
+            "libcurl would wait for a 100 again")
     }
 
     /// A server for the feature pairs below: each request on a connection of its own, read

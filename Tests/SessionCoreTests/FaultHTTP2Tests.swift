@@ -143,8 +143,8 @@ final class FaultHTTP2Tests: XCTestCase {
 
     /// A reused connection closed without GOAWAY once the next request's HEADERS were on it,
     /// before any byte of an answer (a server that died, or dropped the connection as idle):
-    /// the request goes once more, on a new connection, as libcurl resends one lost that way
-    /// over HTTP/1.1. libcurl 7.88 resends neither here: the task failed with "HTTP/2 stream 3
+    /// a GET goes once more, on a new connection, as libcurl resends one lost that way over
+    /// HTTP/1.1; a POST does not. libcurl 7.88 resends neither here: the task failed with "HTTP/2 stream 3
     /// was not closed cleanly before end of the underlying stream".
     func testARequestLostWithAReusedConnectionClosedWithoutGoAwayIsSentAgain() async throws {
         let manager = try manager()
@@ -155,6 +155,16 @@ final class FaultHTTP2Tests: XCTestCase {
         XCTAssertNotEqual(port(response), port(first), "answered on the dropped connection")
         XCTAssertEqual(response.metrics?.transactionMetrics.count, 2, "the lost exchange and the resent one")
         try await assertWorksAfterwards(manager)
+        // A POST is not sent again on its own: the end may have followed a GOAWAY that covered
+        // its stream (RFC 9113 §6.8: "might have been processed"), which the engine cannot see.
+        var post = URLRequest(url: try peer.url("/drop-once/\(UUID().uuidString)"))
+        post.httpMethod = "POST"
+        post.httpBody = Data("once".utf8)
+        let posted = await manager.response(for: post)
+        guard case .networkLost? = posted.error as? SessionError else {
+            return XCTFail("a POST lost with its connection: expected networkLost, got \(String(describing: posted.error))")
+        }
+        XCTAssertEqual(posted.metrics?.transactionMetrics.count, 1, "the POST was sent again")
         // On a connection of its own (not reused) the loss is the server's answer: not resent.
         let fresh = try await run(try self.manager(), ["/drop-once/\(UUID().uuidString)"])[0]
         guard case .networkLost? = fresh.error as? SessionError else {

@@ -107,13 +107,21 @@ extension DriverLoop {
     /// as an end of stream, but not when it shows while the request body is being written
     /// ("Send failure: Broken pipe", seen on RedirectBodyTests' follow-up PUT to httpbin under
     /// TSan). Its own rule applies: a reused connection, no byte of an answer, a body that can
-    /// be sent again. Over HTTP/2 the same loss (the connection closed without GOAWAY before
-    /// the stream got an answer) shows as `CURLE_PARTIAL_FILE`, "stream N was not closed
-    /// cleanly before end of the underlying stream", which libcurl 7.88 never resends; over
-    /// HTTP/1.1 that code comes only after a head, which the rule excludes.
+    /// be sent again.
+    ///
+    /// Over HTTP/2 the same loss (the connection ended before the stream got an answer) shows
+    /// as `CURLE_PARTIAL_FILE`, "stream N was not closed cleanly before end of the underlying
+    /// stream", which libcurl 7.88 never resends; over HTTP/1.1 that code comes only after a
+    /// head, which the rule excludes. It is resent only for an idempotent method (RFC 9110
+    /// §9.2.2): the end may follow a GOAWAY that covered the stream ("might have been
+    /// processed", RFC 9113 §6.8), which the engine cannot see, and a stream that joined a
+    /// connection another transfer had just opened counts as reused. The same code without
+    /// that message (libcurl's reset of a stream after a GOAWAY, which can drop an answer it
+    /// had read) is no lost connection.
     func lostReusedConnection(_ delegate: TaskDelegate, code: CURLcode) -> Bool {
         guard code == CURLE_SEND_ERROR || code == CURLE_RECV_ERROR || code == CURLE_GOT_NOTHING
-            || code == CURLE_PARTIAL_FILE,
+            || (code == CURLE_PARTIAL_FILE && Self.idempotentMethods.contains(delegate.prepared.method)
+                && delegate.easy.errorMessage.hasSuffix("before end of the underlying stream")),
             !delegate.resentAfterLostReusedConnection, delegate.failure == nil, delegate.canReplayBody,
             delegate.responseHead == nil, let exchange = delegate.transactions.last,
             exchange.isReusedConnection, exchange.responseHeaderBytesReceived == 0
@@ -121,6 +129,9 @@ extension DriverLoop {
         delegate.resentAfterLostReusedConnection = true
         return true
     }
+
+    /// RFC 9110 §9.2.2's idempotent methods: a request the client may send again on its own.
+    static let idempotentMethods: Set<String> = ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"]
 
     /// Carries out what the state machine chose for an exchange that ended.
     func act(

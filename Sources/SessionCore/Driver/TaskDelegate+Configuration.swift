@@ -258,7 +258,9 @@ extension TaskDelegate {
     /// `lines` without the `100-continue` expectation a 417 refused. Other expectations of an
     /// `Expect` line stay (the server may refuse those too: then the 417 is the answer); one
     /// whose value has a quoted string goes whole rather than be split at a comma inside it.
-    /// With no expectation left, `Expect:` keeps curl from adding its own.
+    /// Any element that mentions `100-continue` goes (`100-continue;ack=1` too): libcurl
+    /// finds it as a substring, would wait for a 100 again and answer the next 417 by
+    /// resending. With no expectation left, `Expect:` keeps curl from adding its own.
     static func droppingContinueExpectation(from lines: [String]) -> [String] {
         var result: [String] = []
         var keptExpectation = false
@@ -270,7 +272,7 @@ extension TaskDelegate {
             let value = line.dropFirst(7)
             guard !value.contains("\"") else { continue }
             let others = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-                .filter { !$0.isEmpty && $0.lowercased() != "100-continue" }
+                .filter { !$0.isEmpty && !$0.lowercased().contains("100-continue") }
             guard !others.isEmpty else { continue }
             result.append("Expect: " + others.joined(separator: ", "))
             keptExpectation = true
