@@ -224,6 +224,96 @@ final class ServerSentEventsTests: XCTestCase {
         }
     }
 
+    /// A proxy that refuses the tunnel (a 407 for a wrong password) answers every reconnection
+    /// the same: the stream ends with the error after one CONNECT. The refusal is libcurl's own
+    /// error (`.curl`), which the stream took for a cut in a body's framing and reconnected in
+    /// a loop, sending the refused request again every few seconds, `next()` never throwing.
+    func testAProxyThatRefusesTheTunnelEndsTheStream() async throws {
+        let proxy = try ScriptedServer { socket, server in
+            server.readHead(socket)
+            server.write(socket, "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"p\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+        }
+        defer { proxy.stop() }
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .url(proxy.baseURLString)
+        let proxied = URLSessionManager.raw(configuration)
+        defer { proxied.invalidateSessionCancelingTasks(true, resetSession: false) }
+        var events = proxied.events(for: URLRequest(url: try XCTUnwrap(URL(string: "https://origin.invalid/stream"))))
+        events.defaultRetryInterval = 10
+        let ended = expectation(description: "the stream ends")
+        let outcome = Mutex<(any Error)?>(nil)
+        let consumer = Task { [events] in
+            do {
+                for try await _ in events {}
+            } catch {
+                outcome.withLock { $0 = error }
+            }
+            ended.fulfill()
+        }
+        await fulfillment(of: [ended], timeout: 30)  // a bound, not a timing: a loop never ends
+        consumer.cancel()
+        let error = try XCTUnwrap(outcome.withLock { $0 } as? SessionError, "a refused tunnel must end the stream with its error")
+        XCTAssertTrue(error.description.contains("407"), error.description)
+        XCTAssertEqual(proxy.received.withLock { $0.count }, 1, "CONNECTs")
+    }
+
+    /// The caller's own `Last-Event-ID` goes with the first connection and is the ID in force
+    /// until the server sets one; a bare `id` clears it (WHATWG: then no header is sent). The
+    /// caller's header was sent again with every reconnection once the server's ID was empty,
+    /// asking the server to replay from the old point.
+    func testTheCallersLastEventIDGivesWayToTheServers() async throws {
+        let sent = Mutex<[String?]>([])
+        server.route("/resume") { request in
+            let attempt = sent.withLock { list -> Int in
+                list.append(request.header("Last-Event-ID"))
+                return list.count
+            }
+            switch attempt {
+            case 1: return Self.eventStream(["retry: 10\ndata: before\n\nid\ndata: cleared\n\n"], ending: .close)
+            default: return TestResponse(status: 204)
+            }
+        }
+        var request = URLRequest(url: try server.url("/resume"))
+        request.setValue("41", forHTTPHeaderField: "Last-Event-ID")
+        var received: [ServerSentEvent] = []
+        for try await event in manager.events(for: request) { received.append(event) }
+        XCTAssertEqual(received, [ServerSentEvent(id: "41", data: "before", retry: 10), ServerSentEvent(data: "cleared")])
+        XCTAssertEqual(sent.withLock { $0 }, ["41", nil])
+    }
+
+    /// A POST's stream (a generation API's) is not sent again on its own: the server's close
+    /// ends it, and a cut ends it with the error. Reconnected, the request ran a second time
+    /// on the server and its events followed the first run's as if one stream.
+    func testAPostsStreamIsNotSentAgain() async throws {
+        let posts = Mutex(0)
+        server.route("/generate") { request in
+            let attempt = posts.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            if attempt == 1 { return Self.eventStream(["retry: 10\ndata: a\n\n"], ending: .complete) }
+            // Closed without the chunked terminator: cut in its framing.
+            if attempt == 2 { return Self.eventStream(["retry: 10\ndata: b\n\n", "data: ha"], ending: .close) }
+            return TestResponse(status: 204)
+        }
+        var request = URLRequest(url: try server.url("/generate"))
+        request.httpMethod = "POST"
+        request.httpBody = Data("{\"prompt\":\"hi\"}".utf8)
+        var received: [String] = []
+        for try await event in manager.events(for: request) { received.append(event.data) }
+        XCTAssertEqual(received, ["a"], "the server's close ends a POST's stream")
+        XCTAssertEqual(posts.withLock { $0 }, 1)
+        received = []
+        do {
+            for try await event in manager.events(for: request) { received.append(event.data) }
+            XCTFail("a cut POST stream must end with the error")
+        } catch let error as SessionError {
+            guard case .networkLost = error else { return XCTFail("unexpected \(error)") }
+        }
+        XCTAssertEqual(received, ["b"])
+        XCTAssertEqual(posts.withLock { $0 }, 2)
+    }
+
     /// The events a chunk completed before an event over `maximumEventSize` are delivered
     /// first, then the error: one write here holds a small event and the large one.
     func testTheEventsBeforeAnEventOverTheLimitInTheSameChunkAreDelivered() async throws {

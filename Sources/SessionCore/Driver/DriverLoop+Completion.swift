@@ -120,7 +120,7 @@ extension DriverLoop {
     /// had read) is no lost connection.
     func lostReusedConnection(_ delegate: TaskDelegate, code: CURLcode) -> Bool {
         guard code == CURLE_SEND_ERROR || code == CURLE_RECV_ERROR || code == CURLE_GOT_NOTHING
-            || (code == CURLE_PARTIAL_FILE && Self.idempotentMethods.contains(delegate.prepared.method)
+            || (code == CURLE_PARTIAL_FILE && PreparedRequest.idempotentMethods.contains(delegate.prepared.method)
                 && delegate.easy.errorMessage.hasSuffix("before end of the underlying stream")),
             !delegate.resentAfterLostReusedConnection, delegate.failure == nil, delegate.canReplayBody,
             delegate.responseHead == nil, let exchange = delegate.transactions.last,
@@ -129,9 +129,6 @@ extension DriverLoop {
         delegate.resentAfterLostReusedConnection = true
         return true
     }
-
-    /// RFC 9110 §9.2.2's idempotent methods: a request the client may send again on its own.
-    static let idempotentMethods: Set<String> = ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"]
 
     /// Carries out what the state machine chose for an exchange that ended.
     func act(

@@ -67,6 +67,9 @@ final class PreparedRequest: Sendable {
         self.tlsTarget = tlsTarget
     }
 
+    /// RFC 9110 §9.2.2's idempotent methods: a request the client may send again on its own.
+    static let idempotentMethods: Set<String> = ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"]
+
     /// The methods curl is told about by an option of their own; any other is `other`.
     enum MethodKind: Equatable {
         case get, head, post, put, patch, other

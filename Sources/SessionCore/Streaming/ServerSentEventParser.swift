@@ -22,8 +22,12 @@ struct ServerSentEventParser {
     /// The first line of the stream is yet to come (a leading BOM is dropped there).
     private var atStreamStart = true
 
-    init(maximumEventSize: Int = 16 << 20) {
+    /// `lastEventID`: the ID in force before the stream's first `id` field (the caller's own
+    /// `Last-Event-ID`, to resume from).
+    init(maximumEventSize: Int = 16 << 20, lastEventID: String = "") {
         self.maximumEventSize = max(1, maximumEventSize)
+        self.lastEventID = lastEventID
+        idBuffer = lastEventID
     }
 
     /// Processes one line; returns the event a blank line dispatches.

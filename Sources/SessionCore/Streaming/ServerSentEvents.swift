@@ -18,6 +18,12 @@ import FoundationNetworking
 /// error; another status than 200, or a content type other than `text/event-stream`, ends it
 /// with ``ResponseStreamError`` and no reconnection. Cancelling the consuming task, or
 /// leaving the loop, closes the connection. Each iterator runs its own connection.
+///
+/// Only a request with an idempotent method (GET, the EventSource's, or HEAD, PUT, DELETE,
+/// OPTIONS, TRACE) is sent again on its own. A POST's stream (a generation API's) ends when
+/// the server closes it, and a cut or a failed connection ends it with the error: sent again,
+/// the request would run a second time on the server (the manager's `requestRetrier` decides
+/// about failed attempts as for any request).
 public struct ServerSentEvents: AsyncSequence, Sendable {
     /// One dispatched event.
     public typealias Element = ServerSentEvent
@@ -56,10 +62,17 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         private var connectionBroughtBytes = false
         /// What ended the stream after the events in `ready`: thrown once they were handed out.
         private var pendingFailure: ResponseStreamError?
+        /// Whether the request may be sent again on the iterator's own (an idempotent method).
+        private let mayReconnect: Bool
 
         init(_ source: ServerSentEvents) {
             self.source = source
-            parser = ServerSentEventParser(maximumEventSize: source.maximumEventSize)
+            // The caller's own `Last-Event-ID` is the ID in force until the server sets one
+            // (an `id` without a value clears it, and then none is sent).
+            parser = ServerSentEventParser(
+                maximumEventSize: source.maximumEventSize,
+                lastEventID: source.request.value(forHTTPHeaderField: "Last-Event-ID") ?? "")
+            mayReconnect = PreparedRequest.idempotentMethods.contains(source.request.httpMethod?.uppercased() ?? "GET")
         }
 
         /// The next event; nil after a 204 or once the iterator ended.
@@ -106,13 +119,14 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
             do {
                 chunk = try await current.next()
                 chunks = current
-            } catch let error as SessionError where Self.reconnects(after: error) {
+            } catch let error as SessionError where Self.reconnects(after: error) && mayReconnect {
                 // Cut mid-body: reconnect, as after a clean close.
                 dropConnection()
                 return
             }
             guard let chunk else {
                 dropConnection()
+                if !mayReconnect { isDone = true }  // the server ended it: no second run
                 return
             }
             if !connectionBroughtBytes {
@@ -140,7 +154,9 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
             request.setValue("text/event-stream", forHTTPHeaderField: "Accept")
             request.setValue("no-cache", forHTTPHeaderField: "Cache-Control")
             // An ID that cannot be sent as a header value (a control character) is left out
-            // rather than failing every reconnection.
+            // rather than failing every reconnection; so is the caller's, once the server's ID
+            // replaced it.
+            request.setValue(nil, forHTTPHeaderField: "Last-Event-ID")
             if !parser.lastEventID.isEmpty, HTTPHeaderValidation.isValidValue(parser.lastEventID) {
                 request.setValue(parser.lastEventID, forHTTPHeaderField: "Last-Event-ID")
             }
@@ -148,7 +164,7 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
             let response: HTTPURLResponse
             do {
                 (bytes, response) = try await source.manager.bytes(for: request, bufferSize: 256 << 10)
-            } catch let error as SessionError where Self.reconnects(after: error) {
+            } catch let error as SessionError where Self.reconnects(after: error) && mayReconnect {
                 return nil  // no connection: try again after the retry interval
             }
             if response.statusCode == 204 {
@@ -176,15 +192,13 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         }
 
         /// The failures a reconnection can cure: the network's (the EventSource "network
-        /// error"). A refused policy, a bad URL, a pin or trust failure, too many redirects or a
-        /// cancellation end the sequence with the error instead of a loop.
+        /// error"), and a response broken in its framing. A refused policy, a bad URL, a pin or
+        /// trust failure, too many redirects, a cancellation, and libcurl's own errors (a proxy
+        /// that refused the tunnel — a 407's wrong password sent again every few minutes —,
+        /// memory that ran out) end the sequence with the error instead of a loop.
         static func reconnects(after error: SessionError) -> Bool {
             switch error {
-            case .cannotConnect, .dnsFailure, .networkLost, .timedOut: return true
-            // Memory ran out (libcurl's buffer for a paused transfer, too): the same server
-            // would do the same again.
-            case .curl(let code, _) where code == 27: return false
-            case .badServerResponse, .curl: return true  // a body cut in its framing
+            case .cannotConnect, .dnsFailure, .networkLost, .timedOut, .badServerResponse: return true
             default: return false
             }
         }
