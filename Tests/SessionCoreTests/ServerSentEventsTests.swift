@@ -281,6 +281,80 @@ final class ServerSentEventsTests: XCTestCase {
         XCTAssertEqual(sent.withLock { $0 }, ["41", nil])
     }
 
+    /// Invalidating or resetting the manager while a stream waits to reconnect (here ten
+    /// minutes, as the server asked) ends it at once with `.sessionInvalidated`, and nothing
+    /// more is sent: the stream slept out its interval holding the manager, and after a reset
+    /// connected on the new session with the old one's event ID.
+    func testInvalidatingOrResettingTheManagerEndsAStreamWaitingToReconnect() async throws {
+        for resets in [false, true] {
+            let manager = URLSessionManager.raw()
+            let connections = Mutex(0)
+            server.route("/wait") { _ in
+                connections.withLock { $0 += 1 }
+                return Self.eventStream(["retry: 600000\nid: 5\ndata: a\n\n"], ending: .complete)
+            }
+            let firstEvent = expectation(description: "the first event")
+            let ended = expectation(description: "the stream ends")
+            let outcome = Mutex<[String]>([])
+            let events = manager.events(for: URLRequest(url: try server.url("/wait")))
+            let consumer = Task {
+                do {
+                    for try await event in events {
+                        outcome.withLock { $0.append(event.data) }
+                        firstEvent.fulfill()
+                    }
+                    outcome.withLock { $0.append("end") }
+                } catch {
+                    outcome.withLock { $0.append("\(error)") }
+                }
+                ended.fulfill()
+            }
+            await fulfillment(of: [firstEvent], timeout: 30)
+            // Until the stream waits (its connection over): a bounded wait, not an assertion.
+            for _ in 0..<3000 where manager.engine.sessionEndWaiters.withLock({ $0.count }) == 0 {
+                try await Task.sleep(nanoseconds: 10_000_000)
+            }
+            manager.invalidateSessionCancelingTasks(true, resetSession: resets)
+            await fulfillment(of: [ended], timeout: 30)  // a bound: the wait was ten minutes
+            consumer.cancel()
+            XCTAssertEqual(outcome.withLock { $0 }, ["a", "\(SessionError.sessionInvalidated)"], "reset: \(resets)")
+            XCTAssertEqual(connections.withLock { $0 }, 1, "reset: \(resets)")
+            XCTAssertEqual(manager.engine.sessionEndWaiters.withLock { $0.count }, 0, "a wait left behind")
+            manager.invalidateSessionCancelingTasks(true, resetSession: false)
+            await manager.waitUntilInvalidated()
+        }
+    }
+
+    /// Cancelling the consumer while its stream waits to reconnect ends the wait, and leaves
+    /// no wait behind in the engine; a cancellation before the wait was stored and one after
+    /// the session ended are no-ops.
+    func testCancellingTheConsumerDuringTheReconnectionWaitLeavesNoWaitBehind() async throws {
+        server.route("/later") { _ in Self.eventStream(["retry: 600000\ndata: a\n\n"], ending: .complete) }
+        let events = manager.events(for: URLRequest(url: try server.url("/later")))
+        let firstEvent = expectation(description: "the first event")
+        let ended = expectation(description: "the stream ends")
+        let consumer = Task {
+            do {
+                for try await _ in events { firstEvent.fulfill() }
+            } catch {}
+            ended.fulfill()
+        }
+        await fulfillment(of: [firstEvent], timeout: 30)
+        for _ in 0..<3000 where manager.engine.sessionEndWaiters.withLock({ $0.count }) == 0 {
+            try await Task.sleep(nanoseconds: 10_000_000)  // until the stream waits
+        }
+        XCTAssertEqual(manager.engine.sessionEndWaiters.withLock { $0.count }, 1)
+        consumer.cancel()
+        await fulfillment(of: [ended], timeout: 30)
+        XCTAssertEqual(manager.engine.sessionEndWaiters.withLock { $0.count }, 0, "a wait left behind")
+
+        var waiters = SessionEndWaiters()
+        let early = waiters.makeID()
+        XCTAssertNil(waiters.cancel(early), "nothing stored yet")
+        XCTAssertEqual(waiters.count, 1, "the cancellation is kept for the store")
+        XCTAssertEqual(waiters.takeAll().count, 0)
+    }
+
     /// A POST's stream (a generation API's) is not sent again on its own: the server's close
     /// ends it, and a cut ends it with the error. Reconnected, the request ran a second time
     /// on the server and its events followed the first run's as if one stream.

@@ -48,6 +48,7 @@ extension SessionEngine {
             if cancelingTasks { for task in tasks where task.state != .completed { task.cancel(with: .cancelled) } }
             return
         case .begin(let tasks):
+            sessionDidEnd()
             if cancelingTasks {
                 for task in tasks { task.cancel(with: .cancelled) }
             }

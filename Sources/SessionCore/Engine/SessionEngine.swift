@@ -355,6 +355,12 @@ final class SessionEngine: Sendable {
     /// Set while a reset is under way (read without the lock on every start).
     let resetPending = Atomic<Bool>(false)
 
+    /// Counts the sessions that ended: each invalidation and each reset, as it begins
+    /// (`SessionEndWaiters`). Written under `sessionEndWaiters`' lock.
+    let sessionGeneration = Atomic<Int>(0)
+    /// The waits that end with the session (`waitForSessionEnd(after:)`).
+    let sessionEndWaiters = Mutex(SessionEndWaiters())
+
     /// During a reset, a task of the fresh session (one made or first resumed after the reset
     /// began) waits for it, before the response cache is asked: it never sees the old
     /// session's cookies, credentials or private cache partition. A task of the old session

@@ -23,7 +23,8 @@ import FoundationNetworking
 /// OPTIONS, TRACE) is sent again on its own. A POST's stream (a generation API's) ends when
 /// the server closes it, and a cut or a failed connection ends it with the error: sent again,
 /// the request would run a second time on the server (the manager's `requestRetrier` decides
-/// about failed attempts as for any request).
+/// about failed attempts as for any request). Invalidating or resetting the manager ends a
+/// stream waiting to reconnect at once, with `SessionError.sessionInvalidated`.
 public struct ServerSentEvents: AsyncSequence, Sendable {
     /// One dispatched event.
     public typealias Element = ServerSentEvent
@@ -64,6 +65,9 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         private var pendingFailure: ResponseStreamError?
         /// Whether the request may be sent again on the iterator's own (an idempotent method).
         private let mayReconnect: Bool
+        /// The manager's session at the first connection (`SessionEngine.sessionGeneration`):
+        /// the stream ends with it.
+        private var generation = 0
 
         init(_ source: ServerSentEvents) {
             self.source = source
@@ -107,7 +111,9 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
                 if reconnects {
                     let delay = Self.reconnectionDelay(
                         retry: parser.reconnectionTime ?? source.defaultRetryInterval, failures: failures)
-                    try await Task.sleep(nanoseconds: UInt64(delay) * 1_000_000)
+                    try await waitBeforeReconnecting(milliseconds: delay)
+                } else {
+                    generation = source.manager.engine.currentSessionGeneration
                 }
                 reconnects = true
                 chunks = try await connect()
@@ -145,6 +151,22 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
                 guard !ready.isEmpty else { throw error }
                 pendingFailure = error
             }
+        }
+
+        /// Waits `milliseconds` before the next connection, or less: an invalidation or a
+        /// reset of the manager ends the wait and the stream (`.sessionInvalidated`). Without
+        /// that, the stream slept out the whole interval (up to a day) holding the manager,
+        /// and after a reset connected on the new session with the old one's event ID.
+        private func waitBeforeReconnecting(milliseconds: Int) async throws {
+            let engine = source.manager.engine
+            let generation = self.generation
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await Task.sleep(nanoseconds: UInt64(milliseconds) * 1_000_000) }
+                group.addTask { await engine.waitForSessionEnd(after: generation) }
+                try await group.next()
+                group.cancelAll()
+            }
+            if engine.currentSessionGeneration != generation { throw SessionError.sessionInvalidated }
         }
 
         /// Opens the stream; nil when this attempt failed in a way that reconnects. Throws
