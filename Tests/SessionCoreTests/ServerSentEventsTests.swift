@@ -225,13 +225,21 @@ final class ServerSentEventsTests: XCTestCase {
     }
 
     /// A proxy that refuses the tunnel (a 407 for a wrong password) answers every reconnection
-    /// the same: the stream ends with the error after one CONNECT. The refusal is libcurl's own
-    /// error (`.curl`), which the stream took for a cut in a body's framing and reconnected in
-    /// a loop, sending the refused request again every few seconds, `next()` never throwing.
+    /// the same: the stream ends with the error. The refusal is libcurl's own error (`.curl`),
+    /// which the stream took for a cut in a body's framing and reconnected in a loop, sending
+    /// the refused request again and again, `next()` never throwing. A tunnel the proxy could
+    /// not open (502) is reconnected.
     func testAProxyThatRefusesTheTunnelEndsTheStream() async throws {
+        let connects = Mutex(0)
         let proxy = try ScriptedServer { socket, server in
             server.readHead(socket)
-            server.write(socket, "HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"p\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            // The first tunnel cannot be opened (502: reconnected); the second is refused.
+            let first = connects.withLock { count -> Bool in
+                count += 1
+                return count == 1
+            }
+            let status = first ? "502 Bad Gateway" : "407 Proxy Authentication Required\r\nProxy-Authenticate: Basic realm=\"p\""
+            server.write(socket, "HTTP/1.1 \(status)\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
         }
         defer { proxy.stop() }
         var configuration = SessionConfiguration.default
@@ -254,7 +262,7 @@ final class ServerSentEventsTests: XCTestCase {
         consumer.cancel()
         let error = try XCTUnwrap(outcome.withLock { $0 } as? SessionError, "a refused tunnel must end the stream with its error")
         XCTAssertTrue(error.description.contains("407"), error.description)
-        XCTAssertEqual(proxy.received.withLock { $0.count }, 1, "CONNECTs")
+        XCTAssertEqual(proxy.received.withLock { $0.count }, 2, "CONNECTs: the 502's and the 407's")
     }
 
     /// The caller's own `Last-Event-ID` goes with the first connection and is the ID in force
@@ -333,10 +341,13 @@ final class ServerSentEventsTests: XCTestCase {
         let events = manager.events(for: URLRequest(url: try server.url("/later")))
         let firstEvent = expectation(description: "the first event")
         let ended = expectation(description: "the stream ends")
+        let thrown = Mutex<(any Error)?>(nil)
         let consumer = Task {
             do {
                 for try await _ in events { firstEvent.fulfill() }
-            } catch {}
+            } catch {
+                thrown.withLock { $0 = error }
+            }
             ended.fulfill()
         }
         await fulfillment(of: [firstEvent], timeout: 30)
@@ -346,6 +357,7 @@ final class ServerSentEventsTests: XCTestCase {
         XCTAssertEqual(manager.engine.sessionEndWaiters.withLock { $0.count }, 1)
         consumer.cancel()
         await fulfillment(of: [ended], timeout: 30)
+        XCTAssertTrue(thrown.withLock { $0 } is CancellationError, "\(String(describing: thrown.withLock { $0 }))")
         XCTAssertEqual(manager.engine.sessionEndWaiters.withLock { $0.count }, 0, "a wait left behind")
 
         var waiters = SessionEndWaiters()

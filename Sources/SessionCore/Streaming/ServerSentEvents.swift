@@ -8,8 +8,8 @@ import FoundationNetworking
 /// parsed as the WHATWG EventSource specification says, reconnecting after a dropped
 /// connection as long as the consumer iterates.
 ///
-/// Each connection sends `Accept: text/event-stream` and, once an event ID was seen,
-/// `Last-Event-ID`. After a clean close or a cut mid-body (a half-received event is
+/// Each connection sends `Accept: text/event-stream` and the event ID in force as
+/// `Last-Event-ID` (the request's own until the server sends one). After a clean close or a cut mid-body (a half-received event is
 /// discarded), or a connection that could not be made, the iterator waits the server's last
 /// `retry:` value (3 s by default) and connects again. Attempts that fail in a row (no
 /// connection, or one that ended before it brought a byte) double the wait each time, from at
@@ -76,7 +76,7 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
             parser = ServerSentEventParser(
                 maximumEventSize: source.maximumEventSize,
                 lastEventID: source.request.value(forHTTPHeaderField: "Last-Event-ID") ?? "")
-            mayReconnect = PreparedRequest.idempotentMethods.contains(source.request.httpMethod?.uppercased() ?? "GET")
+            mayReconnect = PreparedRequest.idempotentMethods.contains(source.request.httpMethod ?? "GET")
         }
 
         /// The next event; nil after a 204 or once the iterator ended.
@@ -167,6 +167,9 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
                 group.cancelAll()
             }
             if engine.currentSessionGeneration != generation { throw SessionError.sessionInvalidated }
+            // The consumer's cancellation ends the wait through either child: always the
+            // sleep's error, whichever finished first.
+            try Task.checkCancellation()
         }
 
         /// Opens the stream; nil when this attempt failed in a way that reconnects. Throws
@@ -214,13 +217,20 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         }
 
         /// The failures a reconnection can cure: the network's (the EventSource "network
-        /// error"), and a response broken in its framing. A refused policy, a bad URL, a pin or
-        /// trust failure, too many redirects, a cancellation, and libcurl's own errors (a proxy
-        /// that refused the tunnel — a 407's wrong password sent again every few minutes —,
-        /// memory that ran out) end the sequence with the error instead of a loop.
+        /// error"), a response broken in its framing, a SOCKS proxy's failure to reach the
+        /// origin (`CURLE_PROXY`) and a tunnel the proxy could not open (5xx). A refused policy,
+        /// a bad URL, a pin or trust failure, too many redirects, a cancellation, a tunnel the
+        /// proxy refused (a 407's wrong password, sent again and again) and libcurl's other
+        /// errors (memory that ran out) end the sequence with the error instead of a loop.
         static func reconnects(after error: SessionError) -> Bool {
             switch error {
             case .cannotConnect, .dnsFailure, .networkLost, .timedOut, .badServerResponse: return true
+            case .curl(let code, _) where code == 97: return true  // CURLE_PROXY
+            case .curl(let code, let message) where code == 56:
+                // A refused tunnel ("CONNECT tunnel failed, response 502"; the engine's "the
+                // proxy refused the tunnel: 502"): the status ends the message.
+                guard let status = Int(message.split(separator: " ").last ?? "") else { return false }
+                return (500..<600).contains(status)
             default: return false
             }
         }

@@ -40,9 +40,10 @@ extension URLSessionManager {
     /// unsent, when the surplus was read by then; a server that answers before it read the
     /// whole body, such as a 413, stops the upload and its answer is the result);
     /// without it, with chunked transfer coding (HTTP/1.1) or as DATA frames (HTTP/2). A
-    /// redirect that needs the body again (307, 308) or a retry after part of it was sent
-    /// fails with `SessionError.bodyStreamFailed`: the sequence cannot start over. An error the
-    /// sequence throws fails the transfer with `SessionError.bodyStreamFailed`.
+    /// redirect that needs the body again (307, 308) after part of it was sent fails with
+    /// `SessionError.bodyStreamFailed`, and once part of it was read the retrier is not asked
+    /// (the attempt's answer or error is the result): the sequence cannot start over. An error
+    /// the sequence throws fails the transfer with `SessionError.bodyStreamFailed`.
     public func upload<Body: AsyncSequence & Sendable>(
         for request: URLRequest, from body: Body, length: Int64? = nil
     ) async throws -> (Data, HTTPURLResponse) where Body.Element == Data {
