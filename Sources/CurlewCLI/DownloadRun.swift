@@ -32,6 +32,15 @@ struct DownloadRun {
     /// `--auth-type digest`: the credentials that answer the server's challenge.
     var digestCredentials: (user: String, password: String)?
 
+    /// Whether `target` exists (its link followed) as something other than a regular file or
+    /// a directory: a device, a FIFO, a socket.
+    static func isSpecialFile(_ target: URL) -> Bool {
+        var status = stat()
+        guard stat(target.path, &status) == 0 else { return false }
+        let type = status.st_mode & S_IFMT
+        return type != S_IFREG && type != S_IFDIR
+    }
+
     /// Where a download's resume data is kept.
     static func resumeFile(for target: URL) -> URL {
         URL(fileURLWithPath: target.path + ".curlew-resume")
@@ -50,6 +59,13 @@ struct DownloadRun {
             return expanded.hasPrefix("/") ? URL(fileURLWithPath: expanded) : cwd.appendingPathComponent(expanded)
         }
         let directory = target?.deletingLastPathComponent() ?? cwd
+        // A download is moved into place as a new file: `-o /dev/null` (as root), a FIFO or a
+        // socket would be replaced by a regular file, not written to. `-o` without `-d` writes
+        // into them.
+        if let target, Self.isSpecialFile(target) {
+            throw ToolFailure(
+                .usage, "\(target.path) is not a regular file: -d saves to a file of its own (leave out -d to write into it)")
+        }
         var configuration = self.configuration
         configuration.downloadDirectory = directory
 

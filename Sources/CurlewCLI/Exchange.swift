@@ -78,7 +78,11 @@ enum Exchange {
             let task = Mutex<DataTask?>(nil)
             let created = manager.dataTask(
                 with: built.request,
-                dataHandler: { chunk in writer.write(chunk: chunk, head: task.withLock { $0 }?.responseHead) },
+                dataHandler: { chunk in
+                    let current = task.withLock { $0 }
+                    // The output refused the chunk: nothing more is worth receiving.
+                    if !writer.write(chunk: chunk, head: current?.responseHead) { current?.cancel() }
+                },
                 completionHandler: { continuation.resume(returning: $0) })
             task.withLock { $0 = created }
             created.resume()

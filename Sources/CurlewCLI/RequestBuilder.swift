@@ -69,7 +69,19 @@ struct RequestBuilder {
             try requireReadableFile(file, item: "@" + path)
             var request = try serializer.request(method: method, urlString: urlString, parameters: nil)
             request.setValue(MIMETypeTable.mimeType(forPathExtension: file.pathExtension), forHTTPHeaderField: "Content-Type")
-            built = BuiltRequest(request: request, bodyFile: file)
+            if Self.isRegularFile(file) {
+                built = BuiltRequest(request: request, bodyFile: file)
+            } else {
+                // A pipe (`@<(command)`, `@/dev/stdin`): read once, and its length is known
+                // only at its end, so it is read whole, as `@-` is. Streamed as a file, it went
+                // out empty (a download declared the length stat gives a pipe, 0) or was refused.
+                guard let handle = FileHandle(forReadingAtPath: file.path) else {
+                    throw BuildError("'@\(path)': \(file.path) is not a readable file")
+                }
+                defer { try? handle.close() }
+                request.httpBody = (try? handle.readToEnd()) ?? Data()
+                built = BuiltRequest(request: request)
+            }
         } else if hasFileField || (mode == .form && hasFields) {
             built = BuiltRequest(request: try formRequest(method: method, urlString: urlString, multipart: hasFileField))
         } else if hasFields {
@@ -189,6 +201,13 @@ struct RequestBuilder {
     private func resolve(_ path: String) -> URL {
         let expanded = (path as NSString).expandingTildeInPath
         return expanded.hasPrefix("/") ? URL(fileURLWithPath: expanded) : directory.appendingPathComponent(expanded)
+    }
+
+    /// Whether `file` (its link followed) is a regular file, which can be streamed with its
+    /// length known.
+    static func isRegularFile(_ file: URL) -> Bool {
+        var status = stat()
+        return stat(file.path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG
     }
 
     private func requireReadableFile(_ file: URL, item: String) throws {

@@ -170,6 +170,8 @@ struct RequestCommand: AsyncParsableCommand {
                 sink: try ResponseWriter.sink(outputPath: download.output, printsBody: selection.responseBody),
                 canStream: built.bodyFile == nil && built.request.httpBodyStream == nil)
             let response = await Exchange.send(built, manager: manager, streamingTo: writer.streams ? writer : nil)
+            // A refused write cancelled the transfer: the write is the run's failure.
+            if let failure = writer.failure { throw ToolFailure(.error, failure) }
             if let error = response.error { throw ToolFailure(transferError: error) }
             guard let head = response.head else { throw ToolFailure(.error, "no response arrived") }
             try writer.finish(response)

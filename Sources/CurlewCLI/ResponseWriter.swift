@@ -43,22 +43,29 @@ final class ResponseWriter: @unchecked Sendable {  // `headWritten` and `writeFa
         return .file(try OutputFile(path: outputPath))
     }
 
-    /// A streamed chunk, the head written first if it was not yet.
-    func write(chunk: Data, head: HTTPResponseHead?) {
+    /// A streamed chunk, the head written first if it was not yet. False once the output
+    /// cannot be written (a closed pipe, a full disk): the transfer is then cancelled rather
+    /// than downloaded to the end for nothing.
+    func write(chunk: Data, head: HTTPResponseHead?) -> Bool {
         lock.withLock {
             writeHead(head)
             writeBody(chunk)
+            return writeFailure == nil
         }
     }
 
+    /// Why the output could not be written, if it could not: the run's failure, before the
+    /// transfer's (which is then the cancellation that followed).
+    var failure: String? { lock.withLock { writeFailure } }
+
     /// The end of the response: the head if no chunk wrote it, then a collected body.
-    /// - Throws: a `ToolFailure` when `-o FILE` could not be written.
+    /// - Throws: a `ToolFailure` when `-o FILE` or standard output could not be written.
     func finish(_ response: DataResponse) throws {
         let failure: String? = lock.withLock {
             writeHead(response.head)
             if !streams, let data = response.data, !data.isEmpty {
                 if case .standardOutput = sink {
-                    stdout.write(printer.responseBody(data, head: response.head))
+                    noteStandardOutput(stdout.write(printer.responseBody(data, head: response.head)))
                 } else {
                     writeBody(data)
                 }
@@ -77,14 +84,21 @@ final class ResponseWriter: @unchecked Sendable {  // `headWritten` and `writeFa
         guard !headWritten, let head else { return }
         headWritten = true
         guard selection.responseHead else { return }
-        stdout.write(printer.responseHead(head))
-        if case .standardOutput = sink { stdout.write("\n") }
+        noteStandardOutput(stdout.write(printer.responseHead(head)))
+        if case .standardOutput = sink { noteStandardOutput(stdout.write("\n")) }
+    }
+
+    /// Keeps the first reason standard output could not be written.
+    private func noteStandardOutput(_ reason: String?) {
+        guard let reason, writeFailure == nil else { return }
+        writeFailure = "cannot write standard output: \(reason)"
     }
 
     private func writeBody(_ data: Data) {
         switch sink {
         case .standardOutput:
-            stdout.write(data)
+            guard writeFailure == nil else { return }
+            noteStandardOutput(stdout.write(data))
         case .file(let file):
             guard writeFailure == nil else { return }
             writeFailure = file.write(data)

@@ -24,24 +24,28 @@ struct Terminal: Sendable {
         return Int(size.ws_col)
     }
 
-    /// Writes every byte (retrying short writes and EINTR). A closed pipe ends the writes.
-    func write(_ data: Data) {
-        data.withUnsafeBytes { buffer in
-            guard let base = buffer.baseAddress else { return }
+    /// Writes every byte (retrying short writes and EINTR); the reason when the stream cannot
+    /// take them (a closed pipe, a full disk), else nil.
+    @discardableResult
+    func write(_ data: Data) -> String? {
+        data.withUnsafeBytes { buffer -> String? in
+            guard let base = buffer.baseAddress else { return nil }
             var offset = 0
             while offset < buffer.count {
                 let written = Glibc.write(descriptor, base + offset, buffer.count - offset)
                 if written < 0 {
                     if errno == EINTR { continue }
-                    return
+                    return String(cString: strerror(errno))
                 }
                 offset += written
             }
+            return nil
         }
     }
 
-    /// Writes the UTF-8 of `text`.
-    func write(_ text: String) {
+    /// Writes the UTF-8 of `text`; the reason when the stream cannot take it, else nil.
+    @discardableResult
+    func write(_ text: String) -> String? {
         write(Data(text.utf8))
     }
 }

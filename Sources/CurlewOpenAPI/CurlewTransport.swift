@@ -106,11 +106,21 @@ public struct CurlewTransport: ClientTransport {
             throw HTTPTypesConversionError.invalidURL(baseURL.absoluteString)
         }
         let target = request.path ?? "/"
-        guard let requested = URLComponents(string: target) else { throw HTTPTypesConversionError.invalidURL(target) }
+        // Split by hand at the first "?" (a "#" ends it): read as a URI reference, a path
+        // beginning "//" (an empty first parameter, `//objects`) names a host, and its first
+        // segment was dropped — the request went to another resource.
+        let beforeFragment = target.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)[0]
+        let parts = beforeFragment.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        let path = String(parts[0])
+        let query = parts.count > 1 ? String(parts[1]) : nil
         var basePath = components.percentEncodedPath
         if basePath.hasSuffix("/") { basePath.removeLast() }
-        components.percentEncodedPath = basePath + requested.percentEncodedPath
-        components.percentEncodedQuery = requested.percentEncodedQuery
+        // URLComponents refuses a path or query with characters a URL cannot hold as they are.
+        guard URLComponents(string: "http://h" + (path.hasPrefix("/") ? path : "/" + path)) != nil,
+            query.map({ URLComponents(string: "http://h/?" + $0) != nil }) ?? true
+        else { throw HTTPTypesConversionError.invalidURL(target) }
+        components.percentEncodedPath = basePath + path
+        components.percentEncodedQuery = query
         guard let url = components.url else { throw HTTPTypesConversionError.invalidURL(components.description) }
         var urlRequest = URLRequest(url: url)
         urlRequest.httpMethod = request.method.rawValue

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import XCTest
 import CurlewTestSupport
 
@@ -27,6 +30,47 @@ final class EndToEndTests: XCTestCase {
     }
 
     // MARK: Grammar
+
+    /// Standard output that cannot take the body (a full disk: /dev/full) fails the run with
+    /// exit 1 and says why. The failed writes were ignored: exit 0, the body lost, and a
+    /// stream to a closed pipe downloaded to its end.
+    func testAnOutputThatCannotBeWrittenFailsTheRun() throws {
+        let binary = try CurlewProcess.binary()
+        let result = try CurlewProcess.runExecutable(
+            URL(fileURLWithPath: "/bin/sh"), ["-c", "exec \"$0\" \"$1\" > /dev/full", binary.path, "\(base)/range/1000"],
+            in: directory)
+        XCTAssertEqual(result.status, 1, result.stderr)
+        XCTAssertTrue(result.stderr.contains("cannot write standard output"), result.stderr)
+    }
+
+    /// `-d -o` naming a FIFO (or a device, as root `/dev/null`) is refused before anything is
+    /// sent: the download is moved into place as a new file, which replaced the FIFO.
+    func testADownloadToASpecialFileIsRefused() throws {
+        let fifo = directory.appendingPathComponent("fifo")
+        XCTAssertEqual(mkfifo(fifo.path, 0o600), 0)
+        let result = try run(["-d", "-o", "fifo", "\(base)/range/100"])
+        XCTAssertEqual(result.status, 64, result.stderr)
+        XCTAssertTrue(result.stderr.contains("not a regular file"), result.stderr)
+        var status = stat()
+        XCTAssertEqual(lstat(fifo.path, &status), 0)
+        XCTAssertEqual(status.st_mode & S_IFMT, S_IFIFO, "the FIFO was replaced")
+    }
+
+    /// A body from a pipe (`@<(command)`) goes whole, to a download and to the terminal: it
+    /// went out empty with `-d` (the length stat gives a pipe, 0), and was refused without.
+    func testABodyFromAPipeIsSentWhole() throws {
+        let binary = try CurlewProcess.binary()
+        for download in [true, false] {
+            let flags = download ? "-d -o echoed.json" : ""
+            let result = try CurlewProcess.runExecutable(
+                URL(fileURLWithPath: "/bin/bash"),
+                ["-c", "\"$0\" \(flags) POST \"$1\"/post @<(printf hello)", binary.path, base], in: directory)
+            XCTAssertEqual(result.status, 0, result.stderr)
+            let body = download ? try Data(contentsOf: directory.appendingPathComponent("echoed.json")) : result.stdout
+            let echoed = try XCTUnwrap(try? JSONSerialization.jsonObject(with: body) as? [String: Any], "download: \(download)")
+            XCTAssertEqual(echoed["data"] as? String, "hello", "download: \(download)")
+        }
+    }
 
     func testDataItemsArePostedAsJSON() throws {
         let result = try run(["\(base)/post", "name=Curlew", "stars:=5", "tags:=[\"a\",\"b\"]", "X-Demo:yes", "q==1"])

@@ -337,7 +337,8 @@ final class CurlewTransportTests: XCTestCase {
     }
 
     /// A bodiless answer (a HEAD's, a 204) is returned with no body, and the stream the
-    /// transport then drops belongs to a transfer that ends by itself: it is not cancelled,
+    /// transport then drops — or a small body all in, which the caller drops unread — belongs
+    /// to a transfer that ends by itself: it is not cancelled,
     /// so the monitors never hear a successful call cancelled (they did for about a third of
     /// these calls) and the connection is kept.
     func testABodilessAnswerIsNotReportedAsACancelledCall() async throws {
@@ -345,6 +346,7 @@ final class CurlewTransportTests: XCTestCase {
         defer { server.shutdown() }
         server.route("/api/thing", response: TestResponse(status: 200, body: Data("x".utf8)))
         server.route("/api/nothing", response: TestResponse(status: 204))
+        server.route("/api/echo", response: TestResponse(status: 201, body: Data("{\"id\":1}".utf8)))
         let counter = CancelCounter()
         var configuration = SessionConfiguration.default
         configuration.proxy = .none
@@ -353,12 +355,23 @@ final class CurlewTransportTests: XCTestCase {
         let baseURL = try server.url("/api")
         let calls = 200
         for index in 0..<calls {
-            let isHead = index.isMultiple(of: 2)
-            let (head, body) = try await transport.send(
-                HTTPRequest(method: isHead ? .head : .delete, scheme: nil, authority: nil, path: isHead ? "/thing" : "/nothing"),
-                body: nil, baseURL: baseURL, operationID: isHead ? "look" : "remove")
-            XCTAssertNil(body)
-            XCTAssertEqual(head.status.code, isHead ? 200 : 204)
+            switch index % 3 {
+            case 0, 1:
+                let isHead = index % 3 == 0
+                let (head, body) = try await transport.send(
+                    HTTPRequest(method: isHead ? .head : .delete, scheme: nil, authority: nil, path: isHead ? "/thing" : "/nothing"),
+                    body: nil, baseURL: baseURL, operationID: isHead ? "look" : "remove")
+                XCTAssertNil(body)
+                XCTAssertEqual(head.status.code, isHead ? 200 : 204)
+            default:
+                // A small body the caller drops unread (a response without a schema): it came
+                // with its head, and the call ended by itself.
+                let (head, body) = try await transport.send(
+                    HTTPRequest(method: .post, scheme: nil, authority: nil, path: "/echo"), body: nil, baseURL: baseURL,
+                    operationID: "create")
+                XCTAssertNotNil(body)
+                XCTAssertEqual(head.status.code, 201)
+            }
         }
         // Bounded wait for the monitor's queue to hear every completion.
         for _ in 0..<3000 where counter.completions.withLock({ $0 }) < calls { try await Task.sleep(nanoseconds: 10_000_000) }
@@ -367,6 +380,23 @@ final class CurlewTransportTests: XCTestCase {
         XCTAssertEqual(server.connections.count, 1, "one connection kept for every call")
         monitored.invalidateSessionCancelingTasks(true, resetSession: false)
         await monitored.waitUntilInvalidated()
+    }
+
+    /// The operation's path reaches the server as the runtime rendered it: a path parameter
+    /// of ".." or "." (unreserved, so not percent-encoded) went to another resource once
+    /// libcurl removed the dot segments (`DELETE /api/notes/..` deleted at `/api/`), and an
+    /// empty first parameter (`//objects`) was read as a host name and dropped.
+    func testTheOperationPathIsSentAsRendered() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let transport = CurlewTransport(manager: manager)
+        let baseURL = try server.url("/api")
+        for path in ["/notes/..", "/notes/./x", "//objects", "//x/y?q=1"] {
+            _ = try await transport.send(
+                HTTPRequest(method: .delete, scheme: nil, authority: nil, path: path), body: nil, baseURL: baseURL,
+                operationID: "remove")
+        }
+        XCTAssertEqual(server.requests.map(\.uri), ["/api/notes/..", "/api/notes/./x", "/api//objects", "/api//x/y?q=1"])
     }
 
     func testHTTPTypesKeepFieldOrderAndRepeatedFields() async throws {

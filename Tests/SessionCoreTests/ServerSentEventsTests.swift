@@ -367,6 +367,37 @@ final class ServerSentEventsTests: XCTestCase {
         XCTAssertEqual(waiters.takeAll().count, 0)
     }
 
+    /// Every line is held to `maximumEventSize`, not to a fixed 16 MiB: an `id:` over a small
+    /// limit ends the stream (it was kept, and sent back as a `Last-Event-ID` of that size), and
+    /// a `data:` line over 16 MiB passes a limit set above it (it failed with `lineTooLong`).
+    func testEveryLineIsHeldToTheEventLimit() async throws {
+        let longIDAnswered = Mutex(false)
+        server.route("/long-id") { _ in
+            // Once, then 204: a stream that kept the line ends instead of reconnecting forever.
+            let first = longIDAnswered.withLock { answered -> Bool in
+                defer { answered = true }
+                return !answered
+            }
+            guard first else { return TestResponse(status: 204) }
+            return Self.eventStream(["retry: 10\nid: " + String(repeating: "x", count: 2000) + "\n\ndata: ok\n\n"], ending: .complete)
+        }
+        var small = manager.events(for: URLRequest(url: try server.url("/long-id")))
+        small.maximumEventSize = 1024
+        do {
+            for try await _ in small {}
+            XCTFail("an id line over the event limit must end the stream")
+        } catch ResponseStreamError.eventTooLarge(let limit) {
+            XCTAssertEqual(limit, 1024)
+        }
+        let big = String(repeating: "y", count: 17 << 20)
+        server.route("/big-line", response: Self.eventStream(["data: " + big + "\n\n"], ending: .complete))
+        var large = manager.events(for: URLRequest(url: try server.url("/big-line")))
+        large.maximumEventSize = 32 << 20
+        var iterator = large.makeAsyncIterator()
+        let event = try await iterator.next()
+        XCTAssertEqual(event?.data.utf8.count, 17 << 20)
+    }
+
     /// A POST's stream (a generation API's) is not sent again on its own: the server's close
     /// ends it, and a cut ends it with the error. Reconnected, the request ran a second time
     /// on the server and its events followed the first run's as if one stream.

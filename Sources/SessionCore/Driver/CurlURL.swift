@@ -21,9 +21,15 @@ final class CurlURL: @unchecked Sendable {
 
     /// Parses `string` as libcurl parses `CURLOPT_URL` (the same flags); `badURL` with
     /// libcurl's reason when it rejects the URL.
+    ///
+    /// The path goes as given (`CURLU_PATH_AS_IS`, with `CURLOPT_PATH_AS_IS` for the string):
+    /// libcurl otherwise removes `.` and `..` segments, and `/notes/..` — a path parameter
+    /// of "..", rendered by an OpenAPI client — went to `/`, another resource. URLSession sends
+    /// the path as given too; a relative redirect is resolved by Foundation, which removes
+    /// them as RFC 3986 says.
     init(parsing string: String) throws(SessionError) {
         guard let handle = curl_url() else { throw .curl(code: Int(CURLE_OUT_OF_MEMORY.rawValue), message: "out of memory") }
-        let flags = UInt32(CURLU_GUESS_SCHEME) | UInt32(CURLU_NON_SUPPORT_SCHEME)
+        let flags = UInt32(CURLU_GUESS_SCHEME) | UInt32(CURLU_NON_SUPPORT_SCHEME) | UInt32(CURLU_PATH_AS_IS)
         let code = string.withCString { curl_url_set(handle, CURLUPART_URL, $0, flags) }
         guard code == CURLUE_OK else {
             curl_url_cleanup(handle)

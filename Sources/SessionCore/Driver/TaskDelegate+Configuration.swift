@@ -21,6 +21,7 @@ extension TaskDelegate {
             // The same for every transfer: kept by a handle reused without a reset.
             ok = ok && easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
             easy.set(CURLOPT_NOSIGNAL, 1)
+            easy.set(CURLOPT_PATH_AS_IS, 1)  // as `CurlURL` parses: the path as given
             _ = curlew_easy_setopt_write_function(easy.raw, CURLOPT_HEADERFUNCTION, CurlCallbacks.header)
             _ = curlew_easy_setopt_write_function(easy.raw, CURLOPT_WRITEFUNCTION, CurlCallbacks.write)
             // Always install the read callback: without one, curl reads request bodies from stdin.

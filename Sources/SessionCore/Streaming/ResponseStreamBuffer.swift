@@ -31,6 +31,8 @@ final class ResponseStreamBuffer: Sendable {
         var end: End?
         /// The consumer left: chunks are dropped as they come (the transfer is being cancelled).
         var isAbandoned = false
+        /// Every body byte handed to this buffer (taken or not).
+        var receivedBodyBytes: Int64 = 0
         weak var task: SessionTask?
     }
 
@@ -65,6 +67,7 @@ final class ResponseStreamBuffer: Sendable {
     /// A body chunk (driver thread); the driver already counted it in `credit`.
     func append(_ chunk: Data) {
         let waiter = state.withLock { state -> DriverResumedWaiter<Data?, any Error>? in
+            state.receivedBodyBytes += Int64(chunk.count)
             if state.isAbandoned { return nil }
             if let waiter = state.chunkWaiter {
                 state.chunkWaiter = nil
@@ -108,6 +111,9 @@ final class ResponseStreamBuffer: Sendable {
 
     /// Whether the transfer completed.
     var isFinished: Bool { state.withLock { $0.end != nil } }
+
+    /// The body bytes received so far, taken by the consumer or not.
+    var receivedBodyBytes: Int64 { state.withLock { $0.receivedBodyBytes } }
 
     /// Waits for the response head, or throws the transfer's error.
     func awaitHead() async throws -> HTTPResponseHead {

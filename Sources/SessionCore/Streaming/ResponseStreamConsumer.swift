@@ -30,25 +30,45 @@ final class ResponseStreamConsumer: Sendable {
     }
 
     /// Leaves the stream: drops what is buffered and cancels the transfer if it still runs,
-    /// unless its head said no body follows.
+    /// unless it ends by itself (`headEndsTheResponse`).
     func stop() {
         buffer.abandon()
         if !buffer.isFinished, !headEndsTheResponse { task.cancel() }
     }
 
-    /// Whether the head received ends the response: an answer to a HEAD, a 204 or a 304, a
-    /// `Content-Length: 0`. Such a transfer ends by itself in the pass that read its head, so
-    /// a caller that drops the stream at once (the OpenAPI transport for a bodiless answer, a
+    /// Whether the response ends by itself: an answer to a HEAD, a 204 or a 304, a
+    /// `Content-Length: 0`, or a small announced body nearly or wholly in. Such a transfer
+    /// ends by itself in the pass that read its head, so a caller that drops the stream at once (the OpenAPI transport for a bodiless answer, a
     /// server-sent event stream answered 204) must not cancel it: the cancel would race that
     /// end, and the monitors would hear a successful call cancelled. Not while the request's
     /// own streamed body is still going out (a server that answers early and reads on): the
     /// transfer ends only when that body does, which for a live feed is never.
+    ///
+    /// The same for a small body announced by `Content-Length` (up to `drainedRemainder`
+    /// bytes still to come, within the buffer's limit, so the transfer never pauses for
+    /// a consumer that left): an answer the caller does not read (an OpenAPI response without
+    /// a schema) usually came with its head, and is read to its end rather than cancelled —
+    /// whether its bytes reached the buffer before the caller let go is a race the cancel
+    /// lost for a few calls in a hundred. The connection is kept.
     private var headEndsTheResponse: Bool {
         guard let head = buffer.receivedHead else { return false }
         if let feed, !feed.isDrained { return false }
-        return head.statusCode == 204 || head.statusCode == 304 || head.expectedContentLength == 0
+        if head.statusCode == 204 || head.statusCode == 304 || head.expectedContentLength == 0
             || task.originalRequest?.httpMethod?.uppercased() == "HEAD"
+        {
+            return true
+        }
+        // Not content-coded: the chunks are the announced bytes, no more (a coded body's
+        // decoded bytes could pass the limit and pause the transfer for nobody).
+        let announced = head.expectedContentLength
+        return announced > 0 && announced < Int64(buffer.credit.limit)
+            && head.value(forHTTPHeaderField: "Content-Encoding") == nil
+            && announced - buffer.receivedBodyBytes <= Self.drainedRemainder
     }
+
+    /// The most body bytes a stream left unread may still bring before its end, for the
+    /// transfer to be read to its end instead of cancelled (`headEndsTheResponse`).
+    static let drainedRemainder: Int64 = 64 << 10
 
     /// The next chunk, cancelling the transfer when the waiting Swift task is cancelled.
     func next() async throws -> Data? {

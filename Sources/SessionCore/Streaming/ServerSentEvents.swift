@@ -33,7 +33,8 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
     let request: URLRequest
     /// The wait before reconnecting when the server gave no `retry:`, in milliseconds.
     public var defaultRetryInterval: Int = 3000
-    /// The most bytes one event's data may reach before its blank line.
+    /// The most bytes one event's data may reach before its blank line; no line of the
+    /// stream (an `id:`, an `event:`, a comment) may be longer either.
     public var maximumEventSize: Int = 16 << 20
 
     init(manager: URLSessionManager, request: URLRequest) {
@@ -48,7 +49,10 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
     public struct Iterator: AsyncIteratorProtocol {
         private let source: ServerSentEvents
         private var parser: ServerSentEventParser
-        private var splitter = LineSplitter(maximumLineLength: 16 << 20)
+        /// Lines up to the event's limit and a field name: an `id:` or `event:` line is held to
+        /// it too (an `id:` of 16 MiB would go back as a `Last-Event-ID` header), and a `data:`
+        /// line may reach it when it is set above 16 MiB.
+        private var splitter: LineSplitter
         private var chunks: ResponseBytes.Iterator?
         private var ready: [ServerSentEvent] = []
         private var readyIndex = 0
@@ -73,6 +77,8 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
             self.source = source
             // The caller's own `Last-Event-ID` is the ID in force until the server sets one
             // (an `id` without a value clears it, and then none is sent).
+            let eventLimit = Swift.max(1, source.maximumEventSize)
+            splitter = LineSplitter(maximumLineLength: eventLimit > Int.max - 64 ? Int.max : eventLimit + 64)
             parser = ServerSentEventParser(
                 maximumEventSize: source.maximumEventSize,
                 lastEventID: source.request.value(forHTTPHeaderField: "Last-Event-ID") ?? "")
@@ -141,7 +147,12 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
             }
             // The events completed before a failure (a line or an event over its limit) are
             // handed out first; the failure then ends the sequence.
-            let (lines, failure) = splitter.pushKeepingLines(chunk)
+            let (lines, splitFailure) = splitter.pushKeepingLines(chunk)
+            // A line over the splitter's limit is a field over the event's.
+            let failure = splitFailure.map { error -> ResponseStreamError in
+                guard case .lineTooLong = error else { return error }
+                return .eventTooLarge(limit: Swift.max(1, source.maximumEventSize))
+            }
             do throws(ResponseStreamError) {
                 for line in lines {
                     if let event = try parser.consume(line: line) { ready.append(event) }
