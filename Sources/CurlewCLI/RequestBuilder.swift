@@ -95,13 +95,19 @@ struct RequestBuilder {
             if mode == .forcedJSON { request.setValue(Self.jsonAccept, forHTTPHeaderField: "Accept") }
             built = BuiltRequest(request: request)
         }
+        // `--json` asks for JSON whatever the body is (`@file` and `@-` too).
+        if mode == .forcedJSON, built.request.value(forHTTPHeaderField: "Accept") == nil {
+            built.request.setValue(Self.jsonAccept, forHTTPHeaderField: "Accept")
+        }
+        for (name, value) in baseHeaders.sorted(by: { $0.key < $1.key }) {
+            built.request.setValue(value, forHTTPHeaderField: name)
+        }
+        // After the session's stored headers: `--auth` on this command line wins over an
+        // `Authorization` a session kept (an item typed here wins over both, below).
         if let basicCredentials {
             var serializer = HTTPRequestSerializer()
             serializer.setAuthorizationHeaderField(username: basicCredentials.user, password: basicCredentials.password)
             built.request.setValue(serializer.value(forHTTPHeaderField: "Authorization"), forHTTPHeaderField: "Authorization")
-        }
-        for (name, value) in baseHeaders.sorted(by: { $0.key < $1.key }) {
-            built.request.setValue(value, forHTTPHeaderField: name)
         }
         var typed: [String] = []
         for case .header(let name, let value) in items {

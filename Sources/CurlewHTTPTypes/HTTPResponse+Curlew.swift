@@ -26,6 +26,8 @@ extension HTTPResponse {
     public init(_ response: HTTPURLResponse) {
         if let head = HTTPResponseHead(response) {
             self.init(head)
+            // The dictionary's order changes from run to run: sorted, as documented.
+            headerFields = HTTPFields(headerFields.sorted { $0.name.canonicalName < $1.name.canonicalName })
             return
         }
         self.init(status: .init(code: Swift.min(999, Swift.max(100, response.statusCode))))

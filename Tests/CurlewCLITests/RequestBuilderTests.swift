@@ -34,6 +34,30 @@ final class RequestBuilderTests: XCTestCase {
         XCTAssertEqual(object["tags"] as? [String], ["a", "b"], "a name given twice becomes an array")
     }
 
+    /// `--json` asks for JSON with a body from `@file` or `@-` too (it set `Accept` only for
+    /// data items and no body); `--auth` wins over an `Authorization` a session kept (the
+    /// session's was sent, `--auth` silently ignored), an item typed here over both.
+    func testJSONAcceptForEveryBodyAndTheAuthOptionOverASessionsHeader() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try Data("{}".utf8).write(to: folder.appendingPathComponent("b.json"))
+        let fromFile = try build(["POST", "example.com/post", "@b.json"], mode: .forcedJSON, directory: folder)
+        XCTAssertEqual(fromFile.request.value(forHTTPHeaderField: "Accept"), RequestBuilder.jsonAccept)
+        var stdin = RequestBuilder(line: try RequestLine.parse(["POST", "example.com/post", "@-"]), mode: .forcedJSON)
+        stdin.standardInput = { Data("{}".utf8) }
+        XCTAssertEqual(try stdin.build().request.value(forHTTPHeaderField: "Accept"), RequestBuilder.jsonAccept)
+
+        var session = RequestBuilder(line: try RequestLine.parse(["example.com/get"]), mode: .json)
+        session.baseHeaders = ["Authorization": "Bearer OLD"]
+        session.basicCredentials = (user: "ann", password: "pw")
+        XCTAssertEqual(try session.build().request.value(forHTTPHeaderField: "Authorization"), "Basic YW5uOnB3")
+        var typed = RequestBuilder(line: try RequestLine.parse(["example.com/get", "Authorization:Bearer NEW"]), mode: .json)
+        typed.baseHeaders = ["Authorization": "Bearer OLD"]
+        typed.basicCredentials = (user: "ann", password: "pw")
+        XCTAssertEqual(try typed.build().request.value(forHTTPHeaderField: "Authorization"), "Bearer NEW")
+    }
+
     func testFormAndQueryKeepTheirOrderAndEscaping() throws {
         let built = try build(["example.com/post?x=1", "a=1 2", "b=&", "z==é"], mode: .form)
         XCTAssertEqual(built.request.url?.absoluteString, "http://example.com/post?x=1&z=%C3%A9")

@@ -456,6 +456,13 @@ final class CurlewTransportTests: XCTestCase {
         XCTAssertEqual(response.headerFields[values: HTTPField.Name("X-One")!], ["1", "2"])
         let again = HTTPResponseHead(response, url: head.url)
         XCTAssertEqual(again.fields.map(\.value), ["1", "2"])
+
+        // Foundation's response has a dictionary of fields: they come sorted by name, the same
+        // every run (they came in the dictionary's order, which changes from run to run).
+        let foundation = try XCTUnwrap(HTTPURLResponse(
+            url: URL(string: "http://example.com/")!, statusCode: 200, httpVersion: "HTTP/1.1",
+            headerFields: ["X-E": "5", "X-B": "2", "X-D": "4", "X-A": "1", "X-C": "3"]))
+        XCTAssertEqual(HTTPResponse(foundation).headerFields.map(\.name.canonicalName), ["x-a", "x-b", "x-c", "x-d", "x-e"])
     }
 }
 
