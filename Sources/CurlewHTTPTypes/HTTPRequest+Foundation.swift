@@ -38,12 +38,19 @@ extension URLRequest {
     /// joined with ", ", or with "; " for `Cookie` (RFC 9113 §8.2.3).
     ///
     /// - Throws: ``HTTPTypesConversionError`` when there is no scheme or authority, or the
-    ///   target cannot be sent (`OPTIONS *`, extended CONNECT).
+    ///   target cannot be sent (`OPTIONS *`, CONNECT, extended CONNECT), or the authority is
+    ///   more than a host and port (userinfo, a path, a query or fragment: RFC 9113 §8.3.1).
     public init(_ request: HTTPRequest) throws(HTTPTypesConversionError) {
+        if let extended = request.extendedConnectProtocol { throw .unsupportedTarget(":protocol \(extended)") }
+        // A tunnel, not a request for a resource: libcurl would send `CONNECT /` to the host.
+        if request.method == .connect { throw .unsupportedTarget("CONNECT \(request.authority ?? "")") }
         guard let scheme = request.scheme, let authority = request.authority, !authority.isEmpty else {
             throw .missingSchemeOrAuthority
         }
-        if let extended = request.extendedConnectProtocol { throw .unsupportedTarget(":protocol \(extended)") }
+        // Pasted in front of the path, `good.example@evil.example` would connect to the second
+        // host, `evil.example#.good.example` defeat a suffix check, `h/x?` change the path.
+        guard !authority.unicodeScalars.contains(where: { "@/?#\\".unicodeScalars.contains($0) || $0.properties.isWhitespace })
+        else { throw .invalidURL(authority) }
         let path = request.path ?? "/"
         guard path.hasPrefix("/") else { throw .unsupportedTarget(path) }
         let text = "\(scheme)://\(authority)\(path)"

@@ -424,6 +424,23 @@ final class CurlewTransportTests: XCTestCase {
         XCTAssertThrowsError(try URLRequest(bare)) { XCTAssertEqual($0 as? HTTPTypesConversionError, .missingSchemeOrAuthority) }
         bare = HTTPRequest(method: .options, scheme: "https", authority: "example.com", path: "*")
         XCTAssertThrowsError(try URLRequest(bare)) { XCTAssertEqual($0 as? HTTPTypesConversionError, .unsupportedTarget("*")) }
+        // A plain CONNECT names a tunnel, not a resource (it was refused for its missing
+        // scheme, or sent as `CONNECT /` with one).
+        for scheme in [nil, "https"] {
+            let connect = HTTPRequest(method: .connect, scheme: scheme, authority: "example.com:443", path: nil)
+            XCTAssertThrowsError(try URLRequest(connect)) {
+                XCTAssertEqual($0 as? HTTPTypesConversionError, .unsupportedTarget("CONNECT example.com:443"))
+            }
+        }
+        // An authority is a host and a port: userinfo, a path, a query or a fragment would
+        // move the request elsewhere (`good.example@evil.example` connected to evil.example).
+        for authority in ["good.example@evil.example", "evil.example#.good.example", "h/x?", "h ost"] {
+            let request = HTTPRequest(method: .get, scheme: "https", authority: authority, path: "/")
+            XCTAssertThrowsError(try URLRequest(request), authority) {
+                XCTAssertEqual($0 as? HTTPTypesConversionError, .invalidURL(authority))
+            }
+        }
+        XCTAssertNoThrow(try URLRequest(HTTPRequest(method: .get, scheme: "https", authority: "[::1]:8443", path: "/")))
 
         var urlRequest = URLRequest(url: URL(string: "https://[::1]:8443/a%20b?q=1")!)
         urlRequest.httpMethod = "PATCH"
