@@ -139,6 +139,7 @@ struct RequestCommand: AsyncParsableCommand {
             return
         }
 
+        Self.limitCollectedBodies(&configuration)
         let policy = try await transport.securityPolicy(for: url, configuration: configuration)
         let manager = try Exchange.makeManager(
             configuration: configuration, policy: policy, follow: transport.follow, sessionHeaders: built.sessionHeaders)
@@ -172,6 +173,10 @@ struct RequestCommand: AsyncParsableCommand {
             let response = await Exchange.send(built, manager: manager, streamingTo: writer.streams ? writer : nil)
             // A refused write cancelled the transfer: the write is the run's failure.
             if let failure = writer.failure { throw ToolFailure(.error, failure) }
+            if case .responseBodyTooLarge(let limit)? = response.error as? SessionError {
+                throw ToolFailure(
+                    .error, "the body is larger than \(limit) bytes, too large to show here: save it with -o FILE or -d, or pipe it")
+            }
             if let error = response.error { throw ToolFailure(transferError: error) }
             guard let head = response.head else { throw ToolFailure(.error, "no response arrived") }
             try writer.finish(response)
@@ -186,5 +191,16 @@ struct RequestCommand: AsyncParsableCommand {
                 throw ExitCode(status.rawValue)
             }
         }
+    }
+
+    /// The most body bytes a run holds in memory: a body shown on a terminal or formatted
+    /// (`--pretty`), or answering an upload from a file, is collected before it is written;
+    /// a larger one (a 4 GB image on a terminal) fails the run instead of filling the memory.
+    /// Streamed bodies (to a pipe or `-o FILE`) and downloads are not held, and not limited.
+    static let collectedBodyLimit = 256 << 20
+
+    /// Sets `collectedBodyLimit` unless the configuration has a limit of its own.
+    static func limitCollectedBodies(_ configuration: inout SessionConfiguration) {
+        if configuration.maximumCollectedBodyBytes <= 0 { configuration.maximumCollectedBodyBytes = collectedBodyLimit }
     }
 }

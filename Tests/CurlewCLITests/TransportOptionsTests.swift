@@ -14,6 +14,19 @@ final class TransportOptionsTests: XCTestCase {
         try TransportOptions.parse(arguments)
     }
 
+    /// A request run holds at most `collectedBodyLimit` of a collected body (one shown on a
+    /// terminal or formatted): no limit let a 4 GB body on a terminal fill the memory before
+    /// its binary notice. A limit given already stays.
+    func testARequestRunLimitsTheBodiesItCollects() throws {
+        var configuration = try options([]).configuration(for: https)
+        XCTAssertEqual(configuration.maximumCollectedBodyBytes, 0)
+        RequestCommand.limitCollectedBodies(&configuration)
+        XCTAssertEqual(configuration.maximumCollectedBodyBytes, RequestCommand.collectedBodyLimit)
+        configuration.maximumCollectedBodyBytes = 1000
+        RequestCommand.limitCollectedBodies(&configuration)
+        XCTAssertEqual(configuration.maximumCollectedBodyBytes, 1000)
+    }
+
     func testDefaultsAreCurlewsExceptRedirects() throws {
         let configuration = try options([]).configuration(for: https)
         XCTAssertEqual(configuration.httpVersion, .http2)
