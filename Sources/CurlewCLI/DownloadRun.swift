@@ -278,6 +278,40 @@ struct DownloadRun {
         return DownloadNaming.unusedName(name, in: directory)
     }
 
+    /// The command that continues an interrupted download: the one that was run, every flag
+    /// kept (`--follow`, `--verify`, a proxy, the output's directory: the resume data lies beside
+    /// the file-to-be and holds the first URL), with `-c` added, and `-o` with the name chosen
+    /// from the answer when none was given (`name`). An `--auth` value is written as
+    /// `USER:PASSWORD`, not into a terminal's scrollback or a log.
+    static func continuationCommand(arguments: [String], name: URL?) -> String {
+        var words: [String] = []
+        var hidesNext = false
+        var continues = false
+        for argument in arguments {
+            if hidesNext {
+                words.append("USER:PASSWORD")
+                hidesNext = false
+                continue
+            }
+            if argument == "-a" || argument == "--auth" {
+                hidesNext = true
+            } else if argument.hasPrefix("--auth=") {
+                words.append("--auth=USER:PASSWORD")
+                continue
+            }
+            if argument == "-c" || argument == "--continue"
+                || (argument.hasPrefix("-") && !argument.hasPrefix("--") && argument.dropFirst().allSatisfy(\.isLetter)
+                    && argument.contains("c"))
+            {
+                continues = true
+            }
+            words.append(argument)
+        }
+        var added: [String] = continues ? [] : ["-c"]
+        if let name { added += ["-o", name.lastPathComponent] }
+        return (["curlew"] + (added + words).map(ShellQuoting.word)).joined(separator: " ")
+    }
+
     /// Ctrl-C: keep the resume data beside the file-to-be, say how to continue, exit 130.
     private static func interrupted(task: DownloadTask, data: Data?, target: URL?, directory: URL, url: URL) -> Never {
         let stderr = Terminal.standardError
@@ -286,7 +320,8 @@ struct DownloadRun {
         if let data, let name, (try? SessionStore.writePrivately(data, to: resumeFile(for: name))) != nil {
             stderr.write(
                 "curlew: interrupted after \(task.countOfBytesReceived) bytes; continue with: "
-                    + "curlew -d -c -o \(ShellQuoting.word(name.lastPathComponent)) \(ShellQuoting.word(url.absoluteString))\n")
+                    + continuationCommand(arguments: Array(CommandLine.arguments.dropFirst()), name: target == nil ? name : nil)
+                    + "\n")
         } else {
             stderr.write("curlew: interrupted; this download cannot be continued (no ETag or Last-Modified, or nothing received)\n")
         }

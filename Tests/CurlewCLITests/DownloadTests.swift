@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 import CurlewTestSupport
+@testable import CurlewCLI
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -115,13 +116,19 @@ final class DownloadTests: XCTestCase {
         XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("v.bin")), rangeBytes(10))
     }
 
+    /// Interrupted, a download says how to continue: the command that was run with `-c`,
+    /// every flag kept (here `--follow` through a redirect, and an output in a directory of
+    /// its own). It said `curlew -d -c -o NAME URL`: without the directory the resume data was
+    /// not found and the whole file came again into the wrong place; without `--follow` the
+    /// continuation got the redirect (the resume data holds the first URL).
     func testInterruptedDownloadIsFinishedWithContinue() throws {
         let size = 102_400
         // 100 chunks of 1 KiB over 8 s: slow enough to be interrupted after the first bytes.
-        let url = "\(base)/range/\(size)?duration=8&chunk_size=1024"
+        let url = "\(base)/redirect-to?url=%2Frange%2F\(size)%3Fduration%3D8%26chunk_size%3D1024"
+        try FileManager.default.createDirectory(at: directory.appendingPathComponent("sub"), withIntermediateDirectories: false)
         let process = Process()
         process.executableURL = try CurlewProcess.binary()
-        process.arguments = ["-d", "-o", "big file.bin", url]
+        process.arguments = ["-d", "--follow", "-o", "sub/big file.bin", url]
         process.currentDirectoryURL = directory
         let errors = Pipe()
         process.standardError = errors
@@ -130,10 +137,11 @@ final class DownloadTests: XCTestCase {
 
         // Wait (bounded) for the first bytes in Curlew's partial file, then press Ctrl-C.
         var partialBytes = 0
+        let sub = directory.appendingPathComponent("sub")
         for _ in 0..<400 where partialBytes == 0 {
-            let partials = try files().filter { $0.hasPrefix("CurlewDownload-") }
+            let partials = try FileManager.default.contentsOfDirectory(atPath: sub.path).filter { $0.hasPrefix("CurlewDownload-") }
             partialBytes = partials.compactMap {
-                (try? FileManager.default.attributesOfItem(atPath: directory.appendingPathComponent($0).path)[.size] as? NSNumber)?.intValue
+                (try? FileManager.default.attributesOfItem(atPath: sub.appendingPathComponent($0).path)[.size] as? NSNumber)?.intValue
             }.max() ?? 0
             if partialBytes == 0 { usleep(50_000) }
         }
@@ -144,12 +152,13 @@ final class DownloadTests: XCTestCase {
         XCTAssertEqual(process.terminationStatus, 130, interruptedMessage)
         // The command to continue is one a shell runs as shown: the URL's `?` and `&`, the
         // name's space quoted.
-        XCTAssertTrue(interruptedMessage.contains("continue with: curlew -d -c -o 'big file.bin' '\(url)'\n"), interruptedMessage)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.appendingPathComponent("big file.bin").path))
-        XCTAssertTrue(FileManager.default.fileExists(atPath: directory.appendingPathComponent("big file.bin.curlew-resume").path))
+        XCTAssertTrue(
+            interruptedMessage.contains("continue with: curlew -c -d --follow -o 'sub/big file.bin' '\(url)'\n"), interruptedMessage)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: sub.appendingPathComponent("big file.bin").path))
+        XCTAssertTrue(FileManager.default.fileExists(atPath: sub.appendingPathComponent("big file.bin.curlew-resume").path))
         // The resume data carries the request's headers (credentials too): private to the user.
         let mode = try FileManager.default.attributesOfItem(
-            atPath: directory.appendingPathComponent("big file.bin.curlew-resume").path)[.posixPermissions] as? Int
+            atPath: sub.appendingPathComponent("big file.bin.curlew-resume").path)[.posixPermissions] as? Int
         XCTAssertEqual(mode, 0o600, "the resume file was readable by other users")
 
         let suggested = try XCTUnwrap(interruptedMessage.components(separatedBy: "continue with: curlew ").last?.split(separator: "\n").first)
@@ -157,8 +166,13 @@ final class DownloadTests: XCTestCase {
         let resumed = try CurlewProcess.runExecutable(
             URL(fileURLWithPath: "/bin/sh"), ["-c", "'\(binary)' " + suggested], in: directory, environment: [:])
         XCTAssertEqual(resumed.status, 0, resumed.text)
-        XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("big file.bin")), rangeBytes(size))
-        XCTAssertEqual(try files(), ["big file.bin"], "the resume data and the partial file are gone")
+        XCTAssertEqual(try Data(contentsOf: sub.appendingPathComponent("big file.bin")), rangeBytes(size))
+        XCTAssertEqual(try files(), ["sub"])
+        XCTAssertEqual(
+            try FileManager.default.contentsOfDirectory(atPath: sub.path), ["big file.bin"], "the resume data and the partial file are gone")
+        XCTAssertEqual(
+            DownloadRun.continuationCommand(arguments: ["-d", "-a", "ann:pw", "--auth=x:y", "-dc", "https://h/f"], name: nil),
+            "curlew -d -a USER:PASSWORD --auth=USER:PASSWORD -dc https://h/f", "credentials are not shown; -c once")
     }
 
     func testADownloadCutOffByTheNetworkIsFinishedWithContinue() throws {
