@@ -32,7 +32,9 @@ final class ResponseWriter: @unchecked Sendable {  // `headWritten` and `writeFa
         self.sink = sink
         switch sink {
         case .file, .discard: streams = canStream
-        case .standardOutput: streams = canStream && !printer.isTerminal && !printer.pretty.formats
+        // Colours, as formatting, need the whole JSON (`--pretty=colors` on a pipe streamed the
+        // body raw, only the head coloured).
+        case .standardOutput: streams = canStream && !printer.isTerminal && !printer.pretty.formats && !printer.pretty.colors
         }
     }
 

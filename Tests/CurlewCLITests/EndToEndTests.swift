@@ -43,6 +43,14 @@ final class EndToEndTests: XCTestCase {
         XCTAssertTrue(result.stderr.contains("cannot write standard output"), result.stderr)
     }
 
+    /// `--pretty=colors` on a pipe colours the JSON body as it says (the body streamed raw,
+    /// only the head coloured).
+    func testColoursOnAPipeColourTheJSONBody() throws {
+        let result = try run(["--pretty=colors", "\(base)/json"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertTrue(result.text.contains("\u{1B}["), "no colour in \(result.text.prefix(200))")
+    }
+
     /// `-d -o` naming a FIFO (or a device, as root `/dev/null`) is refused before anything is
     /// sent: the download is moved into place as a new file, which replaced the FIFO.
     func testADownloadToASpecialFileIsRefused() throws {
