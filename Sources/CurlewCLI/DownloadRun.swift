@@ -309,7 +309,11 @@ struct DownloadRun {
         }
         var added: [String] = continues ? [] : ["-c"]
         if let name { added += ["-o", name.lastPathComponent] }
-        return (["curlew"] + (added + words).map(ShellQuoting.word)).joined(separator: " ")
+        // After the subcommand when it was named: before it, `-c` would make the parser take
+        // the default one and `request` for the method.
+        let subcommand = words.first == "request" ? ["request"] : []
+        let rest = subcommand.isEmpty ? words : Array(words.dropFirst())
+        return (["curlew"] + (subcommand + added + rest).map(ShellQuoting.word)).joined(separator: " ")
     }
 
     /// Ctrl-C: keep the resume data beside the file-to-be, say how to continue, exit 130.

@@ -79,7 +79,12 @@ struct RequestBuilder {
                     throw BuildError("'@\(path)': \(file.path) is not a readable file")
                 }
                 defer { try? handle.close() }
-                request.httpBody = (try? handle.readToEnd()) ?? Data()
+                do {
+                    request.httpBody = try handle.readToEnd() ?? Data()
+                } catch {
+                    // Never an empty body in place of the one that could not be read.
+                    throw BuildError("'@\(path)': \(file.path) could not be read: \(error.localizedDescription)")
+                }
                 built = BuiltRequest(request: request)
             }
         } else if hasFileField || (mode == .form && hasFields) {

@@ -139,7 +139,13 @@ struct RequestCommand: AsyncParsableCommand {
             return
         }
 
-        Self.limitCollectedBodies(&configuration)
+        // A body shown on the terminal or formatted is read whole first: limited. One going
+        // to a pipe or `-o FILE` is not held for showing (an upload's answer is collected
+        // for another reason, and was never limited).
+        let pretty = output.effectivePretty(stdoutIsTerminal: stdout.isTerminal)
+        if download.output == nil && (stdout.isTerminal || pretty.formats || pretty.colors) {
+            Self.limitCollectedBodies(&configuration)
+        }
         let policy = try await transport.securityPolicy(for: url, configuration: configuration)
         let manager = try Exchange.makeManager(
             configuration: configuration, policy: policy, follow: transport.follow, sessionHeaders: built.sessionHeaders)
@@ -193,10 +199,10 @@ struct RequestCommand: AsyncParsableCommand {
         }
     }
 
-    /// The most body bytes a run holds in memory: a body shown on a terminal or formatted
-    /// (`--pretty`), or answering an upload from a file, is collected before it is written;
-    /// a larger one (a 4 GB image on a terminal) fails the run instead of filling the memory.
-    /// Streamed bodies (to a pipe or `-o FILE`) and downloads are not held, and not limited.
+    /// The most body bytes a run holds to show: a body shown on a terminal or formatted
+    /// (`--pretty`) is collected before it is written; a larger one (a 4 GB image on a
+    /// terminal) fails the run instead of filling the memory. Bodies going to a pipe or
+    /// `-o FILE`, and downloads, are not limited.
     static let collectedBodyLimit = 256 << 20
 
     /// Sets `collectedBodyLimit` unless the configuration has a limit of its own.

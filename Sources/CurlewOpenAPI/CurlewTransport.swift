@@ -115,12 +115,14 @@ public struct CurlewTransport: ClientTransport {
         let query = parts.count > 1 ? String(parts[1]) : nil
         var basePath = components.percentEncodedPath
         if basePath.hasSuffix("/") { basePath.removeLast() }
-        // URLComponents refuses a path or query with characters a URL cannot hold as they are.
-        guard URLComponents(string: "http://h" + (path.hasPrefix("/") ? path : "/" + path)) != nil,
-            query.map({ URLComponents(string: "http://h/?" + $0) != nil }) ?? true
+        // Parsed behind a host of its own, so that `//objects` stays a path: URLComponents
+        // percent-encodes what a URL cannot hold as it is (a space), and its encoded forms are
+        // what the setters take (they stop the process on an invalid character).
+        guard let parsed = URLComponents(string: "http://h" + (path.hasPrefix("/") ? path : "/" + path) + (query.map { "?" + $0 } ?? ""))
         else { throw HTTPTypesConversionError.invalidURL(target) }
-        components.percentEncodedPath = basePath + path
-        components.percentEncodedQuery = query
+        let encodedPath = path.hasPrefix("/") ? parsed.percentEncodedPath : String(parsed.percentEncodedPath.dropFirst())
+        components.percentEncodedPath = basePath + encodedPath
+        components.percentEncodedQuery = parsed.percentEncodedQuery
         guard let url = components.url else { throw HTTPTypesConversionError.invalidURL(components.description) }
         var urlRequest = URLRequest(url: url)
         urlRequest.httpMethod = request.method.rawValue

@@ -173,6 +173,9 @@ final class DownloadTests: XCTestCase {
         XCTAssertEqual(
             DownloadRun.continuationCommand(arguments: ["-d", "-a", "ann:pw", "--auth=x:y", "-dc", "https://h/f"], name: nil),
             "curlew -d -a USER:PASSWORD --auth=USER:PASSWORD -dc https://h/f", "credentials are not shown; -c once")
+        XCTAssertEqual(
+            DownloadRun.continuationCommand(arguments: ["request", "-d", "https://h/f"], name: URL(fileURLWithPath: "/tmp/f.bin")),
+            "curlew request -c -o f.bin -d https://h/f", "the subcommand stays first")
     }
 
     func testADownloadCutOffByTheNetworkIsFinishedWithContinue() throws {

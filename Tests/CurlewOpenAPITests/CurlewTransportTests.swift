@@ -391,12 +391,14 @@ final class CurlewTransportTests: XCTestCase {
         defer { server.shutdown() }
         let transport = CurlewTransport(manager: manager)
         let baseURL = try server.url("/api")
-        for path in ["/notes/..", "/notes/./x", "//objects", "//x/y?q=1"] {
+        for path in ["/notes/..", "/notes/./x", "//objects", "//x/y?q=1", "/a b?q=c d"] {
             _ = try await transport.send(
                 HTTPRequest(method: .delete, scheme: nil, authority: nil, path: path), body: nil, baseURL: baseURL,
                 operationID: "remove")
         }
-        XCTAssertEqual(server.requests.map(\.uri), ["/api/notes/..", "/api/notes/./x", "/api//objects", "/api//x/y?q=1"])
+        // A character a URL cannot hold as it is goes percent-encoded (it stopped the process).
+        XCTAssertEqual(
+            server.requests.map(\.uri), ["/api/notes/..", "/api/notes/./x", "/api//objects", "/api//x/y?q=1", "/api/a%20b?q=c%20d"])
     }
 
     func testHTTPTypesKeepFieldOrderAndRepeatedFields() async throws {

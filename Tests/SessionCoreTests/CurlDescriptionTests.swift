@@ -207,6 +207,16 @@ final class CurlDescriptionTests: XCTestCase {
         XCTAssertEqual(try shellWords(description).first, "http://[::1]:8080/x")
     }
 
+    /// Curlew sends a path's dot segments as given; curl needs `--path-as-is` to do the same.
+    func testAPathWithDotSegmentsIsSentAsIs() throws {
+        let description = makeManager().dataTask(with: URLRequest(url: try XCTUnwrap(URL(string: "http://h/notes/.."))), completionHandler: nil)
+            .curlDescription()
+        XCTAssertTrue(description.contains("--path-as-is"), description)
+        let plain = makeManager().dataTask(with: URLRequest(url: try XCTUnwrap(URL(string: "http://h/notes/x.txt"))), completionHandler: nil)
+            .curlDescription()
+        XCTAssertFalse(plain.contains("--path-as-is"), plain)
+    }
+
     func testConnectionOptions() throws {
         let files = try TLSFixture.certificates()
         let manager = makeManager {

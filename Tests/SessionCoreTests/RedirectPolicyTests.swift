@@ -41,6 +41,19 @@ final class RedirectPolicyTests: XCTestCase {
         XCTAssertTrue(RedirectPolicy.isSameOrigin(URL(string: "http://a.test/")!, URL(string: "http://A.TEST:80/x")!))
     }
 
+    /// Dot segments go from every redirect target, an absolute one too (RFC 3986 §5.2.2):
+    /// paths go out as given, so `Location: http://a.test/a/../b` went as `/a/../b`.
+    func testDotSegmentsLeaveEveryRedirectTarget() throws {
+        for (location, expected) in [
+            ("http://a.test/a/../b/./c", "http://a.test/b/c"), ("../x?q=/../y", "http://a.test/p/x?q=/../y"),
+            ("/plain/path", "http://a.test/plain/path"),
+        ] {
+            let next = try XCTUnwrap(RedirectPolicy.redirectedRequest(
+                from: request("http://a.test/p/q/r"), response: response(302, location: location, from: "http://a.test/p/q/r")))
+            XCTAssertEqual(next.url?.absoluteString, expected, location)
+        }
+    }
+
     func testMethodRules() throws {
         let body = Data("x".utf8)
         func next(_ status: Int, _ method: String) throws -> URLRequest {

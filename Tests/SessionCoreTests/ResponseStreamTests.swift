@@ -36,6 +36,39 @@ final class ResponseStreamTests: XCTestCase {
         return response
     }
 
+    /// Counts completions, cancels and failures, on its own queue.
+    private final class Ends: EventMonitor {
+        let completed = Mutex<[String]>([])
+        let cancels = Mutex(0)
+        func taskDidCancel(_ task: SessionTask) { cancels.withLock { $0 += 1 } }
+        func task(_ task: SessionTask, didCompleteWithError error: (any Error)?) {
+            completed.withLock { $0.append(error.map { "\($0)" } ?? "ok") }
+        }
+    }
+
+    /// A small announced body left unread is read to its end rather than cancelled (its bytes
+    /// usually came with the head), in many small reads: the chunks that come for nobody give
+    /// their credit back, so the transfer never pauses. Paused, it waited for a consumer that
+    /// was gone, its idle clock stopped, until the resource timeout.
+    func testASmallBodyLeftUnreadInManyPiecesEndsByItself() async throws {
+        let ends = Ends()
+        let monitored = URLSessionManager(configuration: manager.engine.configuration, eventMonitors: [ends])
+        defer { monitored.invalidateSessionCancelingTasks(true, resetSession: false) }
+        var response = TestResponse(status: 200, headers: [("Content-Type", "text/plain")])
+        response.body = .stream((0..<40).map { _ in TestResponse.Chunk(Data(repeating: 0x61, count: 100), delay: .milliseconds(5)) })
+        response.framing = .contentLength
+        server.route("/pieces", response: response)
+        do {
+            // 40 reads of 100 bytes, each charged 256 against a 4 KiB buffer: 10 KiB of credit.
+            let (bytes, head) = try await monitored.bytes(for: URLRequest(url: try server.url("/pieces")), bufferSize: 4096)
+            XCTAssertEqual(head.statusCode, 200)
+            _ = bytes  // dropped unread here
+        }
+        for _ in 0..<3000 where ends.completed.withLock({ $0.isEmpty }) { try await Task.sleep(nanoseconds: 10_000_000) }
+        XCTAssertEqual(ends.completed.withLock { $0 }, ["ok"], "the transfer ended by itself, whole")
+        XCTAssertEqual(ends.cancels.withLock { $0 }, 0)
+    }
+
     func testBytesReturnAtTheHeadAndDeliverTheWholeBody() async throws {
         server.route("/body", response: streamed(["hello, ", "streaming ", "world"]))
         let (bytes, response) = try await manager.bytes(for: URLRequest(url: try server.url("/body")))

@@ -66,15 +66,20 @@ final class ResponseStreamBuffer: Sendable {
 
     /// A body chunk (driver thread); the driver already counted it in `credit`.
     func append(_ chunk: Data) {
-        let waiter = state.withLock { state -> DriverResumedWaiter<Data?, any Error>? in
+        let (waiter, dropped) = state.withLock { state -> (DriverResumedWaiter<Data?, any Error>?, Bool) in
             state.receivedBodyBytes += Int64(chunk.count)
-            if state.isAbandoned { return nil }
+            if state.isAbandoned { return (nil, true) }
             if let waiter = state.chunkWaiter {
                 state.chunkWaiter = nil
-                return waiter
+                return (waiter, false)
             }
             state.chunks.append(chunk)
-            return nil
+            return (nil, false)
+        }
+        if dropped {
+            // Nobody will take it: its credit goes back at once (`abandon`).
+            resumeIfCaughtUp(after: chunk.count)
+            return
         }
         guard let waiter else { return }
         // Handed straight to a waiting consumer: consumed now. The transfer is running (it
@@ -156,12 +161,19 @@ final class ResponseStreamBuffer: Sendable {
         return chunk
     }
 
-    /// The consumer will take nothing more: drop what is buffered.
+    /// The consumer will take nothing more: drop what is buffered, and give its credit back,
+    /// as for every chunk that comes after: a transfer left to end by itself (a small answer
+    /// nearly in, `ResponseStreamConsumer.stop`) never pauses for a consumer that is gone —
+    /// paused, it held its connection until the resource timeout (the idle clock stops for a
+    /// consumer behind).
     func abandon() {
-        state.withLock { state in
+        let dropped = state.withLock { state -> [Int] in
             state.isAbandoned = true
-            state.chunks.removeAll()
+            var sizes: [Int] = []
+            while let chunk = state.chunks.popChunk() { sizes.append(chunk.count) }
+            return sizes
         }
+        for size in dropped { resumeIfCaughtUp(after: size) }
     }
 
     /// Counts a taken chunk; resumes the paused transfer once enough was taken.

@@ -58,12 +58,15 @@ final class ResponseStreamConsumer: Sendable {
         {
             return true
         }
-        // Not content-coded: the chunks are the announced bytes, no more (a coded body's
-        // decoded bytes could pass the limit and pause the transfer for nobody).
+        // Not content-coded (the chunks are the announced bytes, no more), and framed by its
+        // length alone: with `Transfer-Encoding` libcurl reads the chunks to their end,
+        // whatever the length says.
         let announced = head.expectedContentLength
+        let received = buffer.receivedBodyBytes
         return announced > 0 && announced < Int64(buffer.credit.limit)
             && head.value(forHTTPHeaderField: "Content-Encoding") == nil
-            && announced - buffer.receivedBodyBytes <= Self.drainedRemainder
+            && head.value(forHTTPHeaderField: "Transfer-Encoding") == nil
+            && received <= announced && announced - received <= Self.drainedRemainder
     }
 
     /// The most body bytes a stream left unread may still bring before its end, for the

@@ -87,6 +87,8 @@ struct CurlCommand {
         var options: [String] = []
         let urlString = prepared.urlString
         if urlString.contains(where: { "[]{}".contains($0) }) { options.append("--globoff") }  // no curl URL globbing
+        // Curlew sends the path as given; curl would remove its dot segments.
+        if prepared.url.path.contains("/.") { options.append("--path-as-is") }
         let methodAndBody = methodAndBodyOptions(prepared, prefix: &prefix)
         options += methodAndBody
         options += headerOptions(prepared)

@@ -32,9 +32,13 @@ enum RedirectPolicy {
     static func nextHop(from request: URLRequest, response: HTTPResponseHead) -> Hop? {
         guard isRedirect(response), let location = response.value(forHTTPHeaderField: "Location"),
             let base = request.url,
-            let target = URL(string: location, relativeTo: base)?.absoluteURL,
-            let scheme = target.scheme?.lowercased(), PreparedRequest.supportedSchemes.contains(scheme)
+            let resolved = URL(string: location, relativeTo: base)?.absoluteURL,
+            let scheme = resolved.scheme?.lowercased(), PreparedRequest.supportedSchemes.contains(scheme)
         else { return nil }
+        // RFC 3986 §5.2.2 removes dot segments from every resolved reference, an absolute
+        // `Location` too (Foundation does it only for a relative one): paths go out as given
+        // since libcurl no longer removes them (`CurlURL`).
+        let target = resolved.path.contains("/.") ? resolved.standardized : resolved
 
         var next = request
         next.url = target
