@@ -75,10 +75,10 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
 
         init(_ source: ServerSentEvents) {
             self.source = source
-            // The caller's own `Last-Event-ID` is the ID in force until the server sets one
-            // (an `id` without a value clears it, and then none is sent).
             let eventLimit = Swift.max(1, source.maximumEventSize)
             splitter = LineSplitter(maximumLineLength: eventLimit > Int.max - 64 ? Int.max : eventLimit + 64)
+            // The caller's own `Last-Event-ID` is the ID in force until the server sets one
+            // (an `id` without a value clears it, and then none is sent).
             parser = ServerSentEventParser(
                 maximumEventSize: source.maximumEventSize,
                 lastEventID: source.request.value(forHTTPHeaderField: "Last-Event-ID") ?? "")
