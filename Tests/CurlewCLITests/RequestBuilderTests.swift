@@ -14,6 +14,14 @@ final class RequestBuilderTests: XCTestCase {
         return try builder.build()
     }
 
+    /// A folder of the test's own for `@file` items, removed when the test ends.
+    private func temporaryFolder() throws -> URL {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        addTeardownBlock { try? FileManager.default.removeItem(at: folder) }
+        return folder
+    }
+
     private func jsonBody(_ built: BuiltRequest) throws -> [String: Any] {
         let body = try XCTUnwrap(built.request.httpBody)
         return try XCTUnwrap(try JSONSerialization.jsonObject(with: body) as? [String: Any])
@@ -38,9 +46,7 @@ final class RequestBuilderTests: XCTestCase {
     /// data items and no body); `--auth` wins over an `Authorization` a session kept (the
     /// session's was sent, `--auth` silently ignored), an item typed here over both.
     func testJSONAcceptForEveryBodyAndTheAuthOptionOverASessionsHeader() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-cli-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
+        let folder = try temporaryFolder()
         try Data("{}".utf8).write(to: folder.appendingPathComponent("b.json"))
         let fromFile = try build(["POST", "example.com/post", "@b.json"], mode: .forcedJSON, directory: folder)
         XCTAssertEqual(fromFile.request.value(forHTTPHeaderField: "Accept"), RequestBuilder.jsonAccept)
@@ -66,9 +72,7 @@ final class RequestBuilderTests: XCTestCase {
     }
 
     func testAFileFieldMakesMultipart() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-cli-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
+        let folder = try temporaryFolder()
         try Data("hello".utf8).write(to: folder.appendingPathComponent("note.txt"))
         let built = try build(["example.com/post", "title=x", "file@note.txt"], mode: .json, directory: folder)
         XCTAssertEqual(built.request.value(forHTTPHeaderField: "Content-Type")?.hasPrefix("multipart/form-data; boundary="), true)
@@ -78,9 +82,7 @@ final class RequestBuilderTests: XCTestCase {
     }
 
     func testWholeBodyFromAFile() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-cli-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
+        let folder = try temporaryFolder()
         try Data("{\"a\":1}".utf8).write(to: folder.appendingPathComponent("body.json"))
         let built = try build(["PUT", "example.com/put", "@body.json"], directory: folder)
         XCTAssertEqual(built.request.httpMethod, "PUT")

@@ -34,13 +34,25 @@ final class ServerSentEventsTests: XCTestCase {
         return response
     }
 
-    func testEventsAcrossADroppedConnectionResumeFromTheLastEventID() async throws {
-        let connections = Mutex<[String?]>([])
-        server.route("/stream") { request in
-            let attempt = connections.withLock { list -> Int in
+    /// A route's connections, in order, with the `Last-Event-ID` each one sent.
+    private final class Connections: Sendable {
+        private let sent = Mutex<[String?]>([])
+        /// The `Last-Event-ID` of each connection so far.
+        var lastEventIDs: [String?] { sent.withLock { $0 } }
+        var count: Int { sent.withLock { $0.count } }
+        /// Notes `request`; its number, from 1.
+        func record(_ request: TestRequest) -> Int {
+            sent.withLock { list in
                 list.append(request.header("Last-Event-ID"))
                 return list.count
             }
+        }
+    }
+
+    func testEventsAcrossADroppedConnectionResumeFromTheLastEventID() async throws {
+        let connections = Connections()
+        server.route("/stream") { request in
+            let attempt = connections.record(request)
             switch attempt {
             case 1:
                 // Partial lines across writes, a retry of 10 ms, then a cut in the middle of
@@ -63,7 +75,7 @@ final class ServerSentEventsTests: XCTestCase {
             ServerSentEvent(id: "2", data: "second"),
             ServerSentEvent(id: "3", event: "update", data: "third\nline two"),
         ])
-        XCTAssertEqual(connections.withLock { $0 }, [nil, "2", "3"], "each reconnection sends the last event ID")
+        XCTAssertEqual(connections.lastEventIDs, [nil, "2", "3"], "each reconnection sends the last event ID")
         let accept = server.requests.map { $0.header("Accept") }
         XCTAssertEqual(accept, Array(repeating: "text/event-stream", count: 3))
     }
@@ -113,12 +125,9 @@ final class ServerSentEventsTests: XCTestCase {
     /// and the sequence reconnects after the retry delay with `Last-Event-ID`, losing nothing
     /// a server that honours the ID replays.
     func testAStreamQuietLongerThanTheTimeoutIsReconnectedFromTheLastEventID() async throws {
-        let connections = Mutex<[String?]>([])
+        let connections = Connections()
         server.route("/quiet") { request in
-            let attempt = connections.withLock { list -> Int in
-                list.append(request.header("Last-Event-ID"))
-                return list.count
-            }
+            let attempt = connections.record(request)
             switch attempt {
             case 1:
                 var response = Self.eventStream(["retry: 10\nid: 7\ndata: before the silence\n\n"], ending: .complete)
@@ -142,16 +151,13 @@ final class ServerSentEventsTests: XCTestCase {
             ServerSentEvent(id: "7", data: "before the silence", retry: 10),
             ServerSentEvent(id: "8", data: "after the silence"),
         ])
-        XCTAssertEqual(connections.withLock { $0 }, [nil, "7", "8"])
+        XCTAssertEqual(connections.lastEventIDs, [nil, "7", "8"])
     }
 
     func testAConnectionThatFailsIsRetried() async throws {
-        let attempts = Mutex(0)
-        server.route("/flaky") { _ in
-            let attempt = attempts.withLock { count -> Int in
-                count += 1
-                return count
-            }
+        let attempts = Connections()
+        server.route("/flaky") { request in
+            let attempt = attempts.record(request)
             if attempt == 1 { return .fault(.resetImmediately) }
             if attempt == 2 { return Self.eventStream(["retry: 5\ndata: after the reset\n\n"], ending: .close) }
             return TestResponse(status: 204)
@@ -270,12 +276,9 @@ final class ServerSentEventsTests: XCTestCase {
     /// caller's header was sent again with every reconnection once the server's ID was empty,
     /// asking the server to replay from the old point.
     func testTheCallersLastEventIDGivesWayToTheServers() async throws {
-        let sent = Mutex<[String?]>([])
+        let sent = Connections()
         server.route("/resume") { request in
-            let attempt = sent.withLock { list -> Int in
-                list.append(request.header("Last-Event-ID"))
-                return list.count
-            }
+            let attempt = sent.record(request)
             switch attempt {
             case 1: return Self.eventStream(["retry: 10\ndata: before\n\nid\ndata: cleared\n\n"], ending: .close)
             default: return TestResponse(status: 204)
@@ -286,7 +289,7 @@ final class ServerSentEventsTests: XCTestCase {
         var received: [ServerSentEvent] = []
         for try await event in manager.events(for: request) { received.append(event) }
         XCTAssertEqual(received, [ServerSentEvent(id: "41", data: "before", retry: 10), ServerSentEvent(data: "cleared")])
-        XCTAssertEqual(sent.withLock { $0 }, ["41", nil])
+        XCTAssertEqual(sent.lastEventIDs, ["41", nil])
     }
 
     /// Invalidating or resetting the manager while a stream waits to reconnect (here ten
@@ -371,14 +374,10 @@ final class ServerSentEventsTests: XCTestCase {
     /// limit ends the stream (it was kept, and sent back as a `Last-Event-ID` of that size), and
     /// a `data:` line over 16 MiB passes a limit set above it (it failed with `lineTooLong`).
     func testEveryLineIsHeldToTheEventLimit() async throws {
-        let longIDAnswered = Mutex(false)
-        server.route("/long-id") { _ in
+        let longID = Connections()
+        server.route("/long-id") { request in
             // Once, then 204: a stream that kept the line ends instead of reconnecting forever.
-            let first = longIDAnswered.withLock { answered -> Bool in
-                defer { answered = true }
-                return !answered
-            }
-            guard first else { return TestResponse(status: 204) }
+            guard longID.record(request) == 1 else { return TestResponse(status: 204) }
             return Self.eventStream(["retry: 10\nid: " + String(repeating: "x", count: 2000) + "\n\ndata: ok\n\n"], ending: .complete)
         }
         var small = manager.events(for: URLRequest(url: try server.url("/long-id")))
@@ -402,12 +401,9 @@ final class ServerSentEventsTests: XCTestCase {
     /// ends it, and a cut ends it with the error. Reconnected, the request ran a second time
     /// on the server and its events followed the first run's as if one stream.
     func testAPostsStreamIsNotSentAgain() async throws {
-        let posts = Mutex(0)
+        let posts = Connections()
         server.route("/generate") { request in
-            let attempt = posts.withLock { count -> Int in
-                count += 1
-                return count
-            }
+            let attempt = posts.record(request)
             if attempt == 1 { return Self.eventStream(["retry: 10\ndata: a\n\n"], ending: .complete) }
             // Closed without the chunked terminator: cut in its framing.
             if attempt == 2 { return Self.eventStream(["retry: 10\ndata: b\n\n", "data: ha"], ending: .close) }
@@ -419,7 +415,7 @@ final class ServerSentEventsTests: XCTestCase {
         var received: [String] = []
         for try await event in manager.events(for: request) { received.append(event.data) }
         XCTAssertEqual(received, ["a"], "the server's close ends a POST's stream")
-        XCTAssertEqual(posts.withLock { $0 }, 1)
+        XCTAssertEqual(posts.count, 1)
         received = []
         do {
             for try await event in manager.events(for: request) { received.append(event.data) }
@@ -428,7 +424,7 @@ final class ServerSentEventsTests: XCTestCase {
             guard case .networkLost = error else { return XCTFail("unexpected \(error)") }
         }
         XCTAssertEqual(received, ["b"])
-        XCTAssertEqual(posts.withLock { $0 }, 2)
+        XCTAssertEqual(posts.count, 2)
     }
 
     /// The events a chunk completed before an event over `maximumEventSize` are delivered
@@ -450,19 +446,16 @@ final class ServerSentEventsTests: XCTestCase {
     }
 
     func testAnIDThatCannotBeAHeaderIsNotSentBack() async throws {
-        let lastIDs = Mutex<[String?]>([])
+        let lastIDs = Connections()
         server.route("/odd") { request in
-            let attempt = lastIDs.withLock { list -> Int in
-                list.append(request.header("Last-Event-ID"))
-                return list.count
-            }
+            let attempt = lastIDs.record(request)
             if attempt == 1 { return Self.eventStream(["retry: 5\nid: a\u{1}b\ndata: one\n\n"], ending: .close) }
             return TestResponse(status: 204)
         }
         var received: [ServerSentEvent] = []
         for try await event in manager.events(for: URLRequest(url: try server.url("/odd"))) { received.append(event) }
         XCTAssertEqual(received, [ServerSentEvent(id: "a\u{1}b", data: "one", retry: 5)])
-        XCTAssertEqual(lastIDs.withLock { $0 }, [nil, nil], "the reconnection goes out without it instead of failing")
+        XCTAssertEqual(lastIDs.lastEventIDs, [nil, nil], "the reconnection goes out without it instead of failing")
     }
 
     func testAnotherStatusEndsTheStreamWithAnErrorAndNoReconnection() async throws {
