@@ -11,7 +11,8 @@ struct PrintSelection: Equatable, Sendable {
     var responseHead = false
     /// `b`: the response body.
     var responseBody = false
-    /// `-v`: also the timings and connection facts (on standard error, so the body stays clean).
+    /// `-v`: also the timings and connection facts, after the response on standard output as
+    /// the rest of `-v` (on standard error with `--download`, where the body goes to a file).
     var metrics = false
 
     /// Parses `--print` letters; nil when a letter is not one of `HBhb`.

@@ -123,7 +123,17 @@ struct RequestBuilder {
             guard HTTPHeaderValidation.isValidValue(value) else {
                 throw BuildError("the value of header \(name) holds a line break or another control character")
             }
-            built.request.setValue(value, forHTTPHeaderField: name)
+            // A name typed again adds a value, as two `-H` lines do in curl: the first replaces
+            // what a session or a default gave, the next ones join it (`; ` between cookies, a
+            // `, ` list otherwise, RFC 9110 5.3), rather than the last silently winning.
+            if let earlier = typed.first(where: { $0.caseInsensitiveCompare(name) == .orderedSame }),
+                let sent = built.request.value(forHTTPHeaderField: earlier)
+            {
+                let separator = name.caseInsensitiveCompare("Cookie") == .orderedSame ? "; " : ", "
+                built.request.setValue(sent.isEmpty ? value : (value.isEmpty ? sent : sent + separator + value), forHTTPHeaderField: name)
+            } else {
+                built.request.setValue(value, forHTTPHeaderField: name)
+            }
             typed.append(name)
         }
         built.sessionHeaders = SessionHeaderScope(stored: baseHeaders, url: line.url, typed: typed)

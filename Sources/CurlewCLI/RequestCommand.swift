@@ -63,6 +63,9 @@ struct RequestCommand: AsyncParsableCommand {
 
     func validate() throws {
         if json && form { throw ValidationError("--json and --form exclude each other") }
+        if download.download && download.output == "-" {
+            throw ValidationError("--download saves to a file: leave out -d to write the body to stdout (a file named - is -o ./-)")
+        }
         if download.resume && download.output == nil { throw ValidationError("--continue needs --output FILE") }
         if download.resume && !download.download { throw ValidationError("--continue needs --download") }
     }
@@ -112,14 +115,15 @@ struct RequestCommand: AsyncParsableCommand {
 
         // The jar is a reference: the manager fills it, the session saves it afterwards, with
         // what this run changed only (another run of the session may have saved meanwhile).
-        let saveSession = { [builder, snapshot] in
+        let saveSession = { [builder, snapshot, built] in
             guard let store else { return }
             var headers = builder.baseHeaders
             for case .header(let name, let value) in line.items {
                 // Names are case-insensitive: `X-Api-Key:NEW` replaces a stored `x-api-key`
-                // (kept both, the old one could win at the next run).
+                // (kept both, the old one could win at the next run). A name typed twice is
+                // kept as sent, both values joined.
                 for key in headers.keys where key.caseInsensitiveCompare(name) == .orderedSame { headers[key] = nil }
-                headers[name] = value
+                headers[name] = built.request.value(forHTTPHeaderField: name) ?? value
             }
             try store.save(jar: configuration.cookieJar, headers: headers, for: line.url, since: snapshot)
         }
@@ -134,8 +138,7 @@ struct RequestCommand: AsyncParsableCommand {
                 run.printer = ExchangePrinter(pretty: output.effectivePretty(stdoutIsTerminal: stderr.isTerminal), isTerminal: stderr.isTerminal)
             }
             if let credentials = AuthType.split(auth), authType == .digest { run.digestCredentials = credentials }
-            try await run.run()
-            try saveSession()
+            try await Self.savingSession(saveSession) { try await run.run() }
             return
         }
 
@@ -143,7 +146,7 @@ struct RequestCommand: AsyncParsableCommand {
         // to a pipe or `-o FILE` is not held for showing (an upload's answer is collected
         // for another reason, and was never limited).
         let pretty = output.effectivePretty(stdoutIsTerminal: stdout.isTerminal)
-        if download.output == nil && (stdout.isTerminal || pretty.formats || pretty.colors) {
+        if download.outputFile == nil && (stdout.isTerminal || pretty.formats || pretty.colors) {
             Self.limitCollectedBodies(&configuration)
         }
         let policy = try await transport.securityPolicy(for: url, configuration: configuration)
@@ -172,31 +175,50 @@ struct RequestCommand: AsyncParsableCommand {
             }
             if selection.requestHead || selection.requestBody { stdout.write("\n") }
 
-            let writer = ResponseWriter(
-                printer: printer, selection: selection,
-                sink: try ResponseWriter.sink(outputPath: download.output, printsBody: selection.responseBody),
-                canStream: built.bodyFile == nil && built.request.httpBodyStream == nil)
-            let response = await Exchange.send(built, manager: manager, streamingTo: writer.streams ? writer : nil)
-            // A refused write cancelled the transfer: the write is the run's failure.
-            if let failure = writer.failure { throw ToolFailure(.error, failure) }
-            if case .responseBodyTooLarge(let limit)? = response.error as? SessionError {
-                throw ToolFailure(
-                    .error, "the body is larger than \(limit) bytes, too large to show here: save it with -o FILE or -d, or pipe it")
-            }
-            if let error = response.error { throw ToolFailure(transferError: error) }
-            guard let head = response.head else { throw ToolFailure(.error, "no response arrived") }
-            try writer.finish(response)
-            if selection.metrics, let metrics = response.metrics {
-                stdout.write("\n" + ExchangePrinter.metricsText(metrics))
-            }
-            try saveSession()
-            if output.checkStatus, let status = ExitStatus.forStatus(head.statusCode) {
-                if !stdout.isTerminal {
-                    Terminal.standardError.write("curlew: warning: HTTP \(head.statusCode) \((head.reasonPhrase ?? "").withoutControlCharacters)\n")
+            // Cookies the server set before a failure (a redirect hop's, one beside a 401 or a
+            // cut body) are saved too, as curl's cookie jar keeps them.
+            try await Self.savingSession(saveSession) {
+                let writer = ResponseWriter(
+                    printer: printer, selection: selection,
+                    sink: try ResponseWriter.sink(outputPath: download.outputFile, printsBody: selection.responseBody),
+                    canStream: built.bodyFile == nil && built.request.httpBodyStream == nil)
+                let response = await Exchange.send(built, manager: manager, streamingTo: writer.streams ? writer : nil)
+                // A refused write cancelled the transfer: the write is the run's failure.
+                if let failure = writer.failure { throw ToolFailure(.error, failure) }
+                if case .responseBodyTooLarge(let limit)? = response.error as? SessionError {
+                    throw ToolFailure(
+                        .error, "the body is larger than \(limit) bytes, too large to show here: save it with -o FILE or -d, or pipe it")
                 }
-                throw ExitCode(status.rawValue)
+                if let error = response.error { throw ToolFailure(transferError: error) }
+                guard let head = response.head else { throw ToolFailure(.error, "no response arrived") }
+                try writer.finish(response)
+                if selection.metrics, let metrics = response.metrics {
+                    stdout.write("\n" + ExchangePrinter.metricsText(metrics))
+                }
+                if output.checkStatus, let status = ExitStatus.forStatus(head.statusCode) {
+                    if !stdout.isTerminal {
+                        Terminal.standardError.write("curlew: warning: HTTP \(head.statusCode) \((head.reasonPhrase ?? "").withoutControlCharacters)\n")
+                    }
+                    throw ExitCode(status.rawValue)
+                }
             }
         }
+    }
+
+    /// Runs `body`, then saves the session whether it succeeded or not. A save that fails
+    /// after a failed run is a warning: the run's own failure is what the exit code reports.
+    static func savingSession(_ save: () throws -> Void, _ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch {
+            do {
+                try save()
+            } catch let saveError {
+                Terminal.standardError.write("curlew: warning: the session was not saved: \(ToolFailure.oneLine(saveError))\n")
+            }
+            throw error
+        }
+        try save()
     }
 
     /// The most body bytes a run holds to show: a body shown on a terminal or formatted

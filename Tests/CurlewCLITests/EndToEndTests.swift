@@ -339,6 +339,33 @@ final class EndToEndTests: XCTestCase {
         XCTAssertEqual(try headers(following: "\(otherHost)/anything", ["X-Trace:typed"])["X-Trace"], "typed")
     }
 
+    /// A run that fails still saves its session: the cookie a redirect hop set before
+    /// `--max-redirects 0` stopped the run (exit 6) is sent by the next run, in both the
+    /// request and the download mode. The failed run saved nothing.
+    func testASessionIsSavedWhenTheRunFails() throws {
+        let environment = ["XDG_CONFIG_HOME": directory.appendingPathComponent("config").path]
+        for (session, mode) in [("plain", [String]()), ("download", ["-d"])] {
+            let failed = try run(
+                ["--session", session, "--follow", "--max-redirects", "0"] + mode + ["\(base)/cookies/set?flavour=\(session)"],
+                environment: environment)
+            XCTAssertEqual(failed.status, 6, failed.stderr)
+            let later = try json(try run(["--session", session, "\(base)/anything"], environment: environment))
+            XCTAssertEqual((later["headers"] as? [String: String])?["Cookie"], "flavour=\(session)", session)
+        }
+    }
+
+    /// `-o -` is standard output, as in curl (a file named `-` was written and stdout left
+    /// empty); with `--download`, which saves to a file, it is refused.
+    func testOutputDashIsStandardOutput() throws {
+        let result = try run(["-o", "-", "\(base)/range/100"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        XCTAssertEqual(result.stdout.count, 100)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.appendingPathComponent("-").path))
+        let download = try run(["-d", "-o", "-", "\(base)/range/100"])
+        XCTAssertEqual(download.status, 64, download.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.appendingPathComponent("-").path))
+    }
+
     func testCurlPrintsTheCommandInsteadOfSending() throws {
         let result = try run(["--curl", "\(base)/post", "a=1", "Authorization:Bearer secret"])
         XCTAssertEqual(result.status, 0, result.stderr)

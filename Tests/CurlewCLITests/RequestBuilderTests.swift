@@ -64,6 +64,20 @@ final class RequestBuilderTests: XCTestCase {
         XCTAssertEqual(try typed.build().request.value(forHTTPHeaderField: "Authorization"), "Bearer NEW")
     }
 
+    /// A header typed twice sends both values (the last one alone went out), cookies joined
+    /// as one `Cookie` line; the first typed replaces a session's value, and an empty one adds
+    /// nothing.
+    func testAHeaderTypedTwiceSendsBothValues() throws {
+        var builder = RequestBuilder(
+            line: try RequestLine.parse(["example.com/get", "X-Tag:a", "x-tag:b", "X-Tag:", "Cookie:a=1", "Cookie:b=2"]), mode: .json)
+        builder.baseHeaders = ["X-Tag": "from-session"]
+        let request = try builder.build().request
+        XCTAssertEqual(request.value(forHTTPHeaderField: "X-Tag"), "a, b")
+        XCTAssertEqual(request.value(forHTTPHeaderField: "Cookie"), "a=1; b=2")
+        let once = try build(["example.com/get", "X-Empty:", "X-Empty:later"])
+        XCTAssertEqual(once.request.value(forHTTPHeaderField: "X-Empty"), "later")
+    }
+
     func testFormAndQueryKeepTheirOrderAndEscaping() throws {
         let built = try build(["example.com/post?x=1", "a=1 2", "b=&", "z==é"], mode: .form)
         XCTAssertEqual(built.request.url?.absoluteString, "http://example.com/post?x=1&z=%C3%A9")
