@@ -12,6 +12,11 @@ extension HTTPRequest {
     /// sorted by name, for a stable result) and a field it holds combined stays combined.
     /// The body is not part of an `HTTPRequest`: send it alongside.
     ///
+    /// Credentials in the URL (`https://ann:pw@host/`) have no place in `:authority`; they
+    /// become `Authorization: Basic …` (percent-decoded, as libcurl sends them for such a
+    /// URL), unless the request names an `Authorization` of its own, which then wins as it
+    /// does in libcurl. They were dropped, and the request went out without them.
+    ///
     /// - Throws: ``HTTPTypesConversionError`` when the request has no usable URL or method.
     public init(_ urlRequest: URLRequest) throws(HTTPTypesConversionError) {
         guard let url = urlRequest.url, let components = URLComponents(url: url, resolvingAgainstBaseURL: true),
@@ -27,6 +32,10 @@ extension HTTPRequest {
         for (name, value) in (urlRequest.allHTTPHeaderFields ?? [:]).sorted(by: { $0.key < $1.key }) {
             guard let fieldName = HTTPField.Name(name) else { continue }  // not a token: never sendable
             fields.append(HTTPField(name: fieldName, value: value))
+        }
+        if let user = components.user, fields[.authorization] == nil {
+            let pair = user + ":" + (components.password ?? "")
+            fields[.authorization] = "Basic " + Data(pair.utf8).base64EncodedString()
         }
         self.init(method: method, scheme: scheme.lowercased(), authority: authority, path: path, headerFields: fields)
     }

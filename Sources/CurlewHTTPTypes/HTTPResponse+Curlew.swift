@@ -7,14 +7,17 @@ import FoundationNetworking
 
 extension HTTPResponse {
     /// The response `head` holds, with its fields in arrival order and repeated fields kept
-    /// apart (each `Set-Cookie` its own field). A field name that is not a valid token, or a
-    /// status outside 100...999, cannot come from Curlew's parser; such a field is skipped.
+    /// apart (each `Set-Cookie` its own field). Values keep the bytes that arrived: one that
+    /// is not UTF-8 (Latin-1 `obs-text`) reads as U+FFFD through `HTTPField.value`, as
+    /// swift-http-types decodes it, and `withUnsafeBytesOfValue` gives the server's bytes. A
+    /// field name that is not a valid token, or a status outside 100...999, cannot come from
+    /// Curlew's parser; such a field is skipped.
     public init(_ head: HTTPResponseHead) {
         var fields = HTTPFields()
         fields.reserveCapacity(head.fieldCount)
-        for (name, value) in head.fields {
-            guard let fieldName = HTTPField.Name(name) else { continue }
-            fields.append(HTTPField(name: fieldName, value: value))
+        head.forEachFieldBytes { name, value in
+            guard let fieldName = HTTPField.Name(String(decoding: name, as: UTF8.self)) else { return }
+            fields.append(HTTPField(name: fieldName, lenientValue: value))
         }
         let status = HTTPResponse.Status(code: Swift.min(999, Swift.max(100, head.statusCode)), reasonPhrase: head.reasonPhrase ?? "")
         self.init(status: status, headerFields: fields)

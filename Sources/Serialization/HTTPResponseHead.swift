@@ -129,6 +129,20 @@ public final class HTTPResponseHead: Sendable, CustomStringConvertible {
         }
     }
 
+    /// Calls `body` with each field's name and value bytes as they arrived, in order. A value
+    /// that is not UTF-8 (`obs-text`: Latin-1 from an older server) keeps its bytes here,
+    /// where ``fields`` shows U+FFFD in their place. The buffers are valid during the call only.
+    public func forEachFieldBytes(_ body: (_ name: UnsafeRawBufferPointer, _ value: UnsafeRawBufferPointer) throws -> Void) rethrows {
+        try storage.withUnsafeBytes { bytes in
+            for index in 0..<fieldCount {
+                let range = Self.range(at: index, in: bytes, offsetsStart: offsetsStart)
+                try body(
+                    UnsafeRawBufferPointer(rebasing: bytes[Int(range.nameStart)..<Int(range.nameEnd)]),
+                    UnsafeRawBufferPointer(rebasing: bytes[Int(range.valueStart)..<Int(range.valueEnd)]))
+            }
+        }
+    }
+
     /// The value of the field `name` (ASCII case ignored); repeated fields joined with ", ".
     public func value(forHTTPHeaderField name: String) -> String? {
         var result: String?

@@ -421,6 +421,41 @@ final class CurlewTransportTests: XCTestCase {
         XCTAssertEqual(server.requests.last?.uri, "/fields?x=1")
     }
 
+    /// A field value in Latin-1 (`obs-text`, as an older server sends `José`) keeps its bytes
+    /// through `HTTPResponse`: it was decoded to a string first, its é lost to U+FFFD for good.
+    func testAFieldValueThatIsNotUTF8KeepsItsBytes() async throws {
+        let head = Array("HTTP/1.1 200 OK\r\nX-Name: Jos".utf8) + [0xE9]
+            + Array("\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok".utf8)
+        let server = try RawLoopbackServer(.answer(head))
+        let (data, response) = try await manager.data(
+            for: HTTPRequest(method: .get, url: try XCTUnwrap(URL(string: "http://127.0.0.1:\(server.port)/name"))))
+        XCTAssertEqual(data, Data("ok".utf8))
+        let field = try XCTUnwrap(response.headerFields.first { $0.name.rawName == "X-Name" })
+        XCTAssertEqual(field.withUnsafeBytesOfValue { Array($0) }, Array("Jos".utf8) + [0xE9])
+    }
+
+    /// Credentials in a URL go with the request as libcurl sends them (`Authorization: Basic`,
+    /// percent-decoded); they were dropped with the authority's userinfo. A request's own
+    /// `Authorization` wins.
+    func testCredentialsInTheURLBecomeBasicAuthorization() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/who") { _ in .json("{}") }
+        var components = try XCTUnwrap(URLComponents(url: try server.url("/who"), resolvingAgainstBaseURL: false))
+        components.percentEncodedUser = "ann"
+        components.percentEncodedPassword = "p%40ss"
+        let request = try HTTPRequest(URLRequest(url: try XCTUnwrap(components.url)))
+        XCTAssertFalse(request.authority?.contains("@") ?? true)
+        let expected = "Basic " + Data("ann:p@ss".utf8).base64EncodedString()
+        XCTAssertEqual(request.headerFields[.authorization], expected)
+        _ = try await manager.data(for: request)
+        XCTAssertEqual(server.requests.last?.header("Authorization"), expected)
+
+        var own = URLRequest(url: try XCTUnwrap(components.url))
+        own.setValue("Bearer mine", forHTTPHeaderField: "Authorization")
+        XCTAssertEqual(try HTTPRequest(own).headerFields[.authorization], "Bearer mine")
+    }
+
     func testConversionEdgeCases() throws {
         var bare = HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/x")
         XCTAssertThrowsError(try URLRequest(bare)) { XCTAssertEqual($0 as? HTTPTypesConversionError, .missingSchemeOrAuthority) }

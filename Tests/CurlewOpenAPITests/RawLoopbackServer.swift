@@ -4,7 +4,8 @@ import Synchronization
 
 /// A one-connection loopback HTTP/1.1 server on a thread of its own, for the 100 MB tests:
 /// it streams a body from one reused buffer, or reads and counts an upload without keeping
-/// it, so the server side costs no memory in the process being measured.
+/// it, so the server side costs no memory in the process being measured. It also sends an
+/// answer byte for byte, for heads a string-based server cannot write.
 final class RawLoopbackServer: Sendable {
     enum Mode: Sendable {
         /// Answers with `bytes` bytes of a repeating pattern.
@@ -12,6 +13,8 @@ final class RawLoopbackServer: Sendable {
         /// Reads a `Content-Length` body and answers `{"bytes":N,"checksum":C}` (C: every
         /// 997th byte, folded).
         case count
+        /// Answers with these bytes as they are (a head no `String` can carry), then closes.
+        case answer([UInt8])
     }
 
     let port: UInt16
@@ -72,6 +75,8 @@ final class RawLoopbackServer: Sendable {
                 guard sendAll(client, Array(pattern[0..<count])) else { return }
                 remaining -= count
             }
+        case .answer(let bytes):
+            _ = sendAll(client, bytes)
         case .count:
             let text = String(decoding: head, as: UTF8.self).lowercased()
             guard let line = text.split(separator: "\r\n").first(where: { $0.hasPrefix("content-length:") }),
