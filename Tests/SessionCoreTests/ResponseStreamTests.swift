@@ -260,6 +260,25 @@ final class ResponseStreamTests: XCTestCase {
         XCTAssertEqual(received, ["alpha", "beta", "gamma", "", "café 🐦", "last"])
     }
 
+    /// A byte order mark before the first line is dropped, also split over two chunks and on
+    /// a body with no line terminator; one later in the body is text and stays.
+    func testLinesDropALeadingByteOrderMark() async throws {
+        server.route("/bom", response: streamed(["\u{FEFF}{\"a\":1}\n\u{FEFF}x\n"]))
+        server.route("/bom-only", response: streamed(["\u{FEFF}last"]))
+        var split = TestResponse(status: 200, headers: [("Content-Type", "text/plain")])
+        split.body = .stream([
+            TestResponse.Chunk(Data([0xEF, 0xBB]), delay: .zero), TestResponse.Chunk(Data([0xBF, 0x6F, 0x6B, 0x0A]), delay: .milliseconds(20)),
+        ])
+        split.framing = .chunked
+        server.route("/bom-split", response: split)
+        for (path, expected) in [("/bom", ["{\"a\":1}", "\u{FEFF}x"]), ("/bom-only", ["last"]), ("/bom-split", ["ok"])] {
+            let (lines, _) = try await manager.lines(for: URLRequest(url: try server.url(path)))
+            var received: [String] = []
+            for try await line in lines { received.append(line) }
+            XCTAssertEqual(received, expected, path)
+        }
+    }
+
     func testLinesReplaceInvalidUTF8() async throws {
         var response = TestResponse(status: 200, headers: [("Content-Type", "text/plain")])
         response.body = .data(Data([0x6F, 0x6B, 0xFF, 0x0A, 0xC3, 0x0A]))

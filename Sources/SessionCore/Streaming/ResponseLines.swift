@@ -3,7 +3,8 @@ import Foundation
 /// A response body as UTF-8 lines, from `URLSessionManager.lines(for:)`.
 ///
 /// LF, CRLF or a lone CR ends a line; lines come without their terminator, empty lines as
-/// `""`; the last line needs no terminator; invalid UTF-8 becomes U+FFFD. A line longer than
+/// `""`; the last line needs no terminator; invalid UTF-8 becomes U+FFFD; a byte order mark
+/// before the first line is dropped (it is no text: a first JSON line would not parse). A line longer than
 /// ``maximumLineLength`` bytes ends the iteration with ``ResponseStreamError/lineTooLong(limit:)``
 /// (and cancels the transfer) rather than growing without bound. Backpressure, cancellation
 /// and single iteration are those of ``ResponseBytes``.
@@ -34,6 +35,8 @@ public struct ResponseLines: AsyncSequence, Sendable {
         private var ready: [String] = []
         private var readyIndex = 0
         private var isDone = false
+        /// No line handed out yet: the first one loses a leading byte order mark.
+        private var atStart = true
         /// A line over the limit, thrown once the lines before it were handed out.
         private var pendingFailure: ResponseStreamError?
 
@@ -58,10 +61,12 @@ public struct ResponseLines: AsyncSequence, Sendable {
                 readyIndex = 0
                 guard let chunk = try await chunks.next() else {
                     isDone = true
-                    return splitter.finish()
+                    guard let last = splitter.finish() else { return nil }
+                    return firstLineChecked(last)
                 }
                 let (lines, failure) = splitter.pushKeepingLines(chunk)
                 ready = lines
+                if let first = ready.first { ready[0] = firstLineChecked(first) }
                 if let failure {
                     // The lines before the failure are delivered first, then the error.
                     isDone = true
@@ -69,6 +74,13 @@ public struct ResponseLines: AsyncSequence, Sendable {
                     chunks = ResponseBytes.Iterator(nil)  // drops the iteration: cancels the transfer
                 }
             }
+        }
+
+        /// `line` without a leading U+FEFF when it is the body's first line.
+        private mutating func firstLineChecked(_ line: String) -> String {
+            guard atStart else { return line }
+            atStart = false
+            return line.unicodeScalars.first == "\u{FEFF}" ? String(line.unicodeScalars.dropFirst()) : line
         }
     }
 }
