@@ -45,12 +45,8 @@ struct DownloadOptions: ParsableArguments {
     var download = false
 
     @Option(name: [.customShort("o"), .customLong("output")], help: ArgumentHelp(
-        "Save the body to FILE instead of stdout (with or without --download); an existing FILE is replaced once the answer arrives; - is stdout.", valueName: "FILE"))
+        "Save the body to FILE instead of stdout (with or without --download); an existing FILE is replaced once the answer arrives; - writes it to stdout as it is.", valueName: "FILE"))
     var output: String?
-
-    /// The file `-o` names; nil for none and for `-o -`, which is standard output as in curl
-    /// (a file named `-` is `-o ./-`).
-    var outputFile: String? { output == "-" ? nil : output }
 
     @Flag(name: [.customShort("c"), .customLong("continue")], help: "With -d -o FILE: finish an interrupted download of FILE (its resume data, or a HEAD and a Range request).")
     var resume = false

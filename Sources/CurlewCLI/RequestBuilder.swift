@@ -123,12 +123,16 @@ struct RequestBuilder {
             guard HTTPHeaderValidation.isValidValue(value) else {
                 throw BuildError("the value of header \(name) holds a line break or another control character")
             }
-            // A name typed again adds a value, as two `-H` lines do in curl: the first replaces
-            // what a session or a default gave, the next ones join it (`; ` between cookies, a
-            // `, ` list otherwise, RFC 9110 5.3), rather than the last silently winning.
+            // A name typed again adds a value: the first replaces what a session or a default
+            // gave, the next ones join it (`; ` between cookies, a `, ` list otherwise, RFC 9110
+            // 5.3), rather than the last silently winning. A field that holds one value only
+            // cannot be joined (`Bearer a, Bearer b`): given twice, it is refused.
             if let earlier = typed.first(where: { $0.caseInsensitiveCompare(name) == .orderedSame }),
                 let sent = built.request.value(forHTTPHeaderField: earlier)
             {
+                if Self.singleValueFields.contains(name.lowercased()) {
+                    throw BuildError("header \(name) takes one value: it was given twice")
+                }
                 let separator = name.caseInsensitiveCompare("Cookie") == .orderedSame ? "; " : ", "
                 built.request.setValue(sent.isEmpty ? value : (value.isEmpty ? sent : sent + separator + value), forHTTPHeaderField: name)
             } else {
@@ -139,6 +143,14 @@ struct RequestBuilder {
         built.sessionHeaders = SessionHeaderScope(stored: baseHeaders, url: line.url, typed: typed)
         return built
     }
+
+    /// Request fields whose value is not a list (RFC 9110, 9111, 6265): typing one twice is
+    /// a mistake, not two values.
+    static let singleValueFields: Set<String> = [
+        "authorization", "proxy-authorization", "host", "content-type", "content-length", "user-agent", "referer",
+        "from", "origin", "range", "if-range", "if-modified-since", "if-unmodified-since", "max-forwards", "date",
+        "content-location", "content-range",
+    ]
 
     /// The URL with the `name==value` items appended to its query.
     func urlWithQuery() throws -> URL {

@@ -115,9 +115,17 @@ struct RequestCommand: AsyncParsableCommand {
 
         // The jar is a reference: the manager fills it, the session saves it afterwards, with
         // what this run changed only (another run of the session may have saved meanwhile).
-        let saveSession = { [builder, snapshot, built] in
+        // After a failed run only the cookies its servers set are saved (none: nothing is
+        // written): headers typed for a run that failed, perhaps before sending anything,
+        // do not become the session's.
+        let saveSession: (_ succeeded: Bool) throws -> Void = { [builder, snapshot, built] succeeded in
             guard let store else { return }
             var headers = builder.baseHeaders
+            if !succeeded {
+                guard let jar = configuration.cookieJar, try SessionStore.cookieLines(of: jar) != snapshot.cookieLines else { return }
+                try store.save(jar: configuration.cookieJar, headers: headers, for: line.url, since: snapshot)
+                return
+            }
             for case .header(let name, let value) in line.items {
                 // Names are case-insensitive: `X-Api-Key:NEW` replaces a stored `x-api-key`
                 // (kept both, the old one could win at the next run). A name typed twice is
@@ -146,7 +154,7 @@ struct RequestCommand: AsyncParsableCommand {
         // to a pipe or `-o FILE` is not held for showing (an upload's answer is collected
         // for another reason, and was never limited).
         let pretty = output.effectivePretty(stdoutIsTerminal: stdout.isTerminal)
-        if download.outputFile == nil && (stdout.isTerminal || pretty.formats || pretty.colors) {
+        if download.output == nil && (stdout.isTerminal || pretty.formats || pretty.colors) {
             Self.limitCollectedBodies(&configuration)
         }
         let policy = try await transport.securityPolicy(for: url, configuration: configuration)
@@ -175,12 +183,12 @@ struct RequestCommand: AsyncParsableCommand {
             }
             if selection.requestHead || selection.requestBody { stdout.write("\n") }
 
-            // Cookies the server set before a failure (a redirect hop's, one beside a 401 or a
-            // cut body) are saved too, as curl's cookie jar keeps them.
-            try await Self.savingSession(saveSession) {
+            // Cookies the server set before a failure (a redirect hop's, one beside a cut body)
+            // are saved too, as curl's cookie jar keeps them.
+            let checkedStatus = try await Self.savingSession(saveSession) { () async throws -> Int32? in
                 let writer = ResponseWriter(
                     printer: printer, selection: selection,
-                    sink: try ResponseWriter.sink(outputPath: download.outputFile, printsBody: selection.responseBody),
+                    sink: try ResponseWriter.sink(outputPath: download.output, printsBody: selection.responseBody),
                     canStream: built.bodyFile == nil && built.request.httpBodyStream == nil)
                 let response = await Exchange.send(built, manager: manager, streamingTo: writer.streams ? writer : nil)
                 // A refused write cancelled the transfer: the write is the run's failure.
@@ -195,30 +203,35 @@ struct RequestCommand: AsyncParsableCommand {
                 if selection.metrics, let metrics = response.metrics {
                     stdout.write("\n" + ExchangePrinter.metricsText(metrics))
                 }
-                if output.checkStatus, let status = ExitStatus.forStatus(head.statusCode) {
-                    if !stdout.isTerminal {
-                        Terminal.standardError.write("curlew: warning: HTTP \(head.statusCode) \((head.reasonPhrase ?? "").withoutControlCharacters)\n")
-                    }
-                    throw ExitCode(status.rawValue)
+                // `--check-status`: the exchange succeeded (its session is saved as such); the
+                // status decides the exit code afterwards.
+                guard output.checkStatus, let status = ExitStatus.forStatus(head.statusCode) else { return nil }
+                if !stdout.isTerminal {
+                    Terminal.standardError.write("curlew: warning: HTTP \(head.statusCode) \((head.reasonPhrase ?? "").withoutControlCharacters)\n")
                 }
+                return status.rawValue
             }
+            if let checkedStatus { throw ExitCode(checkedStatus) }
         }
     }
 
-    /// Runs `body`, then saves the session whether it succeeded or not. A save that fails
-    /// after a failed run is a warning: the run's own failure is what the exit code reports.
-    static func savingSession(_ save: () throws -> Void, _ body: () async throws -> Void) async throws {
+    /// Runs `body`, then saves the session, telling `save` whether the run succeeded. A save
+    /// that fails after a failed run is a warning: the run's own failure is what the exit
+    /// code reports.
+    static func savingSession<T>(_ save: (_ succeeded: Bool) throws -> Void, _ body: () async throws -> T) async throws -> T {
+        let result: T
         do {
-            try await body()
+            result = try await body()
         } catch {
             do {
-                try save()
+                try save(false)
             } catch let saveError {
                 Terminal.standardError.write("curlew: warning: the session was not saved: \(ToolFailure.oneLine(saveError))\n")
             }
             throw error
         }
-        try save()
+        try save(true)
+        return result
     }
 
     /// The most body bytes a run holds to show: a body shown on a terminal or formatted

@@ -12,6 +12,9 @@ final class ResponseWriter: @unchecked Sendable {  // `headWritten` and `writeFa
     /// Where the body goes.
     enum Sink {
         case standardOutput
+        /// `-o -`: the body on standard output as it is, as curl's — never formatted, a
+        /// binary body too, whatever `--print` says.
+        case rawStandardOutput
         case file(OutputFile)
         case discard
     }
@@ -31,17 +34,19 @@ final class ResponseWriter: @unchecked Sendable {  // `headWritten` and `writeFa
         self.selection = selection
         self.sink = sink
         switch sink {
-        case .file, .discard: streams = canStream
+        case .file, .discard, .rawStandardOutput: streams = canStream
         // Colours, as formatting, need the whole JSON (`--pretty=colors` on a pipe streamed the
         // body raw, only the head coloured).
         case .standardOutput: streams = canStream && !printer.isTerminal && !printer.pretty.formats && !printer.pretty.colors
         }
     }
 
-    /// The sink for `-o FILE` (checked now, emptied only when the answer's body begins),
-    /// else stdout when the body is printed.
+    /// The sink for `-o FILE` (checked now, emptied only when the answer's body begins) or
+    /// `-o -` (the raw body on stdout; a file named `-` is `-o ./-`), else stdout when the
+    /// body is printed.
     static func sink(outputPath: String?, printsBody: Bool) throws -> Sink {
         guard let outputPath else { return printsBody ? .standardOutput : .discard }
+        if outputPath == "-" { return .rawStandardOutput }
         return .file(try OutputFile(path: outputPath))
     }
 
@@ -87,7 +92,10 @@ final class ResponseWriter: @unchecked Sendable {  // `headWritten` and `writeFa
         headWritten = true
         guard selection.responseHead else { return }
         noteStandardOutput(stdout.write(printer.responseHead(head)))
-        if case .standardOutput = sink { noteStandardOutput(stdout.write("\n")) }
+        switch sink {
+        case .standardOutput, .rawStandardOutput: noteStandardOutput(stdout.write("\n"))  // before the body
+        case .file, .discard: break
+        }
     }
 
     /// Keeps the first reason standard output could not be written.
@@ -98,7 +106,7 @@ final class ResponseWriter: @unchecked Sendable {  // `headWritten` and `writeFa
 
     private func writeBody(_ data: Data) {
         switch sink {
-        case .standardOutput:
+        case .standardOutput, .rawStandardOutput:
             guard writeFailure == nil else { return }
             noteStandardOutput(stdout.write(data))
         case .file(let file):

@@ -9,7 +9,8 @@ extension HTTPRequest {
     /// `:path` with the query) and header fields.
     ///
     /// `URLRequest` keeps its fields in a dictionary, so their order is not known (they come
-    /// sorted by name, for a stable result) and a field it holds combined stays combined.
+    /// sorted by name, for a stable result; an `Authorization` made from the URL's
+    /// credentials last) and a field it holds combined stays combined.
     /// The body is not part of an `HTTPRequest`: send it alongside.
     ///
     /// Credentials in the URL (`https://ann:pw@host/`) have no place in `:authority`; they
@@ -33,11 +34,47 @@ extension HTTPRequest {
             guard let fieldName = HTTPField.Name(name) else { continue }  // not a token: never sendable
             fields.append(HTTPField(name: fieldName, value: value))
         }
-        if let user = components.user, fields[.authorization] == nil {
-            let pair = user + ":" + (components.password ?? "")
-            fields[.authorization] = "Basic " + Data(pair.utf8).base64EncodedString()
+        if let user = components.percentEncodedUser, !user.isEmpty || components.percentEncodedPassword != nil,
+            fields[.authorization] == nil
+        {
+            // Decoded to bytes, not through `user`/`password`, which are nil for escapes that
+            // are not UTF-8 (`p%E9ss`): libcurl sends the bytes.
+            let pair = Self.percentDecoded(user) + [UInt8(ascii: ":")] + Self.percentDecoded(components.percentEncodedPassword ?? "")
+            fields[.authorization] = "Basic " + Data(pair).base64EncodedString()
         }
         self.init(method: method, scheme: scheme.lowercased(), authority: authority, path: path, headerFields: fields)
+    }
+}
+
+extension HTTPRequest {
+    /// The bytes `text` stands for, each `%XX` decoded; a `%` not followed by two hex digits
+    /// stays as it is.
+    static func percentDecoded(_ text: String) -> [UInt8] {
+        let utf8 = Array(text.utf8)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(utf8.count)
+        var index = 0
+        while index < utf8.count {
+            if utf8[index] == UInt8(ascii: "%"), index + 2 < utf8.count,
+                let high = hexValue(utf8[index + 1]), let low = hexValue(utf8[index + 2])
+            {
+                bytes.append(high << 4 | low)
+                index += 3
+            } else {
+                bytes.append(utf8[index])
+                index += 1
+            }
+        }
+        return bytes
+    }
+
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+        default: return nil
+        }
     }
 }
 

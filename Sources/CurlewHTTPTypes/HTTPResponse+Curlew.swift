@@ -7,9 +7,10 @@ import FoundationNetworking
 
 extension HTTPResponse {
     /// The response `head` holds, with its fields in arrival order and repeated fields kept
-    /// apart (each `Set-Cookie` its own field). Values keep the bytes that arrived: one that
-    /// is not UTF-8 (Latin-1 `obs-text`) reads as U+FFFD through `HTTPField.value`, as
-    /// swift-http-types decodes it, and `withUnsafeBytesOfValue` gives the server's bytes. A
+    /// apart (each `Set-Cookie` its own field). Values keep the head's bytes: one that is not
+    /// UTF-8 (Latin-1 `obs-text`) reads as U+FFFD through `HTTPField.value`, as swift-http-types
+    /// decodes it, and `withUnsafeBytesOfValue` gives the server's bytes. (A head answered by
+    /// the response cache holds its values as text: U+FFFD there.) A
     /// field name that is not a valid token, or a status outside 100...999, cannot come from
     /// Curlew's parser; such a field is skipped.
     public init(_ head: HTTPResponseHead) {
@@ -38,11 +39,21 @@ extension HTTPResponse {
 }
 
 extension HTTPResponseHead {
-    /// A head for `response` at `url`: the status, reason phrase and fields in order.
+    /// A head for `response` at `url`: the status, reason phrase and fields in order, each
+    /// value's bytes as the field holds them (a Latin-1 byte stays that byte).
     public convenience init(_ response: HTTPResponse, url: URL) {
+        var bytes: [UInt8] = []
+        var offsets: [Int32] = []
+        for field in response.headerFields {
+            offsets.append(Int32(clamping: bytes.count))
+            bytes.append(contentsOf: field.name.rawName.utf8)
+            offsets.append(Int32(clamping: bytes.count))
+            field.withUnsafeBytesOfValue { bytes.append(contentsOf: $0) }
+            offsets.append(Int32(clamping: bytes.count))
+        }
         self.init(
-            url: url, statusCode: response.status.code,
+            url: url, statusCode: response.status.code, httpVersion: "HTTP/1.1",
             reasonPhrase: response.status.reasonPhrase.isEmpty ? nil : response.status.reasonPhrase,
-            fields: response.headerFields.map { ($0.name.rawName, $0.value) })
+            fieldBytes: bytes, offsets: offsets)
     }
 }

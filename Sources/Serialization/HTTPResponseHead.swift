@@ -101,10 +101,18 @@ public final class HTTPResponseHead: Sendable, CustomStringConvertible {
             bytes.append(contentsOf: value.utf8)
             offsets.append(Int32(clamping: bytes.count))
         }
-        let storage = bytes.withUnsafeBytes { bytes in offsets.withUnsafeBytes { Self.pack(bytes, $0) } }
+        self.init(url: url, statusCode: statusCode, httpVersion: httpVersion, reasonPhrase: reasonPhrase, fieldBytes: bytes, offsets: offsets)
+    }
+
+    /// A head over `fieldBytes` (names and values back to back) and three offsets per field
+    /// (name start, value start, value end), for a conversion that has the values as bytes.
+    package convenience init(
+        url: URL, statusCode: Int, httpVersion: String, reasonPhrase: String?, fieldBytes: [UInt8], offsets: [Int32]
+    ) {
+        let storage = fieldBytes.withUnsafeBytes { bytes in offsets.withUnsafeBytes { Self.pack(bytes, $0) } }
         self.init(
             url: url, statusCode: statusCode, httpVersion: httpVersion, reasonPhrase: reasonPhrase, storage: storage,
-            offsetsStart: bytes.count, fieldCount: fields.count)
+            offsetsStart: fieldBytes.count, fieldCount: offsets.count / 3)
     }
 
     /// The head of an existing `HTTPURLResponse`, which ``httpURLResponse`` then returns as is.

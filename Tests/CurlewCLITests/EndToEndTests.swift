@@ -339,27 +339,39 @@ final class EndToEndTests: XCTestCase {
         XCTAssertEqual(try headers(following: "\(otherHost)/anything", ["X-Trace:typed"])["X-Trace"], "typed")
     }
 
-    /// A run that fails still saves its session: the cookie a redirect hop set before
-    /// `--max-redirects 0` stopped the run (exit 6) is sent by the next run, in both the
-    /// request and the download mode. The failed run saved nothing.
-    func testASessionIsSavedWhenTheRunFails() throws {
+    /// A run that fails still saves the cookies its servers set: the one a redirect hop set
+    /// before `--max-redirects 0` stopped the run (exit 6) is sent by the next run, in both
+    /// the request and the download mode (a failed run used to save nothing). Headers typed
+    /// for a failed run are not kept; with `--check-status` the exchange succeeded, and they are.
+    func testASessionKeepsTheCookiesOfARunThatFails() throws {
         let environment = ["XDG_CONFIG_HOME": directory.appendingPathComponent("config").path]
         for (session, mode) in [("plain", [String]()), ("download", ["-d"])] {
             let failed = try run(
-                ["--session", session, "--follow", "--max-redirects", "0"] + mode + ["\(base)/cookies/set?flavour=\(session)"],
+                ["--session", session, "--follow", "--max-redirects", "0"] + mode
+                    + ["\(base)/cookies/set?flavour=\(session)", "X-Typed:failed"],
                 environment: environment)
             XCTAssertEqual(failed.status, 6, failed.stderr)
             let later = try json(try run(["--session", session, "\(base)/anything"], environment: environment))
             XCTAssertEqual((later["headers"] as? [String: String])?["Cookie"], "flavour=\(session)", session)
+            XCTAssertNil((later["headers"] as? [String: String])?["X-Typed"], session)
         }
+        let checked = try run(["--session", "checked", "--check-status", "\(base)/status/404", "X-Typed:kept"], environment: environment)
+        XCTAssertEqual(checked.status, 4, checked.stderr)
+        let after = try json(try run(["--session", "checked", "\(base)/anything"], environment: environment))
+        XCTAssertEqual((after["headers"] as? [String: String])?["X-Typed"], "kept")
     }
 
     /// `-o -` is standard output, as in curl (a file named `-` was written and stdout left
-    /// empty); with `--download`, which saves to a file, it is refused.
+    /// empty): the body as it is, also when `--print` leaves the body out; with `--download`,
+    /// which saves to a file, it is refused.
     func testOutputDashIsStandardOutput() throws {
         let result = try run(["-o", "-", "\(base)/range/100"])
         XCTAssertEqual(result.status, 0, result.stderr)
         XCTAssertEqual(result.stdout.count, 100)
+        let withHead = try run(["-p", "h", "-o", "-", "\(base)/range/10"])
+        XCTAssertEqual(withHead.status, 0, withHead.stderr)
+        XCTAssertTrue(withHead.text.hasPrefix("HTTP/1.1 200"), withHead.text)
+        XCTAssertTrue(withHead.text.hasSuffix("\r\n\nabcdefghij") || withHead.text.hasSuffix("\n\nabcdefghij"), withHead.text)
         XCTAssertFalse(FileManager.default.fileExists(atPath: directory.appendingPathComponent("-").path))
         let download = try run(["-d", "-o", "-", "\(base)/range/100"])
         XCTAssertEqual(download.status, 64, download.stderr)

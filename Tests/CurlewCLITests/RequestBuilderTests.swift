@@ -76,6 +76,10 @@ final class RequestBuilderTests: XCTestCase {
         XCTAssertEqual(request.value(forHTTPHeaderField: "Cookie"), "a=1; b=2")
         let once = try build(["example.com/get", "X-Empty:", "X-Empty:later"])
         XCTAssertEqual(once.request.value(forHTTPHeaderField: "X-Empty"), "later")
+        // A field of one value given twice is a mistake (it went out as `Bearer a, Bearer b`).
+        XCTAssertThrowsError(try build(["example.com/get", "Authorization:Bearer a", "authorization:Bearer b"])) {
+            XCTAssertEqual(($0 as? BuildError)?.description, "header authorization takes one value: it was given twice")
+        }
     }
 
     func testFormAndQueryKeepTheirOrderAndEscaping() throws {

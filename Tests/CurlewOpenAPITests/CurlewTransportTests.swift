@@ -432,6 +432,10 @@ final class CurlewTransportTests: XCTestCase {
         XCTAssertEqual(data, Data("ok".utf8))
         let field = try XCTUnwrap(response.headerFields.first { $0.name.rawName == "X-Name" })
         XCTAssertEqual(field.withUnsafeBytesOfValue { Array($0) }, Array("Jos".utf8) + [0xE9])
+        // And back: a head made from the response keeps the byte too.
+        let again = HTTPResponse(HTTPResponseHead(response, url: URL(fileURLWithPath: "/")))
+        let kept = try XCTUnwrap(again.headerFields.first { $0.name.rawName == "X-Name" })
+        XCTAssertEqual(kept.withUnsafeBytesOfValue { Array($0) }, Array("Jos".utf8) + [0xE9])
     }
 
     /// Credentials in a URL go with the request as libcurl sends them (`Authorization: Basic`,
@@ -454,6 +458,15 @@ final class CurlewTransportTests: XCTestCase {
         var own = URLRequest(url: try XCTUnwrap(components.url))
         own.setValue("Bearer mine", forHTTPHeaderField: "Authorization")
         XCTAssertEqual(try HTTPRequest(own).headerFields[.authorization], "Bearer mine")
+
+        // Escapes that are not UTF-8 are the bytes libcurl sends (the password was lost); a
+        // user alone is "user:"; an empty userinfo is none.
+        func authorization(_ url: String) throws -> String? {
+            try HTTPRequest(URLRequest(url: try XCTUnwrap(URL(string: url)))).headerFields[.authorization]
+        }
+        XCTAssertEqual(try authorization("http://ann:p%E9ss@example.com/"), "Basic " + Data(Array("ann:p".utf8) + [0xE9] + Array("ss".utf8)).base64EncodedString())
+        XCTAssertEqual(try authorization("http://ann@example.com/"), "Basic " + Data("ann:".utf8).base64EncodedString())
+        XCTAssertNil(try authorization("http://@example.com/"))
     }
 
     func testConversionEdgeCases() throws {

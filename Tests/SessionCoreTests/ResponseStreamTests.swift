@@ -265,13 +265,14 @@ final class ResponseStreamTests: XCTestCase {
     func testLinesDropALeadingByteOrderMark() async throws {
         server.route("/bom", response: streamed(["\u{FEFF}{\"a\":1}\n\u{FEFF}x\n"]))
         server.route("/bom-only", response: streamed(["\u{FEFF}last"]))
+        server.route("/bom-alone", response: streamed(["\u{FEFF}"]))
         var split = TestResponse(status: 200, headers: [("Content-Type", "text/plain")])
         split.body = .stream([
             TestResponse.Chunk(Data([0xEF, 0xBB]), delay: .zero), TestResponse.Chunk(Data([0xBF, 0x6F, 0x6B, 0x0A]), delay: .milliseconds(20)),
         ])
         split.framing = .chunked
         server.route("/bom-split", response: split)
-        for (path, expected) in [("/bom", ["{\"a\":1}", "\u{FEFF}x"]), ("/bom-only", ["last"]), ("/bom-split", ["ok"])] {
+        for (path, expected) in [("/bom", ["{\"a\":1}", "\u{FEFF}x"]), ("/bom-only", ["last"]), ("/bom-split", ["ok"]), ("/bom-alone", [])] {
             let (lines, _) = try await manager.lines(for: URLRequest(url: try server.url(path)))
             var received: [String] = []
             for try await line in lines { received.append(line) }

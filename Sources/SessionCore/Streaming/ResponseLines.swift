@@ -4,7 +4,8 @@ import Foundation
 ///
 /// LF, CRLF or a lone CR ends a line; lines come without their terminator, empty lines as
 /// `""`; the last line needs no terminator; invalid UTF-8 becomes U+FFFD; a byte order mark
-/// before the first line is dropped (it is no text: a first JSON line would not parse). A line longer than
+/// before the first line is dropped (it is no text: a first JSON line would not parse; it
+/// still counts in the first line's length). A line longer than
 /// ``maximumLineLength`` bytes ends the iteration with ``ResponseStreamError/lineTooLong(limit:)``
 /// (and cancels the transfer) rather than growing without bound. Backpressure, cancellation
 /// and single iteration are those of ``ResponseBytes``.
@@ -62,7 +63,10 @@ public struct ResponseLines: AsyncSequence, Sendable {
                 guard let chunk = try await chunks.next() else {
                     isDone = true
                     guard let last = splitter.finish() else { return nil }
-                    return firstLineChecked(last)
+                    // A body that was only a byte order mark has no lines, as an empty one.
+                    let wasFirst = atStart
+                    let line = firstLineChecked(last)
+                    return wasFirst && line.isEmpty ? nil : line
                 }
                 let (lines, failure) = splitter.pushKeepingLines(chunk)
                 ready = lines
