@@ -69,6 +69,39 @@ final class DownloadRetryContinuationTests: XCTestCase {
         RecordingRetrier { attempt, _ in attempt < times ? .retry : .doNotRetry }
     }
 
+    /// A 206's body is checked against its `Content-Range`: a chunked one that ends short is
+    /// a lost connection, not a finished file (it was moved into place, 300 of 1,000 bytes),
+    /// and one that runs long is refused (the extra bytes were kept). libcurl checks a
+    /// `Content-Length` only. A range near `Int64.max` retried after a cut could not overflow
+    /// the next `Range:` (it stopped the process).
+    func testAPartialAnswerIsCheckedAgainstItsContentRange() async throws {
+        func partial(_ contentRange: String, sending count: Int, framing: TestResponse.Framing = .chunked) -> TestResponse {
+            var response = TestResponse(
+                status: 206, headers: [("Content-Range", contentRange), ("ETag", "\"x\""), ("Content-Type", "application/octet-stream")])
+            response.body = .stream([TestResponse.Chunk(patternedData(count: count), delay: .zero)])
+            response.framing = framing
+            return response
+        }
+        server.route("/short", response: partial("bytes 0-999/2000", sending: 300))
+        server.route("/long", response: partial("bytes 0-99/2000", sending: 300))
+        var huge = partial("bytes 9223372036854775000-9223372036854775806/9223372036854775807", sending: 1000, framing: .contentLength)
+        huge.headers.append(("Content-Length", "2000"))
+        huge.ending = .close
+        server.route("/huge", response: huge)
+        manager.requestRetrier = retrying(1)
+        for (path, expected) in [("/short", "networkLost"), ("/long", "badServerResponse"), ("/huge", "badServerResponse")] {
+            var request = URLRequest(url: try server.url(path))
+            request.setValue("bytes=0-999", forHTTPHeaderField: "Range")
+            let (_, response) = await download(request)
+            let error = try XCTUnwrap(response.error as? SessionError, path)
+            switch (error, expected) {
+            case (.networkLost, "networkLost"), (.badServerResponse, "badServerResponse"): break
+            default: XCTFail("\(path): \(error)")
+            }
+            XCTAssertFalse(FileManager.default.fileExists(atPath: destination.path), path)
+        }
+    }
+
     func testARetriedDownloadContinuesTheBytesItAlreadyHas() async throws {
         let body = patternedData(count: 300_000)
         let route = RangeFileRoute(server: server, path: "/file", body: body)

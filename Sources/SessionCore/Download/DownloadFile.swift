@@ -70,6 +70,10 @@ final class DownloadFile {
     private var plannedStart: Int64?
     /// Where a planned body from byte 0 lies in the representation, applied with it.
     private var plannedRange: (origin: Int64, last: Int64?, known: Bool)?
+    /// Where in the file a 206's body must end: its `Content-Range` says how many bytes it
+    /// is. libcurl checks a `Content-Length` only; a chunked or close-delimited 206 that ends
+    /// short (or runs long) would otherwise be taken for the whole range.
+    private var bodyEnd: Int64?
 
     /// Opens the file for a new download (created, must not exist), or the partial file of a
     /// resumed one (kept up to `offset`; when it is gone or shorter, a new file is created and
@@ -130,7 +134,8 @@ final class DownloadFile {
         }
         let last = rangeLast.map { String($0) } ?? ""
         if rangeStart > 0, let validator {
-            // No overflow: `DownloadResumeData` checks that its first position plus its length fit.
+            // No overflow: `DownloadResumeData` checks that its first position plus its length
+            // fit, and `continueOnNextAttempt` that the next position does.
             result.append("Range: bytes=\(origin + rangeStart)-\(last)")
             result.append("If-Range: \(validator)")
         } else {
@@ -152,6 +157,7 @@ final class DownloadFile {
         rejectedStatus = nil
         plannedStart = nil
         plannedRange = nil
+        bodyEnd = nil
         let range = Self.parse(contentRange: contentRange)
         if isFromResumeData {
             let isNewBody = statusCode == 200 || statusCode == 203
@@ -160,6 +166,9 @@ final class DownloadFile {
                     entityTag == nil || sentEntityTag == nil || entityTag == sentEntityTag
                 {
                     plannedStart = rangeStart
+                    // File position `rangeStart` is the range's first byte (`origin + rangeStart`):
+                    // it ends `last - origin + 1` in, which cannot overflow (`last` < length).
+                    bodyEnd = range.last - origin + 1
                     return
                 }
                 if statusCode == 206 || statusCode == 416 || (isNewBody && (origin > 0 || rangeLast != nil)) {
@@ -174,11 +183,13 @@ final class DownloadFile {
         }
         plannedStart = 0
         plannedRange = Self.representationRange(statusCode: statusCode, contentRange: range)
+        if statusCode == 206, !isContentEncoded, let range { bodyEnd = range.last - range.first + 1 }
     }
 
     /// Whether a 206's range is exactly the rest of the partial bytes' range.
     private func continuesEarlierBytes(_ range: (first: Int64, last: Int64, length: Int64)) -> Bool {
-        guard range.first == origin + rangeStart else { return false }
+        let (next, overflow) = origin.addingReportingOverflow(rangeStart)
+        guard !overflow, range.first == next else { return false }
         let end = rangeLast ?? range.length - 1
         guard range.last == end else { return false }
         // No overflow: `end` is now a parsed position below the length, and `origin` >= 0.
@@ -233,7 +244,8 @@ final class DownloadFile {
     /// A retried 1 GiB download lost at 900 MiB asks for the last 100 MiB, as `curl --retry
     /// -C -` does, rather than starting over.
     func continueOnNextAttempt(from point: ResumePoint) {
-        guard point.bytesReceived == position, position > 0 else { return }
+        // `origin` is a server's `Content-Range` start: the next byte's position must fit.
+        guard point.bytesReceived == position, position > 0, !origin.addingReportingOverflow(position).overflow else { return }
         let tag = point.entityTag.flatMap { $0.hasPrefix("W/") ? nil : $0 }
         guard let newValidator = tag ?? point.lastModified else { return }
         isFromResumeData = true
@@ -251,6 +263,7 @@ final class DownloadFile {
     func forgetPlan() {
         plannedStart = nil
         plannedRange = nil
+        bodyEnd = nil
         needsFullRestart = false
         rejectedStatus = nil
     }
@@ -263,16 +276,28 @@ final class DownloadFile {
         needsFullRestart = false
         plannedStart = nil
         plannedRange = nil
+        bodyEnd = nil
     }
 
-    /// Cuts the file where the planned body starts (a response whose body was empty).
-    func prepareForEnd() -> SessionError? { apply() }
+    /// Cuts the file where the planned body starts (a response whose body was empty), and
+    /// checks that a 206's body is all its `Content-Range` announced: one that ended short
+    /// is a lost connection (its bytes are good: resume data can continue them).
+    func prepareForEnd() -> SessionError? {
+        if let error = apply() { return error }
+        if !dropsBody, let bodyEnd, position < bodyEnd {
+            return .networkLost("the partial content ended after \(position) of \(bodyEnd) bytes its Content-Range announced")
+        }
+        return nil
+    }
 
     /// Writes body bytes at the current position (dropped while a restart or a failure is
     /// pending).
     func write(_ bytes: UnsafeRawBufferPointer) -> SessionError? {
         guard !dropsBody, var base = bytes.baseAddress else { return nil }
         if let error = apply() { return error }
+        if let bodyEnd, Int64(bytes.count) > bodyEnd - position {
+            return .badServerResponse("the partial content runs past the \(bodyEnd) bytes its Content-Range announced")
+        }
         var remaining = bytes.count
         while remaining > 0 {
             let written = pwrite(descriptor, base, remaining, off_t(position))
