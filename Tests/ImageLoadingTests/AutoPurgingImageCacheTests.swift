@@ -58,12 +58,18 @@ final class AutoPurgingImageCacheTests: XCTestCase {
         XCTAssertEqual(kept, ["c", "f"], "the two most recently used survive")
     }
 
-    func testAnImageLargerThanTheCapacityIsNotKept() throws {
-        let cache = AutoPurgingImageCache(memoryCapacity: 300, preferredMemoryCapacity: 100)
+    /// An image costing more than the preferred capacity is not kept, and the others stay (a
+    /// purge went oldest first: every other image, then the big one too). It replaces an
+    /// earlier image of its identifier all the same: that one goes.
+    func testAnImageLargerThanThePreferredCapacityIsNotKeptAndTheOthersStay() throws {
+        let cache = AutoPurgingImageCache(memoryCapacity: 1000, preferredMemoryCapacity: 300)
         cache.add(try TestImages.image(width: 2, height: 2), withIdentifier: "small")  // 16
-        cache.add(try image(), withIdentifier: "big")  // 400
+        cache.add(try TestImages.image(width: 2, height: 2), withIdentifier: "big")  // 16, replaced below
+        cache.add(try image(), withIdentifier: "big")  // 400 > 300
         XCTAssertNil(cache.image(withIdentifier: "big"))
-        XCTAssertEqual(cache.memoryUsage, 0, "the purge went oldest first: small, then big")
+        XCTAssertNotNil(cache.image(withIdentifier: "small"))
+        XCTAssertEqual(cache.memoryUsage, 16)
+        XCTAssertEqual(cache.count, 1)
     }
 
     func testRequestIdentifiersAreTheURLPlusTheAdditionalIdentifier() throws {

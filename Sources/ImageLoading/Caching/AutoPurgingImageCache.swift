@@ -118,12 +118,19 @@ public final class AutoPurgingImageCache: ImageRequestCache {
     // MARK: ImageCache
 
     /// Stores `image` under `identifier` (replacing any image there), then purges if the usage
-    /// exceeds ``memoryCapacity``. An image costing more than the capacity by itself is dropped
-    /// by that purge like any other.
+    /// exceeds ``memoryCapacity``. An image costing more than ``preferredMemoryCapacity`` by
+    /// itself is not stored, and the image stored under `identifier` before is removed: a purge
+    /// would drop every other image first and then this one too (one 24-megapixel photo
+    /// emptied a cache of thumbnails each time it was shown).
     public func add(_ image: Image, withIdentifier identifier: String) {
         let cost = Self.cost(of: image)
         // The purged images are released after the lock, so their deallocation happens outside it.
         let purged = state.withLock { state -> [Entry] in
+            if cost > state.preferredMemoryCapacity {
+                guard let previous = state.entries.removeValue(forKey: identifier) else { return [] }
+                state.memoryUsage = state.memoryUsage.subtractingSaturating(previous.cost)
+                return [previous]
+            }
             if let previous = state.entries[identifier] { state.memoryUsage = state.memoryUsage.subtractingSaturating(previous.cost) }
             state.accessClock += 1
             state.entries[identifier] = Entry(image: image, cost: cost, lastAccess: state.accessClock)
