@@ -93,6 +93,32 @@ final class ImageDownloaderDiskCacheTests: XCTestCase {
         }
     }
 
+    /// The default manager fetches URLs from content nobody vetted: a collected body is
+    /// limited (an endless one filled the memory) and a transfer lasts minutes, not the 7
+    /// days a dripping server could hold a download slot for. Over the limit, the download
+    /// fails with the limit's error (a real transfer on loopback).
+    func testTheDefaultManagerLimitsBodiesAndTransferTime() async throws {
+        var made: HTTPSessionManager?
+        withEnvironment(home: nil, cacheHome: nil) { made = ImageDownloader.makeDefaultSessionManager() }
+        let manager = try XCTUnwrap(made)
+        XCTAssertEqual(manager.configuration.maximumCollectedBodyBytes, 64 << 20)
+        XCTAssertEqual(manager.configuration.timeoutIntervalForResource, 300)
+        // 65 MiB of one shared 64 KiB piece, chunked (no length to refuse up front).
+        let piece = Data(repeating: 0x41, count: 64 << 10)
+        var endless = TestResponse(status: 200, headers: [("Content-Type", "image/png")])
+        endless.body = .stream(Array(repeating: TestResponse.Chunk(piece, delay: .zero), count: 1040))
+        endless.framing = .chunked
+        server.route("/endless.png", response: endless)
+        do {
+            _ = try await manager.data(for: URLRequest(url: try server.url("/endless.png")))
+            XCTFail("a 65 MiB body was collected")
+        } catch let error as SessionError {
+            XCTAssertEqual(error, .responseBodyTooLarge(limit: 64 << 20))
+        }
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
     func testTheDefaultDirectoryIsUnderXDGCacheHomeElseHome() {
         withEnvironment(home: "/home/someone", cacheHome: directory.path) {
             XCTAssertEqual(
