@@ -58,6 +58,41 @@ final class ResponseHookTests: XCTestCase {
         try await eventually({ !FileManager.default.fileExists(atPath: file.path) }, "removed after the handler")
     }
 
+    /// A retried data task whose body the hook sent to a file starts the next answer without
+    /// that file: the hook places it again. The first attempt's file was left in the
+    /// download directory, and an `.allow` for the retry's answer still went to that file
+    /// (a file URL, no data, no serializer).
+    func testARetryForgetsTheFileTheHookMadeForTheFirstAnswer() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-hook-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var configuration = SessionConfiguration.default
+        configuration.downloadDirectory = directory
+        manager = URLSessionManager.raw(configuration)
+        let requests = Mutex(0)
+        server.route("/flaky") { _ in
+            let count = requests.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            return count == 1
+                ? TestResponse(status: 503, body: Data(repeating: 0x45, count: 1024)) : TestResponse(status: 200, body: Data("ok".utf8))
+        }
+        manager.requestRetrier = RecordingRetrier { attempt, _ in attempt == 0 ? .retry : .doNotRetry }
+        manager.setDataTaskDidReceiveResponseBlock { _, response in response.statusCode == 503 ? .becomeDownload : .allow }
+        let response = await withCheckedContinuation { (continuation: CheckedContinuation<DataResponse, Never>) in
+            manager.dataTask(with: URLRequest(url: try! server.url("/flaky"))) { continuation.resume(returning: $0) }.resume()
+        }
+        XCTAssertEqual(requests.withLock { $0 }, 2)
+        XCTAssertNil(response.error)
+        XCTAssertEqual(response.response?.statusCode, 200)
+        XCTAssertEqual(response.data, Data("ok".utf8))
+        XCTAssertNil(response.fileURL)
+        try await eventually(
+            { (try? FileManager.default.contentsOfDirectory(atPath: directory.path))?.isEmpty ?? false },
+            "no file is left in the download directory")
+    }
+
     /// The async calls that return the body read it from memory: for them the hook's
     /// `.becomeDownload` is `.allow` (it had given `data(for:)` an empty body with a 200, and
     /// `dataResponse(for:)` a file the completion queue removed as the caller went on). The

@@ -308,6 +308,13 @@ final class TaskDelegate {
             guard reader.isRewindable, reader.rewind() else { return false }
         }
         continueDownloadOnRetry()  // reads the attempt's response: before it is forgotten
+        if let download, !(task is DownloadTask) {
+            // A data task's body the response hook sent to a file (`.becomeDownload`) belongs
+            // to that attempt's answer: the next answer is the hook's to place again. Kept,
+            // the file was left behind, or took the next body the hook wanted in memory.
+            download.finish(keep: false)
+            self.download = nil
+        }
         resetResponseState()
         state.restart(now: Self.uptime)
         securityState.isWithheldForChallenge = false
