@@ -79,18 +79,30 @@ final class ResponseHookTests: XCTestCase {
                 ? TestResponse(status: 503, body: Data(repeating: 0x45, count: 1024)) : TestResponse(status: 200, body: Data("ok".utf8))
         }
         manager.requestRetrier = RecordingRetrier { attempt, _ in attempt == 0 ? .retry : .doNotRetry }
-        manager.setDataTaskDidReceiveResponseBlock { _, response in response.statusCode == 503 ? .becomeDownload : .allow }
-        let response = await withCheckedContinuation { (continuation: CheckedContinuation<DataResponse, Never>) in
-            manager.dataTask(with: URLRequest(url: try! server.url("/flaky"))) { continuation.resume(returning: $0) }.resume()
+        let wantsFileForSuccess = Mutex(false)
+        manager.setDataTaskDidReceiveResponseBlock { _, response in
+            response.statusCode == 503 || wantsFileForSuccess.withLock { $0 } ? .becomeDownload : .allow
         }
+        func send() async -> DataResponse {
+            await withCheckedContinuation { (continuation: CheckedContinuation<DataResponse, Never>) in
+                manager.dataTask(with: URLRequest(url: try! server.url("/flaky"))) { continuation.resume(returning: $0) }.resume()
+            }
+        }
+        let response = await send()
         XCTAssertEqual(requests.withLock { $0 }, 2)
         XCTAssertNil(response.error)
         XCTAssertEqual(response.response?.statusCode, 200)
         XCTAssertEqual(response.data, Data("ok".utf8))
         XCTAssertNil(response.fileURL)
-        try await eventually(
-            { (try? FileManager.default.contentsOfDirectory(atPath: directory.path))?.isEmpty ?? false },
-            "no file is left in the download directory")
+        let empty = { (try? FileManager.default.contentsOfDirectory(atPath: directory.path))?.isEmpty ?? false }
+        try await eventually(empty, "no file is left in the download directory")
+
+        // Both answers to files: the retry's is the task's, and the first one's goes.
+        requests.withLock { $0 = 0 }
+        wantsFileForSuccess.withLock { $0 = true }
+        let filed = await send()
+        XCTAssertNotNil(filed.fileURL)
+        try await eventually(empty, "the first answer's file went too")
     }
 
     /// The async calls that return the body read it from memory: for them the hook's
