@@ -1,3 +1,4 @@
+import CurlewTestSupport
 import Foundation
 @testable import ImageLoading
 import XCTest
@@ -178,6 +179,39 @@ final class DecodeIntoBufferTests: XCTestCase {
                 assertImageError(.truncated(.jpeg),
                                  try Image(data: whole.prefix(whole.count * 2 / 3), options: .init(maximumPixelSize: maximum)))
             }
+        }
+    }
+
+    /// A JPEG cut off after a few rows' data is refused at the batch that ran out of data: it
+    /// was decoded to its last row first (libjpeg pads with grey), every row of a 62.5 MB
+    /// buffer written, and only then found truncated. Baseline (rows decoded as read) and
+    /// progressive (all scans read before the first row).
+    func testATruncatedJPEGStopsWhereTheDataEnds() throws {
+        // A sanitizer's shadow memory grows with what is touched: the figures are not the
+        // decoder's then.
+        try XCTSkipIf(Sanitizers.address || Sanitizers.thread, "resident memory is measured without a sanitizer")
+        let files = try PillowFixtures.make("""
+            import random
+            rng = random.Random(3)
+            small = Image.new('RGB', (64, 64))
+            small.putdata([(rng.randrange(256), rng.randrange(256), rng.randrange(256)) for _ in range(64 * 64)])
+            im = small.resize((4000, 4000))
+            save('baseline.jpg', im, quality=80)
+            save('progressive.jpg', im, quality=80, progressive=True)
+            """)
+        // The whole image is 62,500 kB of pixels. A baseline file's rows before the cut are a
+        // few MB; a progressive file's start reads every scan into libjpeg's coefficient
+        // buffer (~47 MB here, bounded by `max_memory_to_use`), and the pixels must not follow.
+        for (name, limit) in [("baseline.jpg", 24 * 1024), ("progressive.jpg", 60 * 1024)] {
+
+            let whole = try XCTUnwrap(files[name])
+            let cut = whole.prefix(max(4096, whole.count / 50))
+            MemoryStatus.resetResidentPeak()
+            let before = MemoryStatus.kilobytes("VmHWM") ?? 0
+            assertImageError(.truncated(.jpeg), try Image(data: cut))
+            let growth = (MemoryStatus.kilobytes("VmHWM") ?? 0) - before
+            print("\(name) cut to \(cut.count) of \(whole.count) bytes: VmHWM +\(growth) kB")
+            XCTAssertLessThan(growth, limit, name)
         }
     }
 

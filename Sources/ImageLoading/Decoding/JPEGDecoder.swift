@@ -44,6 +44,9 @@ enum JPEGDecoder {
             let height = Int(info.pointee.output_height)
             try options.checkBudget(width: width, height: height, format: .jpeg)
             try step(decoder, cimage_jpeg_start(decoder))
+            // A progressive file's scans are all read by the start: one cut short is known now,
+            // before its full-size buffer exists.
+            if cimage_jpeg_hit_end_of_data(decoder) != 0 { throw ImageError.truncated(.jpeg) }
             let invertedCMYK = info.pointee.saw_Adobe_marker != 0
             // Decoded straight into the image's own buffer, a batch of rows per libjpeg call;
             // every row is written (libjpeg pads a cut-off stream), so no zero-fill first. The
@@ -70,6 +73,10 @@ enum JPEGDecoder {
                     guard produced > 0, produced <= wanted else {
                         throw ImageError.corrupt(.jpeg, reason: "libjpeg stopped after \(row) of \(height) rows.")
                     }
+                    // libjpeg pads the rows after the end of the data with grey: a stream cut
+                    // short ends the decode at the batch that ran out, not after decoding (and
+                    // faulting in) every padded row of a header that announced 8192 × 8192.
+                    if cimage_jpeg_hit_end_of_data(decoder) != 0 { throw ImageError.truncated(.jpeg) }
                     for offset in 0..<Int(produced) {
                         let line = target + offset * stride
                         if isCMYK { convertCMYKRow(line, width: width, inverted: invertedCMYK) }
