@@ -279,8 +279,8 @@ final class ImageDownloaderTests: XCTestCase {
         manager.completionQueue = held
         let downloader = ImageDownloader(sessionManager: manager, imageCache: nil)
         let url = try server.url("/versioned")
-        func request(_ policy: URLRequest.CachePolicy) -> URLRequest {
-            var request = URLRequest(url: url)
+        func request(_ policy: URLRequest.CachePolicy, at target: URL? = nil) -> URLRequest {
+            var request = URLRequest(url: target ?? url)
             request.cachePolicy = policy
             return request
         }
@@ -291,14 +291,14 @@ final class ImageDownloaderTests: XCTestCase {
         }
         // Held until both requests of a round are made: the first one's completion waits.
         func round(_ firstPolicy: URLRequest.CachePolicy, _ firstName: String,
-                   _ secondPolicy: URLRequest.CachePolicy, _ secondName: String) async throws {
+                   _ secondPolicy: URLRequest.CachePolicy, _ secondName: String, at target: URL? = nil) async throws {
             let gate = DispatchSemaphore(value: 0)
             held.async { gate.wait() }
             let (firstSuccess, firstFailure) = record(firstName)
             let (secondSuccess, secondFailure) = record(secondName)
             let count = outcomes.count
-            downloader.downloadImage(for: request(firstPolicy), success: firstSuccess, failure: firstFailure)
-            downloader.downloadImage(for: request(secondPolicy), success: secondSuccess, failure: secondFailure)
+            downloader.downloadImage(for: request(firstPolicy, at: target), success: firstSuccess, failure: firstFailure)
+            downloader.downloadImage(for: request(secondPolicy, at: target), success: secondSuccess, failure: secondFailure)
             gate.signal()
             try await eventually({ outcomes.count == count + 2 }, "both delivered")
         }
@@ -310,6 +310,28 @@ final class ImageDownloaderTests: XCTestCase {
         try await round(.useProtocolCachePolicy, "default", .reloadIgnoringLocalCacheData, "reload")
         XCTAssertEqual(Set(outcomes.values.suffix(2)), ["default: 1", "reload: 2"], "the reload was given the stored image")
         XCTAssertEqual(versions.withLock { $0 }, 2)
+
+        // Stored but to be revalidated each time (`no-cache`): the default policy asks the
+        // server and gets its new image, a cache-first request takes the stored one. Merged,
+        // the cache-first request was given the transfer the other started.
+        let revalidations = Mutex(0)
+        server.route("/revalidated") { _ in
+            let version = revalidations.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            var response = TestImages.response(version == 1 ? first : second)
+            response.headers.append(("Cache-Control", "no-cache"))
+            response.headers.append(("ETag", "\"v\(version)\""))  // the image changed at each request
+            // The revalidation is answered late, so the cache-first request reads the cache
+            // while it is under way (not after it stored the new image).
+            if version > 1 { response.delayBeforeHead = .seconds(1) }
+            return response
+        }
+        let revalidated = try server.url("/revalidated")
+        try await round(.useProtocolCachePolicy, "stored", .useProtocolCachePolicy, "stored too", at: revalidated)
+        try await round(.useProtocolCachePolicy, "default", .returnCacheDataElseLoad, "cache first", at: revalidated)
+        XCTAssertEqual(Set(outcomes.values.suffix(2)), ["default: 2", "cache first: 1"], "the cache-first request joined a revalidation")
         await shutDown(downloader)
     }
 

@@ -15,20 +15,33 @@ enum ImageRequestKey {
         url.absoluteString + suffix(for: request)
     }
 
-    /// The key the downloader merges transfers under: ``key(for:url:)``, and for a request
-    /// whose cache policy must not share another's transfer, that policy's kind. A request
-    /// that may load never joins one that may only read the HTTP cache (whose failure,
-    /// `resourceNotCached`, is no answer to it), and a reload never joins a transfer the HTTP
-    /// cache may answer with what it stored; the other policies load alike.
+    /// The key the downloader merges transfers under: ``key(for:url:)``, the kind of the
+    /// request's cache policy, and the request's own fields that the HTTP cache or the server
+    /// answer differently. A request that may load never joins one that may only read the HTTP
+    /// cache (whose failure, `resourceNotCached`, is no answer to it); a reload never joins a
+    /// transfer the cache may answer with what it stored; a cache-first request
+    /// (`.returnCacheDataElseLoad`, which takes a stored image however old) never joins a
+    /// revalidation, nor the other way round; a conditional or range request (a 304 or a 206
+    /// is its answer, no image) and one with cache directives of its own join only their like.
     static func mergeKey(for request: URLRequest, url: URL) -> String {
-        let key = key(for: request, url: url)
+        var key = key(for: request, url: url)
         switch request.cachePolicy {
-        case .returnCacheDataDontLoad: return key + " cache-only"
+        case .returnCacheDataDontLoad: key += " cache-only"
+        case .returnCacheDataElseLoad: key += " cache-first"
         case .reloadIgnoringLocalCacheData, .reloadIgnoringLocalAndRemoteCacheData, .reloadRevalidatingCacheData:
-            return key + " reload"
-        default: return key
+            key += " reload"
+        default: break
         }
+        for name in answerChangingFields {
+            if let value = request.value(forHTTPHeaderField: name) { key += " \(name)=\(value)" }
+        }
+        return key
     }
+
+    /// Request fields that change what the HTTP cache or the server answers.
+    private static let answerChangingFields = [
+        "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range", "Range", "Cache-Control", "Pragma",
+    ]
 
     /// The URL part of `key` (everything before the credentials' name, if any).
     static func url(of key: String) -> Substring {
