@@ -335,6 +335,25 @@ final class ImageDownloaderTests: XCTestCase {
         await shutDown(downloader)
     }
 
+    /// A conditional, range or cache-directive request is merged only with its like: a 304 or
+    /// a 206 answering one is no image for a plain request, and a plain request's image is no
+    /// answer to `If-None-Match`.
+    func testTheMergeKeyTellsConditionalAndRangeRequestsApart() throws {
+        let url = try server.url("/fast")
+        func key(_ fields: [String: String]) -> String {
+            var request = URLRequest(url: url)
+            for (name, value) in fields { request.setValue(value, forHTTPHeaderField: name) }
+            return ImageRequestKey.mergeKey(for: request, url: url)
+        }
+        let plain = key([:])
+        for fields in [["If-None-Match": "\"a\""], ["If-Modified-Since": "Sun, 01 Nov 2026 00:00:00 GMT"], ["Range": "bytes=0-9"],
+                       ["Cache-Control": "no-cache"], ["Pragma": "no-cache"]] {
+            XCTAssertNotEqual(key(fields), plain, "\(fields)")
+            XCTAssertEqual(key(fields), key(fields), "the same fields merge")
+        }
+        XCTAssertNotEqual(key(["If-None-Match": "\"a\""]), key(["If-None-Match": "\"b\""]))
+    }
+
     func testARequestWithoutURLFailsWithBadURL() async throws {
         let downloader = TestImages.downloader()
         var request = URLRequest(url: try server.url("/fast"))
