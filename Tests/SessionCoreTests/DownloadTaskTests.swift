@@ -384,6 +384,29 @@ final class DownloadTaskTests: XCTestCase {
         XCTAssertEqual(try Data(contentsOf: destination), Data("who?".utf8))
     }
 
+    /// An unanswered 401 whose body outgrew what is kept while it is held back (1 MiB) fails
+    /// the task instead of ending as that body's first MiB: the download's file and a data
+    /// task's data were cut without a word.
+    func testAnUnanswered401WithALargeBodyFailsRatherThanEndingCut() async throws {
+        let body = patternedData(count: 3 << 20)
+        server.route("/private-large") { _ in
+            TestResponse(status: 401, headers: [("WWW-Authenticate", "Basic realm=\"r\"")], body: body)
+        }
+        manager.setAuthenticationChallengeHandler { _, _ in .performDefaultHandling }
+        let destination = destinations.appendingPathComponent("denied-large")
+        let (_, response) = await download { done in
+            manager.downloadTask(
+                with: URLRequest(url: try! server.url("/private-large")), destination: { _, _ in destination }, completionHandler: done)
+        }
+        XCTAssertEqual(response.error as? SessionError, .responseBodyTooLarge(limit: 1 << 20))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: destination.path))
+        let data = await withCheckedContinuation { (continuation: CheckedContinuation<DataResponse, Never>) in
+            manager.dataTask(with: URLRequest(url: try! server.url("/private-large"))) { continuation.resume(returning: $0) }.resume()
+        }
+        XCTAssertEqual(data.error as? SessionError, .responseBodyTooLarge(limit: 1 << 20))
+        XCTAssertNil(data.data)
+    }
+
     func testCorruptResumeDataIsAClearError() async throws {
         var outside = DownloadResumeData(
             url: try server.url("/file"), headers: [:], timeoutInterval: 60,

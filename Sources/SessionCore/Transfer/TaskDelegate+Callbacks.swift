@@ -280,8 +280,9 @@ extension TaskDelegate {
                     return .accepted
                 }
             } else {
-                // A redirect's body is kept (small, capped) only in case the hook refuses it.
-                if body.count < 1 << 20 { _ = body.append(bytes) }  // capped: stays a small Data
+                // A redirect's body (or a withheld 401's) is kept, capped, only in case it turns
+                // out to be the answer; past the cap that answer fails (`outcome(of:error:)`).
+                if body.count < Self.heldBodyLimit { _ = body.append(bytes) } else { heldBodyWasCut = true }
                 return .accepted
             }
         }

@@ -123,6 +123,13 @@ final class TaskDelegate {
     /// The read callback found answer bytes held (`answeredWhole`) and paused again: the send
     /// pause is lifted once they are handed over.
     var answeredWholeWaits = false
+    /// A response held back at its head (a redirect the hook may refuse, a 401 a challenge
+    /// handler may answer) had more body than is kept for it (`heldBodyLimit`): should it
+    /// turn out to be the answer after all, its body is not whole.
+    var heldBodyWasCut = false
+    /// The most body bytes kept for a response held back at its head: small, since a
+    /// redirect or a challenge answered drops them.
+    static let heldBodyLimit = 1 << 20
     /// A head the monitors were told of late (held back at its arrival, reported before a
     /// retry or a resend): a retry that then cannot start ends the task with that same head,
     /// and the end must not report it twice (`DriverLoop.reportUnheardHead`).
@@ -299,6 +306,7 @@ final class TaskDelegate {
         refusedExpectation = false
         answeredWhole = false
         answeredWholeWaits = false
+        heldBodyWasCut = false
     }
 
     /// Prepares the delegate to send the same request again (after a challenge, or on a
