@@ -68,6 +68,47 @@ final class DownloadResumeHardeningTests: XCTestCase {
     }
 
 
+    // MARK: - A date in If-Range
+
+    /// Resume data vouched for by a date alone (no entity tag): a server that ignores
+    /// `If-Range` and sends a 206 of a newer version (another `Last-Modified`) does not get its
+    /// bytes appended to the old ones; the whole new version is fetched. The file mixed both.
+    func testA206OfAnotherDateIsNotAppendedToBytesVouchedForByADate() async throws {
+        let old = patternedData(count: 320 * 1024)
+        let new = patternedData(count: 320 * 1024, seed: 11)
+        let oldDate = "Sun, 01 Nov 2026 00:00:00 GMT", newDate = "Mon, 02 Nov 2026 00:00:00 GMT"
+        let served = Mutex(0)
+        server.route("/dated") { request in
+            let first = served.withLock { count -> Bool in
+                count += 1
+                return count == 1
+            }
+            let body = first ? old : new
+            var headers = [("Date", HTTPDate.format(Date())), ("Last-Modified", first ? oldDate : newDate),
+                           ("Content-Type", "application/octet-stream")]
+            var response = TestResponse(status: 200, headers: headers)
+            if let range = request.header("Range"), range.hasPrefix("bytes="), let start = Int(range.dropFirst(6).dropLast()) {
+                // If-Range ignored: the rest of whatever is there now.
+                headers.append(("Content-Range", "bytes \(start)-\(body.count - 1)/\(body.count)"))
+                response = TestResponse(status: 206, headers: headers, body: body.subdata(in: start..<body.count))
+            } else {
+                // 20 pieces, slowly: time to cancel the first download midway.
+                response.body = .stream((0..<20).map { TestResponse.Chunk(body.subdata(in: $0 * 16384..<($0 + 1) * 16384), delay: .milliseconds(20)) })
+                response.headers.append(("Content-Length", "\(body.count)"))
+                response.framing = .contentLength
+            }
+            return response
+        }
+        let data = try await cancelForResumeData(URLRequest(url: try server.url("/dated")), after: 30_000)
+        XCTAssertEqual(try DownloadResumeData(encoded: data).lastModified, oldDate)
+        let destination = destinations.appendingPathComponent("dated")
+        let (_, response) = await download { done in
+            manager.downloadTask(withResumeData: data, destination: { _, _ in destination }, completionHandler: done)
+        }
+        XCTAssertNil(response.error)
+        XCTAssertEqual(try Data(contentsOf: destination), new, "no byte of the old version is left")
+    }
+
     // MARK: - Resume meets the retrier
 
     /// A resumed download answered 503 goes through the retrier like any attempt; the retry's

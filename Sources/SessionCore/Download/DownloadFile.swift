@@ -147,12 +147,13 @@ final class DownloadFile {
     /// Decides, when a delivered response's head arrives, where its body goes: after the
     /// partial bytes (a 206 for exactly the rest asked for, RFC 9110 §14.4 and §15.3.7), from
     /// byte 0 (a new body: a 200, or the byte range from its start), nowhere with the request
-    /// sent again without `If-Range` (a 416, a 206 for other bytes, or a changed
+    /// sent again without `If-Range` (a 416, a 206 for other bytes or of another entity tag
+    /// or date than `If-Range` named, or a changed
     /// representation's whole body when a byte range was asked for), or nowhere with the task
     /// failing (an error status answering a download made from resume data). A new download
     /// takes any answer as its body. Nothing is written or cut until ``write(_:)`` or
     /// ``prepareForEnd()``.
-    func plan(statusCode: Int, contentRange: String?, entityTag: String?, isContentEncoded: Bool) {
+    func plan(statusCode: Int, contentRange: String?, entityTag: String?, lastModified: String?, isContentEncoded: Bool) {
         needsFullRestart = false
         rejectedStatus = nil
         plannedStart = nil
@@ -162,8 +163,12 @@ final class DownloadFile {
         if isFromResumeData {
             let isNewBody = statusCode == 200 || statusCode == 203
             if rangeStart > 0 {
+                // With a date in `If-Range` (no entity tag), a 206 dated otherwise is another
+                // representation's bytes: a server that ignored `If-Range` sent them.
+                let sentDate = sentEntityTag == nil ? validator : nil
                 if statusCode == 206, !isContentEncoded, let range, continuesEarlierBytes(range),
-                    entityTag == nil || sentEntityTag == nil || entityTag == sentEntityTag
+                    entityTag == nil || sentEntityTag == nil || entityTag == sentEntityTag,
+                    sentDate == nil || lastModified == nil || lastModified == sentDate
                 {
                     plannedStart = rangeStart
                     // File position `rangeStart` is the range's first byte (`origin + rangeStart`):

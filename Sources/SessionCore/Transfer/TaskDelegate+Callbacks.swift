@@ -316,7 +316,8 @@ extension TaskDelegate {
     func planDownload(_ download: DownloadFile, for response: HTTPResponseHead) {
         download.plan(
             statusCode: response.statusCode, contentRange: response.value(forHTTPHeaderField: "Content-Range"),
-            entityTag: response.value(forHTTPHeaderField: "ETag"), isContentEncoded: isContentEncoded)
+            entityTag: response.value(forHTTPHeaderField: "ETag"), lastModified: response.value(forHTTPHeaderField: "Last-Modified"),
+            isContentEncoded: isContentEncoded)
     }
 
     /// Sends the body of the delivered response to a new temporary file from now on (the
