@@ -109,6 +109,32 @@ final class DownloadResumeHardeningTests: XCTestCase {
         XCTAssertEqual(try Data(contentsOf: destination), new, "no byte of the old version is left")
     }
 
+    /// A download that did not use the cookie jar resumes without it too: resume data kept
+    /// the URL, headers and timeout only, and the resumed request sent the jar's cookies.
+    func testResumingKeepsARequestOffTheCookieJar() async throws {
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+        var configuration = SessionConfiguration.default
+        configuration.downloadDirectory = downloads
+        configuration.cookieJar = CookieJar()
+        manager = URLSessionManager(configuration: configuration)
+        server.route("/set") { _ in TestResponse(status: 200, headers: [("Set-Cookie", "session=secret; Path=/")], body: Data()) }
+        _ = try await manager.data(for: URLRequest(url: try server.url("/set")))
+        _ = RangeFileRoute(server: server, path: "/file", body: patternedData(count: 300_000), delay: .milliseconds(10))
+        var request = URLRequest(url: try server.url("/file"))
+        request.httpShouldHandleCookies = false
+        let data = try await cancelForResumeData(request, after: 30_000)
+        XCTAssertEqual(try DownloadResumeData(encoded: data).handlesCookies, false)
+        let destination = destinations.appendingPathComponent("no-cookies")
+        let (_, response) = await download { done in
+            manager.downloadTask(withResumeData: data, destination: { _, _ in destination }, completionHandler: done)
+        }
+        XCTAssertNil(response.error)
+        let fileRequests = server.requests.filter { $0.uri == "/file" }
+        XCTAssertEqual(fileRequests.count, 2)
+        XCTAssertEqual(fileRequests.map { $0.header("Cookie") }, [nil, nil], "the jar's cookie went with the resumed request")
+    }
+
     // MARK: - Resume meets the retrier
 
     /// A resumed download answered 503 goes through the retrier like any attempt; the retry's

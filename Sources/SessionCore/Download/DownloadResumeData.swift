@@ -53,6 +53,10 @@ public struct DownloadResumeData: Codable, Sendable, Equatable {
     /// For a download of a byte range: the last position asked for, inclusive (nil: to the
     /// end). Needs ``rangeFirst``.
     public var rangeLast: Int64?
+    /// False when the request did not use the cookie jar (`httpShouldHandleCookies`): the
+    /// resumed request does not either. Nil (data written before this field, or by hand):
+    /// it does, as a new `URLRequest` does. Readers that do not know the field ignore it.
+    public var handlesCookies: Bool?
 
     /// Creates resume data; Curlew makes these for you (see `cancel(byProducingResumeData:)`).
     public init(
@@ -112,6 +116,7 @@ public struct DownloadResumeData: Codable, Sendable, Equatable {
     var request: URLRequest {
         var request = URLRequest(url: url)
         request.timeoutInterval = timeoutInterval
+        request.httpShouldHandleCookies = handlesCookies ?? true
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         return request
     }

@@ -11,10 +11,14 @@ extension ResumePoint {
         var headers = request.allHTTPHeaderFields ?? [:]
         // The range goes in `rangeFirst`/`rangeLast`: resuming asks for the rest of it.
         for name in headers.keys where ["range", "if-range"].contains(name.lowercased()) { headers[name] = nil }
-        return DownloadResumeData(
+        var data = DownloadResumeData(
             url: url, headers: headers, timeoutInterval: request.timeoutInterval, partialFileURL: fileURL,
             bytesReceived: bytesReceived, entityTag: entityTag, lastModified: lastModified,
             expectedLength: expectedLength, rangeFirst: rangeFirst, rangeLast: rangeLast)
+        // Written only when it differs from a plain request's: the data stays as before for
+        // every other download.
+        if !request.httpShouldHandleCookies { data.handlesCookies = false }
+        return data
     }
 }
 
