@@ -58,18 +58,26 @@ final class AutoPurgingImageCacheTests: XCTestCase {
         XCTAssertEqual(kept, ["c", "f"], "the two most recently used survive")
     }
 
-    /// An image costing more than the preferred capacity is not kept, and the others stay (a
-    /// purge went oldest first: every other image, then the big one too). It replaces an
-    /// earlier image of its identifier all the same: that one goes.
-    func testAnImageLargerThanThePreferredCapacityIsNotKeptAndTheOthersStay() throws {
+    /// An image costing more than the preferred capacity is kept while there is room, and a
+    /// purge drops it first: the others stay (in least-recently-used order the purge dropped
+    /// every other image, then the large one too). One costing more than the capacity is not
+    /// kept at all, and the image stored under its identifier before goes.
+    func testImagesLargerThanThePreferredCapacityGoFirstAndTheOthersStay() throws {
         let cache = AutoPurgingImageCache(memoryCapacity: 1000, preferredMemoryCapacity: 300)
         cache.add(try TestImages.image(width: 2, height: 2), withIdentifier: "small")  // 16
-        cache.add(try TestImages.image(width: 2, height: 2), withIdentifier: "big")  // 16, replaced below
-        cache.add(try image(), withIdentifier: "big")  // 400 > 300
-        XCTAssertNil(cache.image(withIdentifier: "big"))
-        XCTAssertNotNil(cache.image(withIdentifier: "small"))
-        XCTAssertEqual(cache.memoryUsage, 16)
-        XCTAssertEqual(cache.count, 1)
+        cache.add(try image(), withIdentifier: "big")  // 400 > 300: room for it
+        XCTAssertNotNil(cache.image(withIdentifier: "big"))
+        cache.add(try image(), withIdentifier: "big2")  // 816
+        cache.add(try TestImages.image(width: 2, height: 2), withIdentifier: "small2")
+        cache.add(try image(), withIdentifier: "big3")  // 1232 > 1000: purge to <= 300
+        XCTAssertEqual(["small", "small2"].filter { cache.image(withIdentifier: $0) != nil }, ["small", "small2"])
+        XCTAssertEqual(cache.memoryUsage, 32)
+
+        cache.add(try TestImages.image(width: 2, height: 2), withIdentifier: "huge")
+        cache.add(try TestImages.image(width: 16, height: 16), withIdentifier: "huge")  // 1024 > 1000
+        XCTAssertNil(cache.image(withIdentifier: "huge"))
+        XCTAssertEqual(cache.memoryUsage, 32)
+        XCTAssertEqual(cache.count, 2)
     }
 
     func testRequestIdentifiersAreTheURLPlusTheAdditionalIdentifier() throws {

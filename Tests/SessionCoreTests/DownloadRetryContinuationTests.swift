@@ -71,9 +71,9 @@ final class DownloadRetryContinuationTests: XCTestCase {
 
     /// A 206's body is checked against its `Content-Range`: a chunked one that ends short is
     /// a lost connection, not a finished file (it was moved into place, 300 of 1,000 bytes),
-    /// and one that runs long is refused (the extra bytes were kept). libcurl checks a
-    /// `Content-Length` only. A range near `Int64.max` retried after a cut could not overflow
-    /// the next `Range:` (it stopped the process).
+    /// and the retrier hears of it (it is sent again); one that runs long is refused (the extra
+    /// bytes were kept). libcurl checks a `Content-Length` only. A range near `Int64.max`
+    /// retried after a cut could not overflow the next `Range:` (it stopped the process).
     func testAPartialAnswerIsCheckedAgainstItsContentRange() async throws {
         func partial(_ contentRange: String, sending count: Int, framing: TestResponse.Framing = .chunked) -> TestResponse {
             var response = TestResponse(
@@ -100,6 +100,41 @@ final class DownloadRetryContinuationTests: XCTestCase {
             }
             XCTAssertFalse(FileManager.default.fileExists(atPath: destination.path), path)
         }
+        XCTAssertGreaterThan(server.requests.filter { $0.uri == "/short" }.count, 1, "the short answer was retried")
+    }
+
+    /// A 206 that sends more than its `Content-Range` (a proxy streaming the whole body for a
+    /// range) vouches for none of its bytes: a retry does not continue them but starts over
+    /// (they were continued, the wrong bytes kept in the file).
+    func testAPartialAnswerThatRunsLongIsNotContinued() async throws {
+        let body = patternedData(count: 200_000)
+        let served = Mutex(0)
+        server.route("/overrun") { request in
+            let count = served.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            if count == 1 {
+                // Announces bytes 0-99999 and sends the whole body.
+                var response = TestResponse(
+                    status: 206, headers: [("Content-Range", "bytes 0-99999/200000"), ("ETag", "\"v1\""), ("Content-Type", "application/octet-stream")])
+                response.body = .stream(stride(from: 0, to: body.count, by: 20_000).map {
+                    TestResponse.Chunk(body.subdata(in: $0..<($0 + 20_000)), delay: .milliseconds(5))
+                })
+                response.framing = .chunked
+                return response
+            }
+            return TestResponse(status: 200, headers: [("ETag", "\"v1\"")], body: body)
+        }
+        manager.requestRetrier = RecordingRetrier { attempt, error in
+            attempt == 0 && error.map { if case .badServerResponse = $0 { return true } else { return false } } == true ? .retry : .doNotRetry
+        }
+        let (_, response) = await download(URLRequest(url: try server.url("/overrun")))
+        XCTAssertNil(response.error)
+        let requests = server.requests.filter { $0.uri == "/overrun" }
+        XCTAssertEqual(requests.count, 2)
+        XCTAssertNil(requests.last?.header("Range"), "the overrun's bytes were continued")
+        XCTAssertEqual(try Data(contentsOf: destination), body)
     }
 
     func testARetriedDownloadContinuesTheBytesItAlreadyHas() async throws {

@@ -118,15 +118,16 @@ public final class AutoPurgingImageCache: ImageRequestCache {
     // MARK: ImageCache
 
     /// Stores `image` under `identifier` (replacing any image there), then purges if the usage
-    /// exceeds ``memoryCapacity``. An image costing more than ``preferredMemoryCapacity`` by
-    /// itself is not stored, and the image stored under `identifier` before is removed: a purge
-    /// would drop every other image first and then this one too (one 24-megapixel photo
-    /// emptied a cache of thumbnails each time it was shown).
+    /// exceeds ``memoryCapacity``. An image costing more than ``memoryCapacity`` by itself is
+    /// not stored (the image stored under `identifier` before is removed). One costing more
+    /// than ``preferredMemoryCapacity`` is kept while there is room, and a purge drops such
+    /// images first: in plain least-recently-used order it dropped every other image and then
+    /// the large one too (one 24-megapixel photo emptied a cache of thumbnails).
     public func add(_ image: Image, withIdentifier identifier: String) {
         let cost = Self.cost(of: image)
         // The purged images are released after the lock, so their deallocation happens outside it.
         let purged = state.withLock { state -> [Entry] in
-            if cost > state.preferredMemoryCapacity {
+            if cost > state.memoryCapacity {
                 guard let previous = state.entries.removeValue(forKey: identifier) else { return [] }
                 state.memoryUsage = state.memoryUsage.subtractingSaturating(previous.cost)
                 return [previous]
@@ -210,12 +211,16 @@ public final class AutoPurgingImageCache: ImageRequestCache {
 
     // MARK: Purging
 
-    /// Drops least recently used entries until the usage is at or below the preferred capacity,
-    /// when it exceeds the capacity. Returns the dropped entries (released by the caller, after
-    /// the lock).
+    /// Drops entries until the usage is at or below the preferred capacity, when it exceeds
+    /// the capacity: first those costing more than the preferred capacity by themselves (which
+    /// that purge could never keep), then the least recently used. Returns the dropped entries
+    /// (released by the caller, after the lock).
     private static func purgeIfNeeded(_ state: inout State) -> [Entry] {
         guard state.memoryUsage > state.memoryCapacity else { return [] }
-        let byAge = state.entries.sorted { $0.value.lastAccess < $1.value.lastAccess }
+        let preferred = state.preferredMemoryCapacity
+        let byAge = state.entries.sorted {
+            ($0.value.cost > preferred ? 0 : 1, $0.value.lastAccess) < ($1.value.cost > preferred ? 0 : 1, $1.value.lastAccess)
+        }
         var purged: [Entry] = []
         for (key, entry) in byAge {
             guard state.memoryUsage > state.preferredMemoryCapacity else { break }

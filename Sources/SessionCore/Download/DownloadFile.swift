@@ -74,6 +74,10 @@ final class DownloadFile {
     /// is. libcurl checks a `Content-Length` only; a chunked or close-delimited 206 that ends
     /// short (or runs long) would otherwise be taken for the whole range.
     private var bodyEnd: Int64?
+    /// The current response sent more than its `Content-Range` announced: none of its bytes
+    /// is vouched for (a proxy that streamed the whole body for a range), so none is
+    /// continued.
+    private(set) var overranItsRange = false
 
     /// Opens the file for a new download (created, must not exist), or the partial file of a
     /// resumed one (kept up to `offset`; when it is gone or shorter, a new file is created and
@@ -153,12 +157,13 @@ final class DownloadFile {
     /// failing (an error status answering a download made from resume data). A new download
     /// takes any answer as its body. Nothing is written or cut until ``write(_:)`` or
     /// ``prepareForEnd()``.
-    func plan(statusCode: Int, contentRange: String?, entityTag: String?, lastModified: String?, isContentEncoded: Bool) {
+    func plan(statusCode: Int, contentRange: String?, entityTag: String?, lastModified: String?, isContentEncoded: Bool, hasBody: Bool) {
         needsFullRestart = false
         rejectedStatus = nil
         plannedStart = nil
         plannedRange = nil
         bodyEnd = nil
+        overranItsRange = false
         let range = Self.parse(contentRange: contentRange)
         if isFromResumeData {
             let isNewBody = statusCode == 200 || statusCode == 203
@@ -173,7 +178,7 @@ final class DownloadFile {
                     plannedStart = rangeStart
                     // File position `rangeStart` is the range's first byte (`origin + rangeStart`):
                     // it ends `last - origin + 1` in, which cannot overflow (`last` < length).
-                    bodyEnd = range.last - origin + 1
+                    if hasBody { bodyEnd = range.last - origin + 1 }
                     return
                 }
                 if statusCode == 206 || statusCode == 416 || (isNewBody && (origin > 0 || rangeLast != nil)) {
@@ -188,7 +193,8 @@ final class DownloadFile {
         }
         plannedStart = 0
         plannedRange = Self.representationRange(statusCode: statusCode, contentRange: range)
-        if statusCode == 206, !isContentEncoded, let range { bodyEnd = range.last - range.first + 1 }
+        // Not for a coded body (the file gets the decoded bytes) nor a HEAD's (none comes).
+        if statusCode == 206, !isContentEncoded, hasBody, let range { bodyEnd = range.last - range.first + 1 }
     }
 
     /// Whether a 206's range is exactly the rest of the partial bytes' range.
@@ -285,14 +291,20 @@ final class DownloadFile {
     }
 
     /// Cuts the file where the planned body starts (a response whose body was empty), and
-    /// checks that a 206's body is all its `Content-Range` announced: one that ended short
-    /// is a lost connection (its bytes are good: resume data can continue them).
+    /// checks that a 206's body is all its `Content-Range` announced (``shortfall``).
     func prepareForEnd() -> SessionError? {
         if let error = apply() { return error }
-        if !dropsBody, let bodyEnd, position < bodyEnd {
-            return .networkLost("the partial content ended after \(position) of \(bodyEnd) bytes its Content-Range announced")
-        }
-        return nil
+        return shortfall
+    }
+
+    /// A 206 whose body ended before the end its `Content-Range` announced: a lost connection
+    /// (libcurl saw a clean end of a chunked or close-delimited body), whose bytes are good —
+    /// a retry or resume data continues them. Nil otherwise.
+    var shortfall: SessionError? {
+        guard !dropsBody, let bodyEnd else { return nil }
+        let end = plannedStart ?? position  // nothing written yet: the body would start there
+        guard end < bodyEnd else { return nil }
+        return .networkLost("the partial content ended after \(end) of \(bodyEnd) bytes its Content-Range announced")
     }
 
     /// Writes body bytes at the current position (dropped while a restart or a failure is
@@ -301,6 +313,7 @@ final class DownloadFile {
         guard !dropsBody, var base = bytes.baseAddress else { return nil }
         if let error = apply() { return error }
         if let bodyEnd, Int64(bytes.count) > bodyEnd - position {
+            overranItsRange = true
             return .badServerResponse("the partial content runs past the \(bodyEnd) bytes its Content-Range announced")
         }
         var remaining = bytes.count

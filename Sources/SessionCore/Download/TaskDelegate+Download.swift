@@ -85,7 +85,7 @@ extension TaskDelegate {
         // answer whose body was dropped): the partial file it started from is untouched.
         if download.holdsOnlyEarlierBytes { return download.earlierResumePoint }
         guard state.deliversResponse, let head = responseHead, !download.dropsBody, download.isRangeKnown,
-            download.position > 0, !isContentEncoded, head.statusCode == 200 || head.statusCode == 206
+            !download.overranItsRange, download.position > 0, !isContentEncoded, head.statusCode == 200 || head.statusCode == 206
         else { return nil }
         // Bytes appended to the earlier ones: a 206 may omit the validators, and the resumed
         // download's own still hold. A body from byte 0 has only its own.

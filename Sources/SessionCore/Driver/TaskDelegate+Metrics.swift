@@ -67,6 +67,9 @@ extension TaskDelegate {
         if let trustFailure = securityError(for: code) { return trustFailure }
         if code == CURLE_OK {
             guard responseHead != nil else { return .badServerResponse("the transfer ended without a response") }
+            // A 206 cut short that libcurl took for a whole body: an error of the exchange,
+            // so the retrier sees it and a retry continues the bytes.
+            if state.deliversResponse, let shortfall = download?.shortfall { return shortfall }
             return decodedBodyExceedsLimitAtEnd()
         }
         if code == CURLE_SEND_FAIL_REWIND { return bodyNotResendable() }

@@ -317,7 +317,7 @@ extension TaskDelegate {
         download.plan(
             statusCode: response.statusCode, contentRange: response.value(forHTTPHeaderField: "Content-Range"),
             entityTag: response.value(forHTTPHeaderField: "ETag"), lastModified: response.value(forHTTPHeaderField: "Last-Modified"),
-            isContentEncoded: isContentEncoded)
+            isContentEncoded: isContentEncoded, hasBody: request.httpMethod?.uppercased() != "HEAD")
     }
 
     /// Sends the body of the delivered response to a new temporary file from now on (the
