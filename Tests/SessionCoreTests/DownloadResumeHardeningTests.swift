@@ -76,7 +76,8 @@ final class DownloadResumeHardeningTests: XCTestCase {
     func testA206OfAnotherDateIsNotAppendedToBytesVouchedForByADate() async throws {
         let old = patternedData(count: 320 * 1024)
         let new = patternedData(count: 320 * 1024, seed: 11)
-        let oldDate = "Sun, 01 Nov 2026 00:00:00 GMT", newDate = "Mon, 02 Nov 2026 00:00:00 GMT"
+        // Days before the `Date` sent, so that each is a strong validator whatever the clock says.
+        let oldDate = HTTPDate.format(Date() - 2 * 86_400), newDate = HTTPDate.format(Date() - 86_400)
         let served = Mutex(0)
         server.route("/dated") { request in
             let first = served.withLock { count -> Bool in
@@ -124,7 +125,9 @@ final class DownloadResumeHardeningTests: XCTestCase {
         var request = URLRequest(url: try server.url("/file"))
         request.httpShouldHandleCookies = false
         let data = try await cancelForResumeData(request, after: 30_000)
-        XCTAssertEqual(try DownloadResumeData(encoded: data).handlesCookies, false)
+        let decoded = try DownloadResumeData(encoded: data)
+        XCTAssertEqual(decoded.handlesCookies, false)
+        XCTAssertEqual(decoded.version, 3, "a reader of version 2 would send the cookies: it must refuse the data")
         let destination = destinations.appendingPathComponent("no-cookies")
         let (_, response) = await download { done in
             manager.downloadTask(withResumeData: data, destination: { _, _ in destination }, completionHandler: done)

@@ -71,9 +71,10 @@ final class DownloadRetryContinuationTests: XCTestCase {
 
     /// A 206's body is checked against its `Content-Range`: a chunked one that ends short is
     /// a lost connection, not a finished file (it was moved into place, 300 of 1,000 bytes),
-    /// and the retrier hears of it (it is sent again); one that runs long is refused (the extra
-    /// bytes were kept). libcurl checks a `Content-Length` only. A range near `Int64.max`
-    /// retried after a cut could not overflow the next `Range:` (it stopped the process).
+    /// and the retrier hears of it (the rest is asked for); one that runs long is refused (the
+    /// extra bytes were kept). libcurl checks a `Content-Length` only. A range near
+    /// `Int64.max` that runs long is refused before a byte is written (it was retried from
+    /// where it was cut, and the next `Range:` overflowed and stopped the process).
     func testAPartialAnswerIsCheckedAgainstItsContentRange() async throws {
         func partial(_ contentRange: String, sending count: Int, framing: TestResponse.Framing = .chunked) -> TestResponse {
             var response = TestResponse(
@@ -100,7 +101,10 @@ final class DownloadRetryContinuationTests: XCTestCase {
             }
             XCTAssertFalse(FileManager.default.fileExists(atPath: destination.path), path)
         }
-        XCTAssertGreaterThan(server.requests.filter { $0.uri == "/short" }.count, 1, "the short answer was retried")
+        let short = server.requests.filter { $0.uri == "/short" }
+        XCTAssertGreaterThan(short.count, 1, "the short answer was retried")
+        XCTAssertEqual(short.dropFirst().first?.header("Range"), "bytes=300-999", "the retry asks for the rest")
+        XCTAssertEqual(short.dropFirst().first?.header("If-Range"), "\"x\"")
     }
 
     /// A 206 that sends more than its `Content-Range` (a proxy streaming the whole body for a

@@ -384,9 +384,10 @@ final class DownloadTaskTests: XCTestCase {
         XCTAssertEqual(try Data(contentsOf: destination), Data("who?".utf8))
     }
 
-    /// An unanswered 401 whose body outgrew what is kept while it is held back (1 MiB) fails
-    /// the task instead of ending as that body's first MiB: the download's file and a data
-    /// task's data were cut without a word.
+    /// An unanswered 401 whose body outgrew what is kept while it is held back fails the task
+    /// instead of ending as that body's first MiB (the download's file and a data task's data
+    /// were cut at 1 MiB without a word): a download keeps 1 MiB of it, a data task what it
+    /// would keep of an answer (all of it without a limit, its configured limit otherwise).
     func testAnUnanswered401WithALargeBodyFailsRatherThanEndingCut() async throws {
         let body = patternedData(count: 3 << 20)
         server.route("/private-large") { _ in
@@ -400,11 +401,23 @@ final class DownloadTaskTests: XCTestCase {
         }
         XCTAssertEqual(response.error as? SessionError, .responseBodyTooLarge(limit: 1 << 20))
         XCTAssertFalse(FileManager.default.fileExists(atPath: destination.path))
-        let data = await withCheckedContinuation { (continuation: CheckedContinuation<DataResponse, Never>) in
-            manager.dataTask(with: URLRequest(url: try! server.url("/private-large"))) { continuation.resume(returning: $0) }.resume()
+        func dataTask(on manager: URLSessionManager) async -> DataResponse {
+            await withCheckedContinuation { (continuation: CheckedContinuation<DataResponse, Never>) in
+                manager.dataTask(with: URLRequest(url: try! server.url("/private-large"))) { continuation.resume(returning: $0) }.resume()
+            }
         }
-        XCTAssertEqual(data.error as? SessionError, .responseBodyTooLarge(limit: 1 << 20))
-        XCTAssertNil(data.data)
+        let whole = await dataTask(on: manager)
+        XCTAssertEqual(whole.response?.statusCode, 401)
+        XCTAssertEqual(whole.data, body, "no limit configured: the whole body, as for any answer")
+        var configuration = SessionConfiguration.default
+        configuration.maximumCollectedBodyBytes = 100 << 10
+        let limited = URLSessionManager.raw(configuration)
+        limited.setAuthenticationChallengeHandler { _, _ in .performDefaultHandling }
+        let refused = await dataTask(on: limited)
+        XCTAssertEqual(refused.error as? SessionError, .responseBodyTooLarge(limit: 100 << 10))
+        XCTAssertNil(refused.data)
+        limited.invalidateSessionCancelingTasks(true, resetSession: false)
+        await limited.waitUntilInvalidated()
     }
 
     func testCorruptResumeDataIsAClearError() async throws {

@@ -23,11 +23,13 @@ import FoundationNetworking
 ///
 /// Format: a JSON object with the fields below. Version 1 is a download of the whole body;
 /// version 2 adds the byte range (written only when there is one, so a Curlew that reads only
-/// version 1 refuses a range it would ignore instead of misreading it). Data of an unknown
+/// version 1 refuses a range it would ignore instead of misreading it); version 3 adds
+/// ``handlesCookies`` (written only when false, so a Curlew that would send the cookie jar's
+/// cookies anyway refuses it). Data of an unknown
 /// version, or that is not this JSON at all, is refused with `SessionError.invalidResumeData`.
 public struct DownloadResumeData: Codable, Sendable, Equatable {
     /// The newest format version this Curlew reads and writes (it reads every older one).
-    public static let currentVersion = 2
+    public static let currentVersion = 3
 
     /// The format version of this value.
     public var version: Int
@@ -54,8 +56,8 @@ public struct DownloadResumeData: Codable, Sendable, Equatable {
     /// end). Needs ``rangeFirst``.
     public var rangeLast: Int64?
     /// False when the request did not use the cookie jar (`httpShouldHandleCookies`): the
-    /// resumed request does not either. Nil (data written before this field, or by hand):
-    /// it does, as a new `URLRequest` does. Readers that do not know the field ignore it.
+    /// resumed request does not either (written as version 3). Nil (data written before this
+    /// field, or by hand): it does, as a new `URLRequest` does.
     public var handlesCookies: Bool?
 
     /// Creates resume data; Curlew makes these for you (see `cancel(byProducingResumeData:)`).
@@ -64,7 +66,7 @@ public struct DownloadResumeData: Codable, Sendable, Equatable {
         bytesReceived: Int64, entityTag: String?, lastModified: String?, expectedLength: Int64?,
         rangeFirst: Int64? = nil, rangeLast: Int64? = nil
     ) {
-        version = rangeFirst == nil && rangeLast == nil ? 1 : Self.currentVersion
+        version = rangeFirst == nil && rangeLast == nil ? 1 : 2
         self.url = url
         self.headers = headers
         self.timeoutInterval = timeoutInterval
@@ -100,6 +102,8 @@ public struct DownloadResumeData: Codable, Sendable, Equatable {
         // A byte range needs version 2: a reader of version 1 would ask for the wrong bytes.
         var written = self
         if rangeFirst != nil || rangeLast != nil { written.version = max(version, 2) }
+        // Kept off the cookie jar needs version 3: a reader of 2 would send the jar's cookies.
+        if handlesCookies == false { written.version = max(written.version, 3) }
         // Encoding plain strings, numbers and URLs cannot fail; an empty Data would be refused
         // by `init(encoded:)` rather than misread.
         return (try? encoder.encode(written)) ?? Data()

@@ -252,10 +252,7 @@ extension DriverLoop {
         // A held-back response that is the answer after all (a redirect the hook refused, a
         // 401 nobody answered) whose body outgrew what was kept for it: a failure, not a
         // body cut short without a word (a download's file, a data task's data).
-        var error = error
-        if error == nil, delegate.heldBodyWasCut, !delegate.state.deliversResponse {
-            error = .responseBodyTooLarge(limit: TaskDelegate.heldBodyLimit)
-        }
+        let error = error ?? delegate.heldBodyFailure
         return TransferOutcome(
             error: error, request: delegate.request, head: delegate.responseHead,
             body: error == nil ? delegate.takeBody() : nil, metrics: delegate.metrics,

@@ -46,6 +46,7 @@ extension TaskDelegate {
             responseHead = nil
             securityState.isWithheldForChallenge = false
             body.reset()
+            heldBodyWasCut = false
             isContentEncoded = false
             decodedBodyBytes = 0
             lastWritePaused = false
@@ -282,7 +283,7 @@ extension TaskDelegate {
             } else {
                 // A redirect's body (or a withheld 401's) is kept, capped, only in case it turns
                 // out to be the answer; past the cap that answer fails (`outcome(of:error:)`).
-                if body.count < Self.heldBodyLimit { _ = body.append(bytes) } else { heldBodyWasCut = true }
+                if Int64(body.count) < heldBodyLimit { _ = body.append(bytes) } else { heldBodyWasCut = true }
                 return .accepted
             }
         }

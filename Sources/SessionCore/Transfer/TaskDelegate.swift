@@ -127,9 +127,29 @@ final class TaskDelegate {
     /// handler may answer) had more body than is kept for it (`heldBodyLimit`): should it
     /// turn out to be the answer after all, its body is not whole.
     var heldBodyWasCut = false
-    /// The most body bytes kept for a response held back at its head: small, since a
-    /// redirect or a challenge answered drops them.
-    static let heldBodyLimit = 1 << 20
+    /// The most body bytes kept for a download's held-back response (or for a task that
+    /// keeps no body): small, since a redirect or a challenge answered drops them.
+    static let heldDownloadBodyLimit = 1 << 20
+
+    /// The most body bytes kept for a held-back response: what the task would keep of it
+    /// as its answer (its `collectedBodyLimit`; none configured: all of it) for a task that
+    /// collects its body, ``heldDownloadBodyLimit`` otherwise.
+    var heldBodyLimit: Int64 {
+        guard download == nil, task.options.collectsBody else { return Int64(Self.heldDownloadBodyLimit) }
+        return collectedBodyLimit > 0 ? collectedBodyLimit : .max
+    }
+
+    /// The error for a held-back response that turned out to be the answer with a body cut
+    /// at ``heldBodyLimit``, when that body would reach the caller: a collecting task's data,
+    /// or a download's file (not a download made from resume data, whose error answers are
+    /// never written: it fails with `resumeFailed`). Nil otherwise.
+    var heldBodyFailure: SessionError? {
+        guard heldBodyWasCut, !state.deliversResponse else { return nil }
+        if let download {
+            return download.isFromResumeData ? nil : .responseBodyTooLarge(limit: Self.heldDownloadBodyLimit)
+        }
+        return task.options.collectsBody ? .responseBodyTooLarge(limit: Int(heldBodyLimit)) : nil
+    }
     /// A head the monitors were told of late (held back at its arrival, reported before a
     /// retry or a resend): a retry that then cannot start ends the task with that same head,
     /// and the end must not report it twice (`DriverLoop.reportUnheardHead`).
