@@ -9,8 +9,11 @@ import FoundationNetworking
 /// Every image costs ``cost(of:)`` bytes: `width × height × 4` per frame, so a still image
 /// costs `width × height × 4` and an animation of `n` frames `n` times that (its decoded
 /// canvases are what it holds in memory). When an addition takes ``memoryUsage`` above
-/// ``memoryCapacity``, the least recently used images (added or read) are dropped until the
-/// usage is at or below ``preferredMemoryCapacity``. Both budgets can be changed at any time
+/// ``memoryCapacity``, images are dropped until the usage is at or below
+/// ``preferredMemoryCapacity``: first those costing more than the preferred capacity by
+/// themselves (the purge could never keep one, and in plain least-recently-used order every
+/// other image went before it), then the least recently used (added or read). An image costing
+/// more than ``memoryCapacity`` is not stored. Both budgets can be changed at any time
 /// (``setMemoryCapacity(_:preferredMemoryCapacity:)``); lowering the capacity below the usage
 /// purges at once.
 ///
@@ -91,8 +94,8 @@ public final class AutoPurgingImageCache: ImageRequestCache {
     /// without the other. `preferredMemoryCapacity` above `memoryCapacity` is lowered to it
     /// (as in ``init(memoryCapacity:preferredMemoryCapacity:)``); nil keeps the current
     /// preferred capacity (lowered to `memoryCapacity` if above it). When the usage is above
-    /// the new capacity, the least recently used images are dropped at once, down to the new
-    /// preferred capacity.
+    /// the new capacity, images are dropped at once, down to the new preferred capacity, in
+    /// the purge's order (those larger than it first, then the least recently used).
     public func setMemoryCapacity(_ memoryCapacity: UInt64, preferredMemoryCapacity: UInt64?) {
         // The purged images are released after the lock, so their deallocation happens outside it.
         let purged = state.withLock { state -> [Entry] in
