@@ -191,6 +191,9 @@ public final class ImageDownloader: Sendable {
         }
         if let joined = outcome.joined {
             task.cancel()  // never resumed: completes without a transfer, and is ignored
+            // Lifted as a join at step 1 lifts it: a view's request joining a prefetch that
+            // started meanwhile was left at the prefetch's low priority.
+            Self.lift(joined, to: priority)
             return ImageDownloadReceipt(receiptID: receiptID, task: joined)
         }
         if outcome.start { task.resume() }
@@ -222,13 +225,15 @@ public final class ImageDownloader: Sendable {
     /// Joins the download for `key`, if any, raising its priority to `priority`.
     private func join(_ key: String, handler: ImageDownloadHandler, priority: Float?) -> DataTask? {
         let task = state.withLock { $0.queue.join(key, handler: handler) }
-        // A caller who wants it now (no priority given: the default) lifts a low-priority
-        // prefetch; its cancel lets it fall back (`ImageDownloadQueue.cancel`).
-        if let task {
-            let wanted = priority ?? Self.defaultPriority
-            if task.priority < wanted { task.priority = wanted }
-        }
+        if let task { Self.lift(task, to: priority) }
         return task
+    }
+
+    /// A caller who wants a joined transfer now (no priority given: the default) lifts a
+    /// low-priority prefetch; its cancel lets it fall back (`ImageDownloadQueue.cancel`).
+    private static func lift(_ task: DataTask, to priority: Float?) {
+        let wanted = priority ?? defaultPriority
+        if task.priority < wanted { task.priority = wanted }
     }
 
     /// The cached image for `request`, when its `cachePolicy` allows the cache: the one
