@@ -227,6 +227,31 @@ final class ImageDisplayingTests: XCTestCase {
                         "the image still warmed the cache")
     }
 
+    /// The downloads of views released mid-download are cancelled when the registry drops
+    /// their entries (its sweep, or a new view at a released one's address): they kept their
+    /// transfers (and the downloader's four slots) to the end, for images nobody would show.
+    /// The sweep runs once the table outgrows its threshold, which earlier tests may have
+    /// raised: live views are added until it runs (bounded).
+    func testTheDownloadsOfReleasedViewsAreCancelledByTheSweep() async throws {
+        server.route("/never", response: TestImages.response(try TestImages.image(width: 1, height: 1, value: 9), delay: .seconds(60)))
+        var released: [RecordingImageView] = (0..<40).map { _ in RecordingImageView() }
+        for (index, view) in released.enumerated() { view.setImage(with: try url("/never?released=\(index)"), on: queue) }
+        XCTAssertEqual(downloader.pendingDownloadCount.merged, 40)
+        released.removeAll()
+        var live: [RecordingImageView] = []
+        defer { for view in live { view.cancelImageDownloadTask() } }
+        for index in 0..<1000 {
+            let before = ImageBindingRegistry.entryCount
+            let view = RecordingImageView()
+            view.setImage(with: try url("/never?live=\(index)"), on: queue)
+            live.append(view)
+            // Swept (a new view at a released one's address replaces its entry: no change).
+            if ImageBindingRegistry.entryCount < before { break }
+        }
+        let liveCount = live.count
+        try await eventually({ downloader.pendingDownloadCount.merged == liveCount }, "the released views' downloads were withdrawn")
+    }
+
     func testTheRegistryReleasesADownloaderOutsideItsLock() async throws {
         // A downloader whose only owner left is the binding registry: its deinit (and so its
         // cache's) runs when the registry drops the finished download, which must be unlocked.

@@ -34,7 +34,9 @@ enum ImageBindingRegistry {
         }
     }
 
-    /// Records `download` as `slot`'s download.
+    /// Records `download` as `slot`'s download. The downloads this drops (a released owner's,
+    /// found by the sweep or by its identity's reuse; a replaced one) are cancelled after
+    /// unlocking: nobody shows their images, and each held a download slot to its end.
     static func begin(_ owner: WeakImageOwner, _ slot: ImageSlot, _ download: ActiveImageDownload) {
         let removed = table.withLock { table -> [ActiveImageDownload] in
             var removed: [ActiveImageDownload] = []
@@ -49,7 +51,11 @@ enum ImageBindingRegistry {
             removed += sweepIfLarge(&table)
             return removed
         }
-        withExtendedLifetime(removed) {}  // released here, after unlocking
+        // After unlocking: a cancel calls the receipt's failure handler, whose `finish` finds
+        // the slot gone and ignores it.
+        for dropped in removed {
+            if let receipt = dropped.receipt { dropped.downloader.cancelTask(for: receipt) }
+        }
     }
 
     /// Stores the receipt of `slot`'s download `receiptID`, if that is still the download.
