@@ -314,12 +314,9 @@ final class ImageDownloaderTests: XCTestCase {
         // Stored but to be revalidated each time (`no-cache`): the default policy asks the
         // server and gets its new image, a cache-first request takes the stored one. Merged,
         // the cache-first request was given the transfer the other started.
-        let revalidations = Mutex(0)
+        let revalidations = RequestCounter()
         server.route("/revalidated") { _ in
-            let version = revalidations.withLock { count -> Int in
-                count += 1
-                return count
-            }
+            let version = revalidations.next()
             var response = TestImages.response(version == 1 ? first : second)
             response.headers.append(("Cache-Control", "no-cache"))
             response.headers.append(("ETag", "\"v\(version)\""))  // the image changed at each request

@@ -78,12 +78,9 @@ final class DownloadResumeHardeningTests: XCTestCase {
         let new = patternedData(count: 320 * 1024, seed: 11)
         // Days before the `Date` sent, so that each is a strong validator whatever the clock says.
         let oldDate = HTTPDate.format(Date() - 2 * 86_400), newDate = HTTPDate.format(Date() - 86_400)
-        let served = Mutex(0)
+        let served = RequestCounter()
         server.route("/dated") { request in
-            let first = served.withLock { count -> Bool in
-                count += 1
-                return count == 1
-            }
+            let first = served.next() == 1
             let body = first ? old : new
             var headers = [("Date", HTTPDate.format(Date())), ("Last-Modified", first ? oldDate : newDate),
                            ("Content-Type", "application/octet-stream")]

@@ -112,13 +112,9 @@ final class DownloadRetryContinuationTests: XCTestCase {
     /// (they were continued, the wrong bytes kept in the file).
     func testAPartialAnswerThatRunsLongIsNotContinued() async throws {
         let body = patternedData(count: 200_000)
-        let served = Mutex(0)
-        server.route("/overrun") { request in
-            let count = served.withLock { count -> Int in
-                count += 1
-                return count
-            }
-            if count == 1 {
+        let served = RequestCounter()
+        server.route("/overrun") { _ in
+            if served.next() == 1 {
                 // Announces bytes 0-99999 and sends the whole body.
                 var response = TestResponse(
                     status: 206, headers: [("Content-Range", "bytes 0-99999/200000"), ("ETag", "\"v1\""), ("Content-Type", "application/octet-stream")])

@@ -68,14 +68,12 @@ final class ResponseHookTests: XCTestCase {
         defer { try? FileManager.default.removeItem(at: directory) }
         var configuration = SessionConfiguration.default
         configuration.downloadDirectory = directory
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
         manager = URLSessionManager.raw(configuration)
-        let requests = Mutex(0)
+        let requests = RequestCounter()
         server.route("/flaky") { _ in
-            let count = requests.withLock { count -> Int in
-                count += 1
-                return count
-            }
-            return count == 1
+            requests.next() == 1
                 ? TestResponse(status: 503, body: Data(repeating: 0x45, count: 1024)) : TestResponse(status: 200, body: Data("ok".utf8))
         }
         manager.requestRetrier = RecordingRetrier { attempt, _ in attempt == 0 ? .retry : .doNotRetry }
@@ -89,7 +87,7 @@ final class ResponseHookTests: XCTestCase {
             }
         }
         let response = await send()
-        XCTAssertEqual(requests.withLock { $0 }, 2)
+        XCTAssertEqual(requests.value, 2)
         XCTAssertNil(response.error)
         XCTAssertEqual(response.response?.statusCode, 200)
         XCTAssertEqual(response.data, Data("ok".utf8))
@@ -98,7 +96,7 @@ final class ResponseHookTests: XCTestCase {
         try await eventually(empty, "no file is left in the download directory")
 
         // Both answers to files: the retry's is the task's, and the first one's goes.
-        requests.withLock { $0 = 0 }
+        requests.reset()
         wantsFileForSuccess.withLock { $0 = true }
         let filed = await send()
         XCTAssertNotNil(filed.fileURL)
