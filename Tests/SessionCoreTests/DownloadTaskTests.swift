@@ -416,6 +416,23 @@ final class DownloadTaskTests: XCTestCase {
         let refused = await dataTask(on: limited)
         XCTAssertEqual(refused.error as? SessionError, .responseBodyTooLarge(limit: 100 << 10))
         XCTAssertNil(refused.data)
+        // A body just past the limit (the chunk that crossed it was kept whole).
+        server.route("/private-just-over") { _ in
+            TestResponse(status: 401, headers: [("WWW-Authenticate", "Basic realm=\"r\"")], body: patternedData(count: (100 << 10) + 3000))
+        }
+        let justOver = await withCheckedContinuation { (continuation: CheckedContinuation<DataResponse, Never>) in
+            limited.dataTask(with: URLRequest(url: try! server.url("/private-just-over"))) { continuation.resume(returning: $0) }.resume()
+        }
+        XCTAssertEqual(justOver.error as? SessionError, .responseBodyTooLarge(limit: 100 << 10))
+        // A stream gets the same failure, not the first MiB as the whole body.
+        do {
+            let (stream, _) = try await manager.bytes(for: URLRequest(url: try server.url("/private-large")))
+            var count = 0
+            for try await chunk in stream { count += chunk.count }
+            XCTFail("the stream ended after \(count) bytes without an error")
+        } catch let error as SessionError {
+            XCTAssertEqual(error, .responseBodyTooLarge(limit: 1 << 20))
+        }
         limited.invalidateSessionCancelingTasks(true, resetSession: false)
         await limited.waitUntilInvalidated()
     }

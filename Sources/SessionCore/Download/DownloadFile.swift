@@ -275,6 +275,7 @@ final class DownloadFile {
         plannedStart = nil
         plannedRange = nil
         bodyEnd = nil
+        overranItsRange = false
         needsFullRestart = false
         rejectedStatus = nil
     }
@@ -288,6 +289,7 @@ final class DownloadFile {
         plannedStart = nil
         plannedRange = nil
         bodyEnd = nil
+        overranItsRange = false
     }
 
     /// Cuts the file where the planned body starts (a response whose body was empty), and

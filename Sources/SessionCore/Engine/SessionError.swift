@@ -34,8 +34,9 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
     case decompressionLimitExceeded(ratio: Int)
     /// The response body was announced or grew larger than
     /// `SessionConfiguration.maximumCollectedBodyBytes` (`limit`) for a task that keeps it in
-    /// memory; or, for a download task, the body of an answer held back at its head (a 401
-    /// nobody answered, a redirect the hook refused) outgrew the 1 MiB kept for it.
+    /// memory; or the body of an answer held back at its head (a 401 nobody answered, a
+    /// redirect the hook refused) outgrew what was kept for it: that limit for a task that
+    /// collects its body (a redirect's: 1 MiB at most), 1 MiB for a download or a stream.
     case responseBodyTooLarge(limit: Int)
     /// The request body stream failed or ended before its declared length.
     case bodyStreamFailed(String)

@@ -70,7 +70,7 @@ public struct ResponseLines: AsyncSequence, Sendable {
                 }
                 let (lines, failure) = splitter.pushKeepingLines(chunk)
                 ready = lines
-                if let first = ready.first { ready[0] = firstLineChecked(first) }
+                if atStart, let first = ready.first { ready[0] = firstLineChecked(first) }
                 if let failure {
                     // The lines before the failure are delivered first, then the error.
                     isDone = true

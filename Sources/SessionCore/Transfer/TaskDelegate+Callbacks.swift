@@ -283,7 +283,11 @@ extension TaskDelegate {
             } else {
                 // A redirect's body (or a withheld 401's) is kept, capped, only in case it turns
                 // out to be the answer; past the cap that answer fails (`outcome(of:error:)`).
-                if Int64(body.count) < heldBodyLimit { _ = body.append(bytes) } else { heldBodyWasCut = true }
+                if !heldBodyWasCut, Int64(body.count) + Int64(bytes.count) <= heldBodyLimit {
+                    _ = body.append(bytes)
+                } else {
+                    heldBodyWasCut = true
+                }
                 return .accepted
             }
         }
@@ -318,7 +322,7 @@ extension TaskDelegate {
         download.plan(
             statusCode: response.statusCode, contentRange: response.value(forHTTPHeaderField: "Content-Range"),
             entityTag: response.value(forHTTPHeaderField: "ETag"), lastModified: response.value(forHTTPHeaderField: "Last-Modified"),
-            isContentEncoded: isContentEncoded, hasBody: request.httpMethod?.uppercased() != "HEAD")
+            isContentEncoded: isContentEncoded, hasBody: prepared.methodKind != .head)
     }
 
     /// Sends the body of the delivered response to a new temporary file from now on (the

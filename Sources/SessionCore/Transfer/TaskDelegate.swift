@@ -127,28 +127,31 @@ final class TaskDelegate {
     /// handler may answer) had more body than is kept for it (`heldBodyLimit`): should it
     /// turn out to be the answer after all, its body is not whole.
     var heldBodyWasCut = false
-    /// The most body bytes kept for a download's held-back response (or for a task that
-    /// keeps no body): small, since a redirect or a challenge answered drops them.
-    static let heldDownloadBodyLimit = 1 << 20
+    /// The most body bytes kept for a held-back response of a download or a stream, or of
+    /// a redirect: small, since a redirect followed or a challenge answered drops them.
+    static let smallHeldBodyLimit = 1 << 20
 
-    /// The most body bytes kept for a held-back response: what the task would keep of it
-    /// as its answer (its `collectedBodyLimit`; none configured: all of it) for a task that
-    /// collects its body, ``heldDownloadBodyLimit`` otherwise.
+    /// The most body bytes kept for a held-back response: for a 401 to a task that collects
+    /// its body, what it would keep of it as its answer (its `collectedBodyLimit`; none
+    /// configured: all of it); ``smallHeldBodyLimit`` otherwise (at most the task's limit):
+    /// a redirect's body is the answer only when the hook refuses the hop.
     var heldBodyLimit: Int64 {
-        guard download == nil, task.options.collectsBody else { return Int64(Self.heldDownloadBodyLimit) }
-        return collectedBodyLimit > 0 ? collectedBodyLimit : .max
+        let small = Int64(Self.smallHeldBodyLimit)
+        guard download == nil, task.options.collectsBody else { return small }
+        let limit = collectedBodyLimit > 0 ? collectedBodyLimit : .max
+        if case .redirect? = state.headDisposition { return min(limit, small) }
+        return limit
     }
 
     /// The error for a held-back response that turned out to be the answer with a body cut
     /// at ``heldBodyLimit``, when that body would reach the caller: a collecting task's data,
-    /// or a download's file (not a download made from resume data, whose error answers are
-    /// never written: it fails with `resumeFailed`). Nil otherwise.
+    /// a stream's bytes, or a download's file (not a download made from resume data, whose
+    /// error answers are never written: it fails with `resumeFailed`). Nil otherwise.
     var heldBodyFailure: SessionError? {
         guard heldBodyWasCut, !state.deliversResponse else { return nil }
-        if let download {
-            return download.isFromResumeData ? nil : .responseBodyTooLarge(limit: Self.heldDownloadBodyLimit)
-        }
-        return task.options.collectsBody ? .responseBodyTooLarge(limit: Int(heldBodyLimit)) : nil
+        if let download { return download.isFromResumeData ? nil : .responseBodyTooLarge(limit: Self.smallHeldBodyLimit) }
+        guard task.options.collectsBody || responseStream != nil else { return nil }
+        return .responseBodyTooLarge(limit: Int(clamping: heldBodyLimit))
     }
     /// A head the monitors were told of late (held back at its arrival, reported before a
     /// retry or a resend): a retry that then cannot start ends the task with that same head,
