@@ -203,7 +203,6 @@ final class DecodeIntoBufferTests: XCTestCase {
         // few MB; a progressive file's start reads every scan into libjpeg's coefficient
         // buffer (~47 MB here, bounded by `max_memory_to_use`), and the pixels must not follow.
         for (name, limit) in [("baseline.jpg", 24 * 1024), ("progressive.jpg", 60 * 1024)] {
-
             let whole = try XCTUnwrap(files[name])
             let cut = whole.prefix(max(4096, whole.count / 50))
             MemoryStatus.resetResidentPeak()

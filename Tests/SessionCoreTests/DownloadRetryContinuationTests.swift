@@ -108,8 +108,9 @@ final class DownloadRetryContinuationTests: XCTestCase {
     }
 
     /// A 206 that sends more than its `Content-Range` (a proxy streaming the whole body for a
-    /// range) vouches for none of its bytes: a retry does not continue them but starts over
-    /// (they were continued, the wrong bytes kept in the file).
+    /// range) vouches for none of its bytes: a retry does not continue them but starts over.
+    /// It used to end as a success, the extra bytes in the file; once the overrun was refused,
+    /// the first fix still continued its bytes on the retry.
     func testAPartialAnswerThatRunsLongIsNotContinued() async throws {
         let body = patternedData(count: 200_000)
         let served = RequestCounter()

@@ -7,7 +7,8 @@ import Synchronization
 /// An entry exists only while one of its slots has a download in flight: a finished,
 /// cancelled or replaced download leaves its slot, and an empty entry leaves the table. An
 /// object released mid-download loses its entry when that download ends, or at the next
-/// sweep of released objects, whichever comes first.
+/// sweep of released objects (or when a new object takes its address), whichever comes
+/// first; in the last two cases its download is cancelled.
 enum ImageBindingRegistry {
     private struct Entry {
         let owner: WeakImageOwner

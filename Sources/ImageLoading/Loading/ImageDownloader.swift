@@ -154,8 +154,9 @@ public final class ImageDownloader: Sendable {
         }
         // The one identity of this download from request to cancel: the caller's URL, and the
         // credentials the request carries (another user's request for the URL never joins
-        // this one), and the kind of its cache policy (a reload never joins a transfer the
-        // HTTP cache may answer). The task's own request may differ (a `RequestAdapter` may change the
+        // this one), the kind of its cache policy and the fields that change its answer
+        // (`ImageRequestKey.mergeKey`: a reload never joins a transfer the HTTP cache may
+        // answer, a cache-first request never a revalidation). The task's own request may differ (a `RequestAdapter` may change the
         // URL), so nothing here is keyed by it; receipts are found again by their task.
         // And the revision of the downloader's credentials: a request made after a sign-in,
         // a sign-out or a new password never joins a transfer that started with the ones

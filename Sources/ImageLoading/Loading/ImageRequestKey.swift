@@ -33,7 +33,8 @@ enum ImageRequestKey {
         default: break
         }
         for name in answerChangingFields {
-            if let value = request.value(forHTTPHeaderField: name) { key += " \(name)=\(value)" }
+            // A line break, which no field value holds, so that two fields never read as one.
+            if let value = request.value(forHTTPHeaderField: name) { key += "\n\(name)=\(value)" }
         }
         return key
     }
