@@ -187,9 +187,9 @@ final class DecodeIntoBufferTests: XCTestCase {
     /// buffer written, and only then found truncated. Baseline (rows decoded as read) and
     /// progressive (all scans read before the first row).
     func testATruncatedJPEGStopsWhereTheDataEnds() throws {
-        // A sanitizer's shadow memory grows with what is touched: the figures are not the
-        // decoder's then.
-        try XCTSkipIf(Sanitizers.address || Sanitizers.thread, "resident memory is measured without a sanitizer")
+        // A sanitizer's shadow memory grows with what is touched: its figures are not the
+        // decoder's, so under one the truncation is checked and the memory bound is not.
+        let measuresMemory = !(Sanitizers.address || Sanitizers.thread)
         let files = try PillowFixtures.make("""
             import random
             rng = random.Random(3)
@@ -210,7 +210,7 @@ final class DecodeIntoBufferTests: XCTestCase {
             assertImageError(.truncated(.jpeg), try Image(data: cut))
             let growth = (MemoryStatus.kilobytes("VmHWM") ?? 0) - before
             print("\(name) cut to \(cut.count) of \(whole.count) bytes: VmHWM +\(growth) kB")
-            XCTAssertLessThan(growth, limit, name)
+            if measuresMemory { XCTAssertLessThan(growth, limit, name) }
         }
     }
 
