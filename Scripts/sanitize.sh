@@ -54,6 +54,21 @@ case "$kind" in
 esac
 build_args+=(--scratch-path "$scratch")
 log_file="$scratch/sanitize.log"
+# A crash is the sanitizer's to report. Swift's own crash handler (the backtracer) reads every
+# thread's stack from a helper thread, which AddressSanitizer flags as a stack-buffer-underflow
+# and then never finishes: a CI run crashed that way and hung until its time ran out, naming
+# neither the crash nor the test. With the backtracer off, the sanitizer prints the crash's stack
+# (SIGSEGV, and the SIGILL/SIGTRAP of a Swift runtime trap) and the process ends.
+export SWIFT_BACKTRACE=enable=no
+crash_options="handle_segv=1:handle_sigbus=1:handle_sigill=1:handle_sigtrap=1:handle_abort=1:handle_sigfpe=1"
+case "$kind" in
+    thread) export TSAN_OPTIONS="$TSAN_OPTIONS $(tr : ' ' <<<"$crash_options")" ;;
+    address) export ASAN_OPTIONS="$ASAN_OPTIONS:$crash_options" ;;
+esac
+# A run that hangs all the same is stopped here (normal runs take 6-7 minutes on 2 cores;
+# CURLEW_SANITIZE_TIMEOUT overrides the limit) and the tests that started and never ended are
+# named, so the CI log says where it stopped instead of running out of time.
+run_limit="${CURLEW_SANITIZE_TIMEOUT:-1800}"
 
 ensure_system_packages
 ensure_swift
@@ -70,7 +85,8 @@ start_httpbin
 log "running the tests (${filters[*]:-all}); log in $log_file"
 started=$SECONDS
 status=0
-swift test --skip-build --disable-swift-testing "${build_args[@]}" "${filters[@]}" >"$log_file" 2>&1 || status=$?
+timeout --kill-after=30 "$run_limit" swift test --skip-build --disable-swift-testing "${build_args[@]}" "${filters[@]}" \
+    >"$log_file" 2>&1 || status=$?
 # A sanitizer runtime that cannot start at all (a kernel whose address-space randomisation
 # leaves no room for TSan's fixed shadow layout: "FATAL: ThreadSanitizer: unexpected memory
 # mapping") has tested nothing. Run once more with randomisation off for the test process, as
@@ -90,6 +106,22 @@ if ((status != 0)) && grep -qE "$startup_failure" "$log_file" && ! grep -q "Test
     fi
 fi
 log "tests ran in $((SECONDS - started)) s (exit status $status)"
+if ((status == 124 || status == 137)); then
+    log "STOPPED after $run_limit s: the run did not end"
+fi
+# Tests that started and never ended: the one a crash or a hang stopped in.
+unfinished="$(awk '
+    /^Test Case .* started/ { name = $0; sub(/^Test Case .\047?/, "", name); sub(/\047? started.*/, "", name); open[name] = 1 }
+    /^Test Case .* (passed|failed|skipped)/ { name = $0; sub(/^Test Case .\047?/, "", name); sub(/\047? (passed|failed|skipped).*/, "", name); delete open[name] }
+    END { for (name in open) print name }
+' "$log_file")"
+if [[ -n "$unfinished" ]]; then
+    log "started and never ended (a crash or a hang):"
+    sed 's/^/      /' <<<"$unfinished" >&2
+    # What the process printed last, the crash report among it.
+    log "the last lines of the run:"
+    grep -v "^Test Case .* \(started\|passed\)" "$log_file" | tail -40 | swift demangle --simplified | cut -c1-240 >&2
+fi
 
 # A test that failed (an assertion, not a crash) runs once more, alone, under the same
 # sanitizer: the sanitizer slows every thread 5-15 times, which moves races between a server and

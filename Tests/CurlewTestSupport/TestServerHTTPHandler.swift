@@ -199,8 +199,17 @@ final class TestServerHTTPHandler: ChannelInboundHandler {
     }
 
     private func writeChunks(_ chunks: ArraySlice<TestResponse.Chunk>, chunked: Bool, ending: TestResponse.Ending) {
+        // Pieces without a delay are written in a loop, not by recursion: a body of a thousand
+        // such pieces recursed a thousand frames deep on the event loop's thread, which an
+        // AddressSanitizer build (larger frames) can run out of stack for.
+        var rest = chunks
+        while let chunk = rest.first, chunk.delay <= .zero {
+            guard !stopped else { return }
+            writeChunk(chunk, chunked: chunked)
+            rest = rest.dropFirst()
+        }
         guard !stopped else { return }
-        guard let chunk = chunks.first else {
+        guard let chunk = rest.first else {
             if chunked && ending == .complete {
                 write(Data("0\r\n\r\n".utf8), flush: true)
             }
@@ -209,19 +218,23 @@ final class TestServerHTTPHandler: ChannelInboundHandler {
         }
         after(chunk.delay) {
             guard !self.stopped else { return }
-            if chunked {
-                if !chunk.data.isEmpty {  // an empty chunk would be the terminator
-                    var framed = Data((String(chunk.data.count, radix: 16) + "\r\n").utf8)
-                    framed.append(chunk.data)
-                    framed.append(contentsOf: Array("\r\n".utf8))
-                    self.write(framed, flush: true)
-                } else {
-                    self.context?.flush()  // a head held for this piece goes now
-                }
+            self.writeChunk(chunk, chunked: chunked)
+            self.writeChunks(rest.dropFirst(), chunked: chunked, ending: ending)
+        }
+    }
+
+    private func writeChunk(_ chunk: TestResponse.Chunk, chunked: Bool) {
+        if chunked {
+            if !chunk.data.isEmpty {  // an empty chunk would be the terminator
+                var framed = Data((String(chunk.data.count, radix: 16) + "\r\n").utf8)
+                framed.append(chunk.data)
+                framed.append(contentsOf: Array("\r\n".utf8))
+                write(framed, flush: true)
             } else {
-                self.write(chunk.data, flush: true)
+                context?.flush()  // a head held for this piece goes now
             }
-            self.writeChunks(chunks.dropFirst(), chunked: chunked, ending: ending)
+        } else {
+            write(chunk.data, flush: true)
         }
     }
 
