@@ -208,7 +208,16 @@ public final class TestServer: Sendable {
     /// The server-wide fault; read when each connection is accepted (existing connections keep theirs).
     public var fault: TestServerFault? {
         get { state.value.withLock { $0.fault } }
-        set { state.value.withLock { $0.fault = newValue } }
+        set { state.value.withLock { $0.fault = newValue; $0.faultedConnectionsLeft = nil } }
+    }
+
+    /// Applies `fault` server-wide to the next `count` accepted connections only; the ones
+    /// after them are served normally (a client's reconnection, with no timing to guess).
+    public func setFault(_ fault: TestServerFault, forNextConnections count: Int) {
+        state.value.withLock {
+            $0.fault = count > 0 ? fault : nil
+            $0.faultedConnectionsLeft = count > 0 ? count : nil
+        }
     }
 
     /// Whether new connections are kept open between requests (default `true`). When `false`, every

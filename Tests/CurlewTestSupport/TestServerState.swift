@@ -19,6 +19,8 @@ final class TestServerState: Sendable {
         var routes: [TestRoute] = []
         var defaultHandler: @Sendable (TestRequest) -> TestResponse
         var fault: TestServerFault?
+        /// How many more connections `fault` is for; nil: every one until changed.
+        var faultedConnectionsLeft: Int?
         var keepAlive: Bool
         /// Index `id - 1`.
         var connections: [TestConnectionRecord] = []
@@ -45,7 +47,12 @@ final class TestServerState: Sendable {
             let id = state.connections.count + 1
             state.connections.append(TestConnectionRecord(id: id))
             state.openChannels[id] = channel
-            return (id, state.fault, state.keepAlive)
+            let fault = state.fault
+            if let left = state.faultedConnectionsLeft {
+                state.faultedConnectionsLeft = left - 1
+                if left <= 1 { state.fault = nil; state.faultedConnectionsLeft = nil }
+            }
+            return (id, fault, state.keepAlive)
         }
     }
 

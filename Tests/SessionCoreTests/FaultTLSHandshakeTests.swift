@@ -46,8 +46,9 @@ final class FaultTLSHandshakeTests: XCTestCase {
         let response = await manager.get(try XCTUnwrap(URL(string: "https://localhost:\(server.port)/")))
         let (name, message) = failure(response)
         // curl reports both as a failed handshake (CURLE_SSL_CONNECT_ERROR) with the cause in
-        // its message; the default `RetryPolicy` does not retry that case.
-        XCTAssertEqual(name, "tlsHandshakeFailed", message)
+        // its message; the engine tells a cut connection from a refusal by TLS by the socket's
+        // error (or OpenSSL's SSL_ERROR_SYSCALL for an end of stream): the network's failure.
+        XCTAssertEqual(name, "networkLost", message)
         if reset { XCTAssertTrue(message.contains("reset"), message) }
         XCTAssertNil(response.response)
         XCTAssertEqual(server.acceptedCount, 2, "the retrier's one retry made a second connection")
@@ -59,12 +60,42 @@ final class FaultTLSHandshakeTests: XCTestCase {
         XCTAssertEqual(asked.first?.error?.description, asked.last?.error?.description)
     }
 
-    func testAServerThatClosesAfterTheClientHelloIsAHandshakeFailure() async throws {
+    func testAServerThatClosesAfterTheClientHelloIsANetworkLoss() async throws {
         try await hangUpDuringHandshake(reset: false)
     }
 
-    func testAServerThatResetsAfterTheClientHelloIsAHandshakeFailureNamingTheReset() async throws {
+    func testAServerThatResetsAfterTheClientHelloIsANetworkLossNamingTheReset() async throws {
         try await hangUpDuringHandshake(reset: true)
+    }
+
+    /// A server restarting resets the connections it had accepted: the default `RetryPolicy`
+    /// retries a handshake cut that way and the retry is answered. It was `tlsHandshakeFailed`,
+    /// which no retrier retries, so the request failed.
+    func testTheDefaultRetryPolicyRetriesAHandshakeTheServerCut() async throws {
+        for fault in [TestServerFault.resetImmediately, .closeImmediately] {
+            let server = try TLSFixture.server(try TLSFixture.certificates().leaf)
+            defer { server.shutdown() }
+            server.setFault(fault, forNextConnections: 1)
+            let manager = try manager(retrier: RetryPolicy(retryLimit: 2, exponentialBackoffScale: 0, jitter: 0))
+            defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+            let response = await manager.get(try server.url("/x"))
+            XCTAssertTrue(TLSFixture.isSuccess(response), "\(fault): \(failure(response))")
+            XCTAssertEqual(server.acceptedConnectionCount, 2, "\(fault): the cut connection, then the retry's")
+        }
+    }
+
+    /// A refusal by TLS itself stays a handshake failure, which the default `RetryPolicy` does
+    /// not retry: here the server answers the ClientHello in plain HTTP.
+    func testARefusalByTLSItselfStaysAHandshakeFailure() async throws {
+        let server = try TLSFixture.server(try TLSFixture.certificates().leaf)
+        defer { server.shutdown() }
+        server.fault = .respondWithRawBytes(Data("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n".utf8))
+        let manager = try manager(retrier: RetryPolicy(retryLimit: 2, exponentialBackoffScale: 0, jitter: 0))
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let response = await manager.get(try server.url("/x"))
+        let (name, message) = failure(response)
+        XCTAssertEqual(name, "tlsHandshakeFailed", message)
+        XCTAssertEqual(server.acceptedConnectionCount, 1, "not retried")
     }
 
     /// The handshake completes and the request is read, then the server closes without a byte

@@ -169,6 +169,29 @@ final class ServerSentEventsTests: XCTestCase {
         XCTAssertEqual(received, ["after the reset"])
     }
 
+    /// A server restarting cuts the TLS handshakes of the connections it had accepted: the
+    /// stream reconnects, as after any lost connection. It ended for good with
+    /// `tlsHandshakeFailed`, which reconnecting cannot cure when TLS itself refuses.
+    func testAStreamReconnectsAfterItsTLSHandshakeWasCut() async throws {
+        for fault in [TestServerFault.resetImmediately, .closeImmediately] {
+            let attempts = Connections()
+            let tlsServer = try TLSFixture.server(try TLSFixture.certificates().leaf) { request in
+                if attempts.record(request) == 1 { return Self.eventStream(["retry: 5\ndata: over TLS\n\n"], ending: .close) }
+                return TestResponse(status: 204)
+            }
+            defer { tlsServer.shutdown() }
+            tlsServer.setFault(fault, forNextConnections: 1)
+            let secure = TLSFixture.manager(policy: try TLSFixture.trustingTestRoot())
+            defer { secure.invalidateSessionCancelingTasks(true, resetSession: false) }
+            var events = secure.events(for: URLRequest(url: try tlsServer.url("/stream")))
+            events.defaultRetryInterval = 5
+            var received: [String] = []
+            for try await event in events { received.append(event.data) }
+            XCTAssertEqual(received, ["over TLS"], "\(fault)")
+            XCTAssertEqual(tlsServer.acceptedConnectionCount, 3, "\(fault): the cut handshake, the stream, the 204")
+        }
+    }
+
     /// The wait before a reconnection doubles with failures in a row, up to 64 times and a
     /// day, and saturates: a hostile `retry:` of 2^62 ms or more after a failure waited 0 ms
     /// (the doubled product wrapped to a negative number), reconnecting in a loop.

@@ -82,7 +82,24 @@ extension TaskDelegate {
             let message = easy.errorMessage
             return .curl(code: Int(code.rawValue), message: message.isEmpty ? "the proxy refused the tunnel: \(status)" : message)
         }
+        // A handshake the peer cut is the network's failure, not TLS's: a retrier retries it
+        // and an event stream reconnects, as after any lost connection (a server restarting
+        // resets the connections it accepted). A refusal by TLS itself (an alert, no shared
+        // version, a certificate) keeps `tlsHandshakeFailed`.
+        if code == CURLE_SSL_CONNECT_ERROR, handshakeWasCut() { return .networkLost(easy.errorMessage) }
         return SessionError(curlCode: code, message: easy.errorMessage)
+    }
+
+    /// Whether a failed handshake ended because the connection did: the socket's error is a
+    /// reset or a broken pipe, or there is none and OpenSSL's verdict is `SSL_ERROR_SYSCALL`
+    /// (the peer closed before its hello; libcurl names the verdict in its message). Bytes
+    /// only: this runs on the driver thread.
+    private func handshakeWasCut() -> Bool {
+        switch Int32(clamping: easy.info(long: CURLINFO_OS_ERRNO) ?? 0) {
+        case ECONNRESET, EPIPE, ECONNABORTED: return true
+        case 0: return easy.errorMessage.utf8.firstRange(of: "SSL_ERROR_SYSCALL".utf8) != nil
+        default: return false
+        }
     }
 
     /// A chunked body is judged while it is read against one read more than libcurl has

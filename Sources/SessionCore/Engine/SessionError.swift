@@ -19,11 +19,14 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
     /// server during the TLS handshake, before any byte of the request was sent; `reason`
     /// says why (expired, unknown issuer, host mismatch, no pin matched, ...).
     case serverTrustEvaluationFailed(reason: TrustEvaluationError)
-    /// The TLS handshake failed for a reason other than the trust policy.
+    /// The TLS handshake failed for a reason other than the trust policy: TLS itself refused
+    /// (an alert, no shared version or cipher, a client certificate not accepted). A handshake
+    /// the connection's end cut (a reset, the peer closing before its hello) is `networkLost`.
     case tlsHandshakeFailed(String)
     /// The redirect chain was longer than `SessionConfiguration.maximumRedirects`.
     case tooManyRedirects(Int)
-    /// The connection broke while the request or response was in flight.
+    /// The connection broke while the request or response was in flight, or during its TLS
+    /// handshake.
     case networkLost(String)
     /// The server sent something that is not a valid HTTP response.
     case badServerResponse(String)

@@ -228,9 +228,9 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         }
 
         /// The failures a reconnection can cure: the network's (the EventSource "network
-        /// error"), a response broken in its framing, a SOCKS proxy's failure to reach the
+        /// error", a TLS handshake the connection's end cut among them), a response broken in its framing, a SOCKS proxy's failure to reach the
         /// origin (`CURLE_PROXY`) and a tunnel the proxy could not open (5xx). A refused policy,
-        /// a bad URL, a pin or trust failure, too many redirects, a cancellation, a tunnel the
+        /// a bad URL, a pin or trust failure, a refusal by TLS itself, too many redirects, a cancellation, a tunnel the
         /// proxy refused (a 407's wrong password, sent again and again) and libcurl's other
         /// errors (memory that ran out) end the sequence with the error instead of a loop.
         static func reconnects(after error: SessionError) -> Bool {
