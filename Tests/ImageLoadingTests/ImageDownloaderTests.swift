@@ -209,6 +209,62 @@ final class ImageDownloaderTests: XCTestCase {
         await shutDown(downloader)
     }
 
+    /// A request that shapes its own answer (a condition, a range, `Cache-Control: no-cache`,
+    /// `Pragma: no-cache`) reaches the server, and what it fetched is not stored; nor is a part
+    /// (a 206) a server sent to a plain request. Before, such requests were answered from the
+    /// image cache (the caller's condition or directive ignored) and a range's image was
+    /// stored for the plain URL. A `Cache-Control` that does not ask the origin keeps the cache.
+    func testARequestThatShapesItsOwnAnswerIsNotAnsweredFromTheImageCache() async throws {
+        let cache = AutoPurgingImageCache()
+        let downloader = TestImages.downloader(cache: cache)
+        var part = TestImages.response(picture)
+        part.status = 206
+        part.headers.append(("Content-Range", "bytes 0-\(picture.pixels.count - 1)/\(picture.pixels.count)"))
+        server.route("/part", response: part)
+        func download(_ path: String, _ field: (name: String, value: String)?) async throws -> Bool {
+            var request = try request(path)
+            if let field { request.setValue(field.value, forHTTPHeaderField: field.name) }
+            let fetched = Recorder<Bool>()
+            downloader.downloadImage(
+                for: request, success: { _, response, _ in fetched.append(response != nil) },
+                failure: { _, _, error in XCTFail("\(path) \(String(describing: field)): \(error)") })
+            try await eventually({ fetched.count == 1 }, "\(path) \(String(describing: field))")
+            return fetched.values == [true]
+        }
+        // A part is not stored: not for a range request, not for a plain one.
+        let url = try server.url("/part")
+        let rangeReached = try await download("/part", ("Range", "bytes=0-"))
+        XCTAssertTrue(rangeReached)
+        XCTAssertNil(cache.image(for: URLRequest(url: url), withAdditionalIdentifier: nil), "a range's answer")
+        let partReached = try await download("/part", nil)
+        XCTAssertTrue(partReached)
+        XCTAssertNil(cache.image(for: URLRequest(url: url), withAdditionalIdentifier: nil), "a 206 to a plain request")
+        // A whole image, fetched past the cache, is not stored either.
+        let fast = try server.url("/fast")
+        let noCacheReached = try await download("/fast", ("Cache-Control", "no-cache"))
+        XCTAssertTrue(noCacheReached)
+        XCTAssertNil(cache.image(for: URLRequest(url: fast), withAdditionalIdentifier: nil), "a no-cache request's answer")
+        // Stored by a plain request, then asked past the cache by each shaped one.
+        let plainReached = try await download("/fast", nil)
+        XCTAssertTrue(plainReached)
+        XCTAssertEqual(server.requestCount("/fast"), 2)
+        let shaped = [
+            ("If-None-Match", "\"v1\""), ("If-Modified-Since", "Sun, 29 Nov 2026 10:00:00 GMT"), ("Range", "bytes=0-3"),
+            ("Cache-Control", "max-age=0"), ("Cache-Control", "private, NO-CACHE"), ("Pragma", "no-cache"),
+        ]
+        for (index, field) in shaped.enumerated() {
+            let shapedReached = try await download("/fast", field)
+            XCTAssertTrue(shapedReached, "\(field) reached the server")
+            XCTAssertEqual(server.requestCount("/fast"), 3 + index, "\(field)")
+        }
+        let staleReached = try await download("/fast", ("Cache-Control", "max-stale=60"))
+        XCTAssertFalse(staleReached, "answered from the image cache")
+        let plainReachedAgain = try await download("/fast", nil)
+        XCTAssertFalse(plainReachedAgain, "the plain request still finds the image cached")
+        XCTAssertEqual(server.requestCount("/fast"), 2 + shaped.count)
+        await shutDown(downloader)
+    }
+
     /// The image cache meets the serializer's decoding: downloaders sharing one cache, one that
     /// downsamples (`maximumPixelSize`) and one that decodes at full size, each get the image as
     /// its own serializer makes it, and each then finds its own in the cache.

@@ -16,8 +16,9 @@ import FoundationNetworking
 /// - At most ``maximumActiveDownloads`` transfers run at once; the rest wait, started in
 ///   ``downloadPrioritization`` order (a waiting download whose task has a higher
 ///   `SessionTask.priority` goes first: prefetches wait behind what is on screen).
-/// - The ``imageCache`` is consulted first unless the request's `cachePolicy` says to reload,
-///   and every downloaded image is offered to it.
+/// - The ``imageCache`` is consulted first unless the request's `cachePolicy` says to reload
+///   or the request shapes its own answer (a range, a condition, `Cache-Control: no-cache`),
+///   and every other downloaded image (not a 206's part) is offered to it.
 /// - A download is known by the caller's URL from request to cancel: a `RequestAdapter` on
 ///   the manager that rewrites URLs changes what is sent, not merging, cancelling or the
 ///   cache key (images are cached under the caller's request).
@@ -242,7 +243,7 @@ public final class ImageDownloader: Sendable {
     /// and, on a miss while the downloader holds credentials, a second one for an image they
     /// unlocked (see ``CacheVariant``).
     func cachedImage(for request: URLRequest) -> Image? {
-        guard Self.mayUseCache(request.cachePolicy) else { return nil }
+        guard Self.mayUseCache(request.cachePolicy), !ImageRequestKey.asksPastTheImageCache(request) else { return nil }
         let (cache, revision) = state.withLock { ($0.imageCache, $0.credentials.isEmpty ? nil : $0.credentials.revision) }
         guard let cache else { return nil }
         let variant = CacheVariant(
@@ -331,7 +332,10 @@ public final class ImageDownloader: Sendable {
         // Only under the variant the transfer started with, if it still holds: a serializer or
         // a credential changed meanwhile leaves it uncached. Never an image whose server a
         // challenge handler trusted against the policy: that decision was for this transfer.
-        if case .success(let image) = result, !response.admittedByTrustOverride {
+        // Nor a part of an image (a 206) or the answer to a request that shaped its own.
+        if case .success(let image) = result, !response.admittedByTrustOverride, response.response?.statusCode != 206,
+            !ImageRequestKey.asksPastTheImageCache(request)
+        {
             let (current, cache) = state.withLock { ($0.queue.isCurrent(id, for: key), $0.imageCache) }
             let unlocked = response.metrics?.transactionMetrics.contains { $0.statusCode == 401 } ?? false
             if current, let cache, !unlocked || variant.credentials != nil, currentCacheVariant(for: request) == variant {

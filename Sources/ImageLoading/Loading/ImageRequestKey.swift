@@ -39,6 +39,26 @@ enum ImageRequestKey {
         return key
     }
 
+    /// Whether `request` shapes its own answer past the image cache: a range, a condition
+    /// (`If-None-Match`, `If-Modified-Since`, ...), or a directive that asks the origin
+    /// (`Cache-Control: no-cache`, `no-store` or `max-age=0`, `Pragma: no-cache`). Such a
+    /// request is answered by the HTTP layer, never from the image cache, and what it fetched
+    /// is not stored there (a range's image is part of one; a conditional answer is the
+    /// caller's). Another `Cache-Control` (a `max-stale`, say) leaves the image cache in use.
+    static func asksPastTheImageCache(_ request: URLRequest) -> Bool {
+        for name in answerChangingFields where name != "Cache-Control" && name != "Pragma" {
+            if request.value(forHTTPHeaderField: name) != nil { return true }
+        }
+        let directives = [request.value(forHTTPHeaderField: "Cache-Control"), request.value(forHTTPHeaderField: "Pragma")]
+        for value in directives.compactMap({ $0 }) {
+            for directive in value.lowercased().split(separator: ",") {
+                let token = directive.trimmingCharacters(in: .whitespaces)
+                if token == "no-cache" || token == "no-store" || token == "max-age=0" { return true }
+            }
+        }
+        return false
+    }
+
     /// Request fields that change what the HTTP cache or the server answers.
     private static let answerChangingFields = [
         "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since", "If-Range", "Range", "Cache-Control", "Pragma",
