@@ -12,8 +12,16 @@ struct PrintSelection: Equatable, Sendable {
     /// `b`: the response body.
     var responseBody = false
     /// `-v`: also the timings and connection facts, after the response on standard output as
-    /// the rest of `-v` (on standard error with `--download`, where the body goes to a file).
+    /// the rest of `-v` (on standard error with `--download` and `-o -`, where standard output
+    /// is not the exchange's).
     var metrics = false
+
+    /// `b` alone: the response body and nothing else.
+    static var bodyOnly: PrintSelection {
+        var selection = PrintSelection()
+        selection.responseBody = true
+        return selection
+    }
 
     /// Parses `--print` letters; nil when a letter is not one of `HBhb`.
     init?(letters: String) {

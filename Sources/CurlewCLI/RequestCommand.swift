@@ -172,16 +172,23 @@ struct RequestCommand: AsyncParsableCommand {
                 return
             }
 
-            let selection = try output.selection(stdoutIsTerminal: stdout.isTerminal)
-            let printer = ExchangePrinter(pretty: output.effectivePretty(stdoutIsTerminal: stdout.isTerminal), isTerminal: stdout.isTerminal)
+            // `-o -` keeps standard output for the body alone (it is piped on as bytes): what
+            // else was asked for (-p, --headers, -v) goes to standard error, as with --download,
+            // and nothing else by default.
+            let rawBody = download.output == "-"
+            let info = rawBody ? Terminal.standardError : stdout
+            let asked = output.print != nil || output.headers || output.body || output.verbose
+            let selection =
+                rawBody && !asked ? PrintSelection.bodyOnly : try output.selection(stdoutIsTerminal: info.isTerminal)
+            let printer = ExchangePrinter(pretty: output.effectivePretty(stdoutIsTerminal: info.isTerminal), isTerminal: info.isTerminal)
             // The request as HTTPie shows it: head, blank line, body, then a blank line before the response.
-            if selection.requestHead { stdout.write(printer.requestHead(built.request)) }
+            if selection.requestHead { info.write(printer.requestHead(built.request)) }
             if selection.requestBody, let body = printer.requestBody(built) {
-                if selection.requestHead { stdout.write("\n") }
-                stdout.write(body)
-                if body.last != UInt8(ascii: "\n") { stdout.write("\n") }
+                if selection.requestHead { info.write("\n") }
+                info.write(body)
+                if body.last != UInt8(ascii: "\n") { info.write("\n") }
             }
-            if selection.requestHead || selection.requestBody { stdout.write("\n") }
+            if selection.requestHead || selection.requestBody { info.write("\n") }
 
             // Cookies the server set before a failure (a redirect hop's, one beside a cut body)
             // are saved too, as curl's cookie jar keeps them.
@@ -201,7 +208,7 @@ struct RequestCommand: AsyncParsableCommand {
                 guard let head = response.head else { throw ToolFailure(.error, "no response arrived") }
                 try writer.finish(response)
                 if selection.metrics, let metrics = response.metrics {
-                    stdout.write("\n" + ExchangePrinter.metricsText(metrics))
+                    info.write("\n" + ExchangePrinter.metricsText(metrics))
                 }
                 // `--check-status`: the exchange succeeded (its session is saved as such); the
                 // status decides the exit code afterwards.

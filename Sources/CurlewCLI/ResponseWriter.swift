@@ -13,7 +13,8 @@ final class ResponseWriter: @unchecked Sendable {  // `headWritten` and `writeFa
     enum Sink {
         case standardOutput
         /// `-o -`: the body on standard output as it is, as curl's — never formatted, a
-        /// binary body too, whatever `--print` says.
+        /// binary body too, whatever `--print` says; the head, when asked for, on standard
+        /// error.
         case rawStandardOutput
         case file(OutputFile)
         case discard
@@ -91,10 +92,18 @@ final class ResponseWriter: @unchecked Sendable {  // `headWritten` and `writeFa
         guard !headWritten, let head else { return }
         headWritten = true
         guard selection.responseHead else { return }
-        noteStandardOutput(stdout.write(printer.responseHead(head)))
         switch sink {
-        case .standardOutput, .rawStandardOutput: noteStandardOutput(stdout.write("\n"))  // before the body
-        case .file, .discard: break
+        case .standardOutput:
+            noteStandardOutput(stdout.write(printer.responseHead(head)))
+            noteStandardOutput(stdout.write("\n"))  // before the body
+        case .rawStandardOutput:
+            // Standard output is the body's alone; the head goes beside it (a failed write of
+            // standard error is not the run's failure).
+            let standardError = Terminal.standardError
+            _ = standardError.write(printer.responseHead(head))
+            _ = standardError.write("\n")
+        case .file, .discard:
+            noteStandardOutput(stdout.write(printer.responseHead(head)))
         }
     }
 
