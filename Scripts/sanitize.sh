@@ -85,7 +85,10 @@ start_httpbin
 log "running the tests (${filters[*]:-all}); log in $log_file"
 started=$SECONDS
 status=0
-timeout --kill-after=30 "$run_limit" swift test --skip-build --disable-swift-testing "${build_args[@]}" "${filters[@]}" \
+# SIGINT, which `swift test` passes on to the test process (SIGTERM would kill `swift test`
+# alone and leave the test process running); --foreground keeps Ctrl-C reaching it.
+watchdog=(timeout --foreground --signal=INT --kill-after=60 "$run_limit")
+"${watchdog[@]}" swift test --skip-build --disable-swift-testing "${build_args[@]}" "${filters[@]}" \
     >"$log_file" 2>&1 || status=$?
 # A sanitizer runtime that cannot start at all (a kernel whose address-space randomisation
 # leaves no room for TSan's fixed shadow layout: "FATAL: ThreadSanitizer: unexpected memory
@@ -97,7 +100,7 @@ if ((status != 0)) && grep -qE "$startup_failure" "$log_file" && ! grep -q "Test
     log "the $kind sanitizer's runtime could not start; again with address-space randomisation off (setarch -R)"
     grep -E "$startup_failure" "$log_file" | head -3 >&2 || true
     status=0
-    setarch "$(uname -m)" -R swift test --skip-build --disable-swift-testing "${build_args[@]}" "${filters[@]}" >"$log_file" 2>&1 \
+    "${watchdog[@]}" setarch "$(uname -m)" -R swift test --skip-build --disable-swift-testing "${build_args[@]}" "${filters[@]}" >"$log_file" 2>&1 \
         || status=$?
     if ((status != 0)) && grep -qE "$startup_failure" "$log_file" && ! grep -q "Test Case '" "$log_file"; then
         grep -E "$startup_failure" "$log_file" | head -3 >&2 || true
@@ -106,7 +109,7 @@ if ((status != 0)) && grep -qE "$startup_failure" "$log_file" && ! grep -q "Test
     fi
 fi
 log "tests ran in $((SECONDS - started)) s (exit status $status)"
-if ((status == 124 || status == 137)); then
+if (((status == 124 || status == 137) && SECONDS - started >= run_limit)); then
     log "STOPPED after $run_limit s: the run did not end"
 fi
 # Tests that started and never ended: the one a crash or a hang stopped in.
@@ -137,7 +140,7 @@ if ((status != 0 && run_ended && ${#failed_tests[@]} > 0 && ${#failed_tests[@]} 
     retry_filters=()
     for test_name in "${failed_tests[@]}"; do retry_filters+=(--filter "${test_name/./\/}\$"); done
     retry_status=0
-    swift test --skip-build --disable-swift-testing "${build_args[@]}" "${retry_filters[@]}" >"$scratch/sanitize-retry.log" 2>&1 \
+    "${watchdog[@]}" swift test --skip-build --disable-swift-testing "${build_args[@]}" "${retry_filters[@]}" >"$scratch/sanitize-retry.log" 2>&1 \
         || retry_status=$?
     cat "$scratch/sanitize-retry.log" >>"$log_file"
     if ((retry_status == 0)); then

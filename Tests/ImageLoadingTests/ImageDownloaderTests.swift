@@ -239,18 +239,19 @@ final class ImageDownloaderTests: XCTestCase {
         let partReached = try await download("/part", nil)
         XCTAssertTrue(partReached)
         XCTAssertNil(cache.image(for: URLRequest(url: url), withAdditionalIdentifier: nil), "a 206 to a plain request")
-        // A whole image, fetched past the cache, is not stored either.
+        // Nor the answer to a request that said no-store.
         let fast = try server.url("/fast")
-        let noCacheReached = try await download("/fast", ("Cache-Control", "no-cache"))
-        XCTAssertTrue(noCacheReached)
-        XCTAssertNil(cache.image(for: URLRequest(url: fast), withAdditionalIdentifier: nil), "a no-cache request's answer")
+        let noStoreReached = try await download("/fast", ("Cache-Control", "no-store"))
+        XCTAssertTrue(noStoreReached)
+        XCTAssertNil(cache.image(for: URLRequest(url: fast), withAdditionalIdentifier: nil), "a no-store request's answer")
         // Stored by a plain request, then asked past the cache by each shaped one.
         let plainReached = try await download("/fast", nil)
         XCTAssertTrue(plainReached)
         XCTAssertEqual(server.requestCount("/fast"), 2)
         let shaped = [
             ("If-None-Match", "\"v1\""), ("If-Modified-Since", "Sun, 29 Nov 2026 10:00:00 GMT"), ("Range", "bytes=0-3"),
-            ("Cache-Control", "max-age=0"), ("Cache-Control", "private, NO-CACHE"), ("Pragma", "no-cache"),
+            ("Cache-Control", "max-age=0"), ("Cache-Control", "max-age=\"00\""), ("Cache-Control", "private, NO-CACHE"),
+            ("Pragma", "no-cache"),
         ]
         for (index, field) in shaped.enumerated() {
             let shapedReached = try await download("/fast", field)
@@ -262,6 +263,38 @@ final class ImageDownloaderTests: XCTestCase {
         let plainReachedAgain = try await download("/fast", nil)
         XCTAssertFalse(plainReachedAgain, "the plain request still finds the image cached")
         XCTAssertEqual(server.requestCount("/fast"), 2 + shaped.count)
+        await shutDown(downloader)
+    }
+
+    /// A refresh (`Cache-Control: no-cache`) fetches the image past the cache and its whole
+    /// answer replaces the cached one: the plain requests after it get the new version.
+    func testARefreshReplacesTheCachedImage() async throws {
+        let cache = AutoPurgingImageCache()
+        let downloader = TestImages.downloader(cache: cache)
+        let versions = RequestCounter()
+        let images = try (1...3).map { try TestImages.image(value: UInt8($0)) }
+        server.route("/versioned") { _ in TestImages.response(images[min(versions.next(), images.count) - 1]) }
+        let url = try server.url("/versioned")
+        func download(refresh: Bool) async throws -> (fetched: Bool, version: UInt8?) {
+            var request = URLRequest(url: url)
+            if refresh { request.setValue("no-cache", forHTTPHeaderField: "Cache-Control") }
+            let delivered = Recorder<(Bool, UInt8?)>()
+            downloader.downloadImage(
+                for: request, success: { _, response, image in delivered.append((response != nil, image.pixels.first)) },
+                failure: { _, _, error in XCTFail("\(error)") })
+            try await eventually({ delivered.count == 1 }, "delivered")
+            return delivered.values.first ?? (false, nil)
+        }
+        var outcome = try await download(refresh: false)
+        XCTAssertEqual(outcome.fetched, true)
+        XCTAssertEqual(outcome.version, 1)
+        outcome = try await download(refresh: true)
+        XCTAssertEqual(outcome.fetched, true, "the refresh went to the server")
+        XCTAssertEqual(outcome.version, 2)
+        outcome = try await download(refresh: false)
+        XCTAssertEqual(outcome.fetched, false, "answered from the image cache")
+        XCTAssertEqual(outcome.version, 2, "the refresh's image replaced the first")
+        XCTAssertEqual(versions.value, 2)
         await shutDown(downloader)
     }
 

@@ -90,7 +90,12 @@ final class ClientCertificateTests: XCTestCase {
         defer { server.shutdown() }
         let manager = try manager(nil)
         let response = await manager.get(try server.url("/x"))
-        guard case .failure = response.result else { return XCTFail("expected a failure") }
+        guard case .failure(let error) = response.result else { return XCTFail("expected a failure") }
+        // TLS 1.3: the server's refusal is an alert at the first read, after the client's side
+        // of the handshake ended. A refusal by TLS (no retry cures it), not a lost connection,
+        // which the default RetryPolicy retried and an event stream reconnected after forever.
+        guard case .tlsHandshakeFailed(let message)? = error as? SessionError else { return XCTFail("\(error)") }
+        XCTAssertTrue(message.contains("alert"), message)
         XCTAssertEqual(server.requests.count, 0)
     }
 }

@@ -18,7 +18,8 @@ import FoundationNetworking
 ///   `SessionTask.priority` goes first: prefetches wait behind what is on screen).
 /// - The ``imageCache`` is consulted first unless the request's `cachePolicy` says to reload
 ///   or the request shapes its own answer (a range, a condition, `Cache-Control: no-cache`),
-///   and every other downloaded image (not a 206's part) is offered to it.
+///   and every downloaded image is offered to it but a part (a 206, a range's answer) and a
+///   `no-store` request's.
 /// - A download is known by the caller's URL from request to cancel: a `RequestAdapter` on
 ///   the manager that rewrites URLs changes what is sent, not merging, cancelling or the
 ///   cache key (images are cached under the caller's request).
@@ -332,9 +333,9 @@ public final class ImageDownloader: Sendable {
         // Only under the variant the transfer started with, if it still holds: a serializer or
         // a credential changed meanwhile leaves it uncached. Never an image whose server a
         // challenge handler trusted against the policy: that decision was for this transfer.
-        // Nor a part of an image (a 206) or the answer to a request that shaped its own.
+        // Nor a part of an image (a 206), nor the answer to a range or a `no-store` request.
         if case .success(let image) = result, !response.admittedByTrustOverride, response.response?.statusCode != 206,
-            !ImageRequestKey.asksPastTheImageCache(request)
+            !ImageRequestKey.keepsItsAnswerOutOfTheImageCache(request)
         {
             let (current, cache) = state.withLock { ($0.queue.isCurrent(id, for: key), $0.imageCache) }
             let unlocked = response.metrics?.transactionMetrics.contains { $0.statusCode == 401 } ?? false

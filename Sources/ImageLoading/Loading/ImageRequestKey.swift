@@ -42,18 +42,37 @@ enum ImageRequestKey {
     /// Whether `request` shapes its own answer past the image cache: a range, a condition
     /// (`If-None-Match`, `If-Modified-Since`, ...), or a directive that asks the origin
     /// (`Cache-Control: no-cache`, `no-store` or `max-age=0`, `Pragma: no-cache`). Such a
-    /// request is answered by the HTTP layer, never from the image cache, and what it fetched
-    /// is not stored there (a range's image is part of one; a conditional answer is the
-    /// caller's). Another `Cache-Control` (a `max-stale`, say) leaves the image cache in use.
+    /// request is answered by the HTTP layer, never from the image cache. Another
+    /// `Cache-Control` (a `max-stale`, say) leaves the image cache in use.
     static func asksPastTheImageCache(_ request: URLRequest) -> Bool {
         for name in answerChangingFields where name != "Cache-Control" && name != "Pragma" {
             if request.value(forHTTPHeaderField: name) != nil { return true }
         }
-        let directives = [request.value(forHTTPHeaderField: "Cache-Control"), request.value(forHTTPHeaderField: "Pragma")]
-        for value in directives.compactMap({ $0 }) {
+        return hasDirective(in: request) { $0 == "no-cache" || $0 == "no-store" || $0 == "max-age=0" }
+    }
+
+    /// Whether what `request` fetched stays out of the image cache: the answer to a range (a
+    /// part of an image, or one chosen by `If-Range`) or to a request that said `no-store`.
+    /// A refresh's whole image (`no-cache`, a condition answered with a 200) is stored,
+    /// replacing the older one.
+    static func keepsItsAnswerOutOfTheImageCache(_ request: URLRequest) -> Bool {
+        request.value(forHTTPHeaderField: "Range") != nil || request.value(forHTTPHeaderField: "If-Range") != nil
+            || hasDirective(in: request) { $0 == "no-store" }
+    }
+
+    /// Whether a directive of the request's `Cache-Control` or `Pragma` matches, each
+    /// lowercased and trimmed; `max-age` reads as `max-age=0` for any zero value (`"0"`, `00`).
+    private static func hasDirective(in request: URLRequest, _ matches: (String) -> Bool) -> Bool {
+        for name in ["Cache-Control", "Pragma"] {
+            guard let value = request.value(forHTTPHeaderField: name) else { continue }
             for directive in value.lowercased().split(separator: ",") {
-                let token = directive.trimmingCharacters(in: .whitespaces)
-                if token == "no-cache" || token == "no-store" || token == "max-age=0" { return true }
+                var token = directive.trimmingCharacters(in: .whitespaces)
+                if token.hasPrefix("max-age="),
+                    let seconds = Int(token.dropFirst("max-age=".count).trimmingCharacters(in: CharacterSet(charactersIn: "\"")))
+                {
+                    token = "max-age=\(seconds)"
+                }
+                if matches(token) { return true }
             }
         }
         return false

@@ -87,17 +87,37 @@ extension TaskDelegate {
         // resets the connections it accepted). A refusal by TLS itself (an alert, no shared
         // version, a certificate) keeps `tlsHandshakeFailed`.
         if code == CURLE_SSL_CONNECT_ERROR, handshakeWasCut() { return .networkLost(easy.errorMessage) }
+        // TLS 1.3 ends the client's side of the handshake before the server's verdict on its
+        // certificate: a refusal arrives as an alert at the first read or write. An alert is
+        // TLS refusing, which no retry or reconnection cures, not a lost connection.
+        if code == CURLE_RECV_ERROR || code == CURLE_SEND_ERROR, receivedTLSAlert() {
+            return .tlsHandshakeFailed(easy.errorMessage)
+        }
         return SessionError(curlCode: code, message: easy.errorMessage)
     }
 
-    /// Whether a failed handshake ended because the connection did: the socket's error is a
-    /// reset or a broken pipe, or there is none and OpenSSL's verdict is `SSL_ERROR_SYSCALL`
-    /// (the peer closed before its hello; libcurl names the verdict in its message). Bytes
-    /// only: this runs on the driver thread.
+    /// Whether libcurl's message is OpenSSL's report of an alert from the peer ("SSL
+    /// routines" ... "alert certificate required", "alert unknown ca", ...). Bytes only.
+    private func receivedTLSAlert() -> Bool {
+        let message = easy.errorMessage.utf8
+        return message.firstRange(of: "SSL routines:".utf8) != nil && message.firstRange(of: " alert ".utf8) != nil
+    }
+
+    /// Whether a failed handshake ended because the connection did: OpenSSL's verdict is an
+    /// end of stream (`SSL_ERROR_SYSCALL`, or OpenSSL 3's "unexpected eof while reading" that
+    /// newer libcurls report; libcurl names the verdict in its message), or the socket's
+    /// error is a reset or a broken pipe. The message first: libcurl keeps the socket error of
+    /// an address it gave up on (an IPv6 route that was not there) when another one connected.
+    /// Bytes only: this runs on the driver thread.
     private func handshakeWasCut() -> Bool {
+        let message = easy.errorMessage.utf8
+        if message.firstRange(of: "SSL_ERROR_SYSCALL".utf8) != nil
+            || message.firstRange(of: "unexpected eof while reading".utf8) != nil
+        {
+            return true
+        }
         switch Int32(clamping: easy.info(long: CURLINFO_OS_ERRNO) ?? 0) {
         case ECONNRESET, EPIPE, ECONNABORTED: return true
-        case 0: return easy.errorMessage.utf8.firstRange(of: "SSL_ERROR_SYSCALL".utf8) != nil
         default: return false
         }
     }
