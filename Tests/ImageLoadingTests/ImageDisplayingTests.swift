@@ -115,6 +115,21 @@ final class ImageDisplayingTests: XCTestCase {
         XCTAssertEqual(server.requests.count, 1)
     }
 
+    /// A refresh (`Cache-Control: no-cache`) of the URL a view is loading is a load of its
+    /// own: it replaces the plain one and reaches the server. It was taken for the same load
+    /// and dropped (the view kept what the plain load brought).
+    func testARefreshOfTheURLBeingLoadedIsALoadOfItsOwn() async throws {
+        let view = RecordingImageView()
+        view.setImage(with: try url("/picture"), placeholderImage: placeholder, on: queue)
+        var refresh = URLRequest(url: try url("/picture"))
+        refresh.setValue("no-cache", forHTTPHeaderField: "Cache-Control")
+        view.setImage(withURLRequest: refresh, placeholderImage: other, on: queue)
+        XCTAssertEqual(view.history, [placeholder, other], "the refresh set its placeholder: a load of its own")
+        try await eventually({ view.history.count == 3 }, "the refresh's image arrives")
+        XCTAssertEqual(view.history.last, picture)
+        XCTAssertTrue(server.requests.contains { $0.header("cache-control") == "no-cache" }, "the refresh reached the server")
+    }
+
     func testANilURLCancelsAndShowsThePlaceholder() async throws {
         let view = RecordingImageView()
         view.setImage(with: try url("/picture"), on: queue)

@@ -13,7 +13,8 @@ enum ImageLoad {
     /// Loads `request` into `slot` of `owner`:
     /// - no URL: cancels the slot's download, shows `placeholder` (nil included) and calls
     ///   `failure` with `URLError(.badURL)`, before returning;
-    /// - the same URL already downloading for the slot: nothing;
+    /// - the same URL already downloading for the slot (the same credentials, cache policy
+    ///   and answer-shaping fields: the downloader's merge key): nothing;
     /// - otherwise cancels the slot's download, then, with the image in the cache (and a
     ///   `cachePolicy` that allows it), calls `success` or shows the image, before returning;
     /// - else shows `placeholder` if there is one, and downloads: on `queue`, if the download
@@ -32,7 +33,9 @@ enum ImageLoad {
             failure?(request, nil, URLError(.badURL))
             return
         }
-        let urlIdentifier = ImageRequestKey.key(for: request, url: url)  // another user's load of the URL is another load
+        // Another user's load of the URL is another load, and so is a refresh, a range or a
+        // cache-only load of it (the downloader's merge key): each replaces a plain one.
+        let urlIdentifier = ImageRequestKey.mergeKey(for: request, url: url)
         if ImageBindingRegistry.isActive(owner, slot, urlIdentifier: urlIdentifier) { return }
         cancel(owner, slot)
 
