@@ -8,7 +8,8 @@ import Glibc
 extension DownloadFile {
     /// Opens and locks the partial file a resumed download continues, cut to `length` bytes;
     /// nil when it is gone or is not what the resume data says (shorter, not a regular file):
-    /// the download then starts from byte 0 in a new file at the same path.
+    /// the download then starts from byte 0 in a new file at the same path. A longer file that
+    /// cannot be cut back is an error, and left as it is.
     ///
     /// Resume data names a path, and whatever is there must be this user's own partial file
     /// before a byte is cut or written: owned by this user, one link only (a hard link is
@@ -63,7 +64,15 @@ extension DownloadFile {
             throw .fileWriteFailed("the partial file '\(path)' was taken by another download task")
         }
         let size = Int64(current.st_size)
-        if size >= length, size == length || ftruncate(existing, off_t(length)) == 0 { return existing }
+        if size == length { return existing }
+        if size > length {
+            if ftruncate(existing, off_t(length)) == 0 { return existing }
+            // The bytes the resume data vouches for are there: kept, and the task fails
+            // (they went with the file when a failed cut was taken for a short file).
+            let error = failure("cannot cut the partial file back to \(length) bytes", path: path)
+            close(existing)
+            throw error
+        }
         // Too short to continue: this task owns it (locked, and still at the path), so it goes.
         unlink(path)
         close(existing)
