@@ -88,9 +88,10 @@ extension TaskDelegate {
         // version, a certificate) keeps `tlsHandshakeFailed`.
         if code == CURLE_SSL_CONNECT_ERROR, handshakeWasCut() { return .networkLost(easy.errorMessage) }
         // TLS 1.3 ends the client's side of the handshake before the server's verdict on its
-        // certificate: a refusal arrives as an alert at the first read or write. An alert is
-        // TLS refusing, which no retry or reconnection cures, not a lost connection.
-        if code == CURLE_RECV_ERROR || code == CURLE_SEND_ERROR, receivedTLSAlert() {
+        // certificate: a refusal arrives as an alert at the first read or write, before any
+        // answer. Such an alert is TLS refusing, which no retry or reconnection cures, not a
+        // lost connection (one in the middle of a body stays a loss).
+        if code == CURLE_RECV_ERROR || code == CURLE_SEND_ERROR, responseHead == nil, receivedTLSAlert() {
             return .tlsHandshakeFailed(easy.errorMessage)
         }
         return SessionError(curlCode: code, message: easy.errorMessage)
