@@ -29,7 +29,9 @@ extension ImageDisplaying {
     ///
     /// - A request without URL cancels the current download, sets ``image`` to
     ///   `placeholderImage` (nil clears it) and calls `failure` with `URLError(.badURL)`.
-    /// - A request for the URL this view is already downloading does nothing.
+    /// - A request this view is already downloading does nothing: the same URL, credentials,
+    ///   cache policy, range, conditions and cache directives (a `no-cache` refresh of the URL
+    ///   is another load, which replaces the running one).
     /// - Otherwise the current download is cancelled. An image in the downloader's cache (when
     ///   the request's `cachePolicy` allows the cache) is used at once: `success` is called
     ///   with a nil response, or, without `success`, ``image`` is set.
