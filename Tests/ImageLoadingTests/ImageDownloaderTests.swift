@@ -231,19 +231,17 @@ final class ImageDownloaderTests: XCTestCase {
             try await eventually({ fetched.count == 1 }, "\(path) \(String(describing: field))")
             return fetched.values == [true]
         }
-        // A part is not stored: not for a range request, not for a plain one.
-        let url = try server.url("/part")
-        let rangeReached = try await download("/part", ("Range", "bytes=0-"))
-        XCTAssertTrue(rangeReached)
-        XCTAssertNil(cache.image(for: URLRequest(url: url), withAdditionalIdentifier: nil), "a range's answer")
-        let partReached = try await download("/part", nil)
-        XCTAssertTrue(partReached)
-        XCTAssertNil(cache.image(for: URLRequest(url: url), withAdditionalIdentifier: nil), "a 206 to a plain request")
-        // Nor the answer to a request that said no-store.
-        let fast = try server.url("/fast")
-        let noStoreReached = try await download("/fast", ("Cache-Control", "no-store"))
-        XCTAssertTrue(noStoreReached)
-        XCTAssertNil(cache.image(for: URLRequest(url: fast), withAdditionalIdentifier: nil), "a no-store request's answer")
+        // Not stored: a part (for a range request and for a plain one), and the answer to a
+        // request that said no-store.
+        let unstored: [(path: String, field: (name: String, value: String)?, what: String)] = [
+            ("/part", ("Range", "bytes=0-"), "a range's answer"), ("/part", nil, "a 206 to a plain request"),
+            ("/fast", ("Cache-Control", "no-store"), "a no-store request's answer"),
+        ]
+        for (path, field, what) in unstored {
+            let reached = try await download(path, field)
+            XCTAssertTrue(reached, what)
+            XCTAssertNil(cache.image(for: try request(path), withAdditionalIdentifier: nil), what)
+        }
         // Stored by a plain request, then asked past the cache by each shaped one.
         let plainReached = try await download("/fast", nil)
         XCTAssertTrue(plainReached)
