@@ -97,4 +97,16 @@ static inline void *_Nullable curlew_mremap_maymove(void *_Nonnull address, size
     return moved == -1 ? (void *)0 : (void *)moved;
 }
 
+// MARK: renameat2 (declared by glibc only under _GNU_SOURCE)
+
+// Moves a finished download to its destination without replacing anything there: the system
+// call with RENAME_NOREPLACE (1 in <linux/fs.h>), so the check that the destination is free
+// and the move are one step. Paths are from the working directory (AT_FDCWD, -100: <fcntl.h>
+// is not included, or its struct stat would belong to this module). 0, or -1 with errno
+// (EEXIST when taken; EXDEV across file systems; EINVAL or ENOSYS where the file system or
+// kernel has no such flag).
+static inline int curlew_rename_noreplace(const char *_Nonnull from, const char *_Nonnull to) {
+    return (int)syscall(SYS_renameat2, -100 /* AT_FDCWD */, from, -100, to, 1U /* RENAME_NOREPLACE */);
+}
+
 #endif

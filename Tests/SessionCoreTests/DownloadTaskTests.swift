@@ -138,6 +138,33 @@ final class DownloadTaskTests: XCTestCase {
         XCTAssertEqual(leftovers, [])
     }
 
+    /// A download directory on another file system than the destination (`/dev/shm`, a tmpfs):
+    /// the file is copied across, whole, and no temporary file stays behind.
+    func testADownloadMovesAcrossFileSystems() async throws {
+        let shm = URL(fileURLWithPath: "/dev/shm/curlew-dl-\(UUID().uuidString)")
+        guard (try? FileManager.default.createDirectory(at: shm, withIntermediateDirectories: false)) != nil else {
+            throw XCTSkip("no /dev/shm on this machine")
+        }
+        defer { try? FileManager.default.removeItem(at: shm) }
+        var configuration = SessionConfiguration.default
+        configuration.downloadDirectory = shm
+        let across = URLSessionManager(configuration: configuration)
+        defer { across.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let body = patternedData(count: 1_500_000)
+        _ = RangeFileRoute(server: server, path: "/file", body: body)
+        let destination = destinations.appendingPathComponent("file.bin")
+        let moved = expectation(forNotification: .downloadTaskDidMoveFileSuccessfully, object: nil)
+        let (_, response) = await download { done in
+            across.downloadTask(
+                with: URLRequest(url: try! server.url("/file")), destination: { _, _ in destination }, completionHandler: done)
+        }
+        await fulfillment(of: [moved], timeout: 30)
+        XCTAssertNil(response.error)
+        XCTAssertEqual(response.fileURL, destination)
+        XCTAssertEqual(try Data(contentsOf: destination), body)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: shm.path), [])
+    }
+
     func testADestinationInAMissingDirectoryIsAClearError() async throws {
         _ = RangeFileRoute(server: server, path: "/file", body: patternedData(count: 10_000))
         let destination = destinations.appendingPathComponent("no/such/dir/file")

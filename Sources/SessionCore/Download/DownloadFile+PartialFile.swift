@@ -66,7 +66,7 @@ extension DownloadFile {
         let size = Int64(current.st_size)
         if size == length { return existing }
         if size > length {
-            if ftruncate(existing, off_t(length)) == 0 { return existing }
+            if cut(existing, to: length) { return existing }
             // The bytes the resume data vouches for are there: kept, and the task fails
             // (they went with the file when a failed cut was taken for a short file).
             let error = failure("cannot cut the partial file back to \(length) bytes", path: path)

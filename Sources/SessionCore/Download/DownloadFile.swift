@@ -239,7 +239,7 @@ final class DownloadFile {
     /// earlier bytes with a resume point, nothing was appended, or the cut failed.
     func returnToEarlierBytes() -> Bool {
         guard earlierLength > 0, position > earlierLength,
-            ftruncate(descriptor, off_t(earlierLength)) == 0
+            Self.cut(descriptor, to: earlierLength)
         else { return false }
         position = earlierLength
         fileLength = earlierLength
@@ -355,7 +355,7 @@ final class DownloadFile {
         // close() then flushes the whole body to disk (1.5 s for 1 GiB, measured).
         guard fileLength > start else { return nil }
         fileLength = start
-        return ftruncate(descriptor, off_t(start)) == 0 ? nil : Self.failure("cannot truncate", path: path)
+        return Self.cut(descriptor, to: start) ? nil : Self.failure("cannot truncate", path: path)
     }
 
     /// Closes the file (which ends the lock); removes it unless `keep`.
@@ -373,6 +373,15 @@ final class DownloadFile {
         let claim = DownloadFileClaim(descriptor: descriptor)
         descriptor = -1
         return claim
+    }
+
+    /// Cuts the file open as `descriptor` to `length` bytes; false (with errno) when it cannot.
+    /// A cut a signal interrupts is tried again: on NFS and FUSE `ftruncate` can end in `EINTR`.
+    static func cut(_ descriptor: Int32, to length: Int64) -> Bool {
+        while ftruncate(descriptor, off_t(length)) != 0 {
+            if errno != EINTR { return false }
+        }
+        return true
     }
 
     /// A failed file operation, with the system's reason.

@@ -35,13 +35,12 @@ extension SessionEngine {
             ?? task.callbacks.destination.map { $0(temporary, outcome.head?.httpURLResponse) }
         guard let destination, destination != temporary else { return outcome }
         defer { task.releaseFileClaim() }  // the file left its path: moved, or removed below
-        do {
-            try FileManager.default.moveItem(at: temporary, to: destination)
+        do throws(SessionError) {
+            // Never over anything at the destination, even one made a moment ago (DestinationMove).
+            try DestinationMove.move(temporary, to: destination)
             EngineObservers.downloadDidMoveFile(task, error: nil)
             return outcome.with(fileURL: destination, resumePoint: outcome.resumePoint, error: outcome.error)
-        } catch {
-            let failure = SessionError.fileWriteFailed(
-                "cannot move the download to '\(destination.path)': \(error.localizedDescription)")
+        } catch let failure {
             try? FileManager.default.removeItem(at: temporary)
             task.recordSerializationError(failure)
             EngineObservers.downloadDidMoveFile(task, error: failure)
