@@ -118,6 +118,61 @@ final class CookieTransferTests: XCTestCase {
         await manager.waitUntilInvalidatedAfterUse()
     }
 
+    /// A caller's `Host` field names the first origin; libcurl picks the jar's cookies by it.
+    /// A redirect to another host goes without the field, so that host gets neither the first
+    /// one's name nor its cookies, and its own cookies are stored for itself.
+    func testARedirectToAnotherHostLeavesTheCallersHostFieldBehind() async throws {
+        let server = try TestServer { request in
+            let target = URL(string: request.uri)
+            switch target?.path {
+            case "/go": return TestResponse(status: 302, headers: [("Location", "http://b.example.com/land")])
+            case "/land": return TestResponse(status: 200, headers: [("Set-Cookie", "bside=1; Path=/")])
+            default: return .text("ok")
+            }
+        }
+        defer { server.shutdown() }
+        let manager = URLSessionManager.raw(try proxied(through: server))
+        let jar = try XCTUnwrap(manager.cookieJar)
+        try jar.add(Cookie(name: "aside", value: "secret", domain: "a.example.com"))
+        var request = URLRequest(url: try url("http://a.example.com/go"))
+        request.setValue("a.example.com", forHTTPHeaderField: "Host")
+        let response = await manager.response(for: request)
+        XCTAssertEqual(response.response?.statusCode, 200, "\(response.result)")
+        let requests = server.requests
+        XCTAssertEqual(requests.map { URL(string: $0.uri)?.path }, ["/go", "/land"])
+        XCTAssertEqual(requests.first?.headerValues("Cookie"), ["aside=secret"], "the first host's cookie goes to it")
+        XCTAssertEqual(requests.last?.headerValues("Host"), ["b.example.com"])
+        XCTAssertEqual(requests.last?.headerValues("Cookie"), [], "nothing of the first host's jar goes to the second")
+        XCTAssertEqual(
+            Set(jar.cookies.map { "\($0.name)@\($0.domain)" }), ["aside@a.example.com", "bside@b.example.com"],
+            "the second host's cookie is stored for it")
+        await manager.waitUntilInvalidatedAfterUse()
+    }
+
+    /// libcurl before 8.20 keeps a `Host` field's name on the easy handle for good (neither a
+    /// later transfer nor `curl_easy_reset` clears it) and picks the jar's cookies by it: the
+    /// next request the handle carried, to another host and naming none, got the first host's
+    /// cookies, and its own response's were stored for the first host.
+    func testALaterRequestGetsNoCookiesOfAnEarlierRequestsHostField() async throws {
+        let server = try TestServer { request in
+            URL(string: request.uri)?.host == "b.example.com"
+                ? TestResponse(status: 200, headers: [("Set-Cookie", "bside=1; Path=/")]) : .text("ok")
+        }
+        defer { server.shutdown() }
+        let manager = URLSessionManager.raw(try proxied(through: server))
+        let jar = try XCTUnwrap(manager.cookieJar)
+        try jar.add(Cookie(name: "aside", value: "secret", domain: "a.example.com"))
+        var first = URLRequest(url: try url("http://a.example.com/"))
+        first.setValue("a.example.com", forHTTPHeaderField: "Host")
+        for request in [first, URLRequest(url: try url("http://b.example.com/")), URLRequest(url: try url("http://b.example.com/again"))] {
+            let response = await manager.response(for: request)
+            XCTAssertEqual(response.response?.statusCode, 200, "\(response.result)")
+        }
+        XCTAssertEqual(server.requests.map { $0.headerValues("Cookie") }, [["aside=secret"], [], ["bside=1"]])
+        XCTAssertEqual(Set(jar.cookies.map { "\($0.name)@\($0.domain)" }), ["aside@a.example.com", "bside@b.example.com"])
+        await manager.waitUntilInvalidatedAfterUse()
+    }
+
     // MARK: - One jar per manager
 
     func testManagersGivenOneJarShareCookies() async throws {

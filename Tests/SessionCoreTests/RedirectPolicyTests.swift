@@ -33,6 +33,27 @@ final class RedirectPolicyTests: XCTestCase {
         }
     }
 
+    /// A caller's `Host` names the first origin: it stays on that origin, and at another the
+    /// field names the hop's own authority.
+    func testACallersHostFieldStaysWithItsOrigin() throws {
+        var first = request("http://a.test/start")
+        first.setValue("a.test", forHTTPHeaderField: "host")
+        for (target, host) in [
+            ("http://other.test/x", "other.test"), ("https://a.test/x", "a.test"), ("http://a.test:8080/x", "a.test:8080"),
+            ("https://[::1]:8443/x", "[::1]:8443"), ("https://b.test:443/x", "b.test"),
+        ] {
+            let next = try XCTUnwrap(RedirectPolicy.redirectedRequest(
+                from: first, response: response(302, location: target, from: "http://a.test/start")))
+            XCTAssertEqual(next.allHTTPHeaderFields?.filter { $0.key.lowercased() == "host" }.map(\.value), [host], target)
+        }
+        let plain = try XCTUnwrap(RedirectPolicy.redirectedRequest(
+            from: request("http://a.test/start"), response: response(302, location: "http://b.test/", from: "http://a.test/start")))
+        XCTAssertNil(plain.value(forHTTPHeaderField: "Host"), "no field where the caller named none")
+        let same = try XCTUnwrap(RedirectPolicy.redirectedRequest(
+            from: first, response: response(302, location: "/next", from: "http://a.test/start")))
+        XCTAssertEqual(same.value(forHTTPHeaderField: "Host"), "a.test")
+    }
+
     func testCredentialsStayOnTheSameOrigin() throws {
         let next = try XCTUnwrap(RedirectPolicy.redirectedRequest(
             from: request("http://a.test/start"), response: response(301, location: "/next", from: "http://a.test/start")))

@@ -49,6 +49,13 @@ enum CurlRuntime {
         /// pull request 11115) sizes the capped stream's window to its rate instead.
         var pacesWholeHTTP2Connections: Bool { versionNumber < 0x08_02_00 }
 
+        /// Whether an easy handle keeps the host a custom `Host` field named for every later
+        /// transfer. Before 8.20 libcurl kept that name (`state.aptr.cookiehost`) until
+        /// `curl_easy_cleanup`: neither a transfer without the field nor `curl_easy_reset`
+        /// cleared it, and it picks which of the jar's cookies go out and where a response's
+        /// cookies are stored. 8.20 scoped it to one request (curl commit 3a19987a87).
+        var keepsCookieHost: Bool { versionNumber < 0x08_14_00 }
+
         /// Whether an OpenSSL connection's app data is libcurl's connection filter, whose type
         /// names the TLS layer ("SSL" for the origin's, "SSL-PROXY" for an HTTPS proxy's):
         /// from 7.88 (7.87 kept the filter in ex_data slots of its own, leaving the app data
@@ -121,6 +128,13 @@ enum CurlRuntime {
     static let pacesWholeHTTP2Connections: Bool = {
         guard case .success(let info) = state else { return false }
         return info.pacesWholeHTTP2Connections
+    }()
+
+    /// Whether a handle that sent a custom `Host` field must not be used again
+    /// (`Info.keepsCookieHost`).
+    static let keepsCookieHost: Bool = {
+        guard case .success(let info) = state else { return true }
+        return info.keepsCookieHost
     }()
 
     /// Whether a handshake's TLS layer can be read from its connection (`Info.namesTLSLayers`).

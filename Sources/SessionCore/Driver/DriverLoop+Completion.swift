@@ -309,7 +309,8 @@ extension DriverLoop {
     }
 
     func recycle(_ easy: EasyHandle) {
-        guard idleHandles.count < idleHandleLimit else { return }  // freed by deinit
+        // Freed by deinit: the pool is full, or libcurl tied the handle to a `Host` field's name.
+        guard idleHandles.count < idleHandleLimit, !easy.isBoundToCookieHost else { return }
         easy.recycle()
         idleHandles.append(easy)
     }

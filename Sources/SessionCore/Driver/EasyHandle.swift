@@ -48,6 +48,10 @@ final class EasyHandle {
     /// or the driver's own share), nil when none. Kept between transfers, as curl keeps it
     /// across `curl_easy_reset`; a transfer sets `CURLOPT_SHARE` only when it differs.
     var joinedShare: UnsafeMutableRawPointer?
+    /// A transfer on this handle sent a `Host` field of its own, and this libcurl keeps the name
+    /// it gave for the handle's life (`CurlRuntime.keepsCookieHost`): the jar's cookies of later
+    /// transfers would be picked for it. The handle is not used again (`DriverLoop.recycle`).
+    var isBoundToCookieHost = false
     /// A transfer on this handle counts as running in `cookieShare`.
     var isRunningInCookieShare = false
     /// The parsed URL set with `CURLOPT_CURLU`: libcurl keeps only the pointer, so the handle

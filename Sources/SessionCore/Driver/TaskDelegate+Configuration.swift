@@ -160,6 +160,7 @@ extension TaskDelegate {
             headerLines.append("Expect:")
         }
         guard easy.setHeaders(headerLines) else { return .curl(code: Int(CURLE_OUT_OF_MEMORY.rawValue), message: "out of memory") }
+        if prepared.namesHost && CurlRuntime.keepsCookieHost { easy.isBoundToCookieHost = true }
 
         configureMethodAndBody()
         // libcurl upgrades an http:// URL of a host it knows from HSTS while it connects,

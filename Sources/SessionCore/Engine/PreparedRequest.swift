@@ -34,6 +34,9 @@ final class PreparedRequest: Sendable {
     let acceptEncoding: String?
     let body: RequestBody
     let hasCookieHeader: Bool
+    /// The request names its own `Host`: libcurl before 8.20 ties the handle's cookies to that
+    /// name for good (`CurlRuntime.keepsCookieHost`), so the handle is not used again.
+    let namesHost: Bool
     /// The caller set an `Expect` header (otherwise `TaskDelegate.configure` suppresses
     /// curl's own for a request with a body).
     let hasExpectHeader: Bool
@@ -47,7 +50,8 @@ final class PreparedRequest: Sendable {
 
     init(
         url: URL, urlString: String, method: String, headerLines: [String], acceptEncoding: String?,
-        body: RequestBody, hasCookieHeader: Bool, hasExpectHeader: Bool = false, urlOrigin: URLOrigin? = nil,
+        body: RequestBody, hasCookieHeader: Bool, namesHost: Bool = false, hasExpectHeader: Bool = false,
+        urlOrigin: URLOrigin? = nil,
         curlURL: CurlURL? = nil, timeoutInterval: TimeInterval = 60, handlesCookies: Bool = true,
         tlsTarget: ParsedURLCache.TLSTarget? = nil
     ) {
@@ -61,6 +65,7 @@ final class PreparedRequest: Sendable {
         self.acceptEncoding = acceptEncoding
         self.body = body
         self.hasCookieHeader = hasCookieHeader
+        self.namesHost = namesHost
         self.hasExpectHeader = hasExpectHeader
         self.timeoutInterval = timeoutInterval
         self.handlesCookies = handlesCookies
@@ -90,7 +95,8 @@ final class PreparedRequest: Sendable {
     func with(body: RequestBody) -> PreparedRequest {
         PreparedRequest(
             url: url, urlString: urlString, method: method, headerLines: headerLines, acceptEncoding: acceptEncoding,
-            body: body, hasCookieHeader: hasCookieHeader, hasExpectHeader: hasExpectHeader, urlOrigin: urlOrigin,
+            body: body, hasCookieHeader: hasCookieHeader, namesHost: namesHost, hasExpectHeader: hasExpectHeader,
+            urlOrigin: urlOrigin,
             curlURL: curlURL, timeoutInterval: timeoutInterval, handlesCookies: handlesCookies, tlsTarget: tlsTarget)
     }
 
@@ -98,7 +104,7 @@ final class PreparedRequest: Sendable {
     func adding(headerLines lines: [String]) -> PreparedRequest {
         PreparedRequest(
             url: url, urlString: urlString, method: method, headerLines: headerLines + lines,
-            acceptEncoding: acceptEncoding, body: body, hasCookieHeader: hasCookieHeader,
+            acceptEncoding: acceptEncoding, body: body, hasCookieHeader: hasCookieHeader, namesHost: namesHost,
             hasExpectHeader: hasExpectHeader, urlOrigin: urlOrigin, curlURL: curlURL,
             timeoutInterval: timeoutInterval, handlesCookies: handlesCookies, tlsTarget: tlsTarget)
     }
@@ -152,6 +158,7 @@ final class PreparedRequest: Sendable {
         var hasRange = false
         var hasExpect = false
         var hasCookie = false
+        var hasHost = false
         for (lower, name, value) in merged {
             try validateHeader(name: name, value: value)
             switch lower {
@@ -167,6 +174,7 @@ final class PreparedRequest: Sendable {
             case "range": hasRange = true
             case "expect": hasExpect = true
             case "cookie": hasCookie = true
+            case "host": hasHost = true
             default: break
             }
             // "Name;" is curl's syntax for a header with an empty value ("Name:" would remove it).
@@ -199,7 +207,7 @@ final class PreparedRequest: Sendable {
         return PreparedRequest(
             url: url, urlString: absolute, method: method, headerLines: lines,
             acceptEncoding: hasRange && !asksForEncoding ? nil : acceptEncoding, body: body, hasCookieHeader: hasCookie,
-            hasExpectHeader: hasExpect,
+            namesHost: hasHost, hasExpectHeader: hasExpect,
             urlOrigin: parsed.origin, curlURL: parsed.curlURL, timeoutInterval: request.timeoutInterval,
             handlesCookies: request.httpShouldHandleCookies, tlsTarget: parsed.tlsTarget)
     }

@@ -55,7 +55,19 @@ enum RedirectPolicy {
                 next.setValue(nil, forHTTPHeaderField: name)
             }
         }
-        if !isSameOrigin(base, target) { next = withoutCredentials(next) }
+        if !isSameOrigin(base, target) {
+            next = withoutCredentials(next)
+            // A caller's `Host` names the first origin. Sent on, it would ask the next server for
+            // the first one's site, and libcurl would give it the jar's cookies of the host the
+            // field names (its `cookiehost`). curl sends a custom `Host` to its first host only,
+            // but each hop here is a transfer of its own: the field names the hop's own
+            // authority instead, which is what libcurl would send, and which also replaces the
+            // name libcurl before 8.20 keeps on the handle (`CurlRuntime.keepsCookieHost`).
+            for (name, _) in next.allHTTPHeaderFields ?? [:] where name.lowercased() == "host" {
+                next.setValue(nil, forHTTPHeaderField: name)
+                next.setValue(authority(of: target), forHTTPHeaderField: "Host")
+            }
+        }
         return Hop(request: next, keepsBody: !becomesGet)
     }
 
@@ -79,6 +91,16 @@ enum RedirectPolicy {
             result.setValue(nil, forHTTPHeaderField: name)
         }
         return result
+    }
+
+    /// The `Host` field for `url` (RFC 9110 §7.2): its host, bracketed when an IPv6 address,
+    /// and its port unless the scheme's default.
+    static func authority(of url: URL) -> String {
+        let host = url.host ?? ""
+        let name = host.contains(":") && !host.hasPrefix("[") ? "[" + host + "]" : host
+        let port = URLOrigin.port(of: url)
+        let defaultPort = url.scheme?.lowercased() == "https" ? 443 : 80
+        return port == defaultPort ? name : name + ":" + String(port)
     }
 
     /// Same scheme, host and port (default ports made explicit).
