@@ -167,6 +167,35 @@ final class DownloadRetryContinuationTests: XCTestCase {
         XCTAssertEqual(leftovers, [])
     }
 
+    /// The file changed between the attempts and the server answers `If-Range` with the whole
+    /// new body gzipped, whatever was asked (a range goes without `Accept-Encoding`, so libcurl
+    /// does not decode it). The coded bytes were saved as the file; the request goes again
+    /// without the range, where libcurl decodes, and the file is the new body.
+    func testAChangedFileSentGzippedToARetryIsDecoded() async throws {
+        let old = patternedData(count: 200_000)
+        let new = Data((0..<150_000).map { UInt8(truncatingIfNeeded: $0 / 97) })
+        let gzipped = try Gzip.compress(new)
+        let route = RangeFileRoute(server: server, path: "/file", body: old)
+        route.state.withLock { $0.faults = [.cutAfter(80_000)] }
+        let retrier = RecordingRetrier { attempt, _ in
+            route.state.withLock {
+                $0.body = new
+                $0.entityTag = "\"v2\""
+                $0.gzippedBody = gzipped
+            }
+            return attempt < 1 ? .retry : .doNotRetry
+        }
+        manager.requestRetrier = retrier
+
+        let (_, response) = await download(URLRequest(url: try server.url("/file")))
+
+        XCTAssertNil(response.error)
+        XCTAssertEqual(response.response?.statusCode, 200)
+        XCTAssertEqual(route.rangeRequests.map(\.range), [nil, "bytes=80000-", nil], "asked again without the range")
+        XCTAssertEqual(try Data(contentsOf: destination), new, "the decoded body, not the gzip bytes")
+        XCTAssertEqual(leftovers, [])
+    }
+
     /// The file changed between the attempts: the server answers `If-Range` with the whole new
     /// body, which replaces the old bytes.
     func testARetryAnsweredWithAChangedFileStartsOver() async throws {

@@ -29,6 +29,9 @@ final class RangeFileRoute: Sendable {
         var rangeRequests: [(range: String?, ifRange: String?)] = []
         /// Faults for the next requests, one each, first first (before `errorStatus`).
         var faults: [Fault] = []
+        /// When set, the whole body goes as these bytes with `Content-Encoding: gzip`, whatever
+        /// the request's `Accept-Encoding` (a server storing its files compressed).
+        var gzippedBody: Data?
     }
 
     let state: Mutex<State>
@@ -44,10 +47,10 @@ final class RangeFileRoute: Sendable {
             }
             let range = header("Range")
             let ifRange = header("If-Range")
-            let (body, tag, refuses, errorStatus, fault) = self.state.withLock { state in
+            let (body, tag, refuses, errorStatus, fault, gzipped) = self.state.withLock { state in
                 state.rangeRequests.append((range, ifRange))
                 let fault = state.faults.isEmpty ? nil : state.faults.removeFirst()
-                return (state.body, state.entityTag, state.refusesRanges, state.errorStatus, fault)
+                return (state.body, state.entityTag, state.refusesRanges, state.errorStatus, fault, state.gzippedBody)
             }
             if case .closeWithoutAnswer? = fault { return .fault(.closeImmediately) }
             if let errorStatus {
@@ -55,6 +58,11 @@ final class RangeFileRoute: Sendable {
                 return TestResponse(status: errorStatus, headers: challenge, body: Data("error \(errorStatus)".utf8))
             }
             var headers: [(name: String, value: String)] = [("ETag", tag), ("Accept-Ranges", "bytes")]
+            let wholeOrRangeOfOtherTag = range == nil || (ifRange != nil && ifRange != tag)
+            if let gzipped, wholeOrRangeOfOtherTag {
+                headers.append(("Content-Encoding", "gzip"))
+                return .stream([TestResponse.Chunk(gzipped, delay: .zero)], status: 200, headers: headers, framing: .contentLength)
+            }
             var status = 200
             var start = 0
             var end = body.count

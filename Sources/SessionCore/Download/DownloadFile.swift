@@ -181,7 +181,11 @@ final class DownloadFile {
                     if hasBody { bodyEnd = range.last - origin + 1 }
                     return
                 }
-                if statusCode == 206 || statusCode == 416 || (isNewBody && (origin > 0 || rangeLast != nil)) {
+                // A new body in a content coding (a server that codes whatever it is asked, as
+                // S3 objects stored gzipped or nginx's `gzip_static always` do) is not decoded
+                // here: a range is asked for as is, without `Accept-Encoding`. Taken, the coded
+                // bytes would be the file; asked for again without the range, libcurl decodes.
+                if statusCode == 206 || statusCode == 416 || (isNewBody && (origin > 0 || rangeLast != nil || isContentEncoded)) {
                     needsFullRestart = true
                     return
                 }
