@@ -196,6 +196,44 @@ final class DownloadRetryContinuationTests: XCTestCase {
         XCTAssertEqual(leftovers, [])
     }
 
+    /// The first chunk is written only in part (a full disk: `RLIMIT_FSIZE`), a retrier retries
+    /// the write failure, and the answer is a changed, shorter file from byte 0: the bytes the
+    /// failed chunk left must go. The file's length was counted only after whole chunks, so
+    /// nothing was cut and the old tail stayed after the new body.
+    func testBytesOfAFailedWriteGoWhenARetryStartsTheFileOver() async throws {
+        var saved = rlimit()
+        XCTAssertEqual(getrlimit(Int32(RLIMIT_FSIZE.rawValue), &saved), 0)
+        let previousHandler = signal(SIGXFSZ, SIG_IGN)
+        var limit = saved
+        limit.rlim_cur = 1_000
+        defer {
+            _ = setrlimit(Int32(RLIMIT_FSIZE.rawValue), &saved)
+            signal(SIGXFSZ, previousHandler)
+        }
+        let old = patternedData(count: 100_000)
+        let new = patternedData(count: 300, seed: 9)
+        let route = RangeFileRoute(server: server, path: "/file", body: old)
+        let original = saved
+        let retrier = RecordingRetrier { attempt, _ in
+            var restored = original
+            _ = setrlimit(Int32(RLIMIT_FSIZE.rawValue), &restored)
+            route.state.withLock {
+                $0.body = new
+                $0.entityTag = "\"v2\""
+            }
+            return attempt < 1 ? .retry : .doNotRetry
+        }
+        manager.requestRetrier = retrier
+        XCTAssertEqual(setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit), 0)
+
+        let (_, response) = await download(URLRequest(url: try server.url("/file")))
+
+        XCTAssertNil(response.error)
+        XCTAssertEqual(retrier.asked.withLock { $0 }.map { $0.hasPrefix("0 fileWriteFailed") }, [true])
+        XCTAssertEqual(try Data(contentsOf: destination), new, "no byte of the old file is left after the new one")
+        XCTAssertEqual(leftovers, [])
+    }
+
     /// The file changed between the attempts: the server answers `If-Range` with the whole new
     /// body, which replaces the old bytes.
     func testARetryAnsweredWithAChangedFileStartsOver() async throws {

@@ -327,9 +327,16 @@ final class DownloadFile {
             let written = pwrite(descriptor, base, remaining, off_t(position))
             if written < 0 {
                 if errno == EINTR { continue }
-                return Self.failure("cannot write to", path: path)
+                let error = Self.failure("cannot write to", path: path)
+                // What this chunk wrote before the failure is on disk: a later body from byte 0
+                // (a retry answered with a changed file) must cut it.
+                fileLength = max(fileLength, position)
+                return error
             }
-            if written == 0 { return .fileWriteFailed("no byte could be written to '\(path)'") }
+            if written == 0 {
+                fileLength = max(fileLength, position)
+                return .fileWriteFailed("no byte could be written to '\(path)'")
+            }
             position += Int64(written)
             remaining -= written
             base += written
