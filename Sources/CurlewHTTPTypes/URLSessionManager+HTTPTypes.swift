@@ -39,13 +39,35 @@ extension URLSessionManager {
     }
 
     /// Sends `request` with the chunks of `body` as its body and returns the raw response
-    /// body; see `upload(for:from:length:)`.
+    /// body; see `upload(for:from:length:)`. The body kept is held to the configuration's
+    /// `maximumCollectedBodyBytes`, as a collected body is: a larger one fails with
+    /// `SessionError.responseBodyTooLarge` (one announced larger before any of it is read), and
+    /// the transfer ends.
     public func upload<Body: AsyncSequence & Sendable>(
         for request: HTTPRequest, from body: Body, length: Int64? = nil
     ) async throws -> (Data, HTTPResponse) where Body.Element == Data {
         let (bytes, response) = try await bytes(for: request, uploading: body, length: length)
+        let limit = configuration.maximumCollectedBodyBytes
+        guard limit > 0 else {
+            var data = Data()
+            for try await chunk in bytes { data.append(chunk) }
+            return (data, response)
+        }
+        let tooLarge = SessionError.responseBodyTooLarge(limit: limit)
+        // A HEAD's, 204's or 304's Content-Length announces no body that follows.
+        let announcesBody = request.method != .head && response.status.code != 204 && response.status.code != 304
+        if announcesBody, response.headerFields[.contentEncoding] == nil, response.headerFields[.transferEncoding] == nil,
+            let announced = response.headerFields[.contentLength].flatMap({ Int64($0) }), announced > Int64(limit)
+        {
+            bytes.task?.cancel()  // never iterated: the transfer ends here
+            throw tooLarge
+        }
         var data = Data()
-        for try await chunk in bytes { data.append(chunk) }
+        for try await chunk in bytes {
+            // Leaving the loop ends the transfer (`ResponseBytes`).
+            guard chunk.count <= limit - data.count else { throw tooLarge }
+            data.append(chunk)
+        }
         return (data, response)
     }
 

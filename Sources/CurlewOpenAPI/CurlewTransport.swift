@@ -10,7 +10,9 @@ import FoundationNetworking
 /// A swift-openapi-runtime `ClientTransport` that sends every request through a Curlew
 /// `URLSessionManager`: the manager's `SecurityPolicy` and pins are enforced in the TLS
 /// handshake, and its cookies, event monitors, metrics and limits apply, as to any
-/// other task of the manager.
+/// other task of the manager. The response body is streamed, not collected by Curlew:
+/// `maximumCollectedBodyBytes` does not count it, and what bounds it in memory is how the
+/// client reads it (`collect(upTo:)`).
 ///
 /// Bodies stream both ways: a request `HTTPBody` is read as libcurl sends it (through a
 /// bounded buffer), and the response `HTTPBody` is the transfer's ``ResponseBytes``, paused in
@@ -71,9 +73,11 @@ public struct CurlewTransport: ClientTransport {
             return (head, nil)
         }
         // libcurl decodes a content-coded body: its Content-Length is the encoded size, not
-        // the length of what the body yields.
+        // the length of what the body yields. With a transfer coding libcurl reads the chunks
+        // to their end and ignores a Content-Length sent alongside (RFC 9112 §6.3).
         let coding = head.headerFields[.contentEncoding]?.lowercased()
-        let announced = coding == nil || coding == "identity" ? response.expectedContentLength : -1
+        let isFramedByLength = head.headerFields[.transferEncoding] == nil
+        let announced = (coding == nil || coding == "identity") && isFramedByLength ? response.expectedContentLength : -1
         return (head, HTTPBody(
             bytes.map { ArraySlice($0) }, length: announced >= 0 ? .known(announced) : .unknown,
             iterationBehavior: .single))
@@ -83,6 +87,9 @@ public struct CurlewTransport: ClientTransport {
     /// bytes; nil when it is to be streamed. A body of unknown length is read up to the limit:
     /// past it, the part read is dropped and the body, which may be read again, is streamed
     /// from its start.
+    ///
+    /// - Throws: `SessionError.bodyStreamFailed` when the body's bytes are not as many as its
+    ///   `.known` length says (a streamed body is held to its length as it is sent).
     func replayableBytes(of body: HTTPBody) async throws -> Data? {
         let limit = maximumReplayableBodySize
         guard body.iterationBehavior == .multiple, limit > 0 else { return nil }
@@ -96,6 +103,9 @@ public struct CurlewTransport: ClientTransport {
         // A sequence may end quietly when its reader's task is cancelled (`AsyncStream` does):
         // what was read then is not known to be the whole body, and is never sent as one.
         try Task.checkCancellation()
+        if case .known(let count) = body.length, count != Int64(collected.count) {
+            throw SessionError.bodyStreamFailed("the body is \(collected.count) bytes, not the \(count) its length declares")
+        }
         return collected
     }
 

@@ -401,6 +401,89 @@ final class CurlewTransportTests: XCTestCase {
             server.requests.map(\.uri), ["/api/notes/..", "/api/notes/./x", "/api//objects", "/api//x/y?q=1", "/api/a%20b?q=c%20d"])
     }
 
+    /// A response framed by chunks with a `Content-Length` alongside (which libcurl ignores, as
+    /// RFC 9112 §6.3 says): the body's length is not that field's, or a reader collecting with a
+    /// limit was refused up front and a gateway passing the body on announced the wrong length.
+    func testAChunkedResponseBodyHasNoKnownLength() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/api/chunked", response: TestResponse.stream(
+            [TestResponse.Chunk(Data("abc".utf8))], headers: [("Content-Length", "1000")], framing: .chunked))
+        let transport = CurlewTransport(manager: manager)
+        let (response, body) = try await transport.send(
+            HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/chunked"), body: nil,
+            baseURL: try server.url("/api"), operationID: "chunked")
+        XCTAssertEqual(response.headerFields[.transferEncoding], "chunked")
+        let received = try XCTUnwrap(body)
+        XCTAssertEqual(received.length, .unknown)
+        let collected = try await ArraySlice(collecting: received, upTo: 100)
+        XCTAssertEqual(collected, ArraySlice("abc".utf8))
+    }
+
+    /// A body that may be read again is collected, and its bytes must be as many as its
+    /// `.known` length says: a body that disagrees was sent with its own count, the declared
+    /// one silently ignored (a streamed body is held to its length as it goes).
+    func testACollectedBodyThatDisagreesWithItsLengthIsRefused() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/api/put", method: "PUT", response: TestResponse(status: 204))
+        let transport = CurlewTransport(manager: manager)
+        for declared in [4, 20] as [Int64] {
+            let body = HTTPBody(ArraySlice(Data(repeating: 7, count: 10)), length: .known(declared), iterationBehavior: .multiple)
+            do {
+                _ = try await transport.send(
+                    HTTPRequest(method: .put, scheme: nil, authority: nil, path: "/put"), body: body,
+                    baseURL: try server.url("/api"), operationID: "put")
+                XCTFail("a body of 10 bytes declared as \(declared) was sent")
+            } catch let error as SessionError {
+                guard case .bodyStreamFailed(let detail) = error else { return XCTFail("\(error)") }
+                XCTAssertTrue(detail.contains("10 bytes") && detail.contains("\(declared)"), detail)
+            }
+        }
+        let exact = HTTPBody(ArraySlice(Data(repeating: 7, count: 10)), length: .known(10), iterationBehavior: .multiple)
+        let (response, _) = try await transport.send(
+            HTTPRequest(method: .put, scheme: nil, authority: nil, path: "/put"), body: exact,
+            baseURL: try server.url("/api"), operationID: "put")
+        XCTAssertEqual(response.status.code, 204)
+        XCTAssertEqual(server.requests.map(\.body), [Data(repeating: 7, count: 10)], "only the body that agrees went")
+    }
+
+    /// `upload(for: HTTPRequest, ...)` collects the response body, so the configuration's
+    /// `maximumCollectedBodyBytes` holds for it as for the `URLRequest` form: announced larger,
+    /// or grown larger (chunked), it fails rather than filling memory.
+    func testAnHTTPTypesUploadKeepsTheCollectedBodyLimit() async throws {
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .none
+        configuration.maximumCollectedBodyBytes = 1024
+        let limited = URLSessionManager(configuration: configuration)
+        defer { limited.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let large = Data(repeating: 1, count: 64 * 1024)
+        server.route("/announced", method: "POST", response: TestResponse(status: 200, body: large))
+        server.route("/chunked", method: "POST", response: TestResponse.stream(
+            stride(from: 0, to: large.count, by: 4096).map { TestResponse.Chunk(large.subdata(in: $0..<($0 + 4096))) }))
+        server.route("/small", method: "POST", response: TestResponse(status: 200, body: Data(repeating: 2, count: 1024)))
+        func upload() -> AsyncStream<Data> {
+            AsyncStream { continuation in
+                continuation.yield(Data("x".utf8))
+                continuation.finish()
+            }
+        }
+        for path in ["/announced", "/chunked"] {
+            do {
+                let (data, _) = try await limited.upload(for: HTTPRequest(method: .post, url: try server.url(path)), from: upload(), length: 1)
+                XCTFail("\(path): \(data.count) bytes kept past the limit")
+            } catch {
+                XCTAssertEqual(error as? SessionError, .responseBodyTooLarge(limit: 1024), path)
+            }
+        }
+        let (data, response) = try await limited.upload(
+            for: HTTPRequest(method: .post, url: try server.url("/small")), from: upload(), length: 1)
+        XCTAssertEqual(response.status.code, 200)
+        XCTAssertEqual(data, Data(repeating: 2, count: 1024), "a body at the limit is kept")
+    }
+
     func testHTTPTypesKeepFieldOrderAndRepeatedFields() async throws {
         let server = try TestServer()
         defer { server.shutdown() }
