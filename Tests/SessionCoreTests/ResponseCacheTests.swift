@@ -398,6 +398,31 @@ final class ResponseCacheTests: XCTestCase {
         await manager.waitUntilInvalidated()
     }
 
+    /// A streamed POST that a 303 sent on as a GET changed the resource as much: the entry goes
+    /// at the head, so a GET sent while the stream still runs goes to the server (it was checked
+    /// against the last hop's method, GET, and left until the stream ended).
+    func testAStreamedPostRedirectedToAGetRemovesTheEntryAtTheHead() async throws {
+        route("/resource", headers: [("Cache-Control", "max-age=600")], body: "r")
+        server.route("/resource", method: "POST", response: TestResponse(status: 303, headers: [("Location", "/after")]))
+        var slow = TestResponse(status: 200)
+        slow.body = .stream([TestResponse.Chunk(Data("first".utf8)), TestResponse.Chunk(Data("rest".utf8), delay: .seconds(30))])
+        slow.framing = .chunked
+        server.route("/after", response: slow)
+        let manager = manager(ResponseCache())
+        _ = try await get(manager, "/resource")
+        var post = URLRequest(url: try server.url("/resource"))
+        post.httpMethod = "POST"
+        post.httpBody = Data("x".utf8)
+
+        let (bytes, head) = try await manager.bytes(for: post)
+        XCTAssertEqual(head.url?.path, "/after")
+        _ = try await get(manager, "/resource")  // the stream still runs
+        XCTAssertEqual(server.requests.filter { $0.path == "/resource" && $0.method == "GET" }.count, 2)
+        bytes.task?.cancel()
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
     func testEntriesSurviveOnDiskAndATornFileIsAMiss() async throws {
         route("/disk", headers: [("Cache-Control", "max-age=600")], body: String(repeating: "d", count: 10_000))
         _ = try await get(manager(ResponseCache(directory: directory)), "/disk")

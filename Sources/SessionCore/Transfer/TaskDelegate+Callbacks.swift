@@ -131,8 +131,10 @@ extension TaskDelegate {
         task.didReceive(head: response, announced: expected, offset: download?.plannedOffset ?? 0)
         if let responseStream {
             headWentToStream = true
-            if prepared.methodKind != .get, prepared.methodKind != .head, (200..<400).contains(response.statusCode),
-                let cache = engine.configuration.responseCache
+            // The request the caller sent decides, not this hop's: a POST a 303 turned into a
+            // GET changed the resource too.
+            if let cache = engine.configuration.responseCache, (200..<400).contains(response.statusCode),
+                (prepared.methodKind != .get && prepared.methodKind != .head) || Self.isUnsafe(task.originalRequest)
             {
                 engine.invalidateCacheAtHead(cache, of: task)  // before the caller can send a GET
             }
@@ -141,6 +143,12 @@ extension TaskDelegate {
         if let hub = engine.monitorHub { hub.emit(.received(task, response)) }
         if asksResponseHook { askResponseHook(response) }
         if task.options.collectsBody { body.expect(expected) }
+    }
+
+    /// Whether `request`'s method is one that changes the resource (neither GET nor HEAD).
+    private static func isUnsafe(_ request: URLRequest?) -> Bool {
+        let method = request?.httpMethod ?? "GET"
+        return method != "GET" && method != "HEAD"
     }
 
     /// Decides (at the response head) whether a failure status is held back from user code
