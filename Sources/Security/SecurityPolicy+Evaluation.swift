@@ -155,7 +155,7 @@ extension SecurityPolicy {
     /// The leaf, then each sent certificate whose key verifiably signed the previous one.
     /// Used only when no chain verified (invalid certificates allowed): a certificate that
     /// the server merely attached, without having been issued by it, is not part of it.
-    static func signatureLinkedPath(_ sent: [Certificate]) -> [Certificate] {
+    package static func signatureLinkedPath(_ sent: [Certificate]) -> [Certificate] {
         guard var current = sent.first else { return [] }
         var path = [current]
         var remaining = Array(sent.dropFirst())

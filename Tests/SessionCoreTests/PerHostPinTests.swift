@@ -178,6 +178,34 @@ final class PerHostPinTests: XCTestCase {
         XCTAssertEqual(selfSigned.requests.count, 1)
     }
 
+    /// The handler trusts an impostor's self-signed leaf that comes with the real site's root
+    /// attached (a public certificate anyone can send): a pin on that root is not met by it.
+    /// The pins judged every certificate the server sent, signed by anyone or not.
+    func testAnAttachedCertificateDoesNotMeetAPinForATrustedLeaf() async throws {
+        let certificates = try TLSFixture.certificates()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-attached-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let chain = folder.appendingPathComponent("chain.pem")
+        try (try Data(contentsOf: certificates.selfSigned.certificatePEM) + Data(contentsOf: certificates.root.certificatePEM))
+            .write(to: chain)
+        let impostor = try TestServer(
+            tls: TestServerTLS(certificateChain: chain, privateKey: certificates.selfSigned.privateKeyPEM),
+            handler: { _ in .json("{\"ok\":true}") })
+        defer { impostor.shutdown() }
+        let calls = Mutex(0)
+        let manager = try Self.manager([PinSet(host: "127.0.0.1", pins: [try Self.pin(certificates.root)])])
+        manager.setAuthenticationChallengeHandler { _, _ in
+            calls.withLock { $0 += 1 }
+            return .useCredential(URLCredential(user: "", password: "", persistence: .none))
+        }
+        let response = await manager.get(try impostor.url("/x"))
+        await manager.waitUntilInvalidatedAfterUse()
+        XCTAssertEqual(calls.withLock { $0 }, 1, "the handler trusted the leaf")
+        XCTAssertEqual(TLSFixture.trustFailure(response)?.reason, .noPinMatched, "\(response.result)")
+        XCTAssertEqual(impostor.requests.count, 0)
+    }
+
     // MARK: - Host patterns
 
     /// Exact names compare case-insensitively and without a trailing dot; an IP address pin

@@ -151,8 +151,12 @@ final class TLSHandshakeContext {
                         detail: "the server presented another certificate than the one the challenge handler trusted"))
             }
             X509_STORE_CTX_set_error(store, X509_V_OK)
-            // The handler vouched for the leaf in the policy's place, never for the pins.
-            guard passesPins(pinning, host: host, port: port, chain: trust?.certificates ?? [], store: store, peer: "the server")
+            // The handler vouched for the leaf in the policy's place, never for the pins. They
+            // judge the leaf and the certificates that verifiably signed it, as the policy's
+            // own pins do with invalid certificates allowed: a certificate the server merely
+            // attached (the real site's public root, after an impostor's leaf) is no part of it.
+            let linked = SecurityPolicy.signatureLinkedPath(trust?.certificates ?? [])
+            guard passesPins(pinning, host: host, port: port, chain: linked, store: store, peer: "the server")
             else { return false }
             accept(ssl, tag: overrideTag)
             return true
