@@ -72,4 +72,37 @@ final class AdoptedPartialFileTests: XCTestCase {
         }
         XCTAssertEqual(try Data(contentsOf: own), body.prefix(2_500))
     }
+
+    /// Resume data for a byte range whose partial file is gone asks for the whole range
+    /// again; a 206 for other bytes (a server that answers every range from byte 0) is no
+    /// answer to it: the task fails and no file is made. It was taken as the range's bytes.
+    func testAByteRangeAskedForAgainTakesNoOtherBytes() async throws {
+        let body = self.body
+        let server = try TestServer { _ in
+            TestResponse(
+                status: 206, headers: [("ETag", "\"e1\""), ("Content-Range", "bytes 0-99/\(body.count)")],
+                body: body.prefix(100))
+        }
+        defer { server.shutdown() }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-adopt-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var configuration = SessionConfiguration.default
+        configuration.downloadDirectory = folder
+        let manager = URLSessionManager(configuration: configuration)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+
+        let resume = DownloadResumeData(
+            url: try server.url("/file"), headers: [:], timeoutInterval: 30,
+            partialFileURL: DownloadResumeData.newPartialFileURL(in: folder), bytesReceived: 500,
+            entityTag: "\"e1\"", lastModified: nil, expectedLength: 1_000, rangeFirst: 2_000, rangeLast: 2_999)
+        let destination = folder.appendingPathComponent("range.bin")
+        let response = await download(resume.encoded(), manager: manager, to: destination)
+        XCTAssertEqual(server.requests.last?.headers.first { $0.name.lowercased() == "range" }?.value, "bytes=2000-2999")
+        guard case .resumeFailed(let status, _)? = response.error as? SessionError else {
+            return XCTFail("expected resumeFailed, got \(String(describing: response.error))")
+        }
+        XCTAssertEqual(status, 206)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: destination.path), "no file of other bytes")
+    }
 }

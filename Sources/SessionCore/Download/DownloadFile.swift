@@ -194,6 +194,15 @@ final class DownloadFile {
                 rejectedStatus = statusCode
                 return
             }
+            // The byte range asked for again from its start (no earlier bytes to continue): a
+            // 206 must begin where the range does and end within it. Other bytes (a server
+            // that answers every range from byte 0) are no answer to the request.
+            if statusCode == 206, origin > 0 || rangeLast != nil {
+                guard let range, range.first == origin, range.last <= (rangeLast ?? .max) else {
+                    rejectedStatus = statusCode
+                    return
+                }
+            }
         }
         plannedStart = 0
         plannedRange = Self.representationRange(statusCode: statusCode, contentRange: range)
