@@ -171,6 +171,63 @@ final class BodyStreamTests: XCTestCase {
 
     /// A caller's stream that fails mid-body fails the task with `.bodyStreamFailed`; the
     /// server never sees a complete request.
+    /// A body stream's `Content-Length` must be digits: "-1" (a copied "unknown length") was
+    /// read as a length, and the stream went out as an empty body the server took as whole.
+    func testABodyStreamWithAContentLengthThatIsNoLengthIsRefused() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/upload") { request in .text("got \(request.body.count)") }
+        for value in ["-1", "12abc", "", "99999999999999999999"] {
+            var request = URLRequest(url: try server.url("/upload"))
+            request.httpMethod = "PUT"
+            request.httpBodyStream = InputStream(data: Data(repeating: 1, count: 1_000))
+            request.setValue(value, forHTTPHeaderField: "Content-Length")
+            let response = await manager.response(for: request)
+            guard case .invalidHeader(let detail)? = response.error as? SessionError else {
+                XCTFail("\(value): expected invalidHeader, got \(response.result)")
+                continue
+            }
+            XCTAssertTrue(detail.contains("Content-Length"), detail)
+        }
+        XCTAssertEqual(server.requests.count, 0)
+        var request = URLRequest(url: try server.url("/upload"))
+        request.httpMethod = "PUT"
+        request.httpBodyStream = InputStream(data: Data(repeating: 1, count: 1_000))
+        request.setValue(" 1000 ", forHTTPHeaderField: "Content-Length")
+        let response = await manager.response(for: request)
+        XCTAssertEqual(response.data, Data("got 1000".utf8), "\(response.result)")
+    }
+
+    /// One multipart request sent twice, one after the other and two at once: each task reads
+    /// a stream of its own. The caller's stream was read by the first task, and the second found
+    /// it at its end ("the body ended after 0 of N bytes").
+    func testAMultipartRequestCanBeSentMoreThanOnce() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/upload") { request in .text("got \(request.body.count)") }
+        let payload = Data(repeating: 9, count: 100_000)
+        let request = try HTTPRequestSerializer().multipartFormRequest(
+            method: "POST", urlString: try server.url("/upload").absoluteString, parameters: ["a": "b"]
+        ) { form in
+            form.appendPart(withFileData: payload, name: "file", fileName: "f.bin", mimeType: "application/octet-stream")
+        }
+        let manager: URLSessionManager = self.manager
+        let first = await manager.response(for: request)
+        let second = await manager.response(for: request)
+        let together = await withTaskGroup(of: DataResponse.self) { group in
+            for _ in 0..<2 { group.addTask { await manager.response(for: request) } }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        for response in [first, second] + together {
+            XCTAssertNil(response.error)
+            XCTAssertEqual(response.response?.statusCode, 200)
+        }
+        let sizes = Set(server.requests.map(\.body.count))
+        XCTAssertEqual(server.requests.count, 4)
+        XCTAssertEqual(sizes.count, 1, "every request carried the same body")
+        XCTAssertGreaterThan(sizes.first ?? 0, payload.count)
+    }
+
     func testACallerStreamThatFailsFailsTheTask() async throws {
         let server = try TestServer()
         defer { server.shutdown() }

@@ -54,6 +54,44 @@ final class UploadFileChangeTests: XCTestCase {
         XCTAssertEqual(server.requests.count, 0, "nothing was sent")
     }
 
+    /// A FIFO given as the file (a process writing into one): refused at once as no regular
+    /// file, and the manager's other transfers go on. Opening it for reading waited for a
+    /// writer on the driver thread, which ran nothing else meanwhile.
+    func testAFIFOIsRefusedWithoutStallingTheManager() async throws {
+        try? FileManager.default.removeItem(at: file)
+        XCTAssertEqual(mkfifo(file.path, 0o600), 0)
+        defer {
+            // A driver stuck opening the FIFO (the defect) is released by a writer.
+            let writer = open(file.path, O_WRONLY | O_NONBLOCK)
+            if writer >= 0 { close(writer) }
+        }
+        server.route("/ping") { _ in .text("pong") }
+        let uploaded = expectation(description: "the upload ended")
+        let outcome = Mutex<DataResponse?>(nil)
+        var request = URLRequest(url: try server.url("/upload"))
+        request.httpMethod = "PUT"
+        manager.uploadTask(with: request, fromFile: file) { response in
+            outcome.withLock { $0 = response }
+            uploaded.fulfill()
+        }.resume()
+        // The GET's own timeout needs the driver too: the expectations are the hang guard, and
+        // the writer above frees a stuck driver once they gave up.
+        var ping = URLRequest(url: try server.url("/ping"))
+        ping.timeoutInterval = 10
+        let pinged = expectation(description: "the GET ended")
+        let pong = Mutex<DataResponse?>(nil)
+        Task { [manager] in
+            let response = await manager!.response(for: ping)
+            pong.withLock { $0 = response }
+            pinged.fulfill()
+        }
+        await fulfillment(of: [pinged, uploaded], timeout: 30)
+        XCTAssertEqual(pong.withLock { $0 }?.data, Data("pong".utf8), "the manager's other transfers go on")
+        let detail = outcome.withLock { $0 }.flatMap(bodyStreamFailure)
+        XCTAssertTrue(detail?.contains("not a regular file") == true, "\(String(describing: detail))")
+        XCTAssertEqual(server.requests.filter { $0.path == "/upload" }.count, 0, "nothing was sent")
+    }
+
     func testAFileThatShrinksMidUploadIsABodyStreamErrorNotAShortBody() async throws {
         // 64 MiB: the upload is still going when the first progress report arrives.
         let size = 64 << 20

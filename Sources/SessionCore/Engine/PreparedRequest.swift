@@ -198,8 +198,7 @@ final class PreparedRequest: Sendable {
         if let data = request.httpBody {
             body = .data(data)
         } else if let stream = request.httpBodyStream {
-            let declared = request.value(forHTTPHeaderField: "Content-Length").flatMap { Int64($0) }
-            body = .stream(stream, length: declared)
+            body = .stream(stream, length: try declaredLength(request.value(forHTTPHeaderField: "Content-Length")))
         } else {
             body = .none
         }
@@ -244,6 +243,18 @@ final class PreparedRequest: Sendable {
 
     /// Header names must be RFC 9110 tokens; values must not contain CR, LF, NUL, other control
     /// characters or DEL (tab is allowed): the serializers' rule, `HTTPHeaderValidation`.
+    /// The length a caller's `Content-Length` declares for a body stream (RFC 9110 §8.6: digits
+    /// only), nil without one. Any other value is refused: `Int64` read "-1" (a copied
+    /// `NSURLResponseUnknownLength`) as a length, and the stream went out as an empty body.
+    static func declaredLength(_ value: String?) throws(SessionError) -> Int64? {
+        guard let value else { return nil }
+        let digits = value.trimmingCharacters(in: .whitespaces)
+        guard !digits.isEmpty, digits.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+            let length = Int64(digits)
+        else { throw .invalidHeader("Content-Length '\(value)' is not a length in bytes") }
+        return length
+    }
+
     static func validateHeader(name: String, value: String) throws(SessionError) {
         guard HTTPHeaderValidation.isToken(name) else {
             throw .invalidHeader("invalid header name '\(name.debugDescription)'")

@@ -64,7 +64,9 @@ final class BodyReader {
             length = declared
         case .file(let url):
             guard url.isFileURL else { throw .bodyStreamFailed("\(url) is not a file URL") }
-            let descriptor = open(url.path, O_RDONLY | O_CLOEXEC)
+            // O_NONBLOCK: this runs on the driver thread, and opening a FIFO for reading waits for
+            // a writer (refused below); a regular file's reads do not heed the flag.
+            let descriptor = open(url.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
             guard descriptor >= 0 else {
                 throw .bodyStreamFailed("cannot open \(url.path): \(String(cString: strerror(errno)))")
             }
@@ -84,8 +86,10 @@ final class BodyReader {
 
     /// Streams that never block are read here; every other one through a pump.
     private static func streamSource(_ stream: InputStream, wake: @escaping @Sendable () -> Void) -> Source {
-        if let multipart = stream as? MultipartBodyStream, multipart.isRewindable {
-            return .stream(multipart, opened: false)
+        // A stream of the task's own: the caller's may have been read by an earlier task made
+        // from the same request, or be read by another one at the same time.
+        if let multipart = stream as? MultipartBodyStream, let own = multipart.makeRewoundCopy() {
+            return .stream(own, opened: false)
         }
         return .pumped(BodyPump(stream: stream, wake: wake), stream: stream)
     }
