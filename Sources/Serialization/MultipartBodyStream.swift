@@ -267,6 +267,17 @@ public final class MultipartBodyStream: InputStream {
                 throw SerializationError.multipartFileUnreadable(
                     url, reason: "the file ended after \(offsetInSource) of \(length) bytes (did it change?)")
             }
+            // The part's last bytes: one `fstat` says whether they and those before were the file
+            // counted. One written meanwhile (grown, rewritten in place) would otherwise go out
+            // as a mix of old and new bytes under the old length.
+            if let identity, offsetInSource + Int64(produced) == length {
+                guard let now = FileIdentity(descriptor: handle.fileDescriptor) else {
+                    throw SerializationError.multipartFileUnreadable(url, reason: "fstat failed (errno \(errno))")
+                }
+                if let change = now.change(since: identity, when: "it was added") {
+                    throw SerializationError.multipartFileUnreadable(url, reason: "it changed while it was sent: " + change)
+                }
+            }
             return produced
         case .stream(let stream, let length):
             if openStream == nil {

@@ -1,5 +1,6 @@
 import CurlewTestSupport
 import Foundation
+import Serialization
 import Synchronization
 import XCTest
 #if canImport(FoundationNetworking)
@@ -193,6 +194,40 @@ final class UploadFileChangeTests: XCTestCase {
         let detail = try XCTUnwrap(bodyStreamFailure(response), "\(String(describing: response.error))")
         XCTAssertTrue(detail.contains("changed while it was sent"), detail)
         XCTAssertFalse(server.requests.contains { $0.method == "PUT" }, "the server took the body as whole")
+    }
+
+    /// The same for a multipart body's file part: its identity was checked only when the part
+    /// was opened, and a tail rewritten meanwhile went out mixed with the old bytes.
+    func testAMultipartFilePartRewrittenMidUploadFailsTheBody() async throws {
+        let size = 64 << 20
+        let handle = try FileHandle(forWritingTo: file)
+        try handle.truncate(atOffset: UInt64(size))
+        try handle.close()
+        let file = self.file!
+        let request = try HTTPRequestSerializer().multipartFormRequest(
+            method: "POST", urlString: try server.url("/upload").absoluteString, parameters: ["a": "b"]
+        ) { form in
+            try? form.appendPart(withFileURL: file, name: "file", fileName: "big.bin", mimeType: "application/octet-stream")
+        }
+        let rewritten = Mutex(false)
+        manager.setTaskDidSendBodyDataBlock { task, _, total, _ in
+            guard total < Int64(size), !rewritten.withLock({ $0 }) else { return }
+            task.suspend()
+            if let writer = try? FileHandle(forWritingTo: file) {
+                try? writer.seek(toOffset: UInt64(size - 1000))
+                writer.write(Data(repeating: 9, count: 2000))
+                try? writer.close()
+            }
+            rewritten.withLock { $0 = true }
+            task.resume()
+        }
+        let response = await withCheckedContinuation { continuation in
+            manager.uploadTask(withStreamedRequest: request) { continuation.resume(returning: $0) }.resume()
+        }
+        XCTAssertTrue(rewritten.withLock { $0 }, "the file changed while the upload ran")
+        let detail = try XCTUnwrap(bodyStreamFailure(response), "\(String(describing: response.error))")
+        XCTAssertTrue(detail.contains("changed while it was sent"), detail)
+        XCTAssertFalse(server.requests.contains { $0.method == "POST" }, "the server took the body as whole")
     }
 
     /// Cancelled while its retry waits out a long back-off: the task lets its file go at once
