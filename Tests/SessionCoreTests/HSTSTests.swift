@@ -42,9 +42,10 @@ final class HSTSTests: XCTestCase {
 
     private func manager(
         _ hsts: SessionConfiguration.StrictTransportSecurity, cookies: Bool = true, policy: SecurityPolicy? = nil,
-        pins: PinningPolicy? = nil
+        pins: PinningPolicy? = nil, cache: ResponseCache? = nil
     ) throws -> URLSessionManager {
         var configuration = SessionConfiguration.default
+        configuration.responseCache = cache
         configuration.pinningPolicy = pins
         configuration.strictTransportSecurity = hsts
         configuration.httpShouldSetCookies = cookies
@@ -95,6 +96,25 @@ final class HSTSTests: XCTestCase {
         let (response, body) = try await get(manager, "http://\(host)/")
         XCTAssertEqual(body, "plain", "\(response.result)")
         XCTAssertEqual(plain.acceptedConnectionCount, 1)
+    }
+
+    /// An `http://` answer that came in the clear, before the host was known for HSTS, is not
+    /// kept in the response cache: once the host is known, the same URL goes over TLS. It was
+    /// stored under the trust the upgraded request is looked up with, and answered it: a
+    /// page anyone on the path could have written, after the host asked for TLS only.
+    func testAnAnswerInTheClearDoesNotAnswerTheUpgradedRequestFromTheCache() async throws {
+        plain.shutdown()
+        plain = try TestServer { _ in TestResponse(status: 200, headers: [("Cache-Control", "max-age=600")], body: Data("plain".utf8)) }
+        header.value.withLock { $0 = "max-age=31536000" }
+        let manager = try manager(.inMemory, cache: ResponseCache())
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let (_, before) = try await get(manager, "http://\(host)/x")
+        XCTAssertEqual(before, "plain", "not known yet: sent as written")
+        _ = try await get(manager, "https://\(host)/")
+        let (response, after) = try await get(manager, "http://\(host)/x")
+        XCTAssertEqual(after, "tls", "\(response.result)")
+        XCTAssertEqual(plain.requests.count, 1)
+        XCTAssertEqual(tls.requests.last?.path, "/x")
     }
 
     func testWithoutHSTSTheURLIsSentAsWritten() async throws {

@@ -224,6 +224,10 @@ extension SessionEngine {
         // Nor is one whose policy changed while it ran: which policy admitted it is not known.
         let sameIdentity = cacheIdentity(for: sent) == context.identity && cachePartition.current == context.partition
             && !outcome.admittedByTrustOverride && (context.trust.map { $0.generation == security.tag } ?? true)
+            // An `http://` answer that came in the clear is no answer HSTS-upgraded requests,
+            // looked up under the same trust, may be given (RFC 6797 §8.3: the upgrade comes
+            // before anything else); with HSTS on, plain answers are not kept.
+            && !outcome.answeredInTheClear
         if head.statusCode == 304 {
             guard let entry = context.entry else { return outcome }
             // Only the entry whose validators the request carried is updated (RFC 9111 §4.3.4);

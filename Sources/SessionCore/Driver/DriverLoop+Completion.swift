@@ -257,7 +257,8 @@ extension DriverLoop {
             error: error, request: delegate.request, head: delegate.responseHead,
             body: error == nil ? delegate.takeBody() : nil, metrics: delegate.metrics,
             bodyWentToUserCode: delegate.deliversBody,
-            admittedByTrustOverride: delegate.securityState.handshake?.admittedByTrustOverride ?? false)
+            admittedByTrustOverride: delegate.securityState.handshake?.admittedByTrustOverride ?? false,
+            answeredInTheClear: delegate.securityState.handshake?.admittedInTheClear ?? false)
     }
 
     /// Removes the transfer from curl, recycles its handle, releases the delegate's retained

@@ -81,6 +81,9 @@ final class TLSHandshakeContext {
     /// Kept across the task's hops and attempts: a server let in by an override that redirects
     /// elsewhere chose the content the task ends with.
     private(set) var admittedByTrustOverride = false
+    /// The current request went without TLS of the origin's (`allowsPlainConnection`: HSTS did
+    /// not upgrade it): `TransferOutcome.answeredInTheClear`.
+    private(set) var admittedInTheClear = false
     private var verifiedInThisRequest = false
 
     init(easy: UnsafeMutableRawPointer, security: SessionSecurity, taskIdentifier: Int) {
@@ -104,6 +107,7 @@ final class TLSHandshakeContext {
         rejectedTrust = nil
         refusedStaleConnection = false
         admission = nil
+        admittedInTheClear = false
         verifiedInThisRequest = false
     }
 
@@ -278,6 +282,7 @@ final class TLSHandshakeContext {
         if allowsPlainConnection, curlew_easy_getinfo_pointer(easy, CURLINFO_TLS_SSL_PTR, &raw) == CURLE_OK,
             raw?.assumingMemoryBound(to: curl_tlssessioninfo.self).pointee.internals.map({ Self.layer(of: OpaquePointer($0)) == .proxy }) ?? true
         {
+            admittedInTheClear = true
             return true
         }
         guard curlew_easy_getinfo_pointer(easy, CURLINFO_TLS_SSL_PTR, &raw) == CURLE_OK,

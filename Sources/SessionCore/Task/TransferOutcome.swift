@@ -27,12 +27,17 @@ final class TransferOutcome: Sendable {
     /// task only (`URLSessionManager`'s server-trust `.useCredential`), not the policy: the
     /// response cache never keeps it for other tasks.
     let admittedByTrustOverride: Bool
+    /// The last request went in the clear although HSTS might have sent it over TLS (an
+    /// `http://` URL of a host the manager had not learned yet): the response cache never
+    /// keeps such an answer under the trust that HSTS-upgraded requests are looked up with.
+    let answeredInTheClear: Bool
 
     init(error: SessionError?, request: URLRequest?, head: HTTPResponseHead? = nil, body: Data? = nil,
          fileURL: URL? = nil, metrics: TaskMetrics? = nil, resumePoint: ResumePoint? = nil,
-         bodyWentToUserCode: Bool = false, admittedByTrustOverride: Bool = false) {
+         bodyWentToUserCode: Bool = false, admittedByTrustOverride: Bool = false, answeredInTheClear: Bool = false) {
         self.bodyWentToUserCode = bodyWentToUserCode
         self.admittedByTrustOverride = admittedByTrustOverride
+        self.answeredInTheClear = answeredInTheClear
         self.error = error
         self.request = request
         self.head = head
@@ -46,13 +51,15 @@ final class TransferOutcome: Sendable {
     func with(fileURL: URL?, resumePoint: ResumePoint?, error: SessionError?) -> TransferOutcome {
         TransferOutcome(
             error: error, request: request, head: head, body: body, fileURL: fileURL, metrics: metrics,
-            resumePoint: resumePoint, bodyWentToUserCode: bodyWentToUserCode, admittedByTrustOverride: admittedByTrustOverride)
+            resumePoint: resumePoint, bodyWentToUserCode: bodyWentToUserCode, admittedByTrustOverride: admittedByTrustOverride,
+            answeredInTheClear: answeredInTheClear)
     }
 
     /// The same outcome with another head and body (a 304 answered from the cache).
     func with(head: HTTPResponseHead?, body: Data?) -> TransferOutcome {
         TransferOutcome(
             error: error, request: request, head: head, body: body, fileURL: fileURL, metrics: metrics,
-            resumePoint: resumePoint, bodyWentToUserCode: bodyWentToUserCode, admittedByTrustOverride: admittedByTrustOverride)
+            resumePoint: resumePoint, bodyWentToUserCode: bodyWentToUserCode, admittedByTrustOverride: admittedByTrustOverride,
+            answeredInTheClear: answeredInTheClear)
     }
 }
