@@ -206,6 +206,44 @@ final class SendBodyDataHookTests: XCTestCase {
         await manager.waitUntilInvalidated()
     }
 
+    /// A retry sends the whole body again: the hook reports its bytes again, from 0, as the
+    /// task's count and upload progress count them. It reported only bytes past the first
+    /// attempt's total, so a retried upload moved without a single report.
+    func testTheHookReportsABodySentAgainByARetry() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let manager = URLSessionManager.raw()
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let attempts = Mutex(0)
+        server.route("/busy") { request in
+            let attempt = attempts.withLock { value -> Int in
+                value += 1
+                return value
+            }
+            return attempt == 1 ? .text("busy \(request.body.count)", status: 503) : .text("got \(request.body.count)")
+        }
+        manager.requestRetrier = RetryPolicy(exponentialBackoffScale: 0.01, jitter: 0)
+        struct Report: Sendable { var sum: Int64 = 0, lastTotal: Int64 = 0 }
+        let report = Mutex(Report())
+        manager.setTaskDidSendBodyDataBlock { _, sent, total, _ in
+            report.withLock {
+                $0.sum += sent
+                $0.lastTotal = total
+            }
+        }
+        var request = URLRequest(url: try server.url("/busy"))
+        request.httpMethod = "PUT"
+        let payload = Data(repeating: 5, count: 2_000_000)
+        let response: DataResponse = await withCheckedContinuation { continuation in
+            manager.uploadTask(with: request, from: payload) { continuation.resume(returning: $0) }.resume()
+        }
+        XCTAssertEqual(response.data, Data("got 2000000".utf8), "\(response.result)")
+        XCTAssertEqual(server.requests.map(\.body.count), [2_000_000, 2_000_000], "the body went twice")
+        let final = report.withLock { $0 }
+        XCTAssertEqual(final.sum, 4_000_000, "every byte of both attempts reported once")
+        XCTAssertEqual(final.lastTotal, 2_000_000)
+    }
+
     /// A body of unknown length (a stream, sent chunked) is reported with an unknown total
     /// (-1, as URLSession's `NSURLSessionTransferSizeUnknown`), never libcurl's 0, which read
     /// as a body already past its end.

@@ -97,6 +97,7 @@ extension SessionTask {
     func didSend(bytes: Int64, expected: Int64) {
         let changed = protected.withLock { state -> Bool in
             guard state.bytesSent != bytes || state.bytesExpectedToSend != expected else { return false }
+            if bytes < state.bytesSent { state.sendAttempt += 1 }  // the body is being sent again
             state.bytesSent = bytes
             state.bytesExpectedToSend = expected  // -1: unknown (a body sent chunked)
             return true
@@ -136,6 +137,12 @@ extension SessionTask {
         }
         if let hook = engine.hooks.sentBodyData {
             let delta = protected.withLock { state -> Int64 in
+                // Another attempt sends the body again: its bytes are reported from 0, as the
+                // task's count and its upload progress count them.
+                if snapshot.sendAttempt != state.sendAttemptReported {
+                    state.sendAttemptReported = snapshot.sendAttempt
+                    state.bytesSentReported = 0
+                }
                 defer { state.bytesSentReported = max(state.bytesSentReported, snapshot.bytesSent) }
                 return snapshot.bytesSent - state.bytesSentReported
             }

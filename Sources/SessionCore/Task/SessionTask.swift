@@ -60,8 +60,14 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         /// The file an upload from a file sends (kept for `curlDescription`: `prepared` goes to the driver).
         var bodyFile: URL?
         var progressUpdatePending = false
-        /// Body bytes already reported to the send-body-data hook.
+        /// Body bytes already reported to the send-body-data hook, of the attempt
+        /// `sendAttemptReported`.
         var bytesSentReported: Int64 = 0
+        /// Counts the attempts that sent a body (a retry, a 307's hop): libcurl counts each
+        /// attempt's bytes from 0, so a count lower than the last one starts another.
+        var sendAttempt = 0
+        /// The attempt `bytesSentReported` counts bytes of.
+        var sendAttemptReported = 0
         /// Body bytes already reported to the download-wrote-data hook (from the resume offset
         /// on, for a resumed download).
         var bytesWrittenReported: Int64?
