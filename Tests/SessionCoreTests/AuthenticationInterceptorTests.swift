@@ -307,6 +307,20 @@ final class AuthenticationInterceptorTests: XCTestCase {
         XCTAssertEqual(tokens.tokenRequests, 3)
     }
 
+    /// A window of `.infinity` (at most N refreshes, ever) or of huge length counts every
+    /// refresh and never traps: its milliseconds overflowed an Int64 at the first refresh.
+    func testAnEndlessRefreshWindowCountsEveryRefresh() async throws {
+        tokens.state.withLock { $0.alwaysRefuses = true }
+        for interval in [TimeInterval.infinity, 1e300] {
+            let window = AuthenticationInterceptor<TokenAuthenticator>.RefreshWindow(interval: interval, maximumRefreshes: 2)
+            let before = tokens.tokenRequests
+            _ = try interceptor(TestToken(token: "t0", requiresRefresh: false), window: window)
+            let single = try await fetchConcurrently(1)
+            XCTAssertEqual(single.first?.error as? AuthenticationError, .excessiveRefresh(maximumRefreshes: 2, interval: interval))
+            XCTAssertEqual(tokens.tokenRequests - before, 2)
+        }
+    }
+
     /// The retry rule alone: a 401 for a request sent with an older token is retried at once,
     /// with no refresh; one sent with the current token refreshes first; anything but a 401 is
     /// not the interceptor's business.

@@ -29,6 +29,12 @@ final class TimeoutTests: XCTestCase {
         XCTAssertEqual(TransferTimeouts(request: request, configuration: configuration).idle, 2_000_000_000)
         request.timeoutInterval = .infinity
         XCTAssertNil(TransferTimeouts(request: request, configuration: configuration).idle)
+        // 0, negative and NaN are no value of the request's: the configuration's holds (NaN
+        // turned the idle timeout off).
+        for value in [0, -1, -.infinity, .nan] as [TimeInterval] {
+            let idle = TransferTimeouts(requested: value, timeoutIntervalForRequest: 5, timeoutIntervalForResource: 0).idle
+            XCTAssertEqual(idle, 5_000_000_000, "\(value)")
+        }
     }
 
     func testTheIdleClockCountsFromTheLastActivityAndStopsWhilePaused() {

@@ -161,8 +161,13 @@ public final class AuthenticationInterceptor<AuthenticatorType: Authenticator>: 
                 guard needsRefresh(current) else { return .use(current) }
                 state.waiters.append(continuation)
                 let now = ContinuousClock.now
-                let window = Duration.milliseconds(Int64((max(0, refreshWindow.interval) * 1000).rounded()))
-                state.refreshTimes.removeAll { now - $0 >= window }
+                // A window of a century or more (`.infinity`: "at most N refreshes, ever") keeps
+                // every refresh; its milliseconds would not fit an Int64 (a trap).
+                let seconds = refreshWindow.interval
+                if !(seconds >= TransferTimeouts.longest) {
+                    let window = Duration.milliseconds(Int64((max(0, seconds) * 1000).rounded()))
+                    state.refreshTimes.removeAll { now - $0 >= window }
+                }
                 guard state.refreshTimes.count < refreshWindow.maximumRefreshes else {
                     defer { state.waiters = [] }
                     return .fail(excessiveRefresh, state.waiters)

@@ -45,7 +45,9 @@ struct TransferTimeouts: Sendable, Equatable {
     /// The same from the request's `timeoutInterval` (`requested`, read when it was prepared)
     /// and the two settings: the driver's path, with no copy of the configuration.
     init(requested: TimeInterval, timeoutIntervalForRequest: TimeInterval, timeoutIntervalForResource: TimeInterval) {
-        let idleSeconds = requested != 60 && !(requested <= 0) ? requested : timeoutIntervalForRequest
+        // The request's own value unless it is the default, 0, negative or NaN (which turned the
+        // idle timeout off); `.infinity` asks for no limit.
+        let idleSeconds = requested != 60 && requested > 0 ? requested : timeoutIntervalForRequest
         self.init(idle: Self.nanoseconds(idleSeconds), total: Self.nanoseconds(timeoutIntervalForResource))
     }
 
