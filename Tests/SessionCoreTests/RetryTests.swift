@@ -105,6 +105,23 @@ final class RetryTests: XCTestCase {
         XCTAssertEqual(hits("/later"), 1)
     }
 
+    /// A retry the retrier puts past the resource timeout's end would never be sent: the 503
+    /// and its body are the answer at once. The task waited for nothing and ended `.timedOut`,
+    /// the server's answer lost.
+    func testARetryPastTheResourceTimeoutDeliversTheAnswerAtOnce() async throws {
+        var configuration = SessionConfiguration.default
+        configuration.timeoutIntervalForResource = 5
+        let bounded = URLSessionManager.raw(configuration)
+        defer { bounded.invalidateSessionCancelingTasks(true, resetSession: false) }
+        bounded.requestRetrier = FixedRetrier(decision: .retryAfter(3600))
+        flaky("/x", failures: 1)
+        let response = await bounded.response(for: URLRequest(url: try server.url("/x")))
+        XCTAssertNil(response.error, "\(response.result)")
+        XCTAssertEqual(response.response?.statusCode, 503)
+        XCTAssertEqual(response.data, Data("busy".utf8))
+        XCTAssertEqual(hits("/x"), 1)
+    }
+
     func testARefusedConnectionIsRetriedAndTheErrorDelivered() async throws {
         let closed = try LoopbackPort.closed()
         let attempts = AttemptLog()

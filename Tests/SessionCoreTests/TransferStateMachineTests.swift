@@ -282,7 +282,7 @@ final class TransferStateMachineTests: XCTestCase {
         var awaitingRoute = ready
         XCTAssertTrue(awaitingRoute.connectivityAwaited(error: .cannotConnect("unreachable"), now: 0))
         var backingOff = retrier
-        _ = backingOff.retryDecided(.retryAfter(1), now: 0)
+        _ = backingOff.retryDecided(.retryAfter(1e-6), now: 0)  // due within the total of 10,000 ns
         var awaitingResume = ready
         XCTAssertTrue(awaitingResume.holdsForResume(taskIsSuspended: true, now: 0))
         var finished = delivering
@@ -477,7 +477,7 @@ final class TransferStateMachineTests: XCTestCase {
         var backingOff = exchanging(.deliver)
         _ = backingOff.exchangeEnded(Machine.EndFacts(), now: 1)
         XCTAssertTrue(backingOff.retrierAsked(error: .timedOut("idle"), now: 1))
-        _ = backingOff.retryDecided(.retryAfter(1), now: 2)
+        _ = backingOff.retryDecided(.retryAfter(1e-6), now: 2)  // due within the total of 10,000 ns
         XCTAssertFalse(backingOff.suspend(now: 3))
         XCTAssertEqual(backingOff.retryDue(now: 2 + 1_000_000_000), .some(.timedOut("idle")), "the back-off is over")
         XCTAssertTrue(backingOff.holdsForResume(taskIsSuspended: true, now: 2 + 1_000_000_000))
@@ -610,12 +610,32 @@ final class TransferStateMachineTests: XCTestCase {
             XCTAssertEqual(asked.retryDecided(.retryAfter(bad), now: 3), .finish(nil), "\(bad)")
         }
 
-        machine.retrierAsked(error: nil, now: 3)
-        XCTAssertEqual(machine.retryDecided(.retryAfter(0.5), now: 10), .retryAt(deadline: 500_000_010, delay: 0.5, error: nil))
-        XCTAssertTrue(machine.retryDue(now: 500_000_009) == nil)
-        XCTAssertEqual(machine.retryDue(now: 500_000_010), .some(nil))
-        XCTAssertEqual(machine.retryCount, 2)
-        XCTAssertTrue(machine.retryDue(now: .max) == nil, "due once")
+        // A retry due at or past the resource timeout's end would never be sent: the attempt's
+        // outcome is the task's now (the machine's total is 10,000 ns from 0).
+        for error in [nil, SessionError.timedOut("idle")] {
+            var late = machine
+            late.retrierAsked(error: error, now: 3)
+            XCTAssertEqual(late.retryDecided(.retryAfter(0.5), now: 10), .finish(error))
+            XCTAssertEqual(late.retryCount, 1, "no retry counted")
+        }
+        var lastMoment = machine
+        lastMoment.retrierAsked(error: nil, now: 3)
+        XCTAssertEqual(lastMoment.retryDecided(.retryAfter(1e-9), now: 9_999), .finish(nil), "due as the total ends")
+        lastMoment = machine
+        lastMoment.retrierAsked(error: nil, now: 3)
+        XCTAssertEqual(lastMoment.retryDecided(.retryAfter(1e-9), now: 9_998), .retryAt(deadline: 9_999, delay: 1e-9, error: nil))
+
+        var endless = Machine(timeouts: TransferTimeouts(idle: 100, total: nil), maximumRedirects: 16, now: 0)
+        endless.attached(now: 0)
+        _ = endless.connecting(now: 0)
+        endless.headReceived(.deliver, now: 0)
+        endless.attemptTimedOut(now: 1)
+        endless.retrierAsked(error: nil, now: 3)
+        XCTAssertEqual(endless.retryDecided(.retryAfter(0.5), now: 10), .retryAt(deadline: 500_000_010, delay: 0.5, error: nil))
+        XCTAssertTrue(endless.retryDue(now: 500_000_009) == nil)
+        XCTAssertEqual(endless.retryDue(now: 500_000_010), .some(nil))
+        XCTAssertEqual(endless.retryCount, 1)
+        XCTAssertTrue(endless.retryDue(now: .max) == nil, "due once")
 
         machine.retrierAsked(error: .cancelled, now: 4)
         XCTAssertEqual(machine.retryDecided(.doNotRetry, now: 5), .finish(.cancelled))

@@ -474,6 +474,10 @@ struct TransferStateMachine {
         case .retryAfter(let seconds):
             guard seconds > 0, let wait = TransferTimeouts.nanoseconds(seconds) else { return .finish(error) }
             let deadline = now &+ wait
+            // A retry due when the resource timeout has ended the task would never be sent:
+            // the attempt's answer (a 503 and its body) or error is the outcome now, rather
+            // than a `.timedOut` after waiting for nothing.
+            if let total = clock.timeouts.total, deadline >= clock.start &+ total { return .finish(error) }
             phase = .awaitingRetry
             retryDeadline = deadline
             settleClock(now)
