@@ -95,6 +95,14 @@ struct DownloadRun {
         return request
     }
 
+    /// The header fields a continued download sends: `request`'s, without the range fields
+    /// (resuming adds its own).
+    static func resumedHeaders(of request: URLRequest) -> [String: String] {
+        var headers = request.allHTTPHeaderFields ?? [:]
+        for name in headers.keys where ["range", "if-range"].contains(name.lowercased()) { headers[name] = nil }
+        return headers
+    }
+
     /// The largest resume data read (it holds a URL, headers and a few numbers).
     static let maximumResumeFileSize = 1 << 20
 
@@ -130,13 +138,17 @@ struct DownloadRun {
             let stored = Self.resumeFile(for: target)
             if DownloadNaming.fileExists(stored) {
                 let data = try Self.readOwnResumeFile(stored)
-                guard let decoded = try? DownloadResumeData(encoded: data) else {
+                guard var decoded = try? DownloadResumeData(encoded: data) else {
                     throw ToolFailure(.error, "\(stored.path) is not resume data curlew can use")
                 }
                 guard decoded.url == url else {
                     throw ToolFailure(.error, "\(stored.lastPathComponent) continues \(decoded.url.absoluteString), not \(url.absoluteString)")
                 }
-                resumeData = data
+                // The header fields are this run's, not the cut run's: a `--session`'s of that run
+                // would go on without the scope that keeps them at their origin (a redirect to
+                // another host got them), and a fresh token or header typed now was ignored.
+                decoded.headers = Self.resumedHeaders(of: built.request)
+                resumeData = decoded.encoded()
             } else if DownloadNaming.fileExists(target) {
                 switch try await Self.adopt(target, request: built.request, manager: manager) {
                 case .complete(let size):
@@ -281,8 +293,10 @@ struct DownloadRun {
     /// The command that continues an interrupted download: the one that was run, every flag
     /// kept (`--follow`, `--verify`, a proxy, the output's directory: the resume data lies beside
     /// the file-to-be and holds the first URL), with `-c` added, and `-o` with the name chosen
-    /// from the answer when none was given (`name`). An `--auth` value is written as
-    /// `USER:PASSWORD`, not into a terminal's scrollback or a log.
+    /// from the answer when none was given (`name`). No credential goes into a terminal's
+    /// scrollback or a log: an `--auth` value is written as `USER:PASSWORD`, a credential
+    /// header item's value (`Authorization`, `Proxy-Authorization`, `Cookie`) as `VALUE`, and a
+    /// URL's user information as `USER:PASSWORD@`.
     static func continuationCommand(arguments: [String], name: URL?) -> String {
         var words: [String] = []
         var hidesNext = false
@@ -305,7 +319,7 @@ struct DownloadRun {
             {
                 continues = true
             }
-            words.append(argument)
+            words.append(Self.withoutCredentials(argument))
         }
         var added: [String] = continues ? [] : ["-c"]
         if let name { added += ["-o", name.lastPathComponent] }
@@ -314,6 +328,22 @@ struct DownloadRun {
         let subcommand = words.first == "request" ? ["request"] : []
         let rest = subcommand.isEmpty ? words : Array(words.dropFirst())
         return (["curlew"] + (subcommand + added + rest).map(ShellQuoting.word)).joined(separator: " ")
+    }
+
+    /// `argument` with the credential it carries replaced by a placeholder: a credential header
+    /// item (`Authorization:Bearer …`) or a URL with user information.
+    static func withoutCredentials(_ argument: String) -> String {
+        if let colon = argument.firstIndex(of: ":"),
+            ["authorization", "proxy-authorization", "cookie"].contains(argument[..<colon].lowercased())
+        {
+            return argument[...colon] + "VALUE"
+        }
+        if let scheme = argument.range(of: "://"), let at = argument[scheme.upperBound...].firstIndex(of: "@"),
+            !argument[scheme.upperBound..<at].contains("/")
+        {
+            return argument[..<scheme.upperBound] + "USER:PASSWORD" + argument[at...]
+        }
+        return argument
     }
 
     /// Ctrl-C: keep the resume data beside the file-to-be, say how to continue, exit 130.

@@ -27,12 +27,28 @@ enum Exchange {
                 throw ToolFailure(.error, ToolFailure.oneLine(error))
             }
         }
+        // Pins hold only where there is TLS: a pinned run never follows a redirect to a
+        // plain `http://` URL, whose answer no pin could check (the 3xx is the answer).
+        let httpsOnly = (policy?.pinningMode ?? .none) != .none
         if !follow {
             manager.setTaskWillPerformHTTPRedirectionBlock { _, _, _ in nil }
-        } else if let sessionHeaders {
-            manager.setTaskWillPerformHTTPRedirectionBlock { _, _, request in sessionHeaders.hop(request) }
+        } else if httpsOnly || sessionHeaders != nil {
+            manager.setTaskWillPerformHTTPRedirectionBlock { _, _, request in
+                if httpsOnly, request.url?.scheme?.lowercased() != "https" { return nil }
+                return sessionHeaders.map { $0.hop(request) } ?? request
+            }
         }
         return manager
+    }
+
+    /// Where `head` redirects to when that is not an `https` URL (the hop a pinned run does
+    /// not follow); nil for any other answer.
+    static func plainRedirectTarget(_ head: HTTPResponseHead) -> String? {
+        guard (300..<400).contains(head.statusCode), let location = head.value(forHTTPHeaderField: "Location"),
+            let target = URL(string: location, relativeTo: head.url)?.absoluteURL,
+            target.scheme?.lowercased() != "https"
+        else { return nil }
+        return target.absoluteString
     }
 
     /// Runs `body`, then invalidates `manager` and waits until its driver thread is done,

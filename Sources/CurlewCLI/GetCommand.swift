@@ -51,9 +51,12 @@ struct GetCommand: AsyncParsableCommand {
             if let error = response.error { throw ToolFailure(transferError: error) }
             guard let head = response.head else { throw ToolFailure(.error, "no response arrived") }
             let stdout = Terminal.standardOutput
-            let printer = ExchangePrinter(pretty: .none, isTerminal: false)
+            // To a pipe, byte for byte as ever; to a terminal, as the main command prints: no
+            // control character of the server's (an OSC 52 clipboard write, a title) reaches
+            // it, and a binary body is a notice.
+            let printer = ExchangePrinter(pretty: .none, isTerminal: stdout.isTerminal)
             stdout.write(printer.responseHead(head) + "\n")
-            stdout.write(response.data ?? Data())
+            stdout.write(printer.responseBody(response.data ?? Data(), head: head))
             if metrics, let facts = response.metrics {
                 Terminal.standardError.write(ExchangePrinter.metricsText(facts))
             }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Serialization
+import Security
 import SessionCore
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -207,6 +208,10 @@ struct RequestCommand: AsyncParsableCommand {
                 if let error = response.error { throw ToolFailure(transferError: error) }
                 guard let head = response.head else { throw ToolFailure(.error, "no response arrived") }
                 try writer.finish(response)
+                if transport.follow, (policy?.pinningMode ?? .none) != .none, let target = Exchange.plainRedirectTarget(head) {
+                    throw ToolFailure(
+                        .error, "not following the redirect to \(target.withoutControlCharacters): the pins hold over https only")
+                }
                 if selection.metrics, let metrics = response.metrics {
                     info.write("\n" + ExchangePrinter.metricsText(metrics))
                 }

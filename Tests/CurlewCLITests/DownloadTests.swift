@@ -176,6 +176,12 @@ final class DownloadTests: XCTestCase {
         XCTAssertEqual(
             DownloadRun.continuationCommand(arguments: ["request", "-d", "https://h/f"], name: URL(fileURLWithPath: "/tmp/f.bin")),
             "curlew request -c -o f.bin -d https://h/f", "the subcommand stays first")
+        XCTAssertEqual(
+            DownloadRun.continuationCommand(
+                arguments: ["-d", "https://ann:pw@h/f", "Authorization:Bearer s3", "cookie:sid=1", "X-Plain:kept", "q==a@b"],
+                name: nil),
+            "curlew -c -d https://USER:PASSWORD@h/f Authorization:VALUE cookie:VALUE X-Plain:kept q==a@b",
+            "no credential in a header item or a URL is shown")
     }
 
     func testADownloadCutOffByTheNetworkIsFinishedWithContinue() throws {
@@ -226,6 +232,35 @@ final class DownloadTests: XCTestCase {
         XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("file.bin")), body)
         XCTAssertEqual(server.requests.last?.headers.first { $0.name.lowercased() == "range" }?.value, "bytes=4000-")
         XCTAssertEqual(try files(), ["file.bin"])
+    }
+
+    /// The continuation sends this run's header fields, not the cut run's: a header of that
+    /// run (a `--session`'s among them, which this run's scope would keep at its origin) is not
+    /// sent on, and a token typed now is. The stored request's fields went as they were.
+    func testContinueSendsThisRunsHeadersNotTheCutRuns() throws {
+        let body = Data((0..<10_000).map { UInt8(truncatingIfNeeded: $0 * 7) })
+        let server = try TestServer { request in
+            let range = request.headers.first { $0.name.lowercased() == "range" }?.value
+            guard let range, range.hasPrefix("bytes="), let start = Int(range.dropFirst(6).prefix { $0 != "-" }) else {
+                return TestResponse(
+                    status: 200, headers: [("Content-Length", "\(body.count)"), ("ETag", "\"v1\""), ("Accept-Ranges", "bytes")],
+                    body: .data(body.prefix(4_000)), framing: .contentLength, ending: .close)
+            }
+            return TestResponse(
+                status: 206, headers: [("Content-Range", "bytes \(start)-\(body.count - 1)/\(body.count)"), ("ETag", "\"v1\"")],
+                body: body.suffix(from: start))
+        }
+        defer { server.shutdown() }
+        let url = "http://127.0.0.1:\(server.port)/file"
+        let cut = try CurlewProcess.run(["-d", "-o", "file.bin", url, "X-Secret:s3cret", "X-Token:old"], in: directory)
+        XCTAssertEqual(cut.status, 1, cut.stderr)
+        let resumed = try CurlewProcess.run(["-d", "-c", "-o", "file.bin", url, "X-Token:new"], in: directory)
+        XCTAssertEqual(resumed.status, 0, resumed.stderr)
+        XCTAssertEqual(try Data(contentsOf: directory.appendingPathComponent("file.bin")), body)
+        let last = try XCTUnwrap(server.requests.last)
+        XCTAssertEqual(last.headers.first { $0.name.lowercased() == "range" }?.value, "bytes=4000-")
+        XCTAssertEqual(last.headers.first { $0.name.lowercased() == "x-token" }?.value, "new")
+        XCTAssertNil(last.headers.first { $0.name.lowercased() == "x-secret" }, "the cut run's header was sent on")
     }
 
     func testContinueAdoptsAPartialFileAnotherToolLeft() throws {

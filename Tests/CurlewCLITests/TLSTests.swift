@@ -56,6 +56,28 @@ final class TLSTests: XCTestCase {
         XCTAssertEqual(wrongCertificate.status, 9, wrongCertificate.stderr)
     }
 
+    /// A pinned run does not follow a redirect to a plain `http://` URL, whose answer no pin
+    /// could check: it fails saying so, and the plain server is never asked. It was followed,
+    /// and the unauthenticated answer printed with exit 0. Without pins the hop is followed.
+    func testAPinnedRunDoesNotFollowARedirectToPlainHTTP() throws {
+        let plain = try TestServer()
+        defer { plain.shutdown() }
+        plain.route("/plain", response: .text("in the clear"))
+        server.route("/away", response: .redirect(to: "http://127.0.0.1:\(plain.port)/plain", status: 302))
+        let away = "https://127.0.0.1:\(server.port)/away"
+        let root = certificates.root.certificatePEM.path
+        for pin in [["--pin", "sha256/\(try leafPin())"], ["--pin-cert", certificates.leaf.certificatePEM.path]] {
+            let refused = try CurlewProcess.run(["--verify", root] + pin + ["--follow", away])
+            XCTAssertEqual(refused.status, 1, refused.stderr)
+            XCTAssertTrue(refused.stderr.contains("not following the redirect to http://127.0.0.1:\(plain.port)/plain"), refused.stderr)
+            XCTAssertFalse(refused.text.contains("in the clear"))
+        }
+        XCTAssertEqual(plain.requests.count, 0)
+        let unpinned = try CurlewProcess.run(["--verify", root, "--follow", away])
+        XCTAssertEqual(unpinned.status, 0, unpinned.stderr)
+        XCTAssertEqual(unpinned.text, "in the clear")
+    }
+
     func testPinCommandFormats() throws {
         let pin = try leafPin()
         let text = try CurlewProcess.run(["pin", "https://127.0.0.1:\(server.port)"])

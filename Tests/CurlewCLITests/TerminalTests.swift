@@ -49,6 +49,16 @@ final class TerminalTests: XCTestCase {
         XCTAssertFalse(shown.raw.contains("IHDR"), "no PNG bytes reach the terminal")
     }
 
+    /// The first version's `get` verb on a terminal: a body that would set the terminal's
+    /// title (ESC ] 0 ; … BEL) reaches it with its control characters shown as `?`. It was
+    /// written raw (on a pipe it still is, byte for byte: EndToEndTests).
+    func testTheGetVerbKeepsServerControlCharactersOffTheTerminal() throws {
+        let shown = try onTerminal(["get", "\(base)/base64/G10wO3B3bgdoZWxsbwo="])
+        XCTAssertEqual(shown.status, 0, shown.plain)
+        XCTAssertFalse(shown.raw.contains("\u{1B}]"), shown.raw)
+        XCTAssertTrue(shown.plain.contains("?]0;pwn?hello"), shown.plain)
+    }
+
     func testDownloadShowsProgressOnATerminal() throws {
         let directory = try CurlewProcess.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: directory) }
