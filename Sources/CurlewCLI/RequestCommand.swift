@@ -107,6 +107,13 @@ struct RequestCommand: AsyncParsableCommand {
             throw ToolFailure(.error, ToolFailure.oneLine(error))
         }
         guard let url = built.request.url else { throw ToolFailure(.error, "the request has no URL") }
+        // Only a GET's answer is continued (as the library resumes only GETs): a HEAD probe and
+        // a GET with a POST's fields would continue the file with another request's bytes.
+        if download.resume, line.effectiveMethod != "GET" || built.request.httpBody != nil || built.bodyFile != nil
+            || built.request.httpBodyStream != nil
+        {
+            throw ToolFailure(.usage, "--continue continues a GET's answer, not a \(line.effectiveMethod) with a body: left as it is")
+        }
         var configuration = transport.configuration(for: url)
         if let store {
             let jar = try store.loadJar()

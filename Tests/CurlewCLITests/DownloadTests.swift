@@ -276,6 +276,21 @@ final class DownloadTests: XCTestCase {
         XCTAssertEqual(again.stderr, "curlew: part.bin is already complete (10000 bytes)\n")
     }
 
+    /// Only a GET's answer is continued: `-c` with a POST (or a body) is refused before anything
+    /// is sent and the file is left as it is. It was probed with HEAD and continued with a GET
+    /// carrying the POST's fields: another request's bytes.
+    func testContinueRefusesARequestThatIsNotAPlainGET() throws {
+        let part = directory.appendingPathComponent("part.bin")
+        try rangeBytes(10_000).prefix(4_000).write(to: part)
+        for arguments in [["POST", "\(base)/anything", "a=b"], ["\(base)/anything", "a=b"], ["PUT", "\(base)/anything"]] {
+            let refused = try CurlewProcess.run(["-d", "-c", "-o", "part.bin"] + arguments, in: directory)
+            XCTAssertEqual(refused.status, 64, "\(arguments): \(refused.stderr)")
+            XCTAssertTrue(refused.stderr.contains("--continue continues a GET's answer"), refused.stderr)
+        }
+        XCTAssertEqual(try Data(contentsOf: part), rangeBytes(10_000).prefix(4_000))
+        XCTAssertEqual(try files(), ["part.bin"])
+    }
+
     func testContinueLeavesAFileAloneWithoutAValidator() throws {
         // httpbin's /bytes has no ETag or Last-Modified: nothing proves the file is a part of it.
         try Data("abc".utf8).write(to: directory.appendingPathComponent("other.bin"))
