@@ -242,6 +242,35 @@ final class AuthenticationInterceptorTests: XCTestCase {
         XCTAssertEqual(ended.withLock { $0 }.count, 1, "the handler ran once")
     }
 
+    /// A refresh that never ends (its token server never answers) is bounded by the resource
+    /// timeout: the task ends `.timedOut`, never sent. The task's clock started only with its
+    /// transfer, so it waited as long as the refresh did: forever.
+    func testARefreshThatNeverEndsIsBoundedByTheResourceTimeout() async throws {
+        let gate = AsyncStream<Void>.makeStream()
+        defer { gate.continuation.finish() }
+        var authenticator = TokenAuthenticator(tokenURL: try tokens.server.url("/token"), refresher: refresher)
+        authenticator.beforeRefresh = { for await _ in gate.stream {} }  // until the test lets it go
+        var configuration = SessionConfiguration.default
+        configuration.timeoutIntervalForResource = 1
+        let bounded = URLSessionManager.raw(configuration)
+        defer { bounded.invalidateSessionCancelingTasks(true, resetSession: false) }
+        bounded.interceptor = AuthenticationInterceptor(authenticator: authenticator, credential: TestToken(token: "t0", requiresRefresh: true))
+        let ended = expectation(description: "the task ended")
+        let outcome = Mutex<DataResponse?>(nil)
+        bounded.dataTask(with: URLRequest(url: try tokens.server.url("/resource"))) { response in
+            outcome.withLock { $0 = response }
+            ended.fulfill()
+        }.resume()
+        await fulfillment(of: [ended], timeout: 30)
+        guard case .timedOut(let detail)? = outcome.withLock({ $0 })?.error as? SessionError else {
+            return XCTFail("expected timedOut, got \(String(describing: outcome.withLock { $0 }?.error))")
+        }
+        XCTAssertTrue(detail.contains("adapted"), detail)
+        gate.continuation.finish()
+        try await eventually({ tokens.tokenRequests == 1 }, "the refresh returned")
+        XCTAssertTrue(tokens.resourceAuthorizations.isEmpty, "the timed-out task was sent after all")
+    }
+
     /// The credential meets a refresh under way: set while the refresh runs (a sign-out, then
     /// another user's sign-in), it is not overwritten by the refresh's result, which belonged
     /// to the credential before it; the request that waited goes on with what is set then.

@@ -30,9 +30,14 @@ extension SessionEngine {
     /// `SessionError.interceptorFailed`, surfaced unwrapped) or the validation error of the
     /// adapted request. A task cancelled meanwhile was completed by the cancel (the driver
     /// does not know it yet, so `.cancel` completes it there); the answer is then dropped.
+    ///
+    /// The resource timeout bounds the adaptation too (`adaptationWatchdog`): an adapter that
+    /// never returns (a token refresh whose server never answers) ends the task `.timedOut`.
     func adaptThenStart(_ task: SessionTask, adapter: any RequestAdapter) {
         guard let original = task.originalRequest else { return startAdapted(task) }
+        let watchdog = adaptationWatchdog(for: task)
         Task { [self] in
+            defer { watchdog?.cancel() }  // its handler (and what it holds) goes with it
             let adapted: Result<AdaptedRequest, SessionError>
             do {
                 let request = try await adapter.adapt(original, for: task, attempt: 0)
@@ -52,5 +57,24 @@ extension SessionEngine {
                 complete(task, outcome: TransferOutcome(error: error, request: task.currentRequest))
             }
         }
+    }
+
+    /// A timer that ends `task` with `.timedOut` when its first request is still being
+    /// adapted once `timeoutIntervalForResource` has passed; nil when that timeout is no limit.
+    /// The driver's own clock starts with the transfer, so without it an adapter that never
+    /// returned held the task forever. The request is taken from the task first: an adaptation
+    /// that ends later finds none to adopt, and one the driver took already is the driver's.
+    private func adaptationWatchdog(for task: SessionTask) -> (any DispatchSourceTimer)? {
+        guard let total = TransferTimeouts.nanoseconds(configuration.timeoutIntervalForResource) else { return nil }
+        let timer = DispatchSource.makeTimerSource(queue: .global())
+        timer.schedule(deadline: .now() + .nanoseconds(Int(clamping: total)))
+        timer.setEventHandler { [weak self, weak task] in
+            guard let self, let task, task.takePrepared() != nil else { return }
+            let error = SessionError.timedOut(
+                "the task took longer than its resource timeout of \(TransferTimeouts.describe(total)) while its request was adapted")
+            complete(task, outcome: TransferOutcome(error: error, request: task.currentRequest))
+        }
+        timer.resume()
+        return timer
     }
 }
