@@ -176,6 +176,7 @@ struct DownloadRun {
         }
         let answered = Mutex<DataResponse?>(nil)
         let running = Mutex<DownloadTask?>(nil)
+        let follows = transport.follow
         let trap = SignalTrap(queue: DispatchQueue(label: "curlew.signals")) { _ in
             guard let task = running.withLock({ $0 }) else { _exit(ExitStatus.interrupted.rawValue) }
             task.cancel { data in
@@ -189,7 +190,8 @@ struct DownloadRun {
                 let resumeData = running.withLock { $0 }?.resumeData
                 continuation.resume(
                     returning: Self.finish(
-                        response, resumeData: resumeData, target: target, directory: directory, adopted: adoptedPartial))
+                        response, resumeData: resumeData, target: target, directory: directory, adopted: adoptedPartial,
+                        follows: follows))
             }
             let task: DownloadTask
             if let resumeData {
@@ -219,7 +221,7 @@ struct DownloadRun {
     /// Moves a finished download into place, or says why not (on the completion queue,
     /// before Curlew removes the temporary file).
     private static func finish(
-        _ response: DataResponse, resumeData: Data?, target: URL?, directory: URL, adopted: URL?
+        _ response: DataResponse, resumeData: Data?, target: URL?, directory: URL, adopted: URL?, follows: Bool
     ) -> Outcome {
         if let error = response.error {
             var failure = ToolFailure(transferError: error)
@@ -243,8 +245,13 @@ struct DownloadRun {
         guard (200..<300).contains(head.statusCode) else {
             // Curlew removes the file after this handler; the tool may exit before that.
             unlink(temporary.path)
+            if follows, let plain = Exchange.plainRedirectTarget(head) {
+                // Followed everywhere else: a pinned run stops at a hop to plain http (`Exchange`).
+                return .failed(ToolFailure(
+                    .error, "not following the redirect to \(plain.withoutControlCharacters): the pins hold over https only; nothing saved"))
+            }
             let status = ExitStatus.forStatus(head.statusCode) ?? .error
-            let hint = (300..<400).contains(head.statusCode) ? " (add --follow to follow redirects)" : ""
+            let hint = (300..<400).contains(head.statusCode) && !follows ? " (add --follow to follow redirects)" : ""
             return .failed(ToolFailure(status, "HTTP \(head.statusCode) \(head.reasonPhrase ?? ""): nothing saved\(hint)"))
         }
         let bytes = (try? FileManager.default.attributesOfItem(atPath: temporary.path)[.size] as? Int64) ?? 0
@@ -339,7 +346,7 @@ struct DownloadRun {
             return argument[...colon] + "VALUE"
         }
         if let scheme = argument.range(of: "://"), let at = argument[scheme.upperBound...].firstIndex(of: "@"),
-            !argument[scheme.upperBound..<at].contains("/")
+            !argument[scheme.upperBound..<at].contains(where: { "/?#".contains($0) })
         {
             return argument[..<scheme.upperBound] + "USER:PASSWORD" + argument[at...]
         }

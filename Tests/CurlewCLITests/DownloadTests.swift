@@ -178,9 +178,9 @@ final class DownloadTests: XCTestCase {
             "curlew request -c -o f.bin -d https://h/f", "the subcommand stays first")
         XCTAssertEqual(
             DownloadRun.continuationCommand(
-                arguments: ["-d", "https://ann:pw@h/f", "Authorization:Bearer s3", "cookie:sid=1", "X-Plain:kept", "q==a@b"],
+                arguments: ["-d", "https://ann:pw@h/f", "Authorization:Bearer s3", "cookie:sid=1", "X-Plain:kept", "q==a@b", "https://h?x=a@b"],
                 name: nil),
-            "curlew -c -d https://USER:PASSWORD@h/f Authorization:VALUE cookie:VALUE X-Plain:kept q==a@b",
+            "curlew -c -d https://USER:PASSWORD@h/f Authorization:VALUE cookie:VALUE X-Plain:kept q==a@b 'https://h?x=a@b'",
             "no credential in a header item or a URL is shown")
     }
 

@@ -72,6 +72,12 @@ final class TLSTests: XCTestCase {
             XCTAssertTrue(refused.stderr.contains("not following the redirect to http://127.0.0.1:\(plain.port)/plain"), refused.stderr)
             XCTAssertFalse(refused.text.contains("in the clear"))
         }
+        let directory = try CurlewProcess.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let download = try CurlewProcess.run(["-d", "--verify", root, "--pin", "sha256/\(try leafPin())", "--follow", away], in: directory)
+        XCTAssertEqual(download.status, 1, download.stderr)
+        XCTAssertTrue(download.stderr.contains("not following the redirect"), download.stderr)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory.path), [])
         XCTAssertEqual(plain.requests.count, 0)
         let unpinned = try CurlewProcess.run(["--verify", root, "--follow", away])
         XCTAssertEqual(unpinned.status, 0, unpinned.stderr)

@@ -1,5 +1,6 @@
 import CurlewTestSupport
 import Foundation
+import Synchronization
 import XCTest
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -78,8 +79,17 @@ final class AdoptedPartialFileTests: XCTestCase {
     /// answer to it: the task fails and no file is made. It was taken as the range's bytes.
     func testAByteRangeAskedForAgainTakesNoOtherBytes() async throws {
         let body = self.body
+        // Other bytes; then the right range, but gzip-coded (asked without Accept-Encoding, so
+        // not decoded: the file would be coded bytes).
+        let coded = Mutex(false)
         let server = try TestServer { _ in
-            TestResponse(
+            if coded.withLock({ $0 }) {
+                return TestResponse(
+                    status: 206,
+                    headers: [("ETag", "\"e1\""), ("Content-Range", "bytes 2000-2999/\(body.count)"), ("Content-Encoding", "gzip")],
+                    body: (try? Gzip.compress(body.subdata(in: 2_000..<3_000))) ?? Data())
+            }
+            return TestResponse(
                 status: 206, headers: [("ETag", "\"e1\""), ("Content-Range", "bytes 0-99/\(body.count)")],
                 body: body.prefix(100))
         }
@@ -104,5 +114,12 @@ final class AdoptedPartialFileTests: XCTestCase {
         }
         XCTAssertEqual(status, 206)
         XCTAssertFalse(FileManager.default.fileExists(atPath: destination.path), "no file of other bytes")
+
+        coded.withLock { $0 = true }
+        let gzipped = await download(resume.encoded(), manager: manager, to: destination)
+        guard case .resumeFailed(206, _)? = gzipped.error as? SessionError else {
+            return XCTFail("expected resumeFailed(206), got \(String(describing: gzipped.error))")
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: destination.path), "no file of coded bytes")
     }
 }

@@ -173,6 +173,28 @@ final class CookieTransferTests: XCTestCase {
         await manager.waitUntilInvalidatedAfterUse()
     }
 
+    /// The same when the redirection hook sends a request of its own without the field: the
+    /// handle still carries the first request's name, and the hop names its own authority.
+    func testAHookMadeHopWithoutAHostFieldGetsNoCookiesOfTheFirstHost() async throws {
+        let server = try TestServer { request in
+            switch URL(string: request.uri)?.path {
+            case "/go": return TestResponse(status: 302, headers: [("Location", "http://b.example.com/land")])
+            default: return .text("ok")
+            }
+        }
+        defer { server.shutdown() }
+        let manager = URLSessionManager.raw(try proxied(through: server))
+        manager.setTaskWillPerformHTTPRedirectionBlock { _, _, proposed in proposed.url.map { URLRequest(url: $0) } }
+        try XCTUnwrap(manager.cookieJar).add(Cookie(name: "aside", value: "secret", domain: "a.example.com"))
+        var request = URLRequest(url: try url("http://a.example.com/go"))
+        request.setValue("a.example.com", forHTTPHeaderField: "Host")
+        let response = await manager.response(for: request)
+        XCTAssertEqual(response.response?.statusCode, 200, "\(response.result)")
+        XCTAssertEqual(server.requests.last?.headerValues("Host"), ["b.example.com"])
+        XCTAssertEqual(server.requests.last?.headerValues("Cookie"), [])
+        await manager.waitUntilInvalidatedAfterUse()
+    }
+
     // MARK: - One jar per manager
 
     func testManagersGivenOneJarShareCookies() async throws {

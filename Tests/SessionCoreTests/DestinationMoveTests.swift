@@ -90,6 +90,7 @@ final class DestinationMoveTests: XCTestCase {
         try DestinationMove.move(source, to: destination)
         XCTAssertEqual(try Data(contentsOf: destination), body)
         XCTAssertFalse(FileManager.default.fileExists(atPath: source.path))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: local.path), ["file.bin"], "no copy left beside it")
         var found = stat()
         XCTAssertEqual(stat(destination.path, &found), 0)
         XCTAssertEqual(found.st_mode & 0o777, 0o600)
@@ -108,6 +109,7 @@ final class DestinationMoveTests: XCTestCase {
         XCTAssertEqual(try Data(contentsOf: taken), Data("mine".utf8))
         XCTAssertFalse(FileManager.default.fileExists(atPath: target.path), "no file made through the link")
         XCTAssertEqual(try Data(contentsOf: source), Data("new".utf8))
+        XCTAssertEqual(Set(try FileManager.default.contentsOfDirectory(atPath: local.path)), ["taken", "link"], "no copy left beside them")
     }
 
     /// A copy that cannot be made (no such directory) leaves no partial file and the source.

@@ -36,6 +36,22 @@ final class DownloadRetryContinuationTests: XCTestCase {
         try? FileManager.default.removeItem(at: downloads.deletingLastPathComponent())
     }
 
+    /// A retrier that retries the first failure once, after the route's file changed to `new`
+    /// (entity tag "v2"; sent gzipped when `gzipped` is given), `before` run first.
+    private static func retryingOnce(
+        changing route: RangeFileRoute, to new: Data, gzipped: Data? = nil, before: @escaping @Sendable () -> Void = {}
+    ) -> RecordingRetrier {
+        RecordingRetrier { attempt, _ in
+            before()
+            route.state.withLock {
+                $0.body = new
+                $0.entityTag = "\"v2\""
+                $0.gzippedBody = gzipped
+            }
+            return attempt < 1 ? .retry : .doNotRetry
+        }
+    }
+
     private var leftovers: [String] { (try? FileManager.default.contentsOfDirectory(atPath: downloads.path)) ?? [] }
 
     /// Runs a download of `request` to `destination` and returns the task and its response.
@@ -177,15 +193,7 @@ final class DownloadRetryContinuationTests: XCTestCase {
         let gzipped = try Gzip.compress(new)
         let route = RangeFileRoute(server: server, path: "/file", body: old)
         route.state.withLock { $0.faults = [.cutAfter(80_000)] }
-        let retrier = RecordingRetrier { attempt, _ in
-            route.state.withLock {
-                $0.body = new
-                $0.entityTag = "\"v2\""
-                $0.gzippedBody = gzipped
-            }
-            return attempt < 1 ? .retry : .doNotRetry
-        }
-        manager.requestRetrier = retrier
+        manager.requestRetrier = Self.retryingOnce(changing: route, to: new, gzipped: gzipped)
 
         let (_, response) = await download(URLRequest(url: try server.url("/file")))
 
@@ -214,14 +222,9 @@ final class DownloadRetryContinuationTests: XCTestCase {
         let new = patternedData(count: 300, seed: 9)
         let route = RangeFileRoute(server: server, path: "/file", body: old)
         let original = saved
-        let retrier = RecordingRetrier { attempt, _ in
+        let retrier = Self.retryingOnce(changing: route, to: new) {
             var restored = original
             _ = setrlimit(Int32(RLIMIT_FSIZE.rawValue), &restored)
-            route.state.withLock {
-                $0.body = new
-                $0.entityTag = "\"v2\""
-            }
-            return attempt < 1 ? .retry : .doNotRetry
         }
         manager.requestRetrier = retrier
         XCTAssertEqual(setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit), 0)
@@ -241,14 +244,7 @@ final class DownloadRetryContinuationTests: XCTestCase {
         let new = patternedData(count: 250_000, seed: 7)
         let route = RangeFileRoute(server: server, path: "/file", body: old)
         route.state.withLock { $0.faults = [.cutAfter(80_000)] }
-        let retrier = RecordingRetrier { attempt, _ in
-            route.state.withLock {
-                $0.body = new
-                $0.entityTag = "\"v2\""
-            }
-            return attempt < 1 ? .retry : .doNotRetry
-        }
-        manager.requestRetrier = retrier
+        manager.requestRetrier = Self.retryingOnce(changing: route, to: new)
 
         let (_, response) = await download(URLRequest(url: try server.url("/file")))
 

@@ -146,6 +146,10 @@ final class DownloadTaskTests: XCTestCase {
             throw XCTSkip("no /dev/shm on this machine")
         }
         defer { try? FileManager.default.removeItem(at: shm) }
+        var shmStatus = stat(), destinationStatus = stat()
+        guard stat(shm.path, &shmStatus) == 0, stat(destinations.path, &destinationStatus) == 0,
+            shmStatus.st_dev != destinationStatus.st_dev
+        else { throw XCTSkip("/dev/shm is on the destinations' file system here") }
         var configuration = SessionConfiguration.default
         configuration.downloadDirectory = shm
         let across = URLSessionManager(configuration: configuration)

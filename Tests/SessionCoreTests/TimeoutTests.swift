@@ -37,6 +37,17 @@ final class TimeoutTests: XCTestCase {
         }
     }
 
+    /// A task whose first request was adapted (a token refresh) began then: its resource
+    /// timeout counts from there, not from the transfer's start, and the idle clock from now.
+    func testTheTotalClockCountsFromTheAdaptation() {
+        let clock = TransferClock(timeouts: TransferTimeouts(idle: 1_000, total: 100), now: 50, totalStart: 10)
+        XCTAssertEqual(clock.nextDeadline, 110)
+        XCTAssertNil(clock.expiry(at: 109))
+        XCTAssertNotNil(clock.expiry(at: 110))
+        XCTAssertEqual(TransferClock(timeouts: TransferTimeouts(idle: 1_000, total: 100), now: 50, totalStart: 80).nextDeadline, 150,
+                       "never later than the transfer's own start")
+    }
+
     func testTheIdleClockCountsFromTheLastActivityAndStopsWhilePaused() {
         var clock = TransferClock(timeouts: TransferTimeouts(idle: 100, total: 1_000), now: 0)
         XCTAssertEqual(clock.nextDeadline, 100)

@@ -12,11 +12,13 @@ import Glibc
 /// directory) would be replaced and its bytes lost; a dangling symbolic link there is replaced
 /// too. Here the check and the move are one step, as the kernel offers it:
 /// 1. `renameat2(RENAME_NOREPLACE)`: fails with `EEXIST` for any entry at the destination;
-/// 2. where the file system or kernel has no such flag (`EINVAL`, `ENOSYS`): `link(2)`, which
-///    never replaces either, then `unlink(2)` of the temporary name;
-/// 3. across file systems (`EXDEV`): the bytes are copied, a buffer at a time, into a file
-///    created with `O_EXCL | O_NOFOLLOW`, and the temporary file goes once the copy is whole
-///    (a failed copy removes its own partial file, never anything else).
+/// 2. where the file system or kernel has no such flag (`EINVAL`, `ENOSYS`, or `EPERM` from a
+///    sandbox that refuses the system call): `link(2)`, which never replaces either, then
+///    `unlink(2)` of the temporary name;
+/// 3. across file systems (`EXDEV`): the bytes are copied, a buffer at a time, into a new file
+///    (`O_EXCL | O_NOFOLLOW`) of a name of its own beside the destination, which then takes the
+///    destination's name as in 1 or 2: nobody sees a partial file under that name, and a failed
+///    copy removes its own file, never anything else. The download's temporary file goes last.
 ///
 /// Only a file system with neither the flag nor hard links (some FUSE and FAT mounts) falls back
 /// to FileManager's check-then-rename.
@@ -32,10 +34,10 @@ enum DestinationMove {
         let to = destination.path
         if curlew_rename_noreplace(from, to) == 0 { return }
         switch errno {
-        case EINVAL, ENOSYS:
+        case EINVAL, ENOSYS, EPERM:
             try moveByLink(from, to)
         case EXDEV:
-            try copyAcross(from, to)
+            try copyAcross(from, to, besides: destination)
         default:
             throw failure(to)
         }
@@ -46,7 +48,7 @@ enum DestinationMove {
         guard link(from, to) == 0 else {
             switch errno {
             case EXDEV:
-                try copyAcross(from, to)
+                try copyAcross(from, to, besides: URL(fileURLWithPath: to))
             case EPERM, EOPNOTSUPP, ENOSYS:
                 // No hard links here: the check and the rename are two steps, as FileManager's are.
                 var entry = stat()
@@ -61,24 +63,37 @@ enum DestinationMove {
         unlink(from)
     }
 
-    /// Copies the bytes into a new file at `to` (never an existing one), then removes `from`.
-    private static func copyAcross(_ from: String, _ to: String) throws(SessionError) {
+    /// Copies the bytes into a new file of its own in `to`'s directory, moves that to `to`
+    /// (never over an existing entry), then removes `from`.
+    private static func copyAcross(_ from: String, _ to: String, besides destination: URL) throws(SessionError) {
         let input = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard input >= 0 else { throw failure(to) }
         defer { close(input) }
+        let copy = destination.deletingLastPathComponent()
+            .appendingPathComponent(".\(destination.lastPathComponent).curlew-\(UUID().uuidString)").path
         // The download's own mode (0600 as it was made): a copy is no more open than the file.
-        let output = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        let output = open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard output >= 0 else { throw failure(to) }
         if let problem = copyBytes(from: input, to: output) {
             close(output)
-            unlink(to)  // made by this call (O_EXCL): only its own partial copy goes
+            unlink(copy)  // made by this call (O_EXCL): only its own copy goes
             throw failure(to, errno: problem)
         }
         // A network file system reports a failed write as late as close(2).
         guard close(output) == 0 else {
             let problem = errno
-            unlink(to)
+            unlink(copy)
             throw failure(to, errno: problem)
+        }
+        // On one file system now: the copy takes the destination's name in one step.
+        do throws(SessionError) {
+            if curlew_rename_noreplace(copy, to) != 0 {
+                guard [EINVAL, ENOSYS, EPERM].contains(errno) else { throw failure(to) }
+                try moveByLink(copy, to)
+            }
+        } catch {
+            unlink(copy)
+            throw error
         }
         unlink(from)
     }

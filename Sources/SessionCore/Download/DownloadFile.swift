@@ -197,10 +197,18 @@ final class DownloadFile {
             // The byte range asked for again from its start (no earlier bytes to continue): a
             // 206 must begin where the range does and end within it. Other bytes (a server
             // that answers every range from byte 0) are no answer to the request.
-            if statusCode == 206, origin > 0 || rangeLast != nil {
-                guard let range, range.first == origin, range.last <= (rangeLast ?? .max) else {
+            if origin > 0 || rangeLast != nil {
+                // Asked without `Accept-Encoding` (a range of coded bytes cannot be decoded), so a
+                // coded answer would be the file as coded bytes.
+                if isContentEncoded {
                     rejectedStatus = statusCode
                     return
+                }
+                if statusCode == 206 {
+                    guard let range, range.first == origin, range.last <= (rangeLast ?? .max) else {
+                        rejectedStatus = statusCode
+                        return
+                    }
                 }
             }
         }

@@ -159,6 +159,12 @@ extension TaskDelegate {
         } else if bodyReader != nil && !prepared.hasExpectHeader {
             headerLines.append("Expect:")
         }
+        if easy.isBoundToCookieHost, !prepared.namesHost {
+            // This libcurl keeps the name an earlier request's `Host` field gave this handle
+            // (a hop before a redirect whose hook sent a request without the field): naming the
+            // hop's own authority replaces it, or the jar's cookies would be picked for that name.
+            headerLines.append("Host: " + RedirectPolicy.authority(of: prepared.url))
+        }
         guard easy.setHeaders(headerLines) else { return .curl(code: Int(CURLE_OUT_OF_MEMORY.rawValue), message: "out of memory") }
         if prepared.namesHost && CurlRuntime.keepsCookieHost { easy.isBoundToCookieHost = true }
 

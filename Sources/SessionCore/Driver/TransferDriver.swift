@@ -180,4 +180,6 @@ final class TransferDriver: Sendable {
 struct AdaptedRequest: Sendable {
     let request: URLRequest
     let prepared: PreparedRequest
+    /// When its adaptation began (`TaskDelegate.uptime`); nil for a retry's.
+    var started: UInt64?
 }

@@ -47,13 +47,16 @@ final class PreparedRequest: Sendable {
     let handlesCookies: Bool
     /// The host and port of an `https` URL (`ParsedURLCache.TLSTarget`); nil for others.
     let tlsTarget: ParsedURLCache.TLSTarget?
+    /// When the task's first request began to be adapted (`TaskDelegate.uptime`), set on the
+    /// adapted request: the resource timeout counts from then, not from the transfer's start.
+    let adaptationStart: UInt64?
 
     init(
         url: URL, urlString: String, method: String, headerLines: [String], acceptEncoding: String?,
         body: RequestBody, hasCookieHeader: Bool, namesHost: Bool = false, hasExpectHeader: Bool = false,
         urlOrigin: URLOrigin? = nil,
         curlURL: CurlURL? = nil, timeoutInterval: TimeInterval = 60, handlesCookies: Bool = true,
-        tlsTarget: ParsedURLCache.TLSTarget? = nil
+        tlsTarget: ParsedURLCache.TLSTarget? = nil, adaptationStart: UInt64? = nil
     ) {
         self.url = url
         self.urlString = urlString
@@ -70,6 +73,7 @@ final class PreparedRequest: Sendable {
         self.timeoutInterval = timeoutInterval
         self.handlesCookies = handlesCookies
         self.tlsTarget = tlsTarget
+        self.adaptationStart = adaptationStart
     }
 
     /// RFC 9110 §9.2.2's idempotent methods: a request the client may send again on its own.
@@ -91,13 +95,15 @@ final class PreparedRequest: Sendable {
         }
     }
 
-    /// The same request with another body.
-    func with(body: RequestBody) -> PreparedRequest {
+    /// The same request with another body (and, for a task's adapted first request, when its
+    /// adaptation began).
+    func with(body: RequestBody, adaptationStart: UInt64? = nil) -> PreparedRequest {
         PreparedRequest(
             url: url, urlString: urlString, method: method, headerLines: headerLines, acceptEncoding: acceptEncoding,
             body: body, hasCookieHeader: hasCookieHeader, namesHost: namesHost, hasExpectHeader: hasExpectHeader,
             urlOrigin: urlOrigin,
-            curlURL: curlURL, timeoutInterval: timeoutInterval, handlesCookies: handlesCookies, tlsTarget: tlsTarget)
+            curlURL: curlURL, timeoutInterval: timeoutInterval, handlesCookies: handlesCookies, tlsTarget: tlsTarget,
+            adaptationStart: adaptationStart ?? self.adaptationStart)
     }
 
     /// The same request with `lines` added to its header lines.
@@ -106,7 +112,7 @@ final class PreparedRequest: Sendable {
             url: url, urlString: urlString, method: method, headerLines: headerLines + lines,
             acceptEncoding: acceptEncoding, body: body, hasCookieHeader: hasCookieHeader, namesHost: namesHost,
             hasExpectHeader: hasExpectHeader, urlOrigin: urlOrigin, curlURL: curlURL,
-            timeoutInterval: timeoutInterval, handlesCookies: handlesCookies, tlsTarget: tlsTarget)
+            timeoutInterval: timeoutInterval, handlesCookies: handlesCookies, tlsTarget: tlsTarget, adaptationStart: adaptationStart)
     }
 
     static let supportedSchemes: Set<String> = ["http", "https"]
@@ -241,8 +247,6 @@ final class PreparedRequest: Sendable {
         }
     }
 
-    /// Header names must be RFC 9110 tokens; values must not contain CR, LF, NUL, other control
-    /// characters or DEL (tab is allowed): the serializers' rule, `HTTPHeaderValidation`.
     /// The length a caller's `Content-Length` declares for a body stream (RFC 9110 §8.6: digits
     /// only), nil without one. Any other value is refused: `Int64` read "-1" (a copied
     /// `NSURLResponseUnknownLength`) as a length, and the stream went out as an empty body.
@@ -255,6 +259,8 @@ final class PreparedRequest: Sendable {
         return length
     }
 
+    /// Header names must be RFC 9110 tokens; values must not contain CR, LF, NUL, other control
+    /// characters or DEL (tab is allowed): the serializers' rule, `HTTPHeaderValidation`.
     static func validateHeader(name: String, value: String) throws(SessionError) {
         guard HTTPHeaderValidation.isToken(name) else {
             throw .invalidHeader("invalid header name '\(name.debugDescription)'")

@@ -35,6 +35,7 @@ extension SessionEngine {
     /// never returns (a token refresh whose server never answers) ends the task `.timedOut`.
     func adaptThenStart(_ task: SessionTask, adapter: any RequestAdapter) {
         guard let original = task.originalRequest else { return startAdapted(task) }
+        let started = TaskDelegate.uptime
         let watchdog = adaptationWatchdog(for: task)
         Task { [self] in
             defer { watchdog?.cancel() }  // its handler (and what it holds) goes with it
@@ -44,7 +45,8 @@ extension SessionEngine {
                 adapted = Result { () throws(SessionError) -> AdaptedRequest in
                     AdaptedRequest(
                         request: request,
-                        prepared: try PreparedRequest.prepare(request, configuration: configuration, urls: parsedURLs))
+                        prepared: try PreparedRequest.prepare(request, configuration: configuration, urls: parsedURLs),
+                        started: started)
                 }
             } catch {
                 adapted = .failure(.interceptorFailed(InterceptorFailure(stage: .adaptation, underlying: error)))

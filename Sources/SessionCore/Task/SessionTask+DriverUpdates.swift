@@ -48,7 +48,7 @@ extension SessionTask {
             guard state.lifecycle.state == .running || state.lifecycle.state == .suspended,
                 let prepared = state.prepared
             else { return false }
-            state.prepared = adapted.prepared.with(body: prepared.body)
+            state.prepared = adapted.prepared.with(body: prepared.body, adaptationStart: adapted.started)
             state.originalRequest = adapted.request
             state.currentRequest = adapted.request
             return true
@@ -94,10 +94,19 @@ extension SessionTask {
         scheduleProgressUpdate()
     }
 
+    /// The body is about to be sent again (a retry, a redirect's hop): its bytes count from 0,
+    /// as libcurl counts them, and the send-body-data hook reports them again.
+    func beginSendAttempt() {
+        protected.withLock { state in
+            guard state.bytesSent > 0 else { return }  // nothing of it went yet
+            state.sendAttempt += 1
+            state.bytesSent = 0
+        }
+    }
+
     func didSend(bytes: Int64, expected: Int64) {
         let changed = protected.withLock { state -> Bool in
             guard state.bytesSent != bytes || state.bytesExpectedToSend != expected else { return false }
-            if bytes < state.bytesSent { state.sendAttempt += 1 }  // the body is being sent again
             state.bytesSent = bytes
             state.bytesExpectedToSend = expected  // -1: unknown (a body sent chunked)
             return true

@@ -63,8 +63,8 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         /// Body bytes already reported to the send-body-data hook, of the attempt
         /// `sendAttemptReported`.
         var bytesSentReported: Int64 = 0
-        /// Counts the attempts that sent a body (a retry, a 307's hop): libcurl counts each
-        /// attempt's bytes from 0, so a count lower than the last one starts another.
+        /// Counts the attempts that sent a body (a retry, a 307's hop; `beginSendAttempt`):
+        /// libcurl counts each attempt's bytes from 0.
         var sendAttempt = 0
         /// The attempt `bytesSentReported` counts bytes of.
         var sendAttemptReported = 0

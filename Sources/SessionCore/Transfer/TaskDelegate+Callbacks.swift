@@ -134,7 +134,8 @@ extension TaskDelegate {
             // The request the caller sent decides, not this hop's: a POST a 303 turned into a
             // GET changed the resource too.
             if let cache = engine.configuration.responseCache, (200..<400).contains(response.statusCode),
-                (prepared.methodKind != .get && prepared.methodKind != .head) || Self.isUnsafe(task.originalRequest)
+                (prepared.methodKind != .get && prepared.methodKind != .head)
+                    || (state.redirectCount > 0 && Self.isUnsafe(task.originalRequest))
             {
                 engine.invalidateCacheAtHead(cache, of: task)  // before the caller can send a GET
             }

@@ -209,7 +209,7 @@ final class TaskDelegate {
                 timeoutIntervalForRequest: engine.configuration.timeoutIntervalForRequest,
                 timeoutIntervalForResource: engine.configuration.timeoutIntervalForResource),
             maximumRedirects: engine.configuration.maximumRedirects,
-            now: startUptime,
+            now: startUptime, totalStart: prepared.adaptationStart,
             firstProbeDelay: CurlRuntime.strandsBufferedStreamInput ? DriverLoop.firstProbeDelay : nil)
     }
 
@@ -317,6 +317,7 @@ final class TaskDelegate {
 
     /// Forgets the last response before the delegate sends another request.
     func resetResponseState() {
+        if bodyReader != nil { task.beginSendAttempt() }
         head.reset()
         responseHead = nil
         body.reset()

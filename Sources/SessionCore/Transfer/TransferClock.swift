@@ -59,10 +59,11 @@ struct TransferClock: Sendable {
     /// A wait between probes is at most `firstProbeDelay` times this (64 s for 1 s).
     static let longestProbeFactor: UInt64 = 64
 
-    init(timeouts: TransferTimeouts, now: UInt64, firstProbeDelay: UInt64? = nil) {
+    /// `totalStart`: the total clock's origin when earlier than `now` (the task's adaptation).
+    init(timeouts: TransferTimeouts, now: UInt64, totalStart: UInt64? = nil, firstProbeDelay: UInt64? = nil) {
         self.timeouts = timeouts
         self.firstProbeDelay = firstProbeDelay
-        start = now
+        start = min(totalStart ?? now, now)
         lastActivity = now
         probeAnchor = now
     }

@@ -75,9 +75,11 @@ struct TransferStateMachine {
     private(set) var clock: TransferClock
 
     /// `firstProbeDelay`: see `TransferClock.nextProbe` (nil: libcurl needs no probes).
-    init(timeouts: TransferTimeouts, maximumRedirects: Int, now: UInt64, firstProbeDelay: UInt64? = nil) {
+    /// `totalStart`: when the task began, if before `now` (its first request was adapted):
+    /// the resource timeout counts from there.
+    init(timeouts: TransferTimeouts, maximumRedirects: Int, now: UInt64, totalStart: UInt64? = nil, firstProbeDelay: UInt64? = nil) {
         self.maximumRedirects = maximumRedirects
-        clock = TransferClock(timeouts: timeouts, now: now, firstProbeDelay: firstProbeDelay)
+        clock = TransferClock(timeouts: timeouts, now: now, totalStart: totalStart, firstProbeDelay: firstProbeDelay)
         clock.setHolds(holds, at: now)
     }
 
