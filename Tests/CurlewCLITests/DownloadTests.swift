@@ -184,12 +184,13 @@ final class DownloadTests: XCTestCase {
             "no credential in a header item or a URL is shown")
     }
 
-    func testADownloadCutOffByTheNetworkIsFinishedWithContinue() throws {
+    /// A server whose first answer announces 10,000 bytes, sends 4,000 and closes (cut off),
+    /// and which answers a `Range` with the rest (ETag "v1").
+    private static func cutThenRangeServer() throws -> (Data, TestServer) {
         let body = Data((0..<10_000).map { UInt8(truncatingIfNeeded: $0 * 7) })
         let server = try TestServer { request in
             let range = request.headers.first { $0.name.lowercased() == "range" }?.value
             guard let range, range.hasPrefix("bytes="), let start = Int(range.dropFirst(6).prefix { $0 != "-" }) else {
-                // The first answer announces every byte, sends 4,000 and closes: cut off.
                 return TestResponse(
                     status: 200, headers: [("Content-Length", "\(body.count)"), ("ETag", "\"v1\""), ("Accept-Ranges", "bytes")],
                     body: .data(body.prefix(4_000)), framing: .contentLength, ending: .close)
@@ -198,6 +199,11 @@ final class DownloadTests: XCTestCase {
                 status: 206, headers: [("Content-Range", "bytes \(start)-\(body.count - 1)/\(body.count)"), ("ETag", "\"v1\"")],
                 body: body.suffix(from: start))
         }
+        return (body, server)
+    }
+
+    func testADownloadCutOffByTheNetworkIsFinishedWithContinue() throws {
+        let (body, server) = try Self.cutThenRangeServer()
         defer { server.shutdown() }
         let url = "http://127.0.0.1:\(server.port)/file"
         let cut = try CurlewProcess.run(["-d", "-o", "file.bin", url], in: directory)
@@ -238,18 +244,7 @@ final class DownloadTests: XCTestCase {
     /// run (a `--session`'s among them, which this run's scope would keep at its origin) is not
     /// sent on, and a token typed now is. The stored request's fields went as they were.
     func testContinueSendsThisRunsHeadersNotTheCutRuns() throws {
-        let body = Data((0..<10_000).map { UInt8(truncatingIfNeeded: $0 * 7) })
-        let server = try TestServer { request in
-            let range = request.headers.first { $0.name.lowercased() == "range" }?.value
-            guard let range, range.hasPrefix("bytes="), let start = Int(range.dropFirst(6).prefix { $0 != "-" }) else {
-                return TestResponse(
-                    status: 200, headers: [("Content-Length", "\(body.count)"), ("ETag", "\"v1\""), ("Accept-Ranges", "bytes")],
-                    body: .data(body.prefix(4_000)), framing: .contentLength, ending: .close)
-            }
-            return TestResponse(
-                status: 206, headers: [("Content-Range", "bytes \(start)-\(body.count - 1)/\(body.count)"), ("ETag", "\"v1\"")],
-                body: body.suffix(from: start))
-        }
+        let (body, server) = try Self.cutThenRangeServer()
         defer { server.shutdown() }
         let url = "http://127.0.0.1:\(server.port)/file"
         let cut = try CurlewProcess.run(["-d", "-o", "file.bin", url, "X-Secret:s3cret", "X-Token:old"], in: directory)

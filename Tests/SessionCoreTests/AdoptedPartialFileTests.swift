@@ -35,16 +35,23 @@ final class AdoptedPartialFileTests: XCTestCase {
         }
     }
 
+    /// A new download directory and a manager that downloads into it.
+    private func downloadingManager() throws -> (URL, URLSessionManager) {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-adopt-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        var configuration = SessionConfiguration.default
+        configuration.downloadDirectory = folder
+        return (folder, URLSessionManager(configuration: configuration))
+    }
+
     func testAFileMovedToANewPartialFileURLContinues() async throws {
         let server = try makeServer()
         defer { server.shutdown() }
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-adopt-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        var configuration = SessionConfiguration.default
-        configuration.downloadDirectory = folder
-        let manager = URLSessionManager(configuration: configuration)
-        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let (folder, manager) = try downloadingManager()
+        defer {
+            manager.invalidateSessionCancelingTasks(true, resetSession: false)
+            try? FileManager.default.removeItem(at: folder)
+        }
 
         let partial = DownloadResumeData.newPartialFileURL(in: folder)
         XCTAssertEqual(partial.deletingLastPathComponent().standardizedFileURL.path, folder.standardizedFileURL.path)
@@ -94,13 +101,11 @@ final class AdoptedPartialFileTests: XCTestCase {
                 body: body.prefix(100))
         }
         defer { server.shutdown() }
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-adopt-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        var configuration = SessionConfiguration.default
-        configuration.downloadDirectory = folder
-        let manager = URLSessionManager(configuration: configuration)
-        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let (folder, manager) = try downloadingManager()
+        defer {
+            manager.invalidateSessionCancelingTasks(true, resetSession: false)
+            try? FileManager.default.removeItem(at: folder)
+        }
 
         let resume = DownloadResumeData(
             url: try server.url("/file"), headers: [:], timeoutInterval: 30,

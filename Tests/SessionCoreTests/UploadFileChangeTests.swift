@@ -166,6 +166,32 @@ final class UploadFileChangeTests: XCTestCase {
         XCTAssertEqual(server.requests.filter { $0.path == "/busy" }.count, 1, "the retry was not sent")
     }
 
+    /// At the upload's first progress report (the task paused meanwhile), rewrites the file's
+    /// last 1,000 of `size` bytes, not sent yet, and adds 1,000 more (a size that changed, which
+    /// the clock's coarse modification times cannot miss). True once done.
+    private func rewriteTailOnFirstProgress(size: Int) -> RewriteFlag {
+        let rewritten = RewriteFlag()
+        let file = self.file!
+        manager.setTaskDidSendBodyDataBlock { task, _, total, _ in
+            guard total < Int64(size), !rewritten.withLock({ $0 }) else { return }
+            task.suspend()
+            if let writer = try? FileHandle(forWritingTo: file) {
+                try? writer.seek(toOffset: UInt64(size - 1000))
+                writer.write(Data(repeating: 9, count: 2000))
+                try? writer.close()
+            }
+            rewritten.withLock { $0 = true }
+            task.resume()
+        }
+        return rewritten
+    }
+
+    /// Whether the rewrite happened (shared with the progress hook).
+    final class RewriteFlag: Sendable {
+        private let done = Mutex(false)
+        func withLock<T>(_ body: (inout Bool) -> T) -> T { done.withLock { body(&$0) } }
+    }
+
     /// Written while it is being sent (its unsent tail rewritten and grown, paused mid-upload):
     /// the last read finds the change and the body fails before its end, rather than ending
     /// as a mix of old and new bytes under the old length.
@@ -174,21 +200,7 @@ final class UploadFileChangeTests: XCTestCase {
         let handle = try FileHandle(forWritingTo: file)
         try handle.truncate(atOffset: UInt64(size))
         try handle.close()
-        let rewritten = Mutex(false)
-        let file = self.file!
-        manager.setTaskDidSendBodyDataBlock { task, _, total, _ in
-            guard total < Int64(size), !rewritten.withLock({ $0 }) else { return }
-            task.suspend()
-            if let writer = try? FileHandle(forWritingTo: file) {
-                // Other bytes in the part not sent yet, and 1,000 more past its end (a size
-                // that changed, which the clock's coarse modification times cannot miss).
-                try? writer.seek(toOffset: UInt64(size - 1000))
-                writer.write(Data(repeating: 9, count: 2000))
-                try? writer.close()
-            }
-            rewritten.withLock { $0 = true }
-            task.resume()
-        }
+        let rewritten = rewriteTailOnFirstProgress(size: size)
         let response = await upload()
         XCTAssertTrue(rewritten.withLock { $0 }, "the file changed while the upload ran")
         let detail = try XCTUnwrap(bodyStreamFailure(response), "\(String(describing: response.error))")
@@ -209,18 +221,7 @@ final class UploadFileChangeTests: XCTestCase {
         ) { form in
             try? form.appendPart(withFileURL: file, name: "file", fileName: "big.bin", mimeType: "application/octet-stream")
         }
-        let rewritten = Mutex(false)
-        manager.setTaskDidSendBodyDataBlock { task, _, total, _ in
-            guard total < Int64(size), !rewritten.withLock({ $0 }) else { return }
-            task.suspend()
-            if let writer = try? FileHandle(forWritingTo: file) {
-                try? writer.seek(toOffset: UInt64(size - 1000))
-                writer.write(Data(repeating: 9, count: 2000))
-                try? writer.close()
-            }
-            rewritten.withLock { $0 = true }
-            task.resume()
-        }
+        let rewritten = rewriteTailOnFirstProgress(size: size)
         let response = await withCheckedContinuation { continuation in
             manager.uploadTask(withStreamedRequest: request) { continuation.resume(returning: $0) }.resume()
         }
