@@ -177,6 +177,7 @@ struct DownloadRun {
         let answered = Mutex<DataResponse?>(nil)
         let running = Mutex<DownloadTask?>(nil)
         let follows = transport.follow
+        let pinned = !transport.pins.isEmpty || !transport.pinCertificates.isEmpty
         let trap = SignalTrap(queue: DispatchQueue(label: "curlew.signals")) { _ in
             guard let task = running.withLock({ $0 }) else { _exit(ExitStatus.interrupted.rawValue) }
             task.cancel { data in
@@ -191,7 +192,7 @@ struct DownloadRun {
                 continuation.resume(
                     returning: Self.finish(
                         response, resumeData: resumeData, target: target, directory: directory, adopted: adoptedPartial,
-                        follows: follows))
+                        follows: follows, pinned: pinned))
             }
             let task: DownloadTask
             if let resumeData {
@@ -221,7 +222,7 @@ struct DownloadRun {
     /// Moves a finished download into place, or says why not (on the completion queue,
     /// before Curlew removes the temporary file).
     private static func finish(
-        _ response: DataResponse, resumeData: Data?, target: URL?, directory: URL, adopted: URL?, follows: Bool
+        _ response: DataResponse, resumeData: Data?, target: URL?, directory: URL, adopted: URL?, follows: Bool, pinned: Bool
     ) -> Outcome {
         if let error = response.error {
             var failure = ToolFailure(transferError: error)
@@ -245,7 +246,7 @@ struct DownloadRun {
         guard (200..<300).contains(head.statusCode) else {
             // Curlew removes the file after this handler; the tool may exit before that.
             unlink(temporary.path)
-            if follows, let plain = Exchange.plainRedirectTarget(head) {
+            if follows, pinned, let plain = Exchange.plainRedirectTarget(head) {
                 // Followed everywhere else: a pinned run stops at a hop to plain http (`Exchange`).
                 return .failed(ToolFailure(
                     .error, "not following the redirect to \(plain.withoutControlCharacters): the pins hold over https only; nothing saved"))

@@ -258,6 +258,18 @@ final class DownloadTests: XCTestCase {
         XCTAssertNil(last.headers.first { $0.name.lowercased() == "x-secret" }, "the cut run's header was sent on")
     }
 
+    /// An unpinned `-d --follow` whose answer is a 3xx Curlew does not follow (a 300 naming an
+    /// `http:` URL) reports that status, exit 3, without the hint to add `--follow` (given) and
+    /// without the pinned run's message.
+    func testAnUnfollowedRedirectOfAFollowingDownloadReportsItsStatus() throws {
+        let server = try TestServer { _ in TestResponse(status: 300, headers: [("Location", "http://127.0.0.1:9/elsewhere")]) }
+        defer { server.shutdown() }
+        let result = try CurlewProcess.run(["-d", "--follow", "http://127.0.0.1:\(server.port)/choices"], in: directory)
+        XCTAssertEqual(result.status, 3, result.stderr)
+        XCTAssertTrue(result.stderr.contains("HTTP 300"), result.stderr)
+        XCTAssertFalse(result.stderr.contains("pins") || result.stderr.contains("add --follow"), result.stderr)
+    }
+
     func testContinueAdoptsAPartialFileAnotherToolLeft() throws {
         // The first 4,000 bytes, as `curl -o` would have left them when cut off.
         try rangeBytes(10_000).prefix(4_000).write(to: directory.appendingPathComponent("part.bin"))

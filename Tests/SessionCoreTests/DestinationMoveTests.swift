@@ -96,6 +96,16 @@ final class DestinationMoveTests: XCTestCase {
         XCTAssertEqual(found.st_mode & 0o777, 0o600)
     }
 
+    /// A destination name near the limit (NAME_MAX, 255 bytes): the copy's own name stays short.
+    func testAMoveAcrossFileSystemsToALongNameWorks() throws {
+        let other = try otherFileSystem()
+        let source = try file(other, "download.tmp", Data("long".utf8))
+        let destination = local.appendingPathComponent(String(repeating: "n", count: 250))
+        try DestinationMove.move(source, to: destination)
+        XCTAssertEqual(try Data(contentsOf: destination), Data("long".utf8))
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: local.path), [destination.lastPathComponent])
+    }
+
     func testAMoveAcrossFileSystemsReplacesNothingEither() throws {
         let other = try otherFileSystem()
         let source = try file(other, "download.tmp", Data("new".utf8))

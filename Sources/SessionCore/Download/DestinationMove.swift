@@ -69,8 +69,9 @@ enum DestinationMove {
         let input = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard input >= 0 else { throw failure(to) }
         defer { close(input) }
-        let copy = destination.deletingLastPathComponent()
-            .appendingPathComponent(".\(destination.lastPathComponent).curlew-\(UUID().uuidString)").path
+        // A name of its own, short whatever the destination's (a long one plus a suffix could
+        // pass NAME_MAX).
+        let copy = destination.deletingLastPathComponent().appendingPathComponent(".curlew-\(UUID().uuidString)").path
         // The download's own mode (0600 as it was made): a copy is no more open than the file.
         let output = open(copy, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard output >= 0 else { throw failure(to) }

@@ -33,7 +33,12 @@ extension TaskDelegate {
 
     func rewindBody() -> Bool {
         guard let bodyReader else { return true }
-        if bodyReader.rewind() { return true }
+        if bodyReader.rewind() {
+            // libcurl sends the body again within this transfer (a kept-alive connection that
+            // died, a refused HTTP/2 stream): its count starts over, as the hook's does.
+            task.beginSendAttempt()
+            return true
+        }
         // libcurl fails the transfer (CURLE_SEND_FAIL_REWIND); the reason is the task's error.
         if let reason = bodyReader.rewindFailure { failure = reason }
         return false
