@@ -95,14 +95,6 @@ struct DownloadRun {
         return request
     }
 
-    /// The header fields a continued download sends: `request`'s, without the range fields
-    /// (resuming adds its own).
-    static func resumedHeaders(of request: URLRequest) -> [String: String] {
-        var headers = request.allHTTPHeaderFields ?? [:]
-        for name in headers.keys where ["range", "if-range"].contains(name.lowercased()) { headers[name] = nil }
-        return headers
-    }
-
     /// The largest resume data read (it holds a URL, headers and a few numbers).
     static let maximumResumeFileSize = 1 << 20
 
@@ -147,7 +139,7 @@ struct DownloadRun {
                 // The header fields are this run's, not the cut run's: a `--session`'s of that run
                 // would go on without the scope that keeps them at their origin (a redirect to
                 // another host got them), and a fresh token or header typed now was ignored.
-                decoded.headers = Self.resumedHeaders(of: built.request)
+                decoded.headers = DownloadResumeData.resumedHeaders(of: built.request)
                 resumeData = decoded.encoded()
             } else if DownloadNaming.fileExists(target) {
                 switch try await Self.adopt(target, request: built.request, manager: manager) {

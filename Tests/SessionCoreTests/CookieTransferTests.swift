@@ -41,6 +41,15 @@ final class CookieTransferTests: XCTestCase {
         return configuration
     }
 
+    /// A manager proxied through `server` whose jar holds the cookie `aside=secret` of
+    /// `a.example.com` (the Host-field tests).
+    private func managerWithASideCookie(through server: TestServer) throws -> (URLSessionManager, CookieJar) {
+        let manager = URLSessionManager.raw(try proxied(through: server))
+        let jar = try XCTUnwrap(manager.cookieJar)
+        try jar.add(Cookie(name: "aside", value: "secret", domain: "a.example.com"))
+        return (manager, jar)
+    }
+
     /// The `Cookie` headers of the server's last request.
     private func lastCookieHeaders(_ server: TestServer) -> [String]? {
         server.requests.last?.headerValues("Cookie")
@@ -131,9 +140,7 @@ final class CookieTransferTests: XCTestCase {
             }
         }
         defer { server.shutdown() }
-        let manager = URLSessionManager.raw(try proxied(through: server))
-        let jar = try XCTUnwrap(manager.cookieJar)
-        try jar.add(Cookie(name: "aside", value: "secret", domain: "a.example.com"))
+        let (manager, jar) = try managerWithASideCookie(through: server)
         var request = URLRequest(url: try url("http://a.example.com/go"))
         request.setValue("a.example.com", forHTTPHeaderField: "Host")
         let response = await manager.response(for: request)
@@ -159,9 +166,7 @@ final class CookieTransferTests: XCTestCase {
                 ? TestResponse(status: 200, headers: [("Set-Cookie", "bside=1; Path=/")]) : .text("ok")
         }
         defer { server.shutdown() }
-        let manager = URLSessionManager.raw(try proxied(through: server))
-        let jar = try XCTUnwrap(manager.cookieJar)
-        try jar.add(Cookie(name: "aside", value: "secret", domain: "a.example.com"))
+        let (manager, jar) = try managerWithASideCookie(through: server)
         var first = URLRequest(url: try url("http://a.example.com/"))
         first.setValue("a.example.com", forHTTPHeaderField: "Host")
         for request in [first, URLRequest(url: try url("http://b.example.com/")), URLRequest(url: try url("http://b.example.com/again"))] {
@@ -183,9 +188,8 @@ final class CookieTransferTests: XCTestCase {
             }
         }
         defer { server.shutdown() }
-        let manager = URLSessionManager.raw(try proxied(through: server))
+        let (manager, _) = try managerWithASideCookie(through: server)
         manager.setTaskWillPerformHTTPRedirectionBlock { _, _, proposed in proposed.url.map { URLRequest(url: $0) } }
-        try XCTUnwrap(manager.cookieJar).add(Cookie(name: "aside", value: "secret", domain: "a.example.com"))
         var request = URLRequest(url: try url("http://a.example.com/go"))
         request.setValue("a.example.com", forHTTPHeaderField: "Host")
         let response = await manager.response(for: request)

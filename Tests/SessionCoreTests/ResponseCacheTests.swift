@@ -349,6 +349,23 @@ final class ResponseCacheTests: XCTestCase {
         XCTAssertEqual(paths.filter { $0 == "/heuristic" }.count, 1, "10% of a day old: fresh for 2.4 hours")
     }
 
+    /// A chunked answer whose first chunk comes at once and the rest after 30 s (a stream the
+    /// test leaves or times out).
+    static let firstChunkThenStall: TestResponse = {
+        var slow = TestResponse(status: 200)
+        slow.body = .stream([TestResponse.Chunk(Data("first".utf8)), TestResponse.Chunk(Data("rest".utf8), delay: .seconds(30))])
+        slow.framing = .chunked
+        return slow
+    }()
+
+    /// A POST of one byte to `/resource`.
+    private func postToResource() throws -> URLRequest {
+        var post = URLRequest(url: try server.url("/resource"))
+        post.httpMethod = "POST"
+        post.httpBody = Data("x".utf8)
+        return post
+    }
+
     func testASuccessfulPostRemovesTheEntry() async throws {
         route("/resource", headers: [("Cache-Control", "max-age=600")], body: "r")
         server.route("/resource", method: "POST", response: .text("posted"))
@@ -368,15 +385,11 @@ final class ResponseCacheTests: XCTestCase {
     /// sent right after either goes to the server.
     func testAnUnsafeRequestWhoseBodyIsCutStillRemovesTheEntry() async throws {
         route("/resource", headers: [("Cache-Control", "max-age=600")], body: "r")
-        var slow = TestResponse(status: 200)
-        slow.body = .stream([TestResponse.Chunk(Data("first".utf8)), TestResponse.Chunk(Data("rest".utf8), delay: .seconds(30))])
-        slow.framing = .chunked
+        let slow = Self.firstChunkThenStall
         server.route("/resource", method: "POST", response: slow)
         let manager = manager(ResponseCache())
         _ = try await get(manager, "/resource")
-        var post = URLRequest(url: try server.url("/resource"))
-        post.httpMethod = "POST"
-        post.httpBody = Data("x".utf8)
+        var post = try postToResource()
 
         let (bytes, head) = try await manager.bytes(for: post)
         XCTAssertEqual(head.statusCode, 200)
@@ -404,15 +417,11 @@ final class ResponseCacheTests: XCTestCase {
     func testAStreamedPostRedirectedToAGetRemovesTheEntryAtTheHead() async throws {
         route("/resource", headers: [("Cache-Control", "max-age=600")], body: "r")
         server.route("/resource", method: "POST", response: TestResponse(status: 303, headers: [("Location", "/after")]))
-        var slow = TestResponse(status: 200)
-        slow.body = .stream([TestResponse.Chunk(Data("first".utf8)), TestResponse.Chunk(Data("rest".utf8), delay: .seconds(30))])
-        slow.framing = .chunked
+        let slow = Self.firstChunkThenStall
         server.route("/after", response: slow)
         let manager = manager(ResponseCache())
         _ = try await get(manager, "/resource")
-        var post = URLRequest(url: try server.url("/resource"))
-        post.httpMethod = "POST"
-        post.httpBody = Data("x".utf8)
+        let post = try postToResource()
 
         let (bytes, head) = try await manager.bytes(for: post)
         XCTAssertEqual(head.url?.path, "/after")

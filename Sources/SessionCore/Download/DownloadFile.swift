@@ -16,7 +16,8 @@ import Glibc
 /// a refused range or a failed write leave them on disk, to continue another time.
 ///
 /// Claiming a partial file that resume data names is in `DownloadFile+PartialFile.swift`,
-/// reading `Content-Range` in `DownloadFile+ContentRange.swift`.
+/// reading `Content-Range` in `DownloadFile+ContentRange.swift`, deciding where an answer's body
+/// goes in `DownloadAnswer.swift`.
 final class DownloadFile {
     /// Where the file is.
     let url: URL
@@ -148,14 +149,8 @@ final class DownloadFile {
         return result
     }
 
-    /// Decides, when a delivered response's head arrives, where its body goes: after the
-    /// partial bytes (a 206 for exactly the rest asked for, RFC 9110 §14.4 and §15.3.7), from
-    /// byte 0 (a new body: a 200, or the byte range from its start), nowhere with the request
-    /// sent again without `If-Range` (a 416, a 206 for other bytes or of another entity tag
-    /// or date than `If-Range` named, or a changed
-    /// representation's whole body when a byte range was asked for), or nowhere with the task
-    /// failing (an error status answering a download made from resume data). A new download
-    /// takes any answer as its body. Nothing is written or cut until ``write(_:)`` or
+    /// Decides, when a delivered response's head arrives, where its body goes
+    /// (`DownloadAnswer.placement`). Nothing is written or cut until ``write(_:)`` or
     /// ``prepareForEnd()``.
     func plan(statusCode: Int, contentRange: String?, entityTag: String?, lastModified: String?, isContentEncoded: Bool, hasBody: Bool) {
         needsFullRestart = false
@@ -164,79 +159,25 @@ final class DownloadFile {
         plannedRange = nil
         bodyEnd = nil
         overranItsRange = false
-        let range = Self.parse(contentRange: contentRange)
-        if isFromResumeData {
-            let isNewBody = statusCode == 200 || statusCode == 203
-            if rangeStart > 0 {
-                // With a date in `If-Range` (no entity tag), a 206 dated otherwise is another
-                // representation's bytes: a server that ignored `If-Range` sent them.
-                let sentDate = sentEntityTag == nil ? validator : nil
-                if statusCode == 206, !isContentEncoded, let range, continuesEarlierBytes(range),
-                    entityTag == nil || sentEntityTag == nil || entityTag == sentEntityTag,
-                    sentDate == nil || lastModified == nil || lastModified == sentDate
-                {
-                    plannedStart = rangeStart
-                    // File position `rangeStart` is the range's first byte (`origin + rangeStart`):
-                    // it ends `last - origin + 1` in, which cannot overflow (`last` < length).
-                    if hasBody { bodyEnd = range.last - origin + 1 }
-                    return
-                }
-                // A new body in a content coding (a server that codes whatever it is asked, as
-                // S3 objects stored gzipped or nginx's `gzip_static always` do) is not decoded
-                // here: a range is asked for as is, without `Accept-Encoding`. Taken, the coded
-                // bytes would be the file; asked for again without the range, libcurl decodes.
-                if statusCode == 206 || statusCode == 416 || (isNewBody && (origin > 0 || rangeLast != nil || isContentEncoded)) {
-                    needsFullRestart = true
-                    return
-                }
-            }
-            guard isNewBody || statusCode == 206 else {
-                rejectedStatus = statusCode
-                return
-            }
-            // The byte range asked for again from its start (no earlier bytes to continue): a
-            // 206 must begin where the range does and end within it. Other bytes (a server
-            // that answers every range from byte 0) are no answer to the request.
-            if origin > 0 || rangeLast != nil {
-                // Asked without `Accept-Encoding` (a range of coded bytes cannot be decoded), so a
-                // coded answer would be the file as coded bytes.
-                if isContentEncoded {
-                    rejectedStatus = statusCode
-                    return
-                }
-                if statusCode == 206 {
-                    guard let range, range.first == origin, range.last <= (rangeLast ?? .max) else {
-                        rejectedStatus = statusCode
-                        return
-                    }
-                }
-            }
+        let asked = DownloadAnswer.Asked(
+            isFromResumeData: isFromResumeData, rangeStart: rangeStart, origin: origin, rangeLast: rangeLast,
+            validator: validator, sentEntityTag: sentEntityTag, expectedLength: expectedLength)
+        let answer = DownloadAnswer.Answer(
+            statusCode: statusCode, range: Self.parse(contentRange: contentRange), entityTag: entityTag,
+            lastModified: lastModified, isContentEncoded: isContentEncoded, hasBody: hasBody)
+        switch DownloadAnswer.placement(of: answer, asked: asked) {
+        case .append(let start, let end):
+            plannedStart = start
+            bodyEnd = end
+        case .fromStart(let range, let end):
+            plannedStart = 0
+            plannedRange = range
+            bodyEnd = end
+        case .restartWithoutRange:
+            needsFullRestart = true
+        case .reject(let status):
+            rejectedStatus = status
         }
-        plannedStart = 0
-        plannedRange = Self.representationRange(statusCode: statusCode, contentRange: range)
-        // Not for a coded body (the file gets the decoded bytes) nor a HEAD's (none comes).
-        if statusCode == 206, !isContentEncoded, hasBody, let range { bodyEnd = range.last - range.first + 1 }
-    }
-
-    /// Whether a 206's range is exactly the rest of the partial bytes' range.
-    private func continuesEarlierBytes(_ range: (first: Int64, last: Int64, length: Int64)) -> Bool {
-        let (next, overflow) = origin.addingReportingOverflow(rangeStart)
-        guard !overflow, range.first == next else { return false }
-        let end = rangeLast ?? range.length - 1
-        guard range.last == end else { return false }
-        // No overflow: `end` is now a parsed position below the length, and `origin` >= 0.
-        return expectedLength.map { $0 == end - origin + 1 } ?? true
-    }
-
-    /// Where a body from byte 0 lies in the representation: a 206's `Content-Range` (the
-    /// whole representation when it covers all of it), the whole for any other status.
-    private static func representationRange(
-        statusCode: Int, contentRange range: (first: Int64, last: Int64, length: Int64)?
-    ) -> (origin: Int64, last: Int64?, known: Bool) {
-        guard statusCode == 206 else { return (0, nil, true) }
-        guard let range else { return (0, nil, false) }
-        if range.first == 0, range.last + 1 == range.length { return (0, nil, true) }
-        return (range.first, range.last, true)
     }
 
     /// The body offset the current response starts at (for progress), once planned.

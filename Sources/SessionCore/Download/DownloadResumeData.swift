@@ -79,6 +79,14 @@ public struct DownloadResumeData: Codable, Sendable, Equatable {
         self.rangeLast = rangeLast
     }
 
+    /// The header fields resume data keeps of `request`: all but the range fields, which go in
+    /// ``rangeFirst`` and ``rangeLast`` (resuming asks for the rest of the range itself).
+    package static func resumedHeaders(of request: URLRequest) -> [String: String] {
+        var headers = request.allHTTPHeaderFields ?? [:]
+        for name in headers.keys where ["range", "if-range"].contains(name.lowercased()) { headers[name] = nil }
+        return headers
+    }
+
     /// Decodes and checks resume data.
     ///
     /// - Throws: `SessionError.invalidResumeData` when `data` is not resume data of a version

@@ -8,11 +8,8 @@ extension ResumePoint {
     /// The resume data for `task`'s request (operation queue).
     func resumeData(for task: SessionTask) -> DownloadResumeData? {
         guard let request = task.originalRequest, let url = request.url else { return nil }
-        var headers = request.allHTTPHeaderFields ?? [:]
-        // The range goes in `rangeFirst`/`rangeLast`: resuming asks for the rest of it.
-        for name in headers.keys where ["range", "if-range"].contains(name.lowercased()) { headers[name] = nil }
         var data = DownloadResumeData(
-            url: url, headers: headers, timeoutInterval: request.timeoutInterval, partialFileURL: fileURL,
+            url: url, headers: DownloadResumeData.resumedHeaders(of: request), timeoutInterval: request.timeoutInterval, partialFileURL: fileURL,
             bytesReceived: bytesReceived, entityTag: entityTag, lastModified: lastModified,
             expectedLength: expectedLength, rangeFirst: rangeFirst, rangeLast: rangeLast)
         // Written only when it differs from a plain request's: the data stays as before for
