@@ -101,7 +101,7 @@ cookies_sources=(
     Sources/SessionCore/Driver/CurlDate.swift  # libcurl's date parser, which cookie expiry uses
 )
 download_sources=(
-    Sources/SessionCore/Download/{DownloadFile,DownloadFile+PartialFile,DownloadFile+ContentRange,DownloadFileClaim,DownloadResumeData,ResumePoint}.swift
+    Sources/SessionCore/Download/{DownloadFile,DownloadAnswer,DownloadFile+PartialFile,DownloadFile+ContentRange,DownloadFileClaim,DownloadResumeData,ResumePoint}.swift
     Sources/SessionCore/Engine/SessionError.swift
     Sources/SessionCore/Retry/InterceptorFailure.swift  # SessionError.interceptorFailed carries it
 )
