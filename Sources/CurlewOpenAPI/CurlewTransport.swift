@@ -56,11 +56,13 @@ public struct CurlewTransport: ClientTransport {
         let urlRequest = try Self.urlRequest(for: request, baseURL: baseURL)
         let bytes: ResponseBytes
         let response: HTTPURLResponse
+        var isStreamingBody = false
         if let body, let collected = try await replayableBytes(of: body) {
             var replayable = urlRequest
             replayable.httpBody = collected
             (bytes, response) = try await manager.bytes(for: replayable, bufferSize: bufferSize)
         } else if let body {
+            isStreamingBody = true
             let length: Int64? = if case .known(let count) = body.length { count } else { nil }
             (bytes, response) = try await manager.bytes(
                 for: urlRequest, uploading: body.map { Data($0) }, length: length, bufferSize: bufferSize)
@@ -70,6 +72,11 @@ public struct CurlewTransport: ClientTransport {
         let head = bytes.responseHead.map(HTTPResponse.init) ?? HTTPResponse(response)
         // No body can follow a HEAD, a 204 or a 304: say so rather than hand out an empty one.
         if request.method == .head || head.status.code == 204 || head.status.code == 304 {
+            // A streamed request body that ran past its `.known` length fails the transfer at
+            // its end, through the response's bytes: with no body handed out, that error was
+            // lost and the call passed for sent as declared. Wait for the end (at once, unless
+            // the upload is still going) so that it is the call's.
+            if isStreamingBody { for try await _ in bytes {} }
             return (head, nil)
         }
         // libcurl decodes a content-coded body: its Content-Length is the encoded size, not

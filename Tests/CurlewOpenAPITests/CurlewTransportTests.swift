@@ -448,6 +448,38 @@ final class CurlewTransportTests: XCTestCase {
         XCTAssertEqual(server.requests.map(\.body), [Data(repeating: 7, count: 10)], "only the body that agrees went")
     }
 
+    /// A streamed body (read once) longer than its `.known` length, answered with no body (a
+    /// 204, a 304): the surplus fails the transfer at its end, which the transport
+    /// did not wait for when it had no body to hand out, so the call passed for sent as
+    /// declared. An answer with a body carries the same error to its reader.
+    func testAStreamedBodyLongerThanItsLengthFailsABodilessCall() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/api/put", method: "PUT", response: TestResponse(status: 204))
+        server.route("/api/kept", method: "PATCH", response: TestResponse(status: 304))
+        let transport = CurlewTransport(manager: manager)
+        for (method, path) in [(HTTPRequest.Method.put, "/put"), (.patch, "/kept")] {
+            let body = HTTPBody(ArraySlice(Data(repeating: 7, count: 10)), length: .known(4), iterationBehavior: .single)
+            do {
+                let (response, _) = try await transport.send(
+                    HTTPRequest(method: method, scheme: nil, authority: nil, path: path), body: body,
+                    baseURL: try server.url("/api"), operationID: "put")
+                XCTFail("\(method): a body of 10 bytes declared as 4 passed for sent (\(response.status.code))")
+            } catch let error as SessionError {
+                guard case .bodyStreamFailed(let detail) = error else { return XCTFail("\(method): \(error)") }
+                XCTAssertTrue(detail.contains("longer than its declared length"), detail)
+            }
+        }
+        // The declared length met: the bodiless answer is the result.
+        let exact = HTTPBody(ArraySlice(Data(repeating: 7, count: 4)), length: .known(4), iterationBehavior: .single)
+        let (response, received) = try await transport.send(
+            HTTPRequest(method: .put, scheme: nil, authority: nil, path: "/put"), body: exact,
+            baseURL: try server.url("/api"), operationID: "put")
+        XCTAssertEqual(response.status.code, 204)
+        XCTAssertNil(received)
+        XCTAssertEqual(server.requests.last?.body, Data(repeating: 7, count: 4))
+    }
+
     /// `upload(for: HTTPRequest, ...)` collects the response body, so the configuration's
     /// `maximumCollectedBodyBytes` holds for it as for the `URLRequest` form: announced larger,
     /// or grown larger (chunked), it fails rather than filling memory.
