@@ -104,6 +104,7 @@ download_sources=(
     Sources/SessionCore/Download/{DownloadFile,DownloadAnswer,DownloadFile+PartialFile,DownloadFile+ContentRange,DownloadFileClaim,DownloadResumeData,ResumePoint}.swift
     Sources/SessionCore/Engine/SessionError.swift
     Sources/SessionCore/Retry/InterceptorFailure.swift  # SessionError.interceptorFailed carries it
+    Sources/SessionCore/Driver/CurlDate.swift  # DownloadAnswer compares If-Range dates by value
 )
 image_sources=(Sources/ImageLoading/{Image,ImageError,ImageFrame}.swift Sources/ImageLoading/Decoding/*.swift)
 netlink_sources=(Sources/Reachability/{NetlinkMessageParser,NetlinkMessage,NetlinkConstants,NetlinkParseError,LinkMessage,RouteMessage,IPAddress}.swift)
@@ -131,7 +132,7 @@ target_config() {
             modules_needed=(Serialization); flags=(-lSerialization) ;;
         content-range|resume-data)
             sources=("${download_sources[@]}")
-            modules_needed=(Serialization Security); flags=(-lSerialization -lSecurity -I Sources/COpenSSL) ;;
+            modules_needed=(Serialization Security); flags=(-lSerialization -lSecurity -I Sources/COpenSSL -I Sources/CCurl) ;;
         query-string|multipart|json-nulls)
             modules_needed=(Serialization); flags=(-lSerialization) ;;
         netlink)

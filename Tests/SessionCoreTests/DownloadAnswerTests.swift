@@ -52,6 +52,26 @@ final class DownloadAnswerTests: XCTestCase {
         XCTAssertEqual(describe(DownloadAnswer.placement(of: answer(200, coded: true), asked: range)), "reject 200")
     }
 
+    /// `If-Range` with a date (no entity tag): a 206 dated the same second in another of the
+    /// three HTTP date forms is the rest of the same representation (it was given up, and the
+    /// whole body downloaded again); one dated otherwise, or unreadably, is not.
+    func testA206DatedTheSameSecondInAnotherFormIsTheRest() {
+        let dated = Asked(
+            isFromResumeData: true, rangeStart: 400, origin: 0, rangeLast: nil, validator: "Sun, 06 Nov 1994 08:49:37 GMT",
+            sentEntityTag: nil, expectedLength: 1_000)
+        for (lastModified, expected) in [
+            ("Sun, 06 Nov 1994 08:49:37 GMT", "append 400 to 1000"),
+            ("Sunday, 06-Nov-94 08:49:37 GMT", "append 400 to 1000"),
+            ("Sun Nov  6 08:49:37 1994", "append 400 to 1000"),
+            ("Sun, 06 Nov 1994 08:49:38 GMT", "restart"),
+            ("yesterday", "restart"),
+        ] {
+            var given = answer(206, (400, 999, 1_000), tag: nil)
+            given.lastModified = lastModified
+            XCTAssertEqual(describe(DownloadAnswer.placement(of: given, asked: dated)), expected, lastModified)
+        }
+    }
+
     func testANewDownloadTakesAnyAnswer() {
         let fresh = Asked(
             isFromResumeData: false, rangeStart: 0, origin: 0, rangeLast: nil, validator: nil, sentEntityTag: nil, expectedLength: nil)

@@ -53,6 +53,17 @@ enum DownloadAnswer {
         case reject(status: Int)
     }
 
+    /// Whether two HTTP dates name the same second. A server may write one date in any of
+    /// the three forms RFC 9110 §5.6.7 lets a recipient read (an origin, a cache or a proxy
+    /// between may each write it its own way): compared as text, the same date in another
+    /// form was taken for another representation and the earlier bytes were given up.
+    static func namesTheSameSecond(_ first: String?, _ second: String?) -> Bool {
+        guard let first, let second else { return false }
+        if first == second { return true }
+        let seconds = CurlDate.seconds(first)
+        return seconds >= 0 && seconds == CurlDate.seconds(second)
+    }
+
     /// Where `answer`'s body goes for a file that asked `asked`.
     static func placement(of answer: Answer, asked: Asked) -> Placement {
         let status = answer.statusCode
@@ -66,7 +77,7 @@ enum DownloadAnswer {
                 let sentDate = asked.sentEntityTag == nil ? asked.validator : nil
                 if status == 206, !coded, let range, continues(asked, with: range),
                     answer.entityTag == nil || asked.sentEntityTag == nil || answer.entityTag == asked.sentEntityTag,
-                    sentDate == nil || answer.lastModified == nil || answer.lastModified == sentDate
+                    sentDate == nil || answer.lastModified == nil || namesTheSameSecond(answer.lastModified, sentDate)
                 {
                     // File position `rangeStart` is the range's first byte (`origin + rangeStart`):
                     // it ends `last - origin + 1` in, which cannot overflow (`last` < length).
