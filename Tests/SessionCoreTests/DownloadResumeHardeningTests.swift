@@ -452,12 +452,25 @@ final class DownloadResumeHardeningTests: XCTestCase {
     }
 
     func testAFinishedFileStaysClaimedUntilItIsMoved() async throws {
+        try await assertTheFinishedFileStaysClaimed(afterALosingCancel: false)
+    }
+
+    /// A `cancel()` that lost the race to the transfer's end (the driver finished the download
+    /// in the pass the cancel came in after) completes nothing, and the claim it ended was the
+    /// winner's: a second task from the same resume data then cut the finished file back and
+    /// appended to it while the first moved it to its destination.
+    func testACancelThatLostToTheFinishLeavesTheFileClaimed() async throws {
+        try await assertTheFinishedFileStaysClaimed(afterALosingCancel: true)
+    }
+
+    private func assertTheFinishedFileStaysClaimed(afterALosingCancel: Bool) async throws {
         let body = patternedData(count: 300_000)
         let route = RangeFileRoute(server: server, path: "/file", body: body, delay: .milliseconds(10))
         let data = try await cancelForResumeData(URLRequest(url: try server.url("/file")), after: 30_000)
         route.state.withLock { $0.rangeRequests = [] }
 
         let second = Mutex<DownloadTask?>(nil)
+        let firstTask = Mutex<DownloadTask?>(nil)
         let inDestination = Mutex(false)
         let sizeWhileWaiting = Mutex<Int64?>(nil)
         let results = Mutex<[String: DataResponse]>([:])
@@ -466,6 +479,10 @@ final class DownloadResumeHardeningTests: XCTestCase {
         let first = manager.downloadTask(
             withResumeData: data,
             destination: { temporary, _ in
+                if afterALosingCancel, let task = firstTask.withLock({ $0 }) {
+                    // What the driver does with a cancel it reads after the task completed.
+                    task.engine.complete(task, outcome: TransferOutcome(error: .cancelled, request: nil))
+                }
                 inDestination.withLock { $0 = true }
                 // The file is complete but not moved yet: hold it here (bounded) until the second
                 // task, resumed from the same data, tried to claim it.
@@ -477,6 +494,7 @@ final class DownloadResumeHardeningTests: XCTestCase {
                 return firstDestination
             },
             completionHandler: { response in results.withLock { $0["first"] = response } })
+        firstTask.withLock { $0 = first }
         first.resume()
         try await waitFor({ inDestination.withLock { $0 } }, "the first task reaches its destination closure")
 

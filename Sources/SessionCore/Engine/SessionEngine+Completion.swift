@@ -18,9 +18,13 @@ extension SessionEngine {
     /// pass with the others of that pass (nil: at once).
     func complete(_ task: SessionTask, outcome: TransferOutcome, batch: CompletionBatch<FinishedTransfer>? = nil) {
         guard task.markCompleted(outcome) else {
-            // Another outcome won (a cancel that raced): a file this one kept is nobody's.
-            if let file = outcome.fileURL { unlink(file.path) }
-            (task as? DownloadTask)?.releaseFileClaim()
+            // Another outcome won (a cancel that raced): a file this one kept is nobody's, and
+            // so is its claim. A losing outcome without a file (a cancel read after the download
+            // finished) holds no claim: the one held is the winner's, until its file has moved.
+            if let file = outcome.fileURL {
+                unlink(file.path)
+                (task as? DownloadTask)?.releaseFileClaim()
+            }
             return
         }
         if let cache = configuration.responseCache, outcome.head != nil {
