@@ -260,6 +260,63 @@ final class ResponseCacheIdentityTests: XCTestCase {
         XCTAssertEqual(second.response?.statusCode, 401, "an unauthenticated request is not answered with Alice's response")
     }
 
+    /// The same meets a revalidation: a stale anonymous entry, revalidated while the resource
+    /// asks for credentials, got a 304 (to the credentials libcurl added) that made it fresh
+    /// for a day, and it answered requests without them meanwhile.
+    func testA304AfterAnAnsweredChallengeDoesNotFreshenTheEntry() async throws {
+        let locked = Mutex(false)
+        server.route("/guarded") { request in
+            if locked.withLock({ $0 }), Self.header(request, "Authorization") == nil {
+                return TestResponse(status: 401, headers: [("WWW-Authenticate", "Basic realm=\"r\"")], body: Data())
+            }
+            if Self.header(request, "If-None-Match") == "\"g\"" {
+                return TestResponse(status: 304, headers: [("ETag", "\"g\""), ("Cache-Control", "max-age=86400")], body: Data())
+            }
+            return TestResponse(status: 200, headers: [("ETag", "\"g\""), ("Cache-Control", "no-cache")], body: Data("open".utf8))
+        }
+        let cache = ResponseCache()
+        let anonymous = manager(cache)
+        let stored = try await get(anonymous, "/guarded")
+        XCTAssertEqual(text(stored), "open")
+        locked.withLock { $0 = true }
+        let signedIn = manager(cache)
+        signedIn.setAuthenticationChallengeHandler { _, _ in
+            .useCredential(URLCredential(user: "alice", password: "pw", persistence: .none))
+        }
+        let revalidated = try await get(signedIn, "/guarded")
+        XCTAssertEqual(revalidated.response?.statusCode, 200)
+        XCTAssertEqual(text(revalidated), "open", "the 304 answered with the stored body")
+        let after = try await get(anonymous, "/guarded")
+        XCTAssertEqual(after.response?.statusCode, 401, "the entry was not made fresh by an answer to credentials")
+    }
+
+    /// A 304 from the end of a redirect: the caller's `If-None-Match` went on to the hop, whose
+    /// 304 (its own entity tag may be the same string) refreshed the first URL's entry and
+    /// filed it under the hop's URL, which then answered with the first URL's body.
+    func testA304AtTheEndOfARedirectFilesNothingUnderTheHop() async throws {
+        let moved = Mutex(false)
+        server.route("/first") { _ in
+            if moved.withLock({ $0 }) { return TestResponse(status: 301, headers: [("Location", "/second")], body: Data()) }
+            return TestResponse(status: 200, headers: [("ETag", "\"1\""), ("Cache-Control", "no-cache")], body: Data("first".utf8))
+        }
+        server.route("/second") { request in
+            if Self.header(request, "If-None-Match") == "\"1\"" {
+                return TestResponse(status: 304, headers: [("ETag", "\"1\""), ("Cache-Control", "max-age=600")], body: Data())
+            }
+            return TestResponse(status: 200, headers: [("ETag", "\"1\""), ("Cache-Control", "max-age=0")], body: Data("second".utf8))
+        }
+        let manager = manager(ResponseCache())
+        let stored = try await get(manager, "/first")
+        XCTAssertEqual(text(stored), "first")
+        moved.withLock { $0 = true }
+        let conditional = try await get(manager, "/first", headers: ["If-None-Match": "\"1\""])
+        XCTAssertEqual(conditional.response?.statusCode, 304)
+        let second = try await get(manager, "/second")
+        XCTAssertEqual(text(second), "second", "the hop's URL is answered by its own server, not by the first URL's entry")
+        let first = try await get(manager, "/first")
+        XCTAssertEqual(text(first), "second", "the first URL's entry went with the redirect; its request followed it")
+    }
+
     // MARK: - Item 2: a 304 updates only the entry whose validators the request carried
 
     func testACallersConditionalRequestDoesNotFreshenAnEntryItDoesNotDescribe() async throws {

@@ -228,8 +228,19 @@ extension SessionEngine {
             // looked up under the same trust, may be given (RFC 6797 §8.3: the upgrade comes
             // before anything else); with HSTS on, plain answers are not kept.
             && !outcome.answeredInTheClear
+        // After an answered authentication challenge the request carried credentials the
+        // cache never saw (libcurl added them): it cannot tell whom the answer is for.
+        let challenged = outcome.metrics?.transactionMetrics.contains { $0.statusCode == 401 } ?? false
         if head.statusCode == 304 {
             guard let entry = context.entry else { return outcome }
+            if outcome.request?.url != original.url {
+                // A 304 from the end of a redirect speaks of that URL's representation (an
+                // entity tag is the resource's own), not of the entry asked about, which the
+                // redirect outdated: refreshed, the entry was filed under the hop's URL and
+                // answered it with the first URL's body.
+                cache.removeCachedResponse(for: request)
+                return outcome
+            }
             // Only the entry whose validators the request carried is updated (RFC 9111 §4.3.4);
             // a caller's own conditional request gets its 304 as is either way.
             guard CacheFreshness.notModified(head, describes: entry, callerRequest: context.revalidates ? nil : request)
@@ -239,7 +250,9 @@ extension SessionEngine {
                 return context.revalidates ? answer(outcome, with: entry) : outcome
             }
             let refreshed = CacheFreshness.refreshed(entry, with: head, requestDate: context.requestDate, now: now)
-            if sameIdentity { file(refreshed, for: sent, in: cache, context: context) }
+            // Not after a challenge: the entry (anonymous, say) would be made fresh by an answer
+            // given to credentials, and answer without them meanwhile.
+            if sameIdentity, !challenged { file(refreshed, for: sent, in: cache, context: context) }
             return context.revalidates ? answer(outcome, with: refreshed) : outcome
         }
         // Stored under the URL asked for only when no redirect intervened.
@@ -256,9 +269,6 @@ extension SessionEngine {
         }
         let explicit = CacheFreshness.hasExplicitFreshness(
             responseDirectives, expires: head.value(forHTTPHeaderField: "Expires"))
-        // After an answered authentication challenge the request carried credentials the
-        // cache never saw (libcurl added them): it cannot tell whom the answer is for.
-        let challenged = outcome.metrics?.transactionMetrics.contains { $0.statusCode == 401 } ?? false
         guard !challenged, CacheFreshness.isStorable(
             statusCode: head.statusCode, response: responseDirectives, request: requestDirectives, vary: vary,
             hasExplicitFreshness: explicit)
@@ -288,10 +298,12 @@ extension SessionEngine {
     /// The response a 304 to Curlew's own revalidation of `task` stands for, as the task will
     /// complete with it (`applyCache`): the stored one, its fields refreshed by the 304's when
     /// the 304 describes it. Nil for a caller's own conditional request (the 304 is theirs) and
-    /// for a task the cache is not revalidating. For the response hook, which decides where
-    /// the body goes by the response it is shown (operation queue).
+    /// for a task the cache is not revalidating, or whose 304 came from the end of a redirect.
+    /// For the response hook, which decides where the body goes by the response it is shown
+    /// (operation queue).
     func storedHead(answering head: HTTPResponseHead, for task: SessionTask) -> HTTPResponseHead? {
-        guard head.statusCode == 304, let context = task.cacheContext, context.revalidates, let entry = context.entry
+        guard head.statusCode == 304, let context = task.cacheContext, context.revalidates, let entry = context.entry,
+            head.url == task.originalRequest?.url
         else { return nil }
         guard CacheFreshness.notModified(head, describes: entry, callerRequest: nil) else { return entry.head }
         return CacheFreshness.refreshed(entry, with: head, requestDate: context.requestDate, now: Date()).head
