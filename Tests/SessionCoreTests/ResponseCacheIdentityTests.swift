@@ -260,6 +260,50 @@ final class ResponseCacheIdentityTests: XCTestCase {
         XCTAssertEqual(second.response?.statusCode, 401, "an unauthenticated request is not answered with Alice's response")
     }
 
+    /// Managers sharing a cache that send one URL to different servers (host overrides, a
+    /// Unix socket): the first server's answer answered the other manager without a request.
+    func testManagersRoutedToDifferentServersDoNotAnswerEachOther() async throws {
+        let other = try TestServer()
+        defer { other.shutdown() }
+        for (server, name) in [(server!, "one"), (other, "two")] {
+            server.route("/x", response: TestResponse(status: 200, headers: [("Cache-Control", "max-age=600")], body: Data(name.utf8)))
+        }
+        let cache = ResponseCache()
+        func routed(to server: TestServer) throws -> URLSessionManager {
+            var configuration = SessionConfiguration.default
+            configuration.responseCache = cache
+            configuration.hostOverrides = [try .connect("api.example.test", port: 80, to: "127.0.0.1", port: server.port)]
+            return URLSessionManager.raw(configuration)
+        }
+        let url = try XCTUnwrap(URL(string: "http://api.example.test/x"))
+        let first = try await routed(to: server).response(for: URLRequest(url: url))
+        let second = try await routed(to: other).response(for: URLRequest(url: url))
+        let again = try await routed(to: other).response(for: URLRequest(url: url))
+        XCTAssertEqual([first, second, again].map(text), ["one", "two", "two"])
+        XCTAssertEqual(server.requests.count + other.requests.count, 2, "a manager with the same route is answered from the cache")
+        // Not routed: the URL's own host, which does not resolve here; nothing stored answers it.
+        var direct = SessionConfiguration.default
+        direct.responseCache = cache
+        let unrouted = await URLSessionManager.raw(direct).response(for: URLRequest(url: url, cachePolicy: .returnCacheDataDontLoad))
+        XCTAssertEqual(unrouted.error as? SessionError, .resourceNotCached)
+    }
+
+    /// A request naming its own `Host` is answered by another site at the URL's server (and
+    /// sends that site's cookies): the URL, the entries' key, does not say which. Such requests
+    /// neither fill nor read the cache.
+    func testARequestNamingItsOwnHostGoesPastTheCache() async throws {
+        server.route("/site") { request in
+            TestResponse(status: 200, headers: [("Cache-Control", "max-age=600")], body: Data((Self.header(request, "Host") ?? "-").utf8))
+        }
+        let manager = manager(ResponseCache())
+        let a = try await get(manager, "/site", headers: ["Host": "a.example.test"])
+        let b = try await get(manager, "/site", headers: ["Host": "b.example.test"])
+        XCTAssertEqual([a, b].map(text), ["a.example.test", "b.example.test"])
+        let plain = try await get(manager, "/site")
+        XCTAssertEqual(server.requests.count, 3)
+        XCTAssertNotEqual(text(plain), "b.example.test")
+    }
+
     /// The same meets a revalidation: a stale anonymous entry, revalidated while the resource
     /// asks for credentials, got a 304 (to the credentials libcurl added) that made it fresh
     /// for a day, and it answered requests without them meanwhile.

@@ -38,7 +38,13 @@ struct CacheIdentity: Sendable, Equatable {
     /// - Parameter proxyIdentity: Whom the manager's proxy knows its requests as
     ///   (`SessionEngine.proxyIdentity(of:environmentNamesProxy:)`): libcurl sends that
     ///   credential as `Proxy-Authorization` itself, so the request's fields do not show it.
-    init(request: URLRequest, jarCookies: [Cookie]?, clientCertificate: ClientCertificate? = nil, proxyIdentity: String? = nil) {
+    /// - Parameter route: Where the request goes when not to its URL's host
+    ///   (`SessionEngine.route(of:in:)`: a Unix socket, host overrides). Not a user's identity,
+    ///   but it narrows an answer to the managers that ask the same server, as the identity does.
+    init(
+        request: URLRequest, jarCookies: [Cookie]?, clientCertificate: ClientCertificate? = nil, proxyIdentity: String? = nil,
+        route: String? = nil
+    ) {
         var material: [UInt8] = []
         func append(_ label: String, _ value: String?) {
             guard let value else { return }
@@ -51,6 +57,7 @@ struct CacheIdentity: Sendable, Equatable {
         append("authorization", request.value(forHTTPHeaderField: "Authorization"))
         append("proxy-authorization", request.value(forHTTPHeaderField: "Proxy-Authorization"))
         append("proxy-identity", proxyIdentity)
+        append("route", route)
         append("cookie", request.value(forHTTPHeaderField: "Cookie"))
         append("user", request.url?.user)
         append("password", request.url?.password)

@@ -44,6 +44,10 @@ extension SessionEngine {
         task is DataTask && !(task is UploadTask) && !task.streamsBody && task.options.collectsBody
             && !task.options.skipsSerializer && (task.originalRequest?.httpMethod ?? "GET") == "GET"
             && task.originalRequest?.value(forHTTPHeaderField: "Range") == nil
+            // A request naming its own `Host` reaches the URL's server as another site (and
+            // libcurl picks the jar's cookies by that name): the URL, which entries are keyed
+            // by, does not say which site answered, nor whose cookies went.
+            && task.originalRequest?.value(forHTTPHeaderField: "Host") == nil
     }
 
     /// The identity `request` (as sent: `sentFields`) carries, with the jar's cookies when
@@ -54,7 +58,27 @@ extension SessionEngine {
             && request.value(forHTTPHeaderField: "Cookie") == nil
         return CacheIdentity(
             request: request, jarCookies: jarAddsCookies ? configuration.cookieJar?.cookies : nil,
-            clientCertificate: configuration.clientCertificate, proxyIdentity: cacheProxyIdentity)
+            clientCertificate: configuration.clientCertificate, proxyIdentity: cacheProxyIdentity,
+            route: Self.route(of: request, in: configuration))
+    }
+
+    /// Where the manager sends `request` when that is not where its URL says: its Unix
+    /// socket, or the host overrides for the URL's host and port. Managers sharing a cache
+    /// (or a cache directory) may send one URL to different servers; an answer from one is no
+    /// answer for the other. nil when the URL's own host is asked.
+    static func route(of request: URLRequest, in configuration: SessionConfiguration) -> String? {
+        var parts: [String] = []
+        if let socket = configuration.unixSocketPath { parts.append("unix=\(socket)") }
+        if !configuration.hostOverrides.isEmpty, let url = request.url, var host = url.host?.lowercased() {
+            if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            let port = url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80)
+            for override in configuration.hostOverrides where override.port == port {
+                var name = override.host.lowercased()
+                if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
+                if name == host { parts.append(override.description) }
+            }
+        }
+        return parts.isEmpty ? nil : parts.joined(separator: "\n")
     }
 
     /// Whom the manager's proxy knows its requests as: the configured proxy credential and
