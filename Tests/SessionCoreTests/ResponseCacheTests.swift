@@ -483,6 +483,15 @@ final class ResponseCacheTests: XCTestCase {
         }
     }
 
+    /// A freshness directive given twice with different values (two `Cache-Control` fields,
+    /// joined) makes the response stale (RFC 9111 §4.2.1); the last one made it fresh.
+    func testAFreshnessDirectiveGivenTwiceDifferentlyIsStale() {
+        XCTAssertEqual(CacheFreshness.directives("max-age=0, max-age=86400")["max-age"], "0")
+        XCTAssertEqual(CacheFreshness.directives("s-maxage=60, public, s-maxage=600")["s-maxage"], "0")
+        XCTAssertEqual(CacheFreshness.directives("max-age=60, max-age=\"60\"")["max-age"], "60")
+        XCTAssertEqual(CacheFreshness.directives("private=\"a\", private=\"b\"")["private"], "a", "the first value")
+    }
+
     func testAgeCountsTheAgeHeaderAndResidentTime() {
         let stored = Date(timeIntervalSince1970: 1_000_000)
         let entry = CachedResponse(

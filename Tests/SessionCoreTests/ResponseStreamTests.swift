@@ -260,6 +260,25 @@ final class ResponseStreamTests: XCTestCase {
         XCTAssertEqual(received, ["alpha", "beta", "gamma", "", "café 🐦", "last"])
     }
 
+    /// A body cut mid-line: the lines before it, then the error, then nothing. The unfinished
+    /// line was handed out by the next call, after the error, as if it were the body's last
+    /// (an iterator driven by hand, or one whose caller caught the error and went on).
+    func testAnUnfinishedLineIsNotHandedOutAfterTheError() async throws {
+        server.route("/cut-lines", response: streamed(["one\ntw"], ending: .close))
+        let (lines, _) = try await manager.lines(for: URLRequest(url: try server.url("/cut-lines")))
+        var iterator = lines.makeAsyncIterator()
+        let first = try await iterator.next()
+        XCTAssertEqual(first, "one")
+        do {
+            let cut = try await iterator.next()
+            XCTFail("a body cut mid-line must throw, got \(String(describing: cut))")
+        } catch {
+            XCTAssertTrue(error is SessionError, "\(error)")
+        }
+        let after = try await iterator.next()
+        XCTAssertNil(after, "the cut line is not a line of the body")
+    }
+
     /// A byte order mark before the first line is dropped, also split over two chunks and on
     /// a body with no line terminator; one later in the body is text and stays.
     func testLinesDropALeadingByteOrderMark() async throws {

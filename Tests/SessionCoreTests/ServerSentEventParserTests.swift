@@ -6,6 +6,15 @@ import XCTest
 /// (html.spec.whatwg.org, "Server-sent events", §9.2.5 and §9.2.6), fed through the line
 /// splitter in every chunking.
 final class ServerSentEventParserTests: XCTestCase {
+    /// An empty chunk between a CR and its LF (no caller sends one today; the splitter is a
+    /// value of its own) is no line end: the CRLF stays one.
+    func testAnEmptyChunkBetweenCRAndLFSplitsNothing() throws {
+        var splitter = LineSplitter(maximumLineLength: 1024)
+        XCTAssertEqual(try splitter.push(Data("a\r".utf8)), ["a"])
+        XCTAssertEqual(try splitter.push(Data()), [])
+        XCTAssertEqual(try splitter.push(Data("\nb\n".utf8)), ["b"])
+    }
+
     /// Parses `stream` cut into pieces of `size` bytes (0: whole).
     private func events(_ stream: String, pieceSize size: Int = 0) throws -> [ServerSentEvent] {
         var splitter = LineSplitter(maximumLineLength: 1 << 20)

@@ -15,6 +15,9 @@ enum CacheFreshness {
     static let heuristicallyCacheable: Set<Int> = [200, 203, 204, 404, 405, 410, 414, 501]
 
     /// The `Cache-Control` directives of a value: lower-cased names, values without quotes.
+    /// A directive given twice keeps its first value, and a freshness directive given twice
+    /// with different values counts as `0` (RFC 9111 §4.2.1: such a response is stale): the
+    /// fields `max-age=0` and `max-age=86400` (joined into one value) made it fresh for a day.
     static func directives(_ value: String?) -> [String: String] {
         guard let value else { return [:] }
         var result: [String: String] = [:]
@@ -22,7 +25,12 @@ enum CacheFreshness {
             let pieces = part.split(separator: "=", maxSplits: 1)
             guard let name = pieces.first?.trimmingCharacters(in: .whitespaces).lowercased(), !name.isEmpty else { continue }
             let raw = pieces.count > 1 ? pieces[1].trimmingCharacters(in: .whitespaces) : ""
-            result[name] = raw.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            let given = raw.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            guard let earlier = result[name] else {
+                result[name] = given
+                continue
+            }
+            if earlier != given, name == "max-age" || name == "s-maxage" { result[name] = "0" }
         }
         return result
     }

@@ -39,6 +39,8 @@ struct LineSplitter {
 
     private mutating func split(_ raw: UnsafeRawBufferPointer, into lines: inout [String]) throws(ResponseStreamError) {
         let bytes = raw.bindMemory(to: UInt8.self)
+        // An empty chunk says nothing of a CR before it: its LF may still come.
+        guard !bytes.isEmpty else { return }
         var index = 0
         if pendingCR, bytes.first == UInt8(ascii: "\n") { index = 1 }
         pendingCR = false

@@ -60,7 +60,16 @@ public struct ResponseLines: AsyncSequence, Sendable {
                 guard !isDone else { return nil }
                 ready.removeAll(keepingCapacity: true)
                 readyIndex = 0
-                guard let chunk = try await chunks.next() else {
+                let next: Data?
+                do {
+                    next = try await chunks.next()
+                } catch {
+                    // Ended by the error: the unfinished line is cut, never handed out later
+                    // as the body's last (the bytes' iterator returns nil after throwing).
+                    isDone = true
+                    throw error
+                }
+                guard let chunk = next else {
                     isDone = true
                     guard let last = splitter.finish() else { return nil }
                     // A body that was only a byte order mark has no lines, as an empty one.
