@@ -243,6 +243,40 @@ final class ServerSentEventsTests: XCTestCase {
         XCTAssertEqual(iterator.failures, 1)
     }
 
+    /// `retry: 0`, then connections that each bring a heartbeat and close: the bytes forgave
+    /// the failures, so every reconnection went at once, in a loop, while the consumer saw
+    /// nothing. Connections without an event now put a floor under the wait.
+    func testConnectionsThatBringNoEventAreNotReconnectedToAtOnce() async throws {
+        let connections = Mutex(0)
+        server.route("/heartbeats") { _ in
+            switch connections.withLock({ count in count += 1; return count }) {
+            case 1: return Self.eventStream(["retry: 0\ndata: first\n\n"], ending: .close)
+            case 2, 3, 4, 6, 7: return Self.eventStream([": a heartbeat\n", "data: half\n"], ending: .close)
+            case 5: return Self.eventStream(["data: second\n\n"], ending: .close)
+            default: return TestResponse(status: 503)
+            }
+        }
+        var iterator = manager.events(for: URLRequest(url: try server.url("/heartbeats"))).makeAsyncIterator()
+        let first = try await iterator.next()
+        XCTAssertEqual(first?.data, "first")
+        XCTAssertEqual(iterator.eventlessConnections, 0)
+        let second = try await iterator.next()
+        XCTAssertEqual(second?.data, "second", "the half events were discarded")
+        XCTAssertEqual(connections.withLock { $0 }, 5)
+        do {
+            _ = try await iterator.next()
+            XCTFail("the 503 must end the stream")
+        } catch ResponseStreamError.unexpectedStatus(503) {}
+        XCTAssertEqual(connections.withLock { $0 }, 8)
+        XCTAssertEqual(iterator.failures, 0, "every connection brought bytes")
+        XCTAssertEqual(iterator.eventlessConnections, 2, "counted since the last event (three before it)")
+        // The waits eventless connections in a row are followed by.
+        typealias Iterator = ServerSentEvents.Iterator
+        XCTAssertEqual((1...3).map { Iterator.reconnectionDelay(retry: 0, failures: 0, eventlessConnections: $0) }, [100, 200, 400])
+        XCTAssertEqual(Iterator.reconnectionDelay(retry: 0, failures: 0, eventlessConnections: 1_000), 6_400, "at most 6.4 s")
+        XCTAssertEqual(Iterator.reconnectionDelay(retry: 3_000, failures: 0, eventlessConnections: 2), 3_000, "the server's wait when longer")
+    }
+
     func testAnErrorAReconnectionCannotCureEndsTheStream() async throws {
         // A scheme Curlew does not speak: every reconnection would fail the same way.
         do {

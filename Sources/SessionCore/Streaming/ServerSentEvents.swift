@@ -13,8 +13,9 @@ import FoundationNetworking
 /// discarded), or a connection that could not be made, the iterator waits the server's last
 /// `retry:` value (3 s by default) and connects again. Attempts that fail in a row (no
 /// connection, or one that ended before it brought a byte) double the wait each time, from at
-/// least 100 ms: a server that asks for `retry: 0` and then hangs up at once is not hit in a
-/// loop. A 204 ends the sequence without an
+/// least 100 ms, and connections in a row that end without an event (a heartbeat and a close)
+/// wait at least 100 ms, doubling up to 6.4 s: a server that asks for `retry: 0` and then hangs
+/// up at once, or after a comment, is not hit in a loop. A 204 ends the sequence without an
 /// error; another status than 200, or a content type other than `text/event-stream`, ends it
 /// with ``ResponseStreamError`` and no reconnection. Cancelling the consuming task, or
 /// leaving the loop, closes the connection. Each iterator runs its own connection.
@@ -65,6 +66,12 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         /// The current connection brought a byte of body (an event, a comment, a heartbeat):
         /// its end is not a failure, and the failures before it are forgiven.
         private var connectionBroughtBytes = false
+        /// Connections in a row that brought bytes but no event (comments, a heartbeat, a
+        /// half event) before they ended: each doubles a floor under the wait, from 100 ms
+        /// (`reconnectionDelay`). Internal for the tests.
+        private(set) var eventlessConnections = 0
+        /// The current connection dispatched an event.
+        private var connectionDispatched = false
         /// What ended the stream after the events in `ready`: thrown once they were handed out.
         private var pendingFailure: ResponseStreamError?
         /// Whether the request may be sent again on the iterator's own (an idempotent method).
@@ -116,7 +123,8 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
             guard var current = chunks else {
                 if reconnects {
                     let delay = Self.reconnectionDelay(
-                        retry: parser.reconnectionTime ?? source.defaultRetryInterval, failures: failures)
+                        retry: parser.reconnectionTime ?? source.defaultRetryInterval, failures: failures,
+                        eventlessConnections: eventlessConnections)
                     try await waitBeforeReconnecting(milliseconds: delay)
                 } else {
                     generation = source.manager.engine.currentSessionGeneration
@@ -156,6 +164,10 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
             do throws(ResponseStreamError) {
                 for line in lines {
                     if let event = try parser.consume(line: line) { ready.append(event) }
+                }
+                if !connectionDispatched, !ready.isEmpty {
+                    connectionDispatched = true
+                    eventlessConnections = 0
                 }
                 if let failure { throw failure }
             } catch {
@@ -220,11 +232,19 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         /// that worked, not for one that keeps failing. It saturates: a `retry:` of 2^62 ms or
         /// more is a day, never a product wrapped to zero or below (which would reconnect at
         /// once, again and again).
-        static func reconnectionDelay(retry: Int, failures: Int) -> Int {
+        ///
+        /// Connections that brought bytes but no event before they ended put a floor under the
+        /// wait: 100 ms after the first, doubled after each more (up to 6.4 s). A server that
+        /// asked for `retry: 0` and then answers every connection with a heartbeat and a close
+        /// was otherwise reconnected to at once, again and again (the bytes forgave the
+        /// failures), while the stream's consumer saw nothing.
+        static func reconnectionDelay(retry: Int, failures: Int, eventlessConnections: Int = 0) -> Int {
             let day = 86_400_000
             let failures = Swift.max(0, failures)
             let base = Swift.min(Swift.max(failures > 0 ? 100 : 0, retry), day)
-            return Swift.min(base << Swift.min(failures, 6), day)
+            let delay = Swift.min(base << Swift.min(failures, 6), day)
+            guard eventlessConnections > 0 else { return delay }
+            return Swift.max(delay, 100 << Swift.min(eventlessConnections - 1, 6))
         }
 
         /// The failures a reconnection can cure: the network's (the EventSource "network
@@ -248,8 +268,13 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
 
         private mutating func dropConnection() {
             // Accepted and closed before a byte (a server that hangs up at once): a failure.
-            if !connectionBroughtBytes { failures += 1 }
+            if !connectionBroughtBytes {
+                failures += 1
+            } else if !connectionDispatched {
+                eventlessConnections += 1
+            }
             connectionBroughtBytes = false
+            connectionDispatched = false
             chunks = nil
             splitter.reset()
             parser.discardPendingEvent()
