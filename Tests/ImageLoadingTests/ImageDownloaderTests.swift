@@ -303,41 +303,71 @@ final class ImageDownloaderTests: XCTestCase {
         let photo = try TestImages.image(width: 64, height: 64, value: 200).pngData()
         server.route("/photo.png", response: TestResponse(status: 200, headers: [("Content-Type", "image/png")], body: photo))
         let shared = AutoPurgingImageCache()
-        func downloader(maximumPixelSize: Int?, scale: Double = 1) -> ImageDownloader {
-            let manager = HTTPSessionManager(baseURL: nil)
-            var serializer = ImageResponseSerializer()
-            serializer.maximumPixelSize = maximumPixelSize
-            serializer.imageScale = scale
-            manager.responseSerializer = serializer
-            return ImageDownloader(sessionManager: manager, imageCache: shared)
-        }
-        let thumbnails = downloader(maximumPixelSize: 8)
-        let fullSize = downloader(maximumPixelSize: nil)
-        let doubleScale = downloader(maximumPixelSize: nil, scale: 2)
-        func load(_ downloader: ImageDownloader) async throws -> Image {
-            let url = try server.url("/photo.png")
-            return try await withCheckedThrowingContinuation { continuation in
-                downloader.downloadImage(
-                    for: URLRequest(url: url), success: { _, _, image in continuation.resume(returning: image) },
-                    failure: { _, _, error in continuation.resume(throwing: error) })
-            }
-        }
-        let thumbnail = try await load(thumbnails)
+        let thumbnails = decodingDownloader(maximumPixelSize: 8, cache: shared)
+        let fullSize = decodingDownloader(maximumPixelSize: nil, cache: shared)
+        let doubleScale = decodingDownloader(maximumPixelSize: nil, scale: 2, cache: shared)
+        let thumbnail = try await loadPhoto(thumbnails)
         XCTAssertEqual([thumbnail.width, thumbnail.height], [8, 8])
-        let full = try await load(fullSize)
+        let full = try await loadPhoto(fullSize)
         XCTAssertEqual([full.width, full.height], [64, 64], "the full-size downloader was given the thumbnail")
-        let scaled = try await load(doubleScale)
+        let scaled = try await loadPhoto(doubleScale)
         XCTAssertEqual(scaled.scale, 2, "the @2x downloader was given a @1x image")
         XCTAssertEqual(server.requestCount("/photo.png"), 3)
 
         // Each one's next load is a hit on its own variant.
-        let thumbnailAgain = try await load(thumbnails)
-        let fullAgain = try await load(fullSize)
-        let scaledAgain = try await load(doubleScale)
+        let thumbnailAgain = try await loadPhoto(thumbnails)
+        let fullAgain = try await loadPhoto(fullSize)
+        let scaledAgain = try await loadPhoto(doubleScale)
         XCTAssertEqual([thumbnailAgain.width, fullAgain.width, scaledAgain.width], [8, 64, 64])
         XCTAssertEqual(scaledAgain.scale, 2)
         XCTAssertEqual(server.requestCount("/photo.png"), 3, "every second load came from the cache")
         for downloader in [thumbnails, fullSize, doubleScale] { await shutDown(downloader) }
+    }
+
+    /// The same with the thumbnail serializer inside a `CompoundResponseSerializer` (as
+    /// AFNetworking's users set it up): its variant was not found, so its thumbnails were
+    /// stored under the plain key and the full-size downloader was given one, without asking.
+    func testAThumbnailSerializerInACompoundKeepsItsVariant() async throws {
+        let photo = try TestImages.image(width: 64, height: 64, value: 200).pngData()
+        server.route("/photo.png", response: TestResponse(status: 200, headers: [("Content-Type", "image/png")], body: photo))
+        let shared = AutoPurgingImageCache()
+        let compound = decodingDownloader(maximumPixelSize: 8, inCompound: true, cache: shared)
+        let fullSize = decodingDownloader(maximumPixelSize: nil, cache: shared)
+        let thumbnails = decodingDownloader(maximumPixelSize: 8, cache: shared)
+        let thumbnail = try await loadPhoto(compound)
+        let full = try await loadPhoto(fullSize)
+        XCTAssertEqual([thumbnail.width, full.width], [8, 64], "the full-size downloader was given the thumbnail")
+        let plainThumbnail = try await loadPhoto(thumbnails)
+        XCTAssertEqual(plainThumbnail.width, 8)
+        XCTAssertEqual(server.requestCount("/photo.png"), 2, "one variant, one entry, whichever serializer made it")
+        for downloader in [compound, fullSize, thumbnails] { await shutDown(downloader) }
+    }
+
+    /// A downloader decoding to `maximumPixelSize` at `scale` (its serializer alone, or inside
+    /// a compound), storing in `cache`.
+    private func decodingDownloader(
+        maximumPixelSize: Int?, scale: Double = 1, inCompound: Bool = false, cache: AutoPurgingImageCache
+    ) -> ImageDownloader {
+        let manager = HTTPSessionManager(baseURL: nil)
+        var serializer = ImageResponseSerializer()
+        serializer.maximumPixelSize = maximumPixelSize
+        serializer.imageScale = scale
+        if inCompound {
+            manager.responseSerializer = CompoundResponseSerializer(responseSerializers: [serializer])
+        } else {
+            manager.responseSerializer = serializer
+        }
+        return ImageDownloader(sessionManager: manager, imageCache: cache)
+    }
+
+    /// `/photo.png` through `downloader`.
+    private func loadPhoto(_ downloader: ImageDownloader) async throws -> Image {
+        let url = try server.url("/photo.png")
+        return try await withCheckedThrowingContinuation { continuation in
+            downloader.downloadImage(
+                for: URLRequest(url: url), success: { _, _, image in continuation.resume(returning: image) },
+                failure: { _, _, error in continuation.resume(throwing: error) })
+        }
     }
 
     /// Requests whose cache policies want different things are not merged into one transfer:

@@ -290,7 +290,24 @@ public final class ImageDownloader: Sendable {
 
     /// The variant of the manager's current serializer (nil for a serializer of the caller's).
     private var decodingVariant: String? {
-        (sessionManager.responseSerializer as? ImageResponseSerializer)?.cacheVariant
+        Self.decodingVariant(of: sessionManager.responseSerializer)
+    }
+
+    /// The variant images `serializer` makes are stored under: an `ImageResponseSerializer`'s,
+    /// or, for a `CompoundResponseSerializer`, that of the image serializers in it (the image
+    /// comes from the first that succeeds: when they decode differently, a variant naming
+    /// them all, which no other serializer shares). nil for a serializer of the caller's.
+    static func decodingVariant(of serializer: any ResponseSerialization) -> String? {
+        if let image = serializer as? ImageResponseSerializer { return image.cacheVariant }
+        guard let compound = serializer as? CompoundResponseSerializer else { return nil }
+        var variants: [String?] = []
+        for inner in compound.responseSerializers {
+            guard inner is ImageResponseSerializer || inner is CompoundResponseSerializer else { continue }
+            let variant = decodingVariant(of: inner)
+            if !variants.contains(variant) { variants.append(variant) }
+        }
+        guard variants.count > 1 else { return variants.first ?? nil }
+        return " decoded-by-any-of:[" + variants.map { $0 ?? " decoded:as-is" }.joined(separator: "|") + "]"
     }
 
     /// The variant a transfer for `request` started now would be stored under.
