@@ -324,6 +324,31 @@ final class ImageDownloaderTests: XCTestCase {
         for downloader in [thumbnails, fullSize, doubleScale] { await shutDown(downloader) }
     }
 
+    /// An app empties the image cache at a sign-out (Docs/ImageLoading.md): an avatar whose
+    /// download started before (unlocked by the jar's cookies, which its request does not
+    /// show) arrived after and was put back, to answer the next user's view of the same URL.
+    /// The server empties the cache while it answers: after the transfer started, before its
+    /// image arrived.
+    func testAnImageArrivingAfterTheCacheWasEmptiedIsNotPutBack() async throws {
+        let cache = AutoPurgingImageCache()
+        let answer = TestImages.response(picture)
+        server.route("/me/avatar") { _ in
+            cache.removeAllImages()
+            return answer
+        }
+        server.route("/other", response: answer)
+        let downloader = TestImages.downloader(cache: cache)
+        for path in ["/me/avatar", "/other"] {
+            let loaded = Recorder<Image>()
+            _ = try downloader.downloadImage(
+                for: request(path), success: { _, _, image in loaded.append(image) }, failure: { _, _, error in XCTFail("\(error)") })
+            try await eventually({ loaded.count == 1 }, "\(path) delivered")
+        }
+        XCTAssertNil(cache.image(for: try request("/me/avatar"), withAdditionalIdentifier: nil), "the signed-out user's image was put back")
+        XCTAssertNotNil(cache.image(for: try request("/other"), withAdditionalIdentifier: nil), "a download started after is cached")
+        await shutDown(downloader)
+    }
+
     /// The same with the thumbnail serializer inside a `CompoundResponseSerializer` (as
     /// AFNetworking's users set it up): its variant was not found, so its thumbnails were
     /// stored under the plain key and the full-size downloader was given one, without asking.

@@ -40,6 +40,9 @@ public final class AutoPurgingImageCache: ImageRequestCache {
         /// `preferredMemoryCapacity <= memoryCapacity` always holds.
         var memoryCapacity: UInt64
         var preferredMemoryCapacity: UInt64
+        /// How many times the cache was emptied (`removeAllImages`): a download that started
+        /// before stores nothing after (`add(_:withIdentifier:ifNotEmptiedSince:)`).
+        var clearings: UInt64 = 0
     }
 
     private let state: Mutex<State>
@@ -127,9 +130,21 @@ public final class AutoPurgingImageCache: ImageRequestCache {
     /// images first: in plain least-recently-used order it dropped every other image and then
     /// the large one too (one 24-megapixel photo emptied a cache of thumbnails).
     public func add(_ image: Image, withIdentifier identifier: String) {
+        add(image, withIdentifier: identifier, ifNotEmptiedSince: nil)
+    }
+
+    /// How many times the cache was emptied so far (``removeAllImages()``).
+    var clearings: UInt64 { state.withLock { $0.clearings } }
+
+    /// Adds `image` unless the cache was emptied since it counted `clearings` (nil: always).
+    /// An app empties the cache at a sign-out: an image whose download started before (the
+    /// signed-out user's, unlocked by cookies the request did not show) must not be put back
+    /// when it arrives after, to answer the next user. Checked under the lock the add takes.
+    func add(_ image: Image, withIdentifier identifier: String, ifNotEmptiedSince clearings: UInt64?) {
         let cost = Self.cost(of: image)
         // The purged images are released after the lock, so their deallocation happens outside it.
         let purged = state.withLock { state -> [Entry] in
+            if let clearings, clearings != state.clearings { return [] }
             if cost > state.memoryCapacity {
                 guard let previous = state.entries.removeValue(forKey: identifier) else { return [] }
                 state.memoryUsage = state.memoryUsage.subtractingSaturating(previous.cost)
@@ -162,6 +177,7 @@ public final class AutoPurgingImageCache: ImageRequestCache {
             defer {
                 state.entries = [:]
                 state.memoryUsage = 0
+                state.clearings &+= 1
             }
             return state.entries
         }

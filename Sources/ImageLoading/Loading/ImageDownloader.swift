@@ -184,7 +184,9 @@ public final class ImageDownloader: Sendable {
         // 3. A new transfer (created outside the lock: the manager's class is open).
         let (id, task) = makeTask(
             for: request, key: key,
-            variant: CacheVariant(decoding: decodingVariant, credentials: revision, trust: sessionManager.cacheTrustTag(for: request)))
+            variant: CacheVariant(
+                decoding: decodingVariant, credentials: revision, trust: sessionManager.cacheTrustTag(for: request),
+                cacheClearings: (state.withLock { $0.imageCache } as? AutoPurgingImageCache)?.clearings))
         if let priority { task.priority = priority }
         let outcome = state.withLock { state -> (joined: DataTask?, start: Bool) in
             // Someone may have started the same URL meanwhile: join theirs instead.
@@ -278,6 +280,10 @@ public final class ImageDownloader: Sendable {
         var credentials: UUID?
         /// The trust's tag (`URLSessionManager.cacheTrustTag(for:)`); nil without TLS.
         var trust: String? = nil
+        /// How many times the downloader's cache had been emptied (`removeAllImages()`, an
+        /// ``AutoPurgingImageCache``'s; nil for another cache): a transfer that started before
+        /// a sign-out emptied it stores nothing after.
+        var cacheClearings: UInt64? = nil
 
         /// The additional identifier of an image found or stored with this variant.
         func identifier(unlocked: Bool) -> String? {
@@ -312,8 +318,10 @@ public final class ImageDownloader: Sendable {
 
     /// The variant a transfer for `request` started now would be stored under.
     private func currentCacheVariant(for request: URLRequest) -> CacheVariant {
-        let revision = state.withLock { $0.credentials.isEmpty ? nil : $0.credentials.revision }
-        return CacheVariant(decoding: decodingVariant, credentials: revision, trust: sessionManager.cacheTrustTag(for: request))
+        let (revision, cache) = state.withLock { ($0.credentials.isEmpty ? nil : $0.credentials.revision, $0.imageCache) }
+        return CacheVariant(
+            decoding: decodingVariant, credentials: revision, trust: sessionManager.cacheTrustTag(for: request),
+            cacheClearings: (cache as? AutoPurgingImageCache)?.clearings)
     }
 
     /// Whether `policy` lets a request be answered from the image cache (AFNetworking's rule:
@@ -359,7 +367,14 @@ public final class ImageDownloader: Sendable {
             if current, let cache, !unlocked || variant.credentials != nil, currentCacheVariant(for: request) == variant {
                 let identifier = variant.identifier(unlocked: unlocked)
                 if cache.shouldCacheImage(image, for: request, withAdditionalIdentifier: identifier) {
-                    cache.add(image, for: request, withAdditionalIdentifier: identifier)
+                    if let autoPurging = cache as? AutoPurgingImageCache {
+                        // Emptied between the check above and the add: nothing either.
+                        autoPurging.add(
+                            image, withIdentifier: AutoPurgingImageCache.identifier(for: request, withAdditionalIdentifier: identifier),
+                            ifNotEmptiedSince: variant.cacheClearings)
+                    } else {
+                        cache.add(image, for: request, withAdditionalIdentifier: identifier)
+                    }
                 }
             }
         }
