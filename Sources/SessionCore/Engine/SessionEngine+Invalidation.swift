@@ -92,7 +92,6 @@ extension SessionEngine {
             state.resetsAfterInvalidation = false
             let parked = state.parkedStarts
             state.parkedStarts = []
-            resetPending.store(false, ordering: .releasing)
             defer {
                 state.invalidationWaiters.removeAll()
                 // An invalidated manager calls no hook again: release them, so a hook that
@@ -103,6 +102,10 @@ extension SessionEngine {
                 driverBox.withLock { $0 = fresh }
                 driverShutdownSent.withLock { $0 = false }
             }
+            // Cleared only once the fresh driver is in place: a start that reads it cleared
+            // (without the lock) goes straight to the driver box, which held the closed old
+            // driver until the line above, and failed with `.sessionInvalidated`.
+            resetPending.store(false, ordering: .releasing)
             return (state.completionQueue, state.hooks.sessionDidBecomeInvalid, state.invalidationWaiters, parked, resets)
         }
         if let fresh, driver !== fresh {
