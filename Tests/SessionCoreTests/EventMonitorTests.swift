@@ -137,6 +137,34 @@ final class EventMonitorTests: XCTestCase {
         assertPlacedRight(monitor)
     }
 
+    /// A task the caller's response hook or challenge handler cancels is cancelled as by
+    /// `cancel()`: the monitors hear `taskDidCancel` before its completion (they heard only the
+    /// completion) and the task reads `.canceling` until it completes.
+    func testACancelByAHookOrAHandlerReportsTheCancelBeforeItsCompletion() async throws {
+        server.route("/private", response: TestResponse(status: 401, headers: [("WWW-Authenticate", "Basic realm=\"r\"")]))
+        let monitor = RecordingMonitor()
+        let byHook = manager([monitor])
+        byHook.setDataTaskDidReceiveResponseBlock { _, _ in .cancel }
+        let hooked = byHook.dataTask(with: URLRequest(url: try server.url("/ok")), completionHandler: { _ in })
+        try await run(hooked, monitor)
+        XCTAssertEqual(
+            monitor.lines(for: hooked),
+            ["create", "resume", "send GET /ok", "receive 200", "cancel", "metrics 0", "complete cancelled", "produce cancelled"])
+        assertPlacedRight(monitor)
+
+        // The handler decides before the 401 is the task's response (reported at the end).
+        let handlerMonitor = RecordingMonitor()
+        let byHandler = manager([handlerMonitor])
+        byHandler.setAuthenticationChallengeHandler { _, _ in .cancel }
+        let challenged = byHandler.dataTask(with: URLRequest(url: try server.url("/private")), completionHandler: { _ in })
+        try await run(challenged, handlerMonitor)
+        XCTAssertEqual(
+            handlerMonitor.lines(for: challenged),
+            ["create", "resume", "send GET /private", "cancel", "receive 401", "metrics 1", "complete cancelled",
+             "produce cancelled"])
+        assertPlacedRight(handlerMonitor)
+    }
+
     func testARedirectIsReportedBetweenItsTwoAttempts() async throws {
         let monitor = RecordingMonitor()
         let manager = manager([monitor])

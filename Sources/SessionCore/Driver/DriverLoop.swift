@@ -188,6 +188,7 @@ final class DriverLoop {
             guard let delegate = delegates[task],  // cancelled meanwhile
                 transition(delegate, { $0.challengeAnswered(now: TaskDelegate.uptime) })
             else { return }
+            if case .cancel = disposition { task.noteCancelledByCaller() }
             switch delegate.resolveChallenge(disposition) {
             case .retry: resend(answering: delegate)
             // Whatever the handler left standing (the 401, a refused server) ends the attempt
@@ -208,6 +209,7 @@ final class DriverLoop {
                 // the transfer's continuing waits for `resume()`.
                 scheduleTimeoutCheck(for: delegate)
             case .cancel:
+                task.noteCancelledByCaller()
                 finish(delegate, outcome: outcome(of: delegate, error: .cancelled))
             case .endExchange(let action, let facts):
                 // The exchange ended while the hook was deciding: carry out its end now.

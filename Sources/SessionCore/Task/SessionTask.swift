@@ -333,6 +333,16 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         }
     }
 
+    /// A hook or handler of the caller's cancelled the task on the driver (the response
+    /// hook's `.cancel`, a challenge handler's `.cancel`): the task reads `.canceling` and the
+    /// monitors hear `taskDidCancel` before its completion, as after `cancel()`. The driver
+    /// ends the transfer itself. Nothing when the task is cancelled or completed already.
+    func noteCancelledByCaller() {
+        protected.withLock { state in
+            if state.lifecycle.cancel() != .none, let hub = engine.monitorHub { hub.emit(.cancelled(self)) }
+        }
+    }
+
     // MARK: - Hashable
 
     /// Tasks are equal when they are the same object.
