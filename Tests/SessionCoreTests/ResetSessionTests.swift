@@ -164,6 +164,31 @@ final class ResetSessionTests: XCTestCase {
         XCTAssertEqual(completions.withLock { $0 }, 1)
     }
 
+    /// A task parked for a reset waits within its resource timeout: the reset waits for the old
+    /// session's tasks (here one never resumed, which it waits for until it is cancelled), and
+    /// the parked task had no clock until it reached the driver, so it waited with them.
+    func testATaskParkedForAResetEndsAtItsResourceTimeout() async throws {
+        var configuration = SessionConfiguration.default
+        configuration.timeoutIntervalForResource = 1
+        let manager = URLSessionManager.raw(configuration)
+        let old = manager.dataTask(with: URLRequest(url: try server.url("/ok"))) { _ in }
+        manager.invalidateSessionCancelingTasks(false, resetSession: true)  // waits for `old`
+        let parked = manager.dataTask(with: URLRequest(url: try server.url("/ok"))) { _ in }
+        let done = expectation(forNotification: .taskDidComplete, object: parked)
+        parked.resume()
+        await fulfillment(of: [done], timeout: 30)
+        guard case .timedOut(let detail)? = parked.error as? SessionError else {
+            return XCTFail("the parked task must time out, got \(String(describing: parked.error))")
+        }
+        XCTAssertTrue(detail.contains("reset"), detail)
+        XCTAssertEqual(server.requests.count, 0, "nothing was sent")
+        let invalidated = expectation(forNotification: .sessionDidInvalidate, object: manager)
+        old.cancel()
+        await fulfillment(of: [invalidated], timeout: 30)
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
     /// A task of the old session resumed during a reset that lets old tasks finish runs on the
     /// old session: the reset completes and the fresh session's requests run (they are not
     /// parked behind a task that is itself parked).

@@ -36,7 +36,9 @@ extension SessionEngine {
     func adaptThenStart(_ task: SessionTask, adapter: any RequestAdapter) {
         guard let original = task.originalRequest else { return startAdapted(task) }
         let started = TaskDelegate.uptime
-        let watchdog = adaptationWatchdog(for: task)
+        let watchdog = preDriverWatchdog(for: task, since: task.startClockBeforeDriver(at: started), while: "its request was adapted") {
+            $0.takePrepared() != nil
+        }
         Task { [self] in
             defer { watchdog?.cancel() }  // its handler (and what it holds) goes with it
             let adapted: Result<AdaptedRequest, SessionError>
@@ -61,19 +63,24 @@ extension SessionEngine {
         }
     }
 
-    /// A timer that ends `task` with `.timedOut` when its first request is still being
-    /// adapted once `timeoutIntervalForResource` has passed; nil when that timeout is no limit.
-    /// The driver's own clock starts with the transfer, so without it an adapter that never
-    /// returned held the task forever. The request is taken from the task first: an adaptation
-    /// that ends later finds none to adopt, and one the driver took already is the driver's.
-    private func adaptationWatchdog(for task: SessionTask) -> (any DispatchSourceTimer)? {
+    /// A timer that ends `task` with `.timedOut` when it is still before the driver (its
+    /// first request adapted, its start parked for a reset) once `timeoutIntervalForResource`
+    /// has passed since `since` (uptime); nil when that timeout is no limit. The driver's own
+    /// clock starts with the transfer, so without it an adapter that never returned, or a
+    /// reset waiting on a long download, held the task past its timeout. `take` takes the
+    /// task from that phase first (its request, its parked start): a phase that ends later
+    /// finds nothing, and a task the phase handed on already is not ended here.
+    func preDriverWatchdog(
+        for task: SessionTask, since: UInt64, while phase: String, take: @escaping @Sendable (SessionTask) -> Bool
+    ) -> (any DispatchSourceTimer)? {
         guard let total = TransferTimeouts.nanoseconds(configuration.timeoutIntervalForResource) else { return nil }
+        let elapsed = TaskDelegate.uptime &- since
         let timer = DispatchSource.makeTimerSource(queue: .global())
-        timer.schedule(deadline: .now() + .nanoseconds(Int(clamping: total)))
+        timer.schedule(deadline: .now() + .nanoseconds(Int(clamping: total > elapsed ? total - elapsed : 0)))
         timer.setEventHandler { [weak self, weak task] in
-            guard let self, let task, task.takePrepared() != nil else { return }
+            guard let self, let task, take(task) else { return }
             let error = SessionError.timedOut(
-                "the task took longer than its resource timeout of \(TransferTimeouts.describe(total)) while its request was adapted")
+                "the task took longer than its resource timeout of \(TransferTimeouts.describe(total)) while \(phase)")
             complete(task, outcome: TransferOutcome(error: error, request: task.currentRequest))
         }
         timer.resume()

@@ -250,11 +250,7 @@ extension SessionEngine {
     /// Cancels a started task's transfer. A start parked for a reset is taken back and the
     /// task completed here; so is a task whose driver is gone (nobody else will complete it).
     func cancelTransfer(of task: SessionTask, with error: SessionError) {
-        let wasParked = state.withLock { state -> Bool in
-            guard let index = state.parkedStarts.firstIndex(where: { $0 === task }) else { return false }
-            state.parkedStarts.remove(at: index)
-            return true
-        }
+        let wasParked = takeParkedStart(of: task) != nil
         if wasParked || !submit(.cancel(task, error)) {
             complete(task, outcome: TransferOutcome(error: error, request: task.currentRequest))
         }

@@ -114,7 +114,9 @@ extension SessionEngine {
         }
         // Tasks resumed during the reset start now, on the fresh session (or fail: no reset),
         // through the response cache as it is now (the old user's entries left behind).
-        for task in parked {
+        for parkedStart in parked {
+            parkedStart.watchdog?.cancel()
+            let task = parkedStart.task
             if resets {
                 start(task)
             } else {

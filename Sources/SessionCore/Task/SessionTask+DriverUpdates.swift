@@ -40,6 +40,17 @@ extension SessionTask {
         }
     }
 
+    /// Starts the task's resource clock before the driver has it (an adaptation, a park for a
+    /// reset) at `uptime`, unless it started earlier; returns its start.
+    func startClockBeforeDriver(at uptime: UInt64) -> UInt64 {
+        protected.withLock { state in
+            guard let prepared = state.prepared else { return uptime }
+            if let start = prepared.adaptationStart { return start }
+            state.prepared = prepared.with(body: prepared.body, adaptationStart: uptime)
+            return uptime
+        }
+    }
+
     /// Takes the first attempt's adapted request as the task's own (keeping the task's body,
     /// which may be a file or a stream set after creation). False when the task completed or
     /// is being cancelled meanwhile: the adapted request is then dropped.
@@ -48,7 +59,9 @@ extension SessionTask {
             guard state.lifecycle.state == .running || state.lifecycle.state == .suspended,
                 let prepared = state.prepared
             else { return false }
-            state.prepared = adapted.prepared.with(body: prepared.body, adaptationStart: adapted.started)
+            // The clock's earliest start: a park for a reset may have started it before.
+            let start = [prepared.adaptationStart, adapted.started].compactMap { $0 }.min()
+            state.prepared = adapted.prepared.with(body: prepared.body, adaptationStart: start)
             state.originalRequest = adapted.request
             state.currentRequest = adapted.request
             return true
