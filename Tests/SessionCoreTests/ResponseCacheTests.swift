@@ -131,6 +131,48 @@ final class ResponseCacheTests: XCTestCase {
         XCTAssertEqual(server.requests.count, 1)
     }
 
+    /// An answer from the cache meets the data task's hooks as one from the network does: the
+    /// response hook's `.cancel` ends the task cancelled, its `.becomeDownload` puts the stored
+    /// body in a file, and the data hook is given the body. Neither hook was asked: a `.cancel`
+    /// was passed by and the task succeeded.
+    func testAnAnswerFromTheCacheMeetsTheDataTaskHooks() async throws {
+        route("/fresh", headers: [("Cache-Control", "max-age=600")], body: "v1")
+        let manager = manager(ResponseCache())
+        let stored = try await get(manager, "/fresh")
+        XCTAssertEqual(text(stored), "v1")
+        let chunks = Mutex<[String]>([])
+        manager.setDataTaskDidReceiveDataBlock { _, data in chunks.withLock { $0.append(String(decoding: data, as: UTF8.self)) } }
+        let disposition = Mutex(ResponseDisposition.cancel)
+        manager.setDataTaskDidReceiveResponseBlock { _, _ in disposition.withLock { $0 } }
+        let url = try server.url("/fresh")
+        func run() async -> DataResponse {
+            await withCheckedContinuation { (continuation: CheckedContinuation<DataResponse, Never>) in
+                manager.dataTask(with: URLRequest(url: url)) { continuation.resume(returning: $0) }.resume()
+            }
+        }
+        let cancelled = await run()
+        XCTAssertEqual(cancelled.error as? SessionError, .cancelled, "the hook's .cancel")
+        XCTAssertEqual(chunks.withLock { $0 }, [])
+
+        disposition.withLock { $0 = .allow }
+        let allowed = await run()
+        XCTAssertEqual(text(allowed), "v1")
+        XCTAssertEqual(chunks.withLock { $0 }, ["v1"], "the data hook is given the stored body")
+
+        disposition.withLock { $0 = .becomeDownload }
+        let fileContents = Mutex<Data?>(nil)
+        let downloaded = await withCheckedContinuation { (continuation: CheckedContinuation<DataResponse, Never>) in
+            manager.dataTask(with: URLRequest(url: url)) { response in
+                fileContents.withLock { $0 = response.fileURL.flatMap { try? Data(contentsOf: $0) } }
+                continuation.resume(returning: response)
+            }.resume()
+        }
+        XCTAssertNil(downloaded.error)
+        XCTAssertEqual(fileContents.withLock { $0 }, Data("v1".utf8), "the file holds the stored body")
+        XCTAssertNil(downloaded.data)
+        XCTAssertEqual(server.requests.count, 1, "every answer came from the cache")
+    }
+
     /// A gzipped answer is stored decoded: answered from the cache, the task's counts are the
     /// stored body's, not the encoded size its `Content-Length` still names.
     func testAnAnswerStoredDecodedCountsItsBodyWhenItAnswersAgain() async throws {

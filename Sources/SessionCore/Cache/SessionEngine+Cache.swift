@@ -177,19 +177,9 @@ extension SessionEngine {
                 // 304 when they still describe it, else the stored response whole.
                 let matches = CacheFreshness.satisfiesCallersCondition(request, entry: entry, now: now)
                 let head = matches ? CacheFreshness.notModifiedHead(for: entry) : entry.head
-                let body = matches ? Data() : entry.body
-                task.didReceive(head: head, announced: Int64(body.count))
-                monitorHub?.emit(.received(task, head))
-                task.didReceiveBodyBytes(Int64(body.count))
-                complete(task, outcome: TransferOutcome(error: nil, request: request, head: head, body: body))
+                answerFromCache(task, request: request, head: head, body: matches ? Data() : entry.body)
             case .useCached:
-                let head = entry.head
-                // The whole body is here: its size is the total, whatever `Content-Length` says
-                // (a body stored decoded keeps the field of its encoded form).
-                task.didReceive(head: head, announced: Int64(entry.body.count))
-                monitorHub?.emit(.received(task, head))  // no `willSend`: nothing goes out
-                task.didReceiveBodyBytes(Int64(entry.body.count))
-                complete(task, outcome: TransferOutcome(error: nil, request: request, head: head, body: entry.body))
+                answerFromCache(task, request: request, head: entry.head, body: entry.body)
             case .revalidate:
                 let callerValidates = Self.isConditional(request)
                 if !callerValidates { task.addHeaderLines(CacheFreshness.conditionalHeaderLines(for: entry)) }
@@ -317,6 +307,60 @@ extension SessionEngine {
             requestDate: context.requestDate, responseDate: now, varyingRequestFields: varying)
         file(entry, for: sent, in: cache, context: context)
         return outcome
+    }
+
+    /// Completes `task` with a stored response, through what a response from the network
+    /// meets: the monitors hear it (no `willSend`: nothing goes out), the data task's response
+    /// hook decides (`.cancel` ends it cancelled, `.becomeDownload` puts the body in a file) and
+    /// the data hook is given the body, on the operation queue where they run; the completion
+    /// follows. The hooks were not asked at all, so a hook's `.cancel` was passed by and a
+    /// `.becomeDownload` gave no file.
+    private func answerFromCache(_ task: SessionTask, request: URLRequest, head: HTTPResponseHead, body: Data) {
+        // The whole body is here: its size is the total, whatever `Content-Length` says (a body
+        // stored decoded keeps the field of its encoded form).
+        task.didReceive(head: head, announced: Int64(body.count))
+        monitorHub?.emit(.received(task, head))
+        task.didReceiveBodyBytes(Int64(body.count))
+        let outcome = TransferOutcome(error: nil, request: request, head: head, body: body)
+        let hooks = self.hooks
+        guard let dataTask = task as? DataTask, hooks.dataTaskDidReceiveResponse != nil || hooks.dataReceived != nil else {
+            return complete(task, outcome: outcome)
+        }
+        operationQueue.async { [self] in
+            var disposition = ResponseDisposition.allow
+            if let hook = hooks.dataTaskDidReceiveResponse, let response = head.httpURLResponse {
+                disposition = hook(dataTask, response)
+            }
+            if disposition == .becomeDownload && task.options.keepsBodyInMemory { disposition = .allow }
+            switch disposition {
+            case .cancel:
+                task.noteCancelledByCaller()
+                complete(task, outcome: TransferOutcome(error: .cancelled, request: request, head: head))
+            case .becomeDownload:
+                complete(task, outcome: storedBodyAsFile(body, request: request, head: head))
+            case .allow:
+                if let hook = hooks.dataReceived, !body.isEmpty { hook(dataTask, body) }
+                complete(task, outcome: outcome)
+            }
+        }
+    }
+
+    /// A stored body written to a new temporary download file, as a `.becomeDownload` from
+    /// the network would have written it.
+    private func storedBodyAsFile(_ body: Data, request: URLRequest, head: HTTPResponseHead) -> TransferOutcome {
+        let url = DownloadOptions.newFileURL(for: configuration)
+        do throws(SessionError) {
+            let file = try DownloadFile(url: url)
+            file.plan(statusCode: head.statusCode, contentRange: nil, entityTag: nil, lastModified: nil, isContentEncoded: false, hasBody: true)
+            if let failure = body.withUnsafeBytes({ file.write($0) }) ?? file.prepareForEnd() {
+                file.finish(keep: false)
+                return TransferOutcome(error: failure, request: request, head: head)
+            }
+            file.finish(keep: true)
+            return TransferOutcome(error: nil, request: request, head: head, fileURL: url)
+        } catch {
+            return TransferOutcome(error: error, request: request, head: head)
+        }
     }
 
     /// The response a 304 to Curlew's own revalidation of `task` stands for, as the task will

@@ -217,7 +217,8 @@ open class URLSessionManager: @unchecked Sendable {
         engine.updateHooks { $0.redirect = block }
     }
 
-    /// Called on `operationQueue` with each chunk of every data task's body, as it arrives.
+    /// Called on `operationQueue` with each chunk of every data task's body, as it arrives (an
+    /// answer from the response cache: its whole body, in one chunk).
     /// A 4xx or 5xx answer the retrier may still send again is shown only once it is the
     /// task's (the retrier declined it): the hook never sees the body of a retried attempt.
     public func setDataTaskDidReceiveDataBlock(_ block: (@Sendable (DataTask, Data) -> Void)?) {
@@ -255,8 +256,8 @@ open class URLSessionManager: @unchecked Sendable {
     /// redirects the manager follows): `.allow` lets the body come, `.cancel` ends the task
     /// with `SessionError.cancelled`, `.becomeDownload` sends the body to a file instead of
     /// memory (see `ResponseDisposition.becomeDownload`). The transfer waits for the answer without reading the
-    /// body (its idle timeout does not run meanwhile). Applies to transfers that start after
-    /// it is set.
+    /// body (its idle timeout does not run meanwhile). An answer from the response cache is
+    /// asked about too, as URLSession asks. Applies to transfers that start after it is set.
     public func setDataTaskDidReceiveResponseBlock(
         _ block: (@Sendable (DataTask, HTTPURLResponse) -> ResponseDisposition)?
     ) {
