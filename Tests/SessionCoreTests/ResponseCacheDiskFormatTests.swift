@@ -68,6 +68,30 @@ final class ResponseCacheDiskFormatTests: XCTestCase {
         }
     }
 
+    /// A newer answer that could not be written (a full disk: `RLIMIT_FSIZE` here) leaves no
+    /// older one on disk: the file it was to replace stayed, and answered again as fresh once
+    /// memory no longer held the newer one (here: no memory at all).
+    func testAnEntryThatCannotBeWrittenLeavesNoOlderOneOnDisk() throws {
+        let cache = ResponseCache(memoryCapacity: 0, diskCapacity: 20 << 20, directory: directory)
+        let request = URLRequest(url: url)
+        cache.storeCachedResponse(response(Data("old".utf8), version: 1), for: request)
+        XCTAssertEqual(cache.cachedResponse(for: request)?.body, Data("old".utf8))
+
+        var saved = rlimit()
+        XCTAssertEqual(getrlimit(Int32(RLIMIT_FSIZE.rawValue), &saved), 0)
+        let previousHandler = signal(SIGXFSZ, SIG_IGN)
+        var limit = saved
+        limit.rlim_cur = 1_000
+        XCTAssertEqual(setrlimit(Int32(RLIMIT_FSIZE.rawValue), &limit), 0)
+        cache.storeCachedResponse(response(bytes(50_000), version: 2), for: request)
+        _ = setrlimit(Int32(RLIMIT_FSIZE.rawValue), &saved)
+        signal(SIGXFSZ, previousHandler)
+
+        XCTAssertNil(cache.cachedResponse(for: request), "the outdated answer is gone with the newer one unwritten")
+        cache.storeCachedResponse(response(Data("new".utf8), version: 3), for: request)
+        XCTAssertEqual(cache.cachedResponse(for: request)?.body, Data("new".utf8), "the disk takes entries again")
+    }
+
     func testAFlippedOrCutBodyOnDiskIsAMissAndIsRemoved() throws {
         for length in lengths {
             for damage in ["flip", "cut", "none"] {

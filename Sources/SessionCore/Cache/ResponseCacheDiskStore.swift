@@ -116,8 +116,10 @@ struct DiskStore {
             return
         }
         guard size <= capacity, renameat(directory, temporary, directory, name) == 0 else {
+            // Not installed (too large now, or the rename failed): the entry there is the one
+            // this save replaces, outdated either way.
             unlinkat(directory, temporary, 0)
-            if size > capacity { remove(name: name) }
+            remove(name: name)
             return
         }
         if let old = index?[name] { usage -= old.size }

@@ -101,8 +101,13 @@ final class SharedDiskStore: Sendable {
             return
         }
         guard DiskEntryFile.create(temporary, with: encoded, in: descriptor) else {
+            // The disk is full (or the file could not be made): the entry on disk is the one
+            // this save replaces, outdated; left, it answered again once memory forgot the new one.
             unlinkat(descriptor, temporary, 0)
-            store.withLock { $0.abandonSave() }
+            store.withLock { store in
+                store.remove(key: key)
+                store.abandonSave()
+            }
             return
         }
         store.withLock { $0.install(temporary, size: encoded.size, key: key, ticket: ticket) }
