@@ -130,6 +130,20 @@ final class ImageDisplayingTests: XCTestCase {
         XCTAssertTrue(server.requests.contains { $0.header("cache-control") == "no-cache" }, "the refresh reached the server")
     }
 
+    /// A view asking again for the URL it is loading after the downloader's credentials
+    /// changed (a sign-in, a sign-out) starts a load of its own, as the downloader would not
+    /// merge them: it was taken for the same load and dropped, and the view was shown what the
+    /// earlier credentials brought (after a sign-out: what they unlocked).
+    func testALoadAfterTheCredentialsChangedIsALoadOfItsOwn() async throws {
+        let view = RecordingImageView()
+        view.setImage(with: try url("/picture"), placeholderImage: placeholder, on: queue)
+        try downloader.setCredential(URLCredential(user: "alice", password: "pw", persistence: .none), for: try url("/"))
+        view.setImage(with: try url("/picture"), placeholderImage: other, on: queue)
+        XCTAssertEqual(view.history, [placeholder, other], "the second call set its placeholder: a load of its own")
+        try await eventually({ view.history.count == 3 }, "the second load's image arrives")
+        XCTAssertEqual(view.history.last, picture)
+    }
+
     func testANilURLCancelsAndShowsThePlaceholder() async throws {
         let view = RecordingImageView()
         view.setImage(with: try url("/picture"), on: queue)

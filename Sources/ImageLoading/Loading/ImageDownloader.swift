@@ -163,8 +163,10 @@ public final class ImageDownloader: Sendable {
         // And the revision of the downloader's credentials: a request made after a sign-in,
         // a sign-out or a new password never joins a transfer that started with the ones
         // before (it would be given what they unlocked, or their 401).
+        // And the decoding variant: a request made after the serializer changed (another
+        // `maximumPixelSize`) never joins a transfer decoding the old way.
         let revision = state.withLock { $0.credentials.isEmpty ? nil : $0.credentials.revision }
-        let key = ImageRequestKey.mergeKey(for: request, url: url) + (revision.map { " downloader-credentials:" + $0.uuidString } ?? "")
+        let key = Self.loadKey(for: request, url: url, revision: revision, decoding: decodingVariant)
         let handler = ImageDownloadHandler(
             receiptID: receiptID, request: request, success: success, failure: failure,
             priority: priority ?? Self.defaultPriority)
@@ -292,6 +294,20 @@ public final class ImageDownloader: Sendable {
             if let trust { identifier = (identifier ?? "") + " trust:" + trust }
             return identifier
         }
+    }
+
+    /// The key a download of `request` is merged under, and a binding's load is known by
+    /// (`ImageLoad`): the request's merge key (`ImageRequestKey.mergeKey`), the revision of the
+    /// downloader's credentials and the decoding variant, as they are now. A view asking again
+    /// after a sign-out, or after the serializer changed, starts a load of its own.
+    func loadKey(for request: URLRequest, url: URL) -> String {
+        let revision = state.withLock { $0.credentials.isEmpty ? nil : $0.credentials.revision }
+        return Self.loadKey(for: request, url: url, revision: revision, decoding: decodingVariant)
+    }
+
+    private static func loadKey(for request: URLRequest, url: URL, revision: UUID?, decoding: String?) -> String {
+        ImageRequestKey.mergeKey(for: request, url: url) + (revision.map { " downloader-credentials:" + $0.uuidString } ?? "")
+            + (decoding ?? "")
     }
 
     /// The variant of the manager's current serializer (nil for a serializer of the caller's).

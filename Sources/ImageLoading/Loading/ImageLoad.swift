@@ -34,8 +34,11 @@ enum ImageLoad {
             return
         }
         // Another user's load of the URL is another load, and so is a refresh, a range or a
-        // cache-only load of it (the downloader's merge key): each replaces a plain one.
-        let urlIdentifier = ImageRequestKey.mergeKey(for: request, url: url)
+        // cache-only load of it, or one after the downloader's credentials or decoding changed
+        // (the downloader's merge key): each replaces the one before. Compared by the request's
+        // key alone, a view asking again after a sign-out kept the signed-in load, and was
+        // shown what that user's credential unlocked.
+        let urlIdentifier = downloader.loadKey(for: request, url: url)
         if ImageBindingRegistry.isActive(owner, slot, urlIdentifier: urlIdentifier) { return }
         cancel(owner, slot)
 
