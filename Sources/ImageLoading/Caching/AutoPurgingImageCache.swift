@@ -220,6 +220,8 @@ public final class AutoPurgingImageCache: ImageRequestCache {
 
     /// The key an image for `request` is stored under: the absolute URL string followed by
     /// `additionalIdentifier` (AFNetworking's key). A request without URL uses the empty string.
+    /// Begin an identifier with a space (no absolute URL holds one): otherwise a URL plus the
+    /// identifier may be another URL's plain key.
     /// A request that carries credentials of its own (`Authorization`, `Proxy-Authorization`,
     /// `Cookie`, a URL user) has their name added (`URLRequest.credentialsDigest`), so that one
     /// user's image is never another's answer for the same URL; without, the key is
