@@ -56,14 +56,14 @@ public struct CurlewTransport: ClientTransport {
         let urlRequest = try Self.urlRequest(for: request, baseURL: baseURL)
         let bytes: ResponseBytes
         let response: HTTPURLResponse
-        var isStreamingBody = false
+        var streamsBodyOfKnownLength = false
         if let body, let collected = try await replayableBytes(of: body) {
             var replayable = urlRequest
             replayable.httpBody = collected
             (bytes, response) = try await manager.bytes(for: replayable, bufferSize: bufferSize)
         } else if let body {
-            isStreamingBody = true
             let length: Int64? = if case .known(let count) = body.length { count } else { nil }
+            streamsBodyOfKnownLength = length != nil
             (bytes, response) = try await manager.bytes(
                 for: urlRequest, uploading: body.map { Data($0) }, length: length, bufferSize: bufferSize)
         } else {
@@ -75,8 +75,9 @@ public struct CurlewTransport: ClientTransport {
             // A streamed request body that ran past its `.known` length fails the transfer at
             // its end, through the response's bytes: with no body handed out, that error was
             // lost and the call passed for sent as declared. Wait for the end (at once, unless
-            // the upload is still going) so that it is the call's.
-            if isStreamingBody { for try await _ in bytes {} }
+            // the upload is still going) so that it is the call's. A body of unknown length
+            // has no surplus: its call returns at the head, as before.
+            if streamsBodyOfKnownLength { for try await _ in bytes {} }
             return (head, nil)
         }
         // libcurl decodes a content-coded body: its Content-Length is the encoded size, not

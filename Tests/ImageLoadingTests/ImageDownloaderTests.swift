@@ -346,6 +346,13 @@ final class ImageDownloaderTests: XCTestCase {
         }
         XCTAssertNil(cache.image(for: try request("/me/avatar"), withAdditionalIdentifier: nil), "the signed-out user's image was put back")
         XCTAssertNotNil(cache.image(for: try request("/other"), withAdditionalIdentifier: nil), "a download started after is cached")
+
+        // Nor does a request made after the cache was emptied join a download from before it
+        // (whose image its handlers would be given).
+        let before = try downloader.downloadImage(for: request("/slow"), success: nil, failure: nil)
+        cache.removeAllImages()
+        let after = try downloader.downloadImage(for: request("/slow"), success: nil, failure: nil)
+        XCTAssertFalse(before?.task === after?.task, "a transfer of its own")
         await shutDown(downloader)
     }
 

@@ -302,6 +302,17 @@ final class ResponseCacheIdentityTests: XCTestCase {
         let plain = try await get(manager, "/site")
         XCTAssertEqual(server.requests.count, 3)
         XCTAssertNotEqual(text(plain), "b.example.test")
+
+        // The same named by the configuration's additional headers, for every request.
+        let cache = ResponseCache()
+        var answers: [String?] = []
+        for site in ["c.example.test", "d.example.test"] {
+            var configuration = SessionConfiguration.default
+            configuration.responseCache = cache
+            configuration.httpAdditionalHeaders = ["host": site]
+            answers.append(text(try await get(URLSessionManager.raw(configuration), "/site")))
+        }
+        XCTAssertEqual(answers, ["c.example.test", "d.example.test"])
     }
 
     /// The same meets a revalidation: a stale anonymous entry, revalidated while the resource

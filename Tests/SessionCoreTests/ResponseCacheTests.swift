@@ -150,8 +150,14 @@ final class ResponseCacheTests: XCTestCase {
                 manager.dataTask(with: URLRequest(url: url)) { continuation.resume(returning: $0) }.resume()
             }
         }
-        let cancelled = await run()
+        let cancelledTask = Mutex<SessionTask?>(nil)
+        let cancelled = await withCheckedContinuation { (continuation: CheckedContinuation<DataResponse, Never>) in
+            let task = manager.dataTask(with: URLRequest(url: url)) { continuation.resume(returning: $0) }
+            cancelledTask.withLock { $0 = task }
+            task.resume()
+        }
         XCTAssertEqual(cancelled.error as? SessionError, .cancelled, "the hook's .cancel")
+        XCTAssertEqual(cancelledTask.withLock { $0 }?.countOfBytesReceived, 0, "cancelled at the head: no body taken")
         XCTAssertEqual(chunks.withLock { $0 }, [])
 
         disposition.withLock { $0 = .allow }

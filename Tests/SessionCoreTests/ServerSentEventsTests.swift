@@ -270,6 +270,7 @@ final class ServerSentEventsTests: XCTestCase {
         XCTAssertEqual(connections.withLock { $0 }, 8)
         XCTAssertEqual(iterator.failures, 0, "every connection brought bytes")
         XCTAssertEqual(iterator.eventlessConnections, 2, "counted since the last event (three before it)")
+        XCTAssertEqual(iterator.lastReconnectionDelay, 200, "the 503's connection waited after two eventless ones")
         // The waits eventless connections in a row are followed by.
         typealias Iterator = ServerSentEvents.Iterator
         XCTAssertEqual((1...3).map { Iterator.reconnectionDelay(retry: 0, failures: 0, eventlessConnections: $0) }, [100, 200, 400])

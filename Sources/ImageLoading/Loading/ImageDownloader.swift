@@ -166,7 +166,7 @@ public final class ImageDownloader: Sendable {
         // And the decoding variant: a request made after the serializer changed (another
         // `maximumPixelSize`) never joins a transfer decoding the old way.
         let revision = state.withLock { $0.credentials.isEmpty ? nil : $0.credentials.revision }
-        let key = Self.loadKey(for: request, url: url, revision: revision, decoding: decodingVariant)
+        let key = Self.loadKey(for: request, url: url, revision: revision, decoding: decodingVariant, clearings: cacheClearings)
         let handler = ImageDownloadHandler(
             receiptID: receiptID, request: request, success: success, failure: failure,
             priority: priority ?? Self.defaultPriority)
@@ -188,7 +188,7 @@ public final class ImageDownloader: Sendable {
             for: request, key: key,
             variant: CacheVariant(
                 decoding: decodingVariant, credentials: revision, trust: sessionManager.cacheTrustTag(for: request),
-                cacheClearings: (state.withLock { $0.imageCache } as? AutoPurgingImageCache)?.clearings))
+                cacheClearings: cacheClearings))
         if let priority { task.priority = priority }
         let outcome = state.withLock { state -> (joined: DataTask?, start: Bool) in
             // Someone may have started the same URL meanwhile: join theirs instead.
@@ -298,16 +298,24 @@ public final class ImageDownloader: Sendable {
 
     /// The key a download of `request` is merged under, and a binding's load is known by
     /// (`ImageLoad`): the request's merge key (`ImageRequestKey.mergeKey`), the revision of the
-    /// downloader's credentials and the decoding variant, as they are now. A view asking again
-    /// after a sign-out, or after the serializer changed, starts a load of its own.
+    /// downloader's credentials, the decoding variant and how many times its cache was
+    /// emptied, as they are now. A view asking again after a sign-out (a new credential, or a
+    /// cookie sign-out's `removeAllImages()`), or after the serializer changed, starts a load
+    /// of its own, and a download never joins one from before.
     func loadKey(for request: URLRequest, url: URL) -> String {
         let revision = state.withLock { $0.credentials.isEmpty ? nil : $0.credentials.revision }
-        return Self.loadKey(for: request, url: url, revision: revision, decoding: decodingVariant)
+        return Self.loadKey(for: request, url: url, revision: revision, decoding: decodingVariant, clearings: cacheClearings)
     }
 
-    private static func loadKey(for request: URLRequest, url: URL, revision: UUID?, decoding: String?) -> String {
+    private static func loadKey(for request: URLRequest, url: URL, revision: UUID?, decoding: String?, clearings: UInt64?) -> String {
         ImageRequestKey.mergeKey(for: request, url: url) + (revision.map { " downloader-credentials:" + $0.uuidString } ?? "")
-            + (decoding ?? "")
+            + (decoding ?? "") + (clearings.map { $0 > 0 ? " cleared:\($0)" : "" } ?? "")
+    }
+
+    /// How many times the downloader's cache was emptied (an ``AutoPurgingImageCache``'s
+    /// `removeAllImages()`; nil for another cache or none).
+    private var cacheClearings: UInt64? {
+        (state.withLock { $0.imageCache } as? AutoPurgingImageCache)?.clearings
     }
 
     /// The variant of the manager's current serializer (nil for a serializer of the caller's).

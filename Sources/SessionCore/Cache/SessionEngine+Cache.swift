@@ -47,7 +47,7 @@ extension SessionEngine {
             // A request naming its own `Host` reaches the URL's server as another site (and
             // libcurl picks the jar's cookies by that name): the URL, which entries are keyed
             // by, does not say which site answered, nor whose cookies went.
-            && task.originalRequest?.value(forHTTPHeaderField: "Host") == nil
+            && task.originalRequest?.value(forHTTPHeaderField: "Host") == nil && !additionalHeadersNameHost
     }
 
     /// The identity `request` (as sent: `sentFields`) carries, with the jar's cookies when
@@ -320,10 +320,10 @@ extension SessionEngine {
         // stored decoded keeps the field of its encoded form).
         task.didReceive(head: head, announced: Int64(body.count))
         monitorHub?.emit(.received(task, head))
-        task.didReceiveBodyBytes(Int64(body.count))
         let outcome = TransferOutcome(error: nil, request: request, head: head, body: body)
         let hooks = self.hooks
         guard let dataTask = task as? DataTask, hooks.dataTaskDidReceiveResponse != nil || hooks.dataReceived != nil else {
+            task.didReceiveBodyBytes(Int64(body.count))
             return complete(task, outcome: outcome)
         }
         operationQueue.async { [self] in
@@ -334,11 +334,14 @@ extension SessionEngine {
             if disposition == .becomeDownload && task.options.keepsBodyInMemory { disposition = .allow }
             switch disposition {
             case .cancel:
+                // Cancelled at the head: no body byte was taken, as from the network.
                 task.noteCancelledByCaller()
                 complete(task, outcome: TransferOutcome(error: .cancelled, request: request, head: head))
             case .becomeDownload:
+                task.didReceiveBodyBytes(Int64(body.count))
                 complete(task, outcome: storedBodyAsFile(body, request: request, head: head))
             case .allow:
+                task.didReceiveBodyBytes(Int64(body.count))
                 if let hook = hooks.dataReceived, !body.isEmpty { hook(dataTask, body) }
                 complete(task, outcome: outcome)
             }

@@ -39,6 +39,7 @@ extension SessionEngine {
         let watchdog = preDriverWatchdog(for: task, since: task.startClockBeforeDriver(at: started), while: "its request was adapted") {
             $0.takePrepared() != nil
         }
+        watchdog?.resume()
         Task { [self] in
             defer { watchdog?.cancel() }  // its handler (and what it holds) goes with it
             let adapted: Result<AdaptedRequest, SessionError>
@@ -69,7 +70,9 @@ extension SessionEngine {
     /// clock starts with the transfer, so without it an adapter that never returned, or a
     /// reset waiting on a long download, held the task past its timeout. `take` takes the
     /// task from that phase first (its request, its parked start): a phase that ends later
-    /// finds nothing, and a task the phase handed on already is not ended here.
+    /// finds nothing, and a task the phase handed on already is not ended here. Returned not
+    /// yet resumed: the caller resumes it once `take` can find the task (a libdispatch source
+    /// must be resumed before it is released, cancelled or not).
     func preDriverWatchdog(
         for task: SessionTask, since: UInt64, while phase: String, take: @escaping @Sendable (SessionTask) -> Bool
     ) -> (any DispatchSourceTimer)? {
@@ -83,7 +86,6 @@ extension SessionEngine {
                 "the task took longer than its resource timeout of \(TransferTimeouts.describe(total)) while \(phase)")
             complete(task, outcome: TransferOutcome(error: error, request: task.currentRequest))
         }
-        timer.resume()
         return timer
     }
 }

@@ -150,6 +150,9 @@ final class SessionEngine: Sendable {
     /// Whom the proxy knows this manager's requests as, for the response cache's identity
     /// (`proxyIdentity(of:environmentNamesProxy:)`); nil: no proxy credential.
     let cacheProxyIdentity: String?
+    /// The configuration's `httpAdditionalHeaders` name a `Host`: every request then reaches
+    /// its URL's server as another site, and goes past the response cache (`consultsCache`).
+    let additionalHeadersNameHost: Bool
     /// The response cache's `CacheTrust` for the current policy generation (`cacheTrust(for:)`).
     let cacheTrustMemo = Mutex<CacheTrust?>(nil)
 
@@ -169,6 +172,7 @@ final class SessionEngine: Sendable {
             return value.pointee != 0
         }
         cacheProxyIdentity = Self.proxyIdentity(of: configuration, environmentNamesProxy: environmentNamesProxy)
+        additionalHeadersNameHost = configuration.httpAdditionalHeaders.keys.contains { $0.lowercased() == "host" }
         operationQueue = DispatchQueue(label: "Curlew.operationQueue.\(number)")
         ownCompletionQueue = DispatchQueue(label: "Curlew.completionQueue.\(number)")
         state = Mutex(State(completionQueue: ownCompletionQueue))
@@ -388,7 +392,10 @@ final class SessionEngine: Sendable {
             state.parkedStarts.append(ParkedStart(task: task, watchdog: watchdog))
             return true
         }
+        // Resumed once the start is in the list: a timer with no time left fires at once, and
+        // found nothing to take before.
         if !parked { watchdog?.cancel() }
+        watchdog?.resume()
         return parked
     }
 

@@ -72,6 +72,8 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         private(set) var eventlessConnections = 0
         /// The current connection dispatched an event.
         private var connectionDispatched = false
+        /// The wait before the last reconnection, in milliseconds. Internal for the tests.
+        private(set) var lastReconnectionDelay = 0
         /// What ended the stream after the events in `ready`: thrown once they were handed out.
         private var pendingFailure: ResponseStreamError?
         /// Whether the request may be sent again on the iterator's own (an idempotent method).
@@ -125,6 +127,7 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
                     let delay = Self.reconnectionDelay(
                         retry: parser.reconnectionTime ?? source.defaultRetryInterval, failures: failures,
                         eventlessConnections: eventlessConnections)
+                    lastReconnectionDelay = delay
                     try await waitBeforeReconnecting(milliseconds: delay)
                 } else {
                     generation = source.manager.engine.currentSessionGeneration
