@@ -17,7 +17,8 @@ public struct XMLDocumentResponseSerializer: ResponseSerialization {
     public var acceptableStatusCodes: IndexSet = ResponseValidation.defaultStatusCodes
     /// The MIME types that pass validation; `application/xml` and `text/xml`.
     public var acceptableContentTypes: Set<String>? = XMLParserResponseSerializer.defaultAcceptableContentTypes
-    /// Options for `XMLDocument(data:options:)`; none by default.
+    /// Options for `XMLDocument(data:options:)`; none by default. External entities are never
+    /// loaded, whatever these say (`.nodeLoadExternalEntitiesNever` is always added).
     public var options: XMLNode.Options = []
 
     /// A serializer with AFNetworking's defaults.
@@ -37,6 +38,14 @@ public struct XMLDocumentResponseSerializer: ResponseSerialization {
         if let problem = XMLWellFormedness.problem(in: data) {
             throw SerializationError.invalidBody(.xml, response: response, data: data, underlying: problem)
         }
+        // A response's external entity (`<!ENTITY x SYSTEM "file:///...">`) is never loaded:
+        // FoundationXML asks libxml2 to substitute entities unless external ones are
+        // forbidden, and libxml2 then read a local file into the document, or fetched a URL
+        // the caller never asked for (XXE).
+        var options = options
+        options.remove(.nodeLoadExternalEntitiesAlways)
+        options.remove(.nodeLoadExternalEntitiesSameOriginOnly)
+        options.insert(.nodeLoadExternalEntitiesNever)
         do {
             return try XMLDocument(data: data, options: options)
         } catch {

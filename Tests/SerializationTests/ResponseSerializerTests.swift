@@ -235,6 +235,24 @@ final class ResponseSerializerTests: XCTestCase {
         }
     }
 
+    /// A response's external entity (XXE) is never loaded: libxml2 substituted it, reading a
+    /// local file into the document (or fetching a URL the caller never asked for), because
+    /// FoundationXML turns entity substitution on unless the options forbid external entities.
+    func testTheXMLDocumentSerializerLoadsNoExternalEntity() throws {
+        let secret = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-xxe-\(UUID().uuidString)")
+        try Data("curlew-secret-marker".utf8).write(to: secret)
+        defer { try? FileManager.default.removeItem(at: secret) }
+        let body = Data("""
+            <?xml version="1.0"?><!DOCTYPE r [<!ENTITY x SYSTEM "\(secret.absoluteString)">]><r>&x;</r>
+            """.utf8)
+        for options in [[], [.nodePreserveWhitespace], [.nodeLoadExternalEntitiesAlways]] as [XMLNode.Options] {
+            var serializer = XMLDocumentResponseSerializer()
+            serializer.options = options
+            let document = try? serializer.responseObject(for: makeResponse(contentType: "text/xml"), data: body)
+            XCTAssertFalse(document?.xmlString.contains("curlew-secret-marker") ?? false, "the file was read into the document")
+        }
+    }
+
     func testXMLDocumentResponseSerializer() throws {
         var serializer = XMLDocumentResponseSerializer()
         serializer.options = [.nodePreserveWhitespace]
