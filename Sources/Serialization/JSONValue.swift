@@ -157,6 +157,11 @@ extension JSONValue {
                         underlying: nil)
                 }
                 return .double(value)
+            case .exactDigits(let digits, _):
+                // `JSONValue` holds an `Int` or a `Double`: either would send other digits.
+                throw SerializationError.invalidParameters(
+                    reason: "the number \(digits) at \(path.isEmpty ? "top level" : path) has no exact JSON form here (beyond Int and Double)",
+                    underlying: nil)
             }
         }
         if let dictionary = ValueInspection.dictionary(object) {

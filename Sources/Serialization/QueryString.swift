@@ -204,6 +204,7 @@ enum QueryStringEncoder {
             case .double(let v):
                 if v.rounded() == v, abs(v) < 1e15 { return String(Int64(v)) }
                 return String(describing: v)
+            case .exactDigits(let digits, _): return digits
             }
         }
         return String(describing: value)

@@ -9,6 +9,32 @@ enum ValueInspection {
         case bool(Bool)
         case int(Int)
         case double(Double)
+        /// A number no `Int` or `Double` holds exactly (a `UInt64` above `Int.max`, a `Decimal`
+        /// with more digits than a `Double` keeps): its exact decimal digits, and the nearest
+        /// `Double`. A query string sends the digits; a format with no such number refuses it
+        /// rather than sending other digits.
+        case exactDigits(String, nearest: Double)
+    }
+
+    /// `value`'s digits as written (its shortest form) in a `Double`: `Float(0.1)` widened as
+    /// is went out as `0.10000000149011612`.
+    private static func double(of value: Float) -> Double {
+        Double(String(describing: value)) ?? Double(value)
+    }
+
+    /// An unsigned value above `Int.max` keeps its digits.
+    private static func number(unsigned value: UInt64) -> Number {
+        Int(exactly: value).map { .int($0) } ?? .exactDigits(String(value), nearest: Double(value))
+    }
+
+    /// A `Decimal` as an `Int` or a `Double` when one holds it exactly, else its digits.
+    private static func number(decimal value: Decimal) -> Number {
+        let text = value.description
+        if let integer = Int(text) { return .int(integer) }
+        if let nearest = Double(text), value.isFinite, Decimal(string: String(describing: nearest)) == value {
+            return .double(nearest)
+        }
+        return .exactDigits(text, nearest: NSDecimalNumber(decimal: value).doubleValue)
     }
 
     /// The value as a number when it is one. Swift numeric types are told apart by type first,
@@ -18,7 +44,7 @@ enum ValueInspection {
         case let v as Bool where type(of: value) == Bool.self: return .bool(v)
         case let v as Int where type(of: value) == Int.self: return .int(v)
         case let v as Double where type(of: value) == Double.self: return .double(v)
-        case let v as Float where type(of: value) == Float.self: return .double(Double(v))
+        case let v as Float where type(of: value) == Float.self: return .double(double(of: v))
         case let v as Int8 where type(of: value) == Int8.self: return .int(Int(v))
         case let v as Int16 where type(of: value) == Int16.self: return .int(Int(v))
         case let v as Int32 where type(of: value) == Int32.self: return .int(Int(v))
@@ -26,21 +52,18 @@ enum ValueInspection {
         case let v as UInt8 where type(of: value) == UInt8.self: return .int(Int(v))
         case let v as UInt16 where type(of: value) == UInt16.self: return .int(Int(v))
         case let v as UInt32 where type(of: value) == UInt32.self: return .int(Int(v))
-        case let v as UInt where type(of: value) == UInt.self:
-            return Int(exactly: v).map { .int($0) } ?? .double(Double(v))
-        case let v as UInt64 where type(of: value) == UInt64.self:
-            return Int(exactly: v).map { .int($0) } ?? .double(Double(v))
-        case let v as Decimal where type(of: value) == Decimal.self:
-            return .double(NSDecimalNumber(decimal: v).doubleValue)
+        case let v as UInt where type(of: value) == UInt.self: return number(unsigned: UInt64(v))
+        case let v as UInt64 where type(of: value) == UInt64.self: return number(unsigned: v)
+        case let v as Decimal where type(of: value) == Decimal.self: return number(decimal: v)
         default: break
         }
         guard type(of: value) is NSNumber.Type, let number = value as? NSNumber else { return nil }
         let kind = String(cString: number.objCType)
         switch kind {
         case "c", "B": return .bool(number.boolValue)
-        case "f", "d": return .double(number.doubleValue)
-        case "Q", "L":
-            return Int(exactly: number.uint64Value).map { .int($0) } ?? .double(number.doubleValue)
+        case "f": return .double(double(of: number.floatValue))
+        case "d": return .double(number.doubleValue)
+        case "Q", "L": return self.number(unsigned: number.uint64Value)
         default: return .int(number.intValue)
         }
     }

@@ -1,6 +1,9 @@
 import Foundation
 import XCTest
 import Serialization
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 final class QueryStringTests: XCTestCase {
     func testPercentEscapingKeepsUnreservedSlashAndQuestionMark() {
@@ -54,6 +57,30 @@ final class QueryStringTests: XCTestCase {
         XCTAssertEqual(queryString(from: ["plus": "1+1=2", "amp": "a&b"]), "amp=a%26b&plus=1%2B1%3D2")
         XCTAssertEqual(queryString(from: ["": "empty-key"]), "=empty-key")
         XCTAssertEqual(queryString(from: ["emoji": "👍🏽"]), "emoji=%F0%9F%91%8D%F0%9F%8F%BD")
+    }
+
+    /// Numbers a `Double` alters go out with their own digits: `Float(0.1)` was sent as
+    /// `0.10000000149011612`, `UInt64.max` as `1.8446744073709552e%2B19`, a long `Decimal`
+    /// rounded. A JSON or property-list body, which has no such number, refuses the last two.
+    func testNumbersKeepTheirDigits() throws {
+        XCTAssertEqual(queryString(from: ["p": Float(0.1), "lat": Float(52.52)]), "lat=52.52&p=0.1")
+        XCTAssertEqual(queryString(from: ["id": UInt64.max, "u": UInt(Int.max) + 1]), "id=18446744073709551615&u=9223372036854775808")
+        let decimal = try XCTUnwrap(Decimal(string: "12345678901234567.89"))
+        XCTAssertEqual(queryString(from: ["d": decimal, "half": Decimal(string: "0.5")!]), "d=12345678901234567.89&half=0.5")
+        XCTAssertEqual(queryString(from: ["n": NSNumber(value: Float(0.1)), "q": NSNumber(value: UInt64.max)]), "n=0.1&q=18446744073709551615")
+
+        let json = JSONRequestSerializer()
+        let request = try json.request(method: "POST", urlString: "https://e.com", parameters: ["p": Float(0.1), "half": Decimal(string: "0.5")!])
+        let body = request.httpBody.map { String(decoding: $0, as: UTF8.self) } ?? ""
+        XCTAssertTrue(body.contains("\"p\":0.1}") || body.contains("\"p\":0.1,"), body)
+        XCTAssertTrue(body.contains("\"half\":0.5"), body)
+        for inexact in [UInt64.max as any Sendable, decimal] {
+            for serializer in [JSONRequestSerializer(), PropertyListRequestSerializer()] as [any HTTPRequestSerializing] {
+                XCTAssertThrowsError(try serializer.request(method: "POST", urlString: "https://e.com", parameters: ["n": inexact])) {
+                    guard case .invalidParameters? = $0 as? SerializationError else { return XCTFail("\($0)") }
+                }
+            }
+        }
     }
 
     func testEncodableValuesInsideDictionaries() {
