@@ -1,5 +1,7 @@
 import CurlewTestSupport
 import Foundation
+import Security
+import Synchronization
 import XCTest
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -42,6 +44,36 @@ final class NetworkSettingsTests: XCTestCase {
         XCTAssertEqual(response.response?.statusCode, 200, "\(response.result)")
         XCTAssertEqual(body(response), "host=api.example.test:\(port)", "the request itself still names the URL's host")
         XCTAssertEqual(response.metrics?.remoteAddress, "127.0.0.1")
+    }
+
+    /// A handle reused without a reset keeps its base options, but libcurl loads `.resolve`
+    /// overrides into the DNS cache of the share the handle is in, only when the option is
+    /// set: after a policy change put the handle in a new share, the overridden name went to
+    /// the system's resolver (a real name: to the real server).
+    func testAResolveOverrideHoldsAfterThePolicyChanged() async throws {
+        let served = Mutex(0)
+        let server = try TestServer { _ in
+            // The second answer closes its connection: the next request needs a new one.
+            served.withLock { count in count += 1; return count } == 2
+                ? TestResponse(status: 200, headers: [("Connection", "close")], body: Data("ok".utf8)) : .text("ok")
+        }
+        defer { server.shutdown() }
+        var configuration = SessionConfiguration.default
+        configuration.proxy = .none
+        configuration.hostOverrides = [try .resolve("curlew-override.invalid", port: server.port, to: ["127.0.0.1"])]
+        let manager = URLSessionManager.raw(configuration)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let url = try XCTUnwrap(URL(string: "http://curlew-override.invalid:\(server.port)/"))
+        let first = await manager.response(for: URLRequest(url: url))
+        let second = await manager.response(for: URLRequest(url: url))
+        XCTAssertEqual([first, second].map(\.response?.statusCode), [200, 200])
+        XCTAssertEqual(second.metrics?.isReusedConnection, true, "the handle goes back without a reset")
+        var policy = SecurityPolicy(pinningMode: .none)
+        policy.validatesDomainName = false
+        manager.securityPolicy = policy  // another policy: a new share (its TLS sessions, its DNS cache)
+        let third = await manager.response(for: URLRequest(url: url))
+        XCTAssertEqual(third.response?.statusCode, 200, "\(third.result)")
+        XCTAssertEqual(third.metrics?.remoteAddress, "127.0.0.1")
     }
 
     func testAConnectToOverrideSendsAHostAndPortElsewhere() async throws {

@@ -81,6 +81,15 @@ final class NetworkOptions {
     /// A new share (after a security policy change) starts from the file again.
     func shareReplaced() { hstsFileToLoad = hstsFile }
 
+    /// Sets the `.resolve` overrides again on a handle that keeps its base options. libcurl
+    /// loads them into the DNS cache of the share the handle is in at its next start, and
+    /// only after the option is set: a handle moved to a new share (a policy change, a reset,
+    /// another manager of the cookie jar replacing its caches) asked the system's resolver
+    /// for the overridden names, and a real name went to the real server.
+    func reloadResolve(on easy: EasyHandle) {
+        if resolve != nil { _ = easy.set(CURLOPT_RESOLVE, list: resolve) }
+    }
+
     deinit {
         curl_slist_free_all(resolve)
         curl_slist_free_all(connectTo)

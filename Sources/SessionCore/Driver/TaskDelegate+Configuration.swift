@@ -87,6 +87,8 @@ extension TaskDelegate {
             if let path = engine.configuration.unixSocketPath { easy.set(CURLOPT_UNIX_SOCKET_PATH, path) }
             if let error = network.apply(to: easy) { return error }
             easy.hasBaseOptions = ok
+        } else {
+            network.reloadResolve(on: easy)
         }
         if let addresses = engine.proxyBypassAddresses, addresses.bypasses(host: prepared.url.host ?? "") {
             // An IPv6 entry of the bypass list, which libcurl 7.88 cannot match: this request
