@@ -177,6 +177,76 @@ final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
         }
     }
 
+    /// A POST whose connection is lost after it went out, while the route is gone: the server
+    /// may have acted on it. The wait sent it again on its own once the route came back (the
+    /// server acted twice), and the retrier, whose `RetryPolicy` refuses a POST, was never
+    /// asked. It fails now (to the retrier), and a GET in the same case still waits.
+    func testAPostLostAfterItWentOutIsNotSentAgainByTheWait() throws {
+        try connectAndSettle()
+        let requests = Mutex<[String]>([])
+        let received = DispatchSemaphore(value: 0)
+        let answer = DispatchSemaphore(value: 0)
+        let listener: (Int32, UInt16) = try host.perform {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = Self.ipv4(Self.hostAddress)
+            let bound = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            _ = withUnsafeMutablePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+            }
+            guard fd >= 0, bound == 0, listen(fd, 8) == 0 else { throw POSIXError(.EADDRNOTAVAIL) }
+            return (fd, UInt16(bigEndian: address.sin_port))
+        }
+        let (fd, port) = listener
+        addTeardownBlock { Glibc.close(fd) }
+        Thread {
+            while true {
+                let client = accept(fd, nil, nil)
+                guard client >= 0 else { return }
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                let count = recv(client, &buffer, buffer.count, 0)
+                requests.withLock { $0.append(String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).components(separatedBy: " ").first ?? "") }
+                received.signal()
+                _ = answer.wait(timeout: .now() + 30)
+                // The head and 10 of the 100 bytes it announces, then the end: a lost connection.
+                let partial = Array("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789".utf8)
+                _ = partial.withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                Glibc.close(client)
+            }
+        }.start()
+        let url = try XCTUnwrap(URL(string: "http://\(Self.hostAddress):\(port)/"))
+        for method in ["POST", "GET"] {
+            let events = Events()
+            let manager = try makeManager(waits: true, events: events)
+            let done = Mutex<DataResponse?>(nil)
+            var request = URLRequest(url: url)
+            request.httpMethod = method
+            if method == "POST" { request.httpBody = Data("order=1".utf8) }
+            manager.dataTask(with: request) { response in done.withLock { $0 = response } }.resume()
+            XCTAssertEqual(received.wait(timeout: .now() + 30), .success, "the \(method) reached the server")
+            // The route goes while the server holds its answer; the answer is then cut.
+            try client.ip("route", "add", "unreachable", "\(Self.hostAddress)/32")
+            answer.signal()
+            if method == "POST" {
+                XCTAssertTrue(waitUntil { done.withLock { $0 } != nil }, "the POST was left waiting for a route")
+                guard case .networkLost = done.withLock({ $0 })?.error as? SessionError else {
+                    return XCTFail("expected networkLost, got \(String(describing: done.withLock { $0 }?.error))")
+                }
+                XCTAssertFalse(events.recorded.contains("waiting"), "\(events.recorded)")
+                try client.ip("route", "del", "unreachable", "\(Self.hostAddress)/32")
+            } else {
+                XCTAssertTrue(waitUntil { events.recorded.contains("waiting") }, "the GET waits: \(events.recorded)")
+                try client.ip("route", "del", "unreachable", "\(Self.hostAddress)/32")
+                XCTAssertEqual(received.wait(timeout: .now() + 30), .success, "the GET was sent again")
+                answer.signal()
+                XCTAssertTrue(waitUntil { done.withLock { $0 } != nil }, "the GET never completed")
+            }
+        }
+        XCTAssertEqual(requests.withLock { $0 }, ["POST", "GET", "GET"], "the POST went out once")
+    }
+
     /// The same wait asked for by the retrier: `RetryPolicy(waitsForConnectivity)` answers a
     /// connection failure with `.retryWhenConnected`, without the configuration's option.
     func testARetryPolicyRetriesWhenTheNetworkComesBack() throws {

@@ -17,7 +17,7 @@ extension DriverLoop {
         // Only an attempt that could be sent again: no body bytes went to user code, and the
         // request body can be replayed (the retrier's own rule).
         if let error, engine.configuration.waitsForConnectivity, ConnectivityWait.mayBeForWantOfARoute(error),
-            !delegate.hasStreamedBody, delegate.canReplayBody
+            !delegate.hasStreamedBody, delegate.canReplayBody, Self.maySendAgainAfterWaiting(delegate, error: error)
         {
             let targets = connectivityTargets(of: delegate)
             if !targets.isEmpty {
@@ -31,6 +31,22 @@ extension DriverLoop {
         }
         finish(delegate, outcome: outcome(of: delegate, error: error))
     }
+
+    /// Whether an attempt that failed this way may be sent again once a route is back: when
+    /// it never reached the server (no connection was made, the name did not resolve), or when
+    /// sending it twice does no harm (an idempotent method, RFC 9110 §9.2.2). A connection lost
+    /// after the request went out (`.networkLost`) may have had a POST acted on: sent again on
+    /// its own, the server acted twice, and the retrier (whose `RetryPolicy` refuses such
+    /// methods) was never asked. Such an attempt goes to the retrier instead.
+    static func maySendAgainAfterWaiting(_ delegate: TaskDelegate, error: SessionError) -> Bool {
+        switch error {
+        case .cannotConnect, .dnsFailure: return true
+        default: return idempotentMethods.contains((delegate.request.httpMethod ?? "GET").uppercased())
+        }
+    }
+
+    /// The methods a request may be sent with twice to the same effect (RFC 9110 §9.2.2).
+    static let idempotentMethods: Set<String> = ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"]
 
     /// Whether the retrier is asked about an attempt that ended this way: an error other than
     /// a cancellation, or a status of 400 or more; never once body bytes went to user code or
