@@ -134,7 +134,9 @@ public struct SessionConfiguration: Sendable {
     /// through one (``proxy``, ``proxyBypassList`` or `no_proxy`, as libcurl picks it), else
     /// the origin's after ``hostOverrides``. For an address literal, the route to it;
     /// `localhost` (and `*.localhost`) is the loopback address; any other host name is judged
-    /// by the default route; a request over `unixSocketPath` never waits.
+    /// by the default route; a request over `unixSocketPath` never waits. A connection lost
+    /// after the request went out waits only for an idempotent method (GET, HEAD, PUT, DELETE,
+    /// OPTIONS, TRACE): a POST the server may have acted on goes to the retrier instead.
     public var waitsForConnectivity = false
     /// The largest response head accepted, in bytes; a larger one fails with
     /// `.responseHeadersTooLarge`. Default: 256 KiB.
