@@ -17,6 +17,8 @@ public func percentEscapedString(_ string: String) -> String {
 /// keys sorted; nested dictionaries as `a[b]=c`; arrays as `a[]=1&a[]=2`; set members under the
 /// same key, sorted; `nil` and `NSNull` as the bare key; Booleans as `1` / `0`; every field and
 /// value percent-escaped with ``percentEscapedString(_:)``, so brackets appear as `%5B` and `%5D`.
+/// An `Encodable` value that fails to encode ends the string before it (the request
+/// serializers throw `SerializationError.invalidParameters` for it instead).
 ///
 /// ```
 /// queryString(from: ["b": 1, "a": ["x": "y"]])   // "a%5Bx%5D=y&b=1"
@@ -77,7 +79,9 @@ enum QueryStringEncoder {
     /// The query string of a dictionary.
     static func queryString(fromDictionary dictionary: [String: any Sendable]) -> String {
         var pairs: [Pair] = []
-        appendPairs(key: nil, value: dictionary, to: &pairs)
+        // Not throwing (AFNetworking's function): a value that cannot be encoded leaves the
+        // pairs found before it; the request serializers throw for it instead.
+        try? appendPairs(key: nil, value: dictionary, to: &pairs)
         return pairs.map(\.encoded).joined(separator: "&")
     }
 
@@ -86,7 +90,7 @@ enum QueryStringEncoder {
     static func queryString(fromParameters parameters: Any) throws -> String {
         let object = try keyedObject(fromParameters: parameters)
         var pairs: [Pair] = []
-        appendPairs(key: nil, value: object, to: &pairs)
+        try appendPairs(key: nil, value: object, to: &pairs)
         return pairs.map(\.encoded).joined(separator: "&")
     }
 
@@ -94,7 +98,7 @@ enum QueryStringEncoder {
     static func pairs(fromParameters parameters: Any) throws -> [Pair] {
         let object = try keyedObject(fromParameters: parameters)
         var pairs: [Pair] = []
-        appendPairs(key: nil, value: object, to: &pairs)
+        try appendPairs(key: nil, value: object, to: &pairs)
         return pairs
     }
 
@@ -131,42 +135,49 @@ enum QueryStringEncoder {
     }
 
     /// AFNetworking's `AFQueryStringPairsFromKeyAndValue`.
-    private static func appendPairs(key: String?, value: Any, to pairs: inout [Pair]) {
+    private static func appendPairs(key: String?, value: Any, to pairs: inout [Pair]) throws {
         guard let value = OptionalFlattening.unwrapped(value), !(value is NSNull) else {
             if let key { pairs.append(Pair(field: key, value: nil)) }
             return
         }
         if let json = value as? JSONValue {
-            appendPairs(key: key, value: json.jsonObject, to: &pairs)
+            try appendPairs(key: key, value: json.jsonObject, to: &pairs)
             return
         }
         if let dictionary = ValueInspection.anyKeyDictionary(value) {
             let entries = dictionary.map { (name: String(describing: $0.key.base), value: $0.value) }
             for entry in entries.sorted(by: { $0.name < $1.name }) {
-                appendPairs(key: key.map { "\($0)[\(entry.name)]" } ?? entry.name, value: entry.value, to: &pairs)
+                try appendPairs(key: key.map { "\($0)[\(entry.name)]" } ?? entry.name, value: entry.value, to: &pairs)
             }
             return
         }
         if let array = ValueInspection.array(value) {
             for element in array {
-                appendPairs(key: "\(key ?? "")[]", value: element, to: &pairs)
+                try appendPairs(key: "\(key ?? "")[]", value: element, to: &pairs)
             }
             return
         }
         if let members = ValueInspection.set(value) {
             let sorted = members.map { (text: scalarDescription($0), value: $0) }.sorted { $0.text < $1.text }
             for member in sorted {
-                appendPairs(key: key, value: member.value, to: &pairs)
+                try appendPairs(key: key, value: member.value, to: &pairs)
             }
             return
         }
         guard let key else { return }
-        if isScalar(value) == false, let encodable = value as? any Encodable,
-           let object = try? encodedObject(encodable) {
+        if isScalar(value) == false, let encodable = value as? any Encodable {
             // A model's members, or the one value an enum or a wrapper encodes to (`Sort.ascending`
-            // is `asc`, not the case's name).
+            // is `asc`, not the case's name). One that fails to encode (a NaN the encoder
+            // refuses) is an error: its debug description (`Loc(lat: nan)`) was sent instead.
+            let object: Any
+            do {
+                object = try encodedObject(encodable)
+            } catch {
+                throw SerializationError.invalidParameters(
+                    reason: "the value of '\(key)' could not be encoded: \(error)", underlying: error)
+            }
             if !isScalar(object) || object is NSNull {
-                appendPairs(key: key, value: object, to: &pairs)
+                try appendPairs(key: key, value: object, to: &pairs)
             } else {
                 pairs.append(Pair(field: key, value: scalarDescription(object), data: nil))
             }

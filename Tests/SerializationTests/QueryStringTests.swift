@@ -83,6 +83,17 @@ final class QueryStringTests: XCTestCase {
         }
     }
 
+    /// A nested `Encodable` that fails to encode (a NaN `JSONEncoder` refuses) fails the
+    /// request: its debug description (`Loc(lat: nan)`) was sent as the value.
+    func testANestedValueThatFailsToEncodeFailsTheRequest() {
+        struct Loc: Encodable, Sendable { var lat: Double }
+        XCTAssertThrowsError(try HTTPRequestSerializer().request(
+            method: "GET", urlString: "https://e.com/find", parameters: ["loc": Loc(lat: .nan), "q": "x"])) {
+            guard case .invalidParameters? = $0 as? SerializationError else { return XCTFail("\($0)") }
+        }
+        XCTAssertFalse(queryString(from: ["loc": Loc(lat: .nan)]).contains("nan"))
+    }
+
     func testEncodableValuesInsideDictionaries() {
         struct Point: Encodable, Sendable { let x: Int; let y: Int }
         XCTAssertEqual(queryString(from: ["p": Point(x: 1, y: 2)]), "p%5Bx%5D=1&p%5By%5D=2")
