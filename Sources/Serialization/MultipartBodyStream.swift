@@ -242,21 +242,25 @@ public final class MultipartBodyStream: InputStream {
             if let fileHandle {
                 handle = fileHandle
             } else {
-                do {
-                    handle = try FileHandle(forReadingFrom: url)
-                } catch {
-                    throw SerializationError.multipartFileUnreadable(url, reason: String(describing: error))
+                // Without blocking: this may run on the driver thread, and a FIFO put at the
+                // path after the part was added made `open` wait for a writer there, stalling
+                // every transfer of the manager. Only a regular file is read.
+                let descriptor = Glibc.open(url.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+                guard descriptor >= 0 else {
+                    throw SerializationError.multipartFileUnreadable(url, reason: String(cString: strerror(errno)))
                 }
+                handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
                 fileHandle = handle
                 // The very file opened is compared with the one counted.
                 var status = stat()
-                if let identity {
-                    guard fstat(handle.fileDescriptor, &status) == 0 else {
-                        throw SerializationError.multipartFileUnreadable(url, reason: "fstat failed (errno \(errno))")
-                    }
-                    if let change = FileIdentity(status).change(since: identity, when: "it was added") {
-                        throw SerializationError.multipartFileUnreadable(url, reason: change)
-                    }
+                guard fstat(descriptor, &status) == 0 else {
+                    throw SerializationError.multipartFileUnreadable(url, reason: "fstat failed (errno \(errno))")
+                }
+                guard status.st_mode & S_IFMT == S_IFREG else {
+                    throw SerializationError.multipartFileUnreadable(url, reason: "it is no longer a regular file")
+                }
+                if let identity, let change = FileIdentity(status).change(since: identity, when: "it was added") {
+                    throw SerializationError.multipartFileUnreadable(url, reason: change)
                 }
             }
             let produced = Self.readFile(handle.fileDescriptor, into: buffer, count: count)
