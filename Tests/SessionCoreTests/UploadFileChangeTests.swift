@@ -77,6 +77,24 @@ final class UploadFileChangeTests: XCTestCase {
         }
     }
 
+    /// A caller's `Content-Length` on a multipart request (set after the form was built) is
+    /// not the body's: the form went out cut at that length, with no closing boundary, and no
+    /// error. The form's own length is sent.
+    func testACallersContentLengthDoesNotCutAMultipartBody() async throws {
+        var form = try HTTPRequestSerializer().multipartFormRequest(
+            method: "POST", urlString: try server.url("/upload").absoluteString, parameters: ["note": "whole"]
+        ) { try $0.appendPart(withFileURL: self.file, name: "f") }
+        let length = try XCTUnwrap((form.httpBodyStream as? MultipartBodyStream)?.contentLength)
+        form.setValue("100", forHTTPHeaderField: "Content-Length")
+        let response = await withCheckedContinuation { continuation in
+            manager.dataTask(with: form) { continuation.resume(returning: $0) }.resume()
+        }
+        XCTAssertNil(response.error)
+        let sent = try XCTUnwrap(server.requests.last?.body)
+        XCTAssertEqual(Int64(sent.count), length)
+        XCTAssertTrue(String(decoding: sent.suffix(64), as: UTF8.self).hasSuffix("--\r\n"), "the closing boundary went")
+    }
+
     /// Puts a FIFO at `file`, starts the upload `start` makes, and checks that it fails as no
     /// regular file while a GET on the same manager goes on.
     private func assertAFIFOIsRefusedWithoutStallingTheManager(

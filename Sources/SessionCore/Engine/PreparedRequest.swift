@@ -203,6 +203,10 @@ final class PreparedRequest: Sendable {
         let body: RequestBody
         if let data = request.httpBody {
             body = .data(data)
+        } else if let multipart = request.httpBodyStream as? MultipartBodyStream {
+            // Its length is known exactly; a `Content-Length` of the caller's (set after the
+            // form was built) cut the body short at that length, with no closing boundary.
+            body = .stream(multipart, length: multipart.contentLength)
         } else if let stream = request.httpBodyStream {
             body = .stream(stream, length: try declaredLength(request.value(forHTTPHeaderField: "Content-Length")))
         } else {
