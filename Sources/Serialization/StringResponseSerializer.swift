@@ -88,8 +88,13 @@ public struct StringResponseSerializer: ResponseSerialization {
     }
 
     /// The encoding a byte order mark at the start of `data` names, and the mark's length.
+    /// A UTF-32 mark is read first, when the body is whole 4-byte units: `FF FE 00 00` was read
+    /// as UTF-16LE's mark followed by a NUL, and the rest decoded as UTF-16 (`A` came out as
+    /// `\0A\0`).
     static func byteOrderMark(_ data: Data) -> (String.Encoding, Int)? {
-        let head = Array(data.prefix(3))
+        let head = Array(data.prefix(4))
+        if head == [0xFF, 0xFE, 0x00, 0x00], data.count % 4 == 0 { return (.utf32LittleEndian, 4) }
+        if head == [0x00, 0x00, 0xFE, 0xFF], data.count % 4 == 0 { return (.utf32BigEndian, 4) }
         if head.count >= 3, head[0] == 0xEF, head[1] == 0xBB, head[2] == 0xBF { return (.utf8, 3) }
         if head.count >= 2, head[0] == 0xFE, head[1] == 0xFF { return (.utf16BigEndian, 2) }
         if head.count >= 2, head[0] == 0xFF, head[1] == 0xFE { return (.utf16LittleEndian, 2) }

@@ -253,6 +253,18 @@ final class ResponseSerializerTests: XCTestCase {
         }
     }
 
+    /// A UTF-32 byte order mark names UTF-32: `FF FE 00 00` was taken for UTF-16LE's mark and
+    /// a NUL, and `A` came out as `\0A\0`.
+    func testAUTF32ByteOrderMarkIsReadAsUTF32() throws {
+        let serializer = StringResponseSerializer()
+        let little = Data([0xFF, 0xFE, 0x00, 0x00, 0x41, 0x00, 0x00, 0x00])
+        let big = Data([0x00, 0x00, 0xFE, 0xFF, 0x00, 0x00, 0x00, 0x42])
+        XCTAssertEqual(try serializer.responseObject(for: makeResponse(contentType: "text/plain; charset=utf-32le"), data: little), "A")
+        XCTAssertEqual(try serializer.responseObject(for: makeResponse(contentType: "text/plain"), data: big), "B")
+        // UTF-16LE's mark before "A" (not whole 4-byte units after a NUL) stays UTF-16.
+        XCTAssertEqual(try serializer.responseObject(for: makeResponse(contentType: "text/plain"), data: Data([0xFF, 0xFE, 0x41, 0x00])), "A")
+    }
+
     func testXMLDocumentResponseSerializer() throws {
         var serializer = XMLDocumentResponseSerializer()
         serializer.options = [.nodePreserveWhitespace]
