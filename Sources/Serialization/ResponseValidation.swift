@@ -27,7 +27,7 @@ enum ResponseValidation {
         if let contentTypes, let data, !data.isEmpty {
             let mimeType = self.mimeType(of: response)
             if let mimeType {
-                let accepted = contentTypes.contains { $0.lowercased() == mimeType }
+                let accepted = contentTypes.contains { acceptableMediaType($0) == mimeType }
                 if !accepted {
                     throw SerializationError.unacceptableContentType(
                         mimeType, acceptable: contentTypes, response: response, data: data)
@@ -48,7 +48,7 @@ enum ResponseValidation {
         var acceptable = statusCodes.contains(head.statusCode)
         if acceptable, let contentTypes, let data, !data.isEmpty {
             if let mimeType = head.mimeType {
-                acceptable = contentTypes.contains { $0.lowercased() == mimeType }
+                acceptable = contentTypes.contains { acceptableMediaType($0) == mimeType }
             } else {
                 acceptable = isEmptyOrWhitespace(data)
             }
@@ -70,6 +70,15 @@ enum ResponseValidation {
     }
 
     /// The MIME type of the `Content-Type` header, lowercased, without parameters.
+    /// An acceptable-content-types entry as the response's media type is compared with it:
+    /// lower-cased, without parameters or spaces. An entry written with its charset
+    /// (`application/json; charset=utf-8`) refused every response, whose media type is
+    /// compared without its parameters.
+    static func acceptableMediaType(_ entry: String) -> String {
+        let type = entry.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        return type.trimmingCharacters(in: .whitespaces).lowercased()
+    }
+
     static func mimeType(of response: HTTPURLResponse) -> String? {
         guard let contentType = header("Content-Type", in: response) else { return nil }
         let type = contentType.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first

@@ -265,6 +265,15 @@ final class ResponseSerializerTests: XCTestCase {
         XCTAssertEqual(try serializer.responseObject(for: makeResponse(contentType: "text/plain"), data: Data([0xFF, 0xFE, 0x41, 0x00])), "A")
     }
 
+    /// An acceptable type written with parameters or in another case matches the response's
+    /// media type: `application/json; charset=utf-8` refused every JSON response.
+    func testAcceptableTypesWithParametersMatch() throws {
+        var serializer = JSONResponseSerializer()
+        serializer.acceptableContentTypes = ["Application/JSON; charset=utf-8"]
+        let value = try serializer.responseObject(for: makeResponse(contentType: "application/json"), data: Data("{\"a\":1}".utf8))
+        XCTAssertEqual(value?["a"]?.intValue, 1)
+    }
+
     func testXMLDocumentResponseSerializer() throws {
         var serializer = XMLDocumentResponseSerializer()
         serializer.options = [.nodePreserveWhitespace]
