@@ -353,8 +353,12 @@ public final class MultipartBodyStream: InputStream {
         let capacity = 64 * 1024
         let buffer = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
         defer { buffer.deallocate() }
+        let multipart = stream as? MultipartBodyStream
         while true {
-            let count = stream.read(buffer, maxLength: capacity)
+            // A throttled form's packets and delays are for the network: writing to a file,
+            // they made a 100 MB form take minutes, the upload itself unthrottled.
+            let count = multipart.map { $0.readPacket(buffer, maxLength: capacity, ignoringPacketSize: true) }
+                ?? stream.read(buffer, maxLength: capacity)
             if count < 0 {
                 let cause = stream.streamError.map { String(describing: $0) } ?? "unknown error"
                 throw SerializationError.multipartStreamFailed(reason: "reading the body failed: \(cause)")

@@ -332,6 +332,27 @@ final class MultipartTests: XCTestCase {
         }
     }
 
+    /// A throttled form written to a file is not throttled there: its packets and delays are
+    /// for the network (a 100 MB form took minutes to write, then went out unthrottled). With
+    /// an hour's delay per byte, the write is bounded only by the hang guard if it sleeps.
+    func testWritingAThrottledFormToAFileDoesNotSleep() async throws {
+        let serializer = HTTPRequestSerializer()
+        let request = try serializer.multipartFormRequest(
+            method: "POST", urlString: "https://e.com", parameters: ["field": "value"]
+        ) { form in
+            form.appendPart(withFileData: Data(repeating: 7, count: 1_000), name: "f", fileName: "f.bin", mimeType: "application/octet-stream")
+            form.throttleBandwidth(withPacketSize: 1, delay: 3_600)
+        }
+        let target = temporaryDirectory.appendingPathComponent("throttled.multipart")
+        let written = expectation(description: "the form was written")
+        Task {
+            _ = try await serializer.request(withMultipartFormRequest: request, writingStreamContentsToFile: target)
+            written.fulfill()
+        }
+        await fulfillment(of: [written], timeout: 30)
+        XCTAssertEqual(try parseMultipart(Data(contentsOf: target), boundary: try boundary(of: request)).count, 2)
+    }
+
     /// A 100 MB file streams through the body with flat memory and an exact Content-Length.
     func testHundredMegabyteFileStreamsWithFlatMemory() throws {
         let size: UInt64 = 100 * 1024 * 1024
