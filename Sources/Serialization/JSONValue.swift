@@ -157,11 +157,10 @@ extension JSONValue {
                         underlying: nil)
                 }
                 return .double(value)
-            case .exactDigits(let digits, _):
-                // `JSONValue` holds an `Int` or a `Double`: either would send other digits.
-                throw SerializationError.invalidParameters(
-                    reason: "the number \(digits) at \(path.isEmpty ? "top level" : path) has no exact JSON form here (beyond Int and Double)",
-                    underlying: nil)
+            case .exactDigits(_, let nearest):
+                // `JSONValue` holds an `Int` or a `Double`: a larger integer (a parsed response's
+                // `18446744073709551615`, or a parameter's `UInt64`) is the nearest `Double`.
+                return .double(nearest)
             }
         }
         if let dictionary = ValueInspection.dictionary(object) {

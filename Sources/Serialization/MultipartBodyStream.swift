@@ -245,12 +245,12 @@ public final class MultipartBodyStream: InputStream {
                 // Without blocking: this may run on the driver thread, and a FIFO put at the
                 // path after the part was added made `open` wait for a writer there, stalling
                 // every transfer of the manager. Only a regular file is read.
-                let descriptor = Glibc.open(url.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+                let descriptor = openForReadingWithoutBlocking(url.path)
                 guard descriptor >= 0 else {
                     throw SerializationError.multipartFileUnreadable(url, reason: String(cString: strerror(errno)))
                 }
+                // Closed with it when a check below refuses the file.
                 handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
-                fileHandle = handle
                 // The very file opened is compared with the one counted.
                 var status = stat()
                 guard fstat(descriptor, &status) == 0 else {
@@ -262,6 +262,7 @@ public final class MultipartBodyStream: InputStream {
                 if let identity, let change = FileIdentity(status).change(since: identity, when: "it was added") {
                     throw SerializationError.multipartFileUnreadable(url, reason: change)
                 }
+                fileHandle = handle
             }
             let produced = Self.readFile(handle.fileDescriptor, into: buffer, count: count)
             if produced < 0 {
@@ -371,4 +372,11 @@ public final class MultipartBodyStream: InputStream {
             }
         }
     }
+}
+
+/// Opens `path` for reading without waiting: a FIFO (or a device) at the path returns at once
+/// rather than waiting for a writer, and is then refused by its `fstat`. Outside the stream
+/// class, whose `open()` method would shadow the system call.
+private func openForReadingWithoutBlocking(_ path: String) -> Int32 {
+    open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
 }

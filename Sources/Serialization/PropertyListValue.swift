@@ -15,7 +15,7 @@ enum PropertyListValue {
             case .bool(let value): return value
             case .int(let value): return value
             case .double(let value): return value
-            case .exactDigits(let digits, _): throw PropertyListValue.inexact(digits)
+            case .exactDigits(let digits, let nearest): return UInt64(digits) ?? nearest
             }
         }
         if let dictionary = ValueInspection.dictionary(object) {
@@ -56,7 +56,8 @@ enum PropertyListValue {
             case .bool(let v): return v
             case .int(let v): return v
             case .double(let v): return v
-            case .exactDigits(let digits, _): throw PropertyListValue.inexact(digits)
+            // A property list's integer holds a `UInt64` exactly; a longer `Decimal` is a real.
+            case .exactDigits(let digits, let nearest): return UInt64(digits).map { NSNumber(value: $0) } ?? NSNumber(value: nearest)
             }
         }
         if let dictionary = ValueInspection.dictionary(value) {
@@ -75,13 +76,6 @@ enum PropertyListValue {
         throw SerializationError.invalidParameters(
             reason: "value of type \(type(of: value)) at \(path.isEmpty ? "top level" : path) has no property-list form",
             underlying: nil)
-    }
-
-    /// A number whose digits neither a property list's integer nor its real holds exactly
-    /// (`ValueInspection.Number.exactDigits`): refused rather than sent as other digits.
-    static func inexact(_ digits: String) -> SerializationError {
-        SerializationError.invalidParameters(
-            reason: "the number \(digits) has no exact property-list form here (beyond Int and Double)", underlying: nil)
     }
 
     /// A dictionary that is not string-keyed (`[Int: String]`, `[UUID: Data]`…): property-list

@@ -17,8 +17,8 @@ public func percentEscapedString(_ string: String) -> String {
 /// keys sorted; nested dictionaries as `a[b]=c`; arrays as `a[]=1&a[]=2`; set members under the
 /// same key, sorted; `nil` and `NSNull` as the bare key; Booleans as `1` / `0`; every field and
 /// value percent-escaped with ``percentEscapedString(_:)``, so brackets appear as `%5B` and `%5D`.
-/// An `Encodable` value that fails to encode ends the string before it (the request
-/// serializers throw `SerializationError.invalidParameters` for it instead).
+/// An `Encodable` value that fails to encode is left out (the request serializers throw
+/// `SerializationError.invalidParameters` for it instead).
 ///
 /// ```
 /// queryString(from: ["b": 1, "a": ["x": "y"]])   // "a%5Bx%5D=y&b=1"
@@ -79,9 +79,9 @@ enum QueryStringEncoder {
     /// The query string of a dictionary.
     static func queryString(fromDictionary dictionary: [String: any Sendable]) -> String {
         var pairs: [Pair] = []
-        // Not throwing (AFNetworking's function): a value that cannot be encoded leaves the
-        // pairs found before it; the request serializers throw for it instead.
-        try? appendPairs(key: nil, value: dictionary, to: &pairs)
+        // Not throwing (AFNetworking's function): a value that cannot be encoded is left out,
+        // the other pairs kept; the request serializers throw for it instead.
+        try? appendPairs(key: nil, value: dictionary, to: &pairs, strict: false)
         return pairs.map(\.encoded).joined(separator: "&")
     }
 
@@ -135,32 +135,34 @@ enum QueryStringEncoder {
     }
 
     /// AFNetworking's `AFQueryStringPairsFromKeyAndValue`.
-    private static func appendPairs(key: String?, value: Any, to pairs: inout [Pair]) throws {
+    /// `strict`: a value that fails to encode throws (the request serializers); otherwise that
+    /// pair alone is left out (the non-throwing ``queryString(from:)``).
+    private static func appendPairs(key: String?, value: Any, to pairs: inout [Pair], strict: Bool = true) throws {
         guard let value = OptionalFlattening.unwrapped(value), !(value is NSNull) else {
             if let key { pairs.append(Pair(field: key, value: nil)) }
             return
         }
         if let json = value as? JSONValue {
-            try appendPairs(key: key, value: json.jsonObject, to: &pairs)
+            try appendPairs(key: key, value: json.jsonObject, to: &pairs, strict: strict)
             return
         }
         if let dictionary = ValueInspection.anyKeyDictionary(value) {
             let entries = dictionary.map { (name: String(describing: $0.key.base), value: $0.value) }
             for entry in entries.sorted(by: { $0.name < $1.name }) {
-                try appendPairs(key: key.map { "\($0)[\(entry.name)]" } ?? entry.name, value: entry.value, to: &pairs)
+                try appendPairs(key: key.map { "\($0)[\(entry.name)]" } ?? entry.name, value: entry.value, to: &pairs, strict: strict)
             }
             return
         }
         if let array = ValueInspection.array(value) {
             for element in array {
-                try appendPairs(key: "\(key ?? "")[]", value: element, to: &pairs)
+                try appendPairs(key: "\(key ?? "")[]", value: element, to: &pairs, strict: strict)
             }
             return
         }
         if let members = ValueInspection.set(value) {
             let sorted = members.map { (text: scalarDescription($0), value: $0) }.sorted { $0.text < $1.text }
             for member in sorted {
-                try appendPairs(key: key, value: member.value, to: &pairs)
+                try appendPairs(key: key, value: member.value, to: &pairs, strict: strict)
             }
             return
         }
@@ -173,11 +175,12 @@ enum QueryStringEncoder {
             do {
                 object = try encodedObject(encodable)
             } catch {
+                guard strict else { return }
                 throw SerializationError.invalidParameters(
                     reason: "the value of '\(key)' could not be encoded: \(error)", underlying: error)
             }
             if !isScalar(object) || object is NSNull {
-                try appendPairs(key: key, value: object, to: &pairs)
+                try appendPairs(key: key, value: object, to: &pairs, strict: strict)
             } else {
                 pairs.append(Pair(field: key, value: scalarDescription(object), data: nil))
             }

@@ -74,7 +74,11 @@ enum ResponseValidation {
     /// lower-cased, without parameters or spaces. An entry written with its charset
     /// (`application/json; charset=utf-8`) refused every response, whose media type is
     /// compared without its parameters.
+    /// The entry's own parameters are not compared (a charset in it accepts any charset).
     static func acceptableMediaType(_ entry: String) -> String {
+        guard entry.utf8.contains(where: { $0 == UInt8(ascii: ";") || $0 == UInt8(ascii: " ") }) else {
+            return entry.lowercased()
+        }
         let type = entry.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
         return type.trimmingCharacters(in: .whitespaces).lowercased()
     }

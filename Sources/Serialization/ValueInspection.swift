@@ -11,8 +11,8 @@ enum ValueInspection {
         case double(Double)
         /// A number no `Int` or `Double` holds exactly (a `UInt64` above `Int.max`, a `Decimal`
         /// with more digits than a `Double` keeps): its exact decimal digits, and the nearest
-        /// `Double`. A query string sends the digits; a format with no such number refuses it
-        /// rather than sending other digits.
+        /// `Double`. A query string and a property list send it exactly; a `JSONValue` holds
+        /// the nearest `Double`.
         case exactDigits(String, nearest: Double)
     }
 
@@ -56,6 +56,11 @@ enum ValueInspection {
         case let v as UInt64 where type(of: value) == UInt64.self: return number(unsigned: v)
         case let v as Decimal where type(of: value) == Decimal.self: return number(decimal: v)
         default: break
+        }
+        // A long decimal from JSONSerialization (more than 17 digits) or a caller's: its kind is
+        // "d", which would round it.
+        if let decimal = value as? NSDecimalNumber, type(of: value) is NSDecimalNumber.Type {
+            return number(decimal: decimal.decimalValue)
         }
         guard type(of: value) is NSNumber.Type, let number = value as? NSNumber else { return nil }
         let kind = String(cString: number.objCType)

@@ -18,7 +18,8 @@ public struct XMLDocumentResponseSerializer: ResponseSerialization {
     /// The MIME types that pass validation; `application/xml` and `text/xml`.
     public var acceptableContentTypes: Set<String>? = XMLParserResponseSerializer.defaultAcceptableContentTypes
     /// Options for `XMLDocument(data:options:)`; none by default. External entities are never
-    /// loaded, whatever these say (`.nodeLoadExternalEntitiesNever` is always added).
+    /// loaded, whatever these say (`.nodeLoadExternalEntitiesNever` is always added); with it,
+    /// FoundationXML substitutes no entity, so an internal one (`&co;`) stays a reference.
     public var options: XMLNode.Options = []
 
     /// A serializer with AFNetworking's defaults.

@@ -44,9 +44,9 @@ final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
         XCTAssertTrue(recorder.wait(for: .reachableViaEthernet), "the veth link never came up")
     }
 
-    /// A responder on the host side (at `address`, one of the host namespace's): answers
-    /// every connection with `200 {}` and closes. (An HTTP proxy too: it answers any request.)
-    func startResponder(at address: String = hostAddress) throws -> UInt16 {
+    /// A listening TCP socket on the host side at `address` (one of the host namespace's), on
+    /// a port of the kernel's choosing; closed when the test ends.
+    func listen(at address: String) throws -> (descriptor: Int32, port: UInt16) {
         let listener: (Int32, UInt16) = try host.perform {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             var address = Self.ipv4(address)
@@ -57,11 +57,17 @@ final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
             _ = withUnsafeMutablePointer(to: &address) {
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
             }
-            guard fd >= 0, bound == 0, listen(fd, 8) == 0 else { throw POSIXError(.EADDRNOTAVAIL) }
+            guard fd >= 0, bound == 0, Glibc.listen(fd, 8) == 0 else { throw POSIXError(.EADDRNOTAVAIL) }
             return (fd, UInt16(bigEndian: address.sin_port))
         }
-        let (fd, port) = listener
-        addTeardownBlock { Glibc.close(fd) }
+        addTeardownBlock { Glibc.close(listener.0) }
+        return listener
+    }
+
+    /// A responder on the host side (at `address`, one of the host namespace's): answers
+    /// every connection with `200 {}` and closes. (An HTTP proxy too: it answers any request.)
+    func startResponder(at address: String = hostAddress) throws -> UInt16 {
+        let (fd, port) = try listen(at: address)
         Thread {
             while true {
                 let client = accept(fd, nil, nil)
@@ -186,21 +192,7 @@ final class WaitsForConnectivityTests: ReachabilityNamespaceTestCase {
         let requests = Mutex<[String]>([])
         let received = DispatchSemaphore(value: 0)
         let answer = DispatchSemaphore(value: 0)
-        let listener: (Int32, UInt16) = try host.perform {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = Self.ipv4(Self.hostAddress)
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            _ = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-            }
-            guard fd >= 0, bound == 0, listen(fd, 8) == 0 else { throw POSIXError(.EADDRNOTAVAIL) }
-            return (fd, UInt16(bigEndian: address.sin_port))
-        }
-        let (fd, port) = listener
-        addTeardownBlock { Glibc.close(fd) }
+        let (fd, port) = try listen(at: Self.hostAddress)
         Thread {
             while true {
                 let client = accept(fd, nil, nil)

@@ -41,12 +41,9 @@ extension DriverLoop {
     static func maySendAgainAfterWaiting(_ delegate: TaskDelegate, error: SessionError) -> Bool {
         switch error {
         case .cannotConnect, .dnsFailure: return true
-        default: return idempotentMethods.contains((delegate.request.httpMethod ?? "GET").uppercased())
+        default: return PreparedRequest.idempotentMethods.contains(delegate.prepared.method)
         }
     }
-
-    /// The methods a request may be sent with twice to the same effect (RFC 9110 §9.2.2).
-    static let idempotentMethods: Set<String> = ["GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"]
 
     /// Whether the retrier is asked about an attempt that ended this way: an error other than
     /// a cancellation, or a status of 400 or more; never once body bytes went to user code or
