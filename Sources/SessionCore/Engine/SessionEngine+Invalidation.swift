@@ -159,3 +159,51 @@ extension SessionEngine {
         return none
     }
 }
+
+/// Starts resumed while a reset is under way, parked until the fresh session is in place.
+extension SessionEngine {
+    /// A start parked for a reset, with the timer that ends it at its resource timeout.
+    struct ParkedStart: Sendable {
+        let task: SessionTask
+        /// Only ever cancelled, from any thread: libdispatch's sources are thread-safe objects
+        /// (`dispatch_source_cancel` may be called anywhere), which the Swift overlay does not
+        /// declare `Sendable`.
+        nonisolated(unsafe) let watchdog: (any DispatchSourceTimer)?
+    }
+
+    /// During a reset, a task of the fresh session (one made or first resumed after the reset
+    /// began) waits for it, before the response cache is asked: it never sees the old
+    /// session's cookies, credentials or private cache partition. A task of the old session
+    /// (one the invalidation waits for) goes on to the old driver, so the reset can finish.
+    ///
+    /// The wait counts in the task's resource timeout: the reset may wait on an old task for
+    /// days (a long download, a stream), and a timer ends the parked task `.timedOut` then.
+    func parkForReset(_ task: SessionTask) -> Bool {
+        let watchdog = preDriverWatchdog(
+            for: task, since: task.startClockBeforeDriver(at: TaskDelegate.uptime), while: "it waited for a reset of the session"
+        ) { [weak self] task in self?.takeParkedStart(of: task) != nil }
+        let parked = state.withLock { state -> Bool in
+            guard state.invalidation == .invalidating, state.resetsAfterInvalidation,
+                !state.draining.contains(task.taskIdentifier)
+            else { return false }
+            state.parkedStarts.append(ParkedStart(task: task, watchdog: watchdog))
+            return true
+        }
+        // Resumed once the start is in the list: a timer with no time left fires at once, and
+        // found nothing to take before.
+        if !parked { watchdog?.cancel() }
+        watchdog?.resume()
+        return parked
+    }
+
+    /// Takes `task`'s parked start back (a cancel, its timeout), its timer cancelled; nil when
+    /// it is not parked.
+    func takeParkedStart(of task: SessionTask) -> SessionTask? {
+        let taken = state.withLock { state -> ParkedStart? in
+            guard let index = state.parkedStarts.firstIndex(where: { $0.task === task }) else { return nil }
+            return state.parkedStarts.remove(at: index)
+        }
+        taken?.watchdog?.cancel()
+        return taken?.task
+    }
+}
