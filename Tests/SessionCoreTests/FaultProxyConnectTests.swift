@@ -112,6 +112,12 @@ final class FaultProxyConnectTests: XCTestCase {
             XCTAssertFalse(error.isConnectivityFailure, "\(status): \(error)")
             XCTAssertFalse(RetryPolicy.isRetryable(error), "\(status): \(error)")
             XCTAssertTrue(error.description.contains(String(status.prefix(3))), error.description)
+            // The status is the error's own value, not a word in libcurl's message to parse.
+            guard case .proxyRefusedTunnel(let statusCode, _) = error else {
+                XCTFail("\(status): not a refused tunnel: \(error)")
+                continue
+            }
+            XCTAssertEqual(statusCode, Int(status.prefix(3)), status)
             let heads = proxy.received.withLock { $0 }
             // 407: libcurl itself answers the challenge once with the credential.
             XCTAssertTrue((status.hasPrefix("407") ? 1...2 : 1...1).contains(heads.count), "\(status): \(heads.count) CONNECTs")

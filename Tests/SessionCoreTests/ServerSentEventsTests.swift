@@ -325,7 +325,7 @@ final class ServerSentEventsTests: XCTestCase {
         await fulfillment(of: [ended], timeout: 30)  // a bound, not a timing: a loop never ends
         consumer.cancel()
         let error = try XCTUnwrap(outcome.withLock { $0 } as? SessionError, "a refused tunnel must end the stream with its error")
-        XCTAssertTrue(error.description.contains("407"), error.description)
+        guard case .proxyRefusedTunnel(statusCode: 407, _) = error else { return XCTFail("not the proxy's 407: \(error)") }
         XCTAssertEqual(proxy.received.withLock { $0.count }, 2, "CONNECTs: the 502's and the 407's")
     }
 

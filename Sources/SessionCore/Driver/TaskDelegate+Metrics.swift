@@ -77,10 +77,12 @@ extension TaskDelegate {
         // The proxy answered the CONNECT and refused the tunnel (407, 403, 502, ...). libcurl
         // reports `CURLE_RECV_ERROR`, which reads as a lost connection: a retrier would send the
         // same refused request again (a 407's wrong credential, again and again), and a wait
-        // for connectivity would wait for a route that is there. It is libcurl's own error.
+        // for connectivity would wait for a route that is there. Its own case, with the status:
+        // whether to try again depends on it (a 502 may pass, a 407 will not), and a message
+        // is not an API to parse.
         if let status = easy.info(long: CURLINFO_HTTP_CONNECTCODE), status != 0, !(200..<300).contains(status) {
             let message = easy.errorMessage
-            return .curl(code: Int(code.rawValue), message: message.isEmpty ? "the proxy refused the tunnel: \(status)" : message)
+            return .proxyRefusedTunnel(statusCode: status, message: message.isEmpty ? "CONNECT answered \(status)" : message)
         }
         // A handshake the peer cut is the network's failure, not TLS's: a retrier retries it
         // and an event stream reconnects, as after any lost connection (a server restarting

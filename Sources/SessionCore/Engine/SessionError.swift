@@ -68,6 +68,11 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
     /// A `SessionConfiguration` setting cannot be applied by this process's libcurl (DNS
     /// servers without c-ares, say) or was refused by it; the message names the setting.
     case invalidConfiguration(String)
+    /// The proxy answered the `CONNECT` for a tunnel (an `https://` URL through an HTTP
+    /// proxy, or a tunnel asked for) with `statusCode` outside 2xx: 407 for a credential it
+    /// wanted or refused, 403, 502 or 503 when it could not reach the origin. The proxy's
+    /// answer, not the origin's: nothing was sent to the origin. `message` is libcurl's.
+    case proxyRefusedTunnel(statusCode: Int, message: String)
     /// Any other libcurl failure, with its `CURLcode` and message.
     case curl(code: Int, message: String)
     /// A request interceptor ended the task with an error of its own: an adapter threw, or a
@@ -104,6 +109,7 @@ public enum SessionError: Error, Sendable, Equatable, CustomStringConvertible, L
         case .unsupportedScheme(let scheme): return "Unsupported URL scheme '\(scheme)': Curlew speaks http and https."
         case .invalidHeader(let detail): return "Invalid HTTP header: \(detail)"
         case .invalidConfiguration(let detail): return "The session configuration cannot be applied: \(detail)"
+        case .proxyRefusedTunnel(let status, let message): return "The proxy refused the tunnel with \(status): \(message)"
         case .curl(let code, let message): return "libcurl error \(code): \(message)"
         case .interceptorFailed(let failure): return failure.description
         }

@@ -260,11 +260,7 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
             switch error {
             case .cannotConnect, .dnsFailure, .networkLost, .timedOut, .badServerResponse: return true
             case .curl(let code, _) where code == 97: return true  // CURLE_PROXY
-            case .curl(let code, let message) where code == 56:
-                // A refused tunnel ("CONNECT tunnel failed, response 502"; the engine's "the
-                // proxy refused the tunnel: 502"): the status ends the message.
-                guard let status = Int(message.split(separator: " ").last ?? "") else { return false }
-                return (500..<600).contains(status)
+            case .proxyRefusedTunnel(let status, _): return (500..<600).contains(status)
             default: return false
             }
         }
