@@ -22,6 +22,30 @@ package struct CurlewCommand: AsyncParsableCommand {
     /// Parses the process's arguments and runs the command they name, then exits: the
     /// executable's whole `main.swift`.
     package static func runFromCommandLine() async {
-        await main()
+        await main(routingLowercaseGet(Array(CommandLine.arguments.dropFirst())))
+    }
+
+    /// The arguments with a lowercase `get` read as the method `GET` unless they are the first
+    /// version's form (`get URL [-H ...] [--timeout S] [--metrics]`). The method may be
+    /// written in any case, but `get` named the old verb, which knows no request items or
+    /// other options: `curlew get URL q==1` was refused, `curlew get URL -p h` too, and the
+    /// old verb's printing of the head to a pipe broke `curlew get URL | jq`.
+    static func routingLowercaseGet(_ arguments: [String]) -> [String] {
+        guard arguments.first == "get" else { return arguments }
+        var positionals = 0
+        var index = 1
+        while index < arguments.count {
+            let argument = arguments[index]
+            switch argument {
+            case "-H", "--header", "--timeout": index += 2
+            case "--metrics", "-h", "--help": index += 1
+            case _ where argument.hasPrefix("--header=") || argument.hasPrefix("--timeout="): index += 1
+            case _ where argument.hasPrefix("-") && argument.count > 1: return ["GET"] + arguments.dropFirst()
+            default:
+                positionals += 1
+                index += 1
+            }
+        }
+        return positionals > 1 ? ["GET"] + arguments.dropFirst() : arguments
     }
 }

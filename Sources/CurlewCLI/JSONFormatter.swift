@@ -17,14 +17,21 @@ struct JSONFormatter: Sendable {
     var sanitizes = false
 
     /// The formatted text, or nil when `data` is not JSON.
+    ///
+    /// A UTF-8 byte order mark (which `JSONSerialization` skips, and servers on Windows send)
+    /// is dropped before the text is walked: kept, it glued itself to the first token.
     func format(_ data: Data) -> String? {
-        guard !data.isEmpty, (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil,
-            let text = String(data: data, encoding: .utf8)
+        guard !data.isEmpty, (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil
         else { return nil }
-        return format(valid: Array(text.utf8))
+        var bytes = [UInt8](data)
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }
+        guard String(validating: bytes, as: UTF8.self) != nil else { return nil }
+        return format(valid: bytes)
     }
 
-    private func format(valid bytes: [UInt8]) -> String {
+    /// nil when the brackets do not pair up after all (text `JSONSerialization` read in a way
+    /// this walk does not): the caller shows the body as it came.
+    private func format(valid bytes: [UInt8]) -> String? {
         var out = ""
         var containers: [UInt8] = []  // "{" or "["
         var expectingKey = false
@@ -65,7 +72,7 @@ struct JSONFormatter: Sendable {
                     index += 1
                 }
             case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                containers.removeLast()
+                guard containers.popLast() != nil else { return nil }
                 newline()
                 out += String(UnicodeScalar(byte))
                 index += 1

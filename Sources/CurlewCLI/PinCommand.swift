@@ -60,7 +60,9 @@ struct PinCommand: AsyncParsableCommand {
         let dates = ISO8601DateFormatter()
         return certificates.enumerated().map { index, certificate in
             let role = index == 0 ? "leaf" : "sent #\(index)"
-            return "[\(index)] \(role): \(certificate.subjectName)\n"
+            // OpenSSL's RFC 2253 text escapes the C0 controls but not the C1 ones (an 8-bit
+            // CSI in a name): the server's text never drives the terminal.
+            return "[\(index)] \(role): \(certificate.subjectName.withoutControlCharacters)\n"
                 + "    valid:  \(dates.string(from: certificate.notValidBefore)) – \(dates.string(from: certificate.notValidAfter))\n"
                 + "    pin:    sha256/\(certificate.publicKeySHA256)\n"
         }.joined()

@@ -48,9 +48,13 @@ final class ProgressBar: @unchecked Sendable {  // state guarded by `lock`
         } else {
             text += byteCount(written)
         }
-        text += "  " + byteCount(Int64(speed)) + "/s"
+        // A server's length is any Int64 and the first byte may come late: a rate or a wait
+        // past what an Int64 holds (1 TB at 1 B/s, a tiny elapsed time) trapped on conversion.
+        // A wait beyond 100 days is no estimate worth showing.
+        text += "  " + byteCount(speed < 9e18 ? Int64(speed) : .max) + "/s"
         if expected > 0, speed > 0, written < expected {
-            text += "  ETA \(Int((Double(expected - written) / speed).rounded(.up)))s"
+            let eta = (Double(expected) - Double(written)) / speed
+            text += eta <= 8_640_000 ? "  ETA \(Int(eta.rounded(.up)))s" : "  ETA --"
         }
         return text
     }

@@ -204,7 +204,7 @@ struct RequestCommand: AsyncParsableCommand {
                 let writer = ResponseWriter(
                     printer: printer, selection: selection,
                     sink: try ResponseWriter.sink(outputPath: download.output, printsBody: selection.responseBody),
-                    canStream: built.bodyFile == nil && built.request.httpBodyStream == nil)
+                    canStream: built.bodyFile == nil && built.request.httpBodyStream == nil, checksStatus: output.checkStatus)
                 let response = await Exchange.send(built, manager: manager, streamingTo: writer.streams ? writer : nil)
                 // A refused write cancelled the transfer: the write is the run's failure.
                 if let failure = writer.failure { throw ToolFailure(.error, failure) }
@@ -227,6 +227,9 @@ struct RequestCommand: AsyncParsableCommand {
                 guard output.checkStatus, let status = ExitStatus.forStatus(head.statusCode) else { return nil }
                 if !stdout.isTerminal {
                     Terminal.standardError.write("curlew: warning: HTTP \(head.statusCode) \((head.reasonPhrase ?? "").withoutControlCharacters)\n")
+                }
+                if let path = download.output, path != "-" {
+                    Terminal.standardError.write("curlew: \(path.withoutControlCharacters) left as it was: the status fails the run\n")
                 }
                 return status.rawValue
             }

@@ -36,6 +36,7 @@ struct RequestLine: Equatable, Sendable {
             method = first.uppercased()
         }
         guard let urlText = (method == nil ? first : rest.popFirst()) else { throw .missingURL }
+        if readsAsItemNotURL(urlText) { throw .itemWhereURLWas(urlText) }
         let url = try expandURL(urlText)
         var items: [RequestItem] = []
         for text in rest {
@@ -76,6 +77,23 @@ extension RequestLine {
         return scheme.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == ".") }
     }
 
+    /// Whether `text`, in the URL's place, is a request item that carries data or a query
+    /// (`@backup.zip`, `photo@img.zip`, `a=b`): the URL was left out. Taken for one,
+    /// `@backup.zip` became `http://@backup.zip`, a real host under a real top-level domain,
+    /// and `--auth`'s credential went to it in the clear. A name with `/`, `?` or `#` is a
+    /// URL's path or query (`example.com/search?q=a`); a text with a scheme is a URL; a
+    /// header's shape (`example.com:8080/x`) is read as a URL as before.
+    static func readsAsItemNotURL(_ text: String) -> Bool {
+        guard !hasScheme(text), !text.hasPrefix(":"), let item = RequestItem.parse(text) else { return false }
+        switch item {
+        case .header: return false
+        case .body: return true
+        case .query(let name, _), .field(let name, _), .fieldFromFile(let name, _), .jsonField(let name, _),
+            .jsonFieldFromFile(let name, _), .fileField(let name, _):
+            return !name.contains(where: { "/?#".contains($0) })
+        }
+    }
+
     /// Whether `text`, which may also read as a header item, is plainly a URL: it starts with
     /// a scheme, or is `localhost`, a dotted name or a bracketed IPv6 address with a port
     /// (`example.com:8080/x`; a header's name has no dot, and its value is rarely a number
@@ -99,11 +117,14 @@ enum RequestLineError: Error, Equatable, CustomStringConvertible {
     case missingURL
     case badURL(String)
     case notAnItem(String)
+    case itemWhereURLWas(String)
 
     var description: String {
         switch self {
         case .missingURL: return "no URL given: curlew [METHOD] URL [ITEM ...]"
         case .badURL(let text): return "'\(text)' is not an http or https URL"
+        case .itemWhereURLWas(let text):
+            return "'\(text)' is a request item where the URL goes: curlew [METHOD] URL [ITEM ...] (a URL that reads as an item needs its scheme: http://...)"
         case .notAnItem(let text):
             return "'\(text)' is not a request item (Name:value, name==value, name=value, name:=json, name@file, @file)"
         }

@@ -29,11 +29,16 @@ final class ResponseWriter: @unchecked Sendable {  // `headWritten` and `writeFa
     private let stdout = Terminal.standardOutput
     /// Whether the body is streamed (else collected, then written by `finish`).
     let streams: Bool
+    /// `--check-status` with `-o FILE`: an answer whose status fails the run (3xx unfollowed,
+    /// 4xx, 5xx) leaves the file as it was. Its error page replaced the user's file, then the
+    /// run failed: a script's `|| use the old copy` found the page.
+    private let keepsFileOnFailingStatus: Bool
 
-    init(printer: ExchangePrinter, selection: PrintSelection, sink: Sink, canStream: Bool) {
+    init(printer: ExchangePrinter, selection: PrintSelection, sink: Sink, canStream: Bool, checksStatus: Bool = false) {
         self.printer = printer
         self.selection = selection
         self.sink = sink
+        self.keepsFileOnFailingStatus = checksStatus
         switch sink {
         case .file, .discard, .rawStandardOutput: streams = canStream
         // Colours, as formatting, need the whole JSON (`--pretty=colors` on a pipe streamed the
@@ -57,7 +62,7 @@ final class ResponseWriter: @unchecked Sendable {  // `headWritten` and `writeFa
     func write(chunk: Data, head: HTTPResponseHead?) -> Bool {
         lock.withLock {
             writeHead(head)
-            writeBody(chunk)
+            if !keepsFile(for: head) { writeBody(chunk) }
             return writeFailure == nil
         }
     }
@@ -71,6 +76,10 @@ final class ResponseWriter: @unchecked Sendable {  // `headWritten` and `writeFa
     func finish(_ response: DataResponse) throws {
         let failure: String? = lock.withLock {
             writeHead(response.head)
+            if keepsFile(for: response.head) {
+                if case .file(let file) = sink { file.close() }
+                return writeFailure
+            }
             if !streams, let data = response.data, !data.isEmpty {
                 if case .standardOutput = sink {
                     noteStandardOutput(stdout.write(printer.responseBody(data, head: response.head)))
@@ -111,6 +120,12 @@ final class ResponseWriter: @unchecked Sendable {  // `headWritten` and `writeFa
     private func noteStandardOutput(_ reason: String?) {
         guard let reason, writeFailure == nil else { return }
         writeFailure = "cannot write standard output: \(reason)"
+    }
+
+    /// Whether this answer's body stays out of `-o FILE` (see `keepsFileOnFailingStatus`).
+    private func keepsFile(for head: HTTPResponseHead?) -> Bool {
+        guard keepsFileOnFailingStatus, case .file = sink, let head else { return false }
+        return ExitStatus.forStatus(head.statusCode) != nil
     }
 
     private func writeBody(_ data: Data) {

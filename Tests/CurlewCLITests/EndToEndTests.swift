@@ -211,6 +211,23 @@ final class EndToEndTests: XCTestCase {
         XCTAssertEqual(String(decoding: try Data(contentsOf: kept), as: UTF8.self), "abcdefghij", "a shorter answer leaves no tail")
     }
 
+    /// `--check-status -o FILE`: an answer whose status fails the run (418's body is a teapot)
+    /// leaves the file as it was, as `curl -f -o` does; the error page replaced it.
+    func testACheckedFailingStatusLeavesTheOutputFile() throws {
+        let kept = directory.appendingPathComponent("kept.txt")
+        try Data("the only copy".utf8).write(to: kept)
+        let failed = try run(["--check-status", "-o", "kept.txt", "\(base)/status/418"])
+        XCTAssertEqual(failed.status, 4, failed.stderr)
+        XCTAssertEqual(try Data(contentsOf: kept), Data("the only copy".utf8), "the error page replaced the file")
+        XCTAssertTrue(failed.stderr.contains("kept.txt left as it was"), failed.stderr)
+        _ = try run(["--check-status", "-o", "new.txt", "\(base)/status/418"])
+        XCTAssertFalse(FileManager.default.fileExists(atPath: directory.appendingPathComponent("new.txt").path))
+        // Without --check-status a 418 is an answer like any other: its body is saved.
+        let unchecked = try run(["-o", "kept.txt", "\(base)/status/418"])
+        XCTAssertEqual(unchecked.status, 0, unchecked.stderr)
+        XCTAssertTrue(String(decoding: try Data(contentsOf: kept), as: UTF8.self).contains("teapot"))
+    }
+
     /// What a server sends never reaches stderr as control characters: a reason phrase with
     /// a C1 control (U+009B, an 8-bit CSI) in the error of a download and in the warning of
     /// `--check-status`.
@@ -401,6 +418,15 @@ final class EndToEndTests: XCTestCase {
         XCTAssertTrue(result.text.hasPrefix("HTTP/1.1 200 OK\n"), result.text)
         XCTAssertTrue(result.text.contains("\"X-Demo\": \"1\""), result.text)
         XCTAssertTrue(result.stderr.contains("Elapsed: "), result.stderr)
+    }
+
+    /// The method may be written in any case: `get` with a request item is `GET`, not the first
+    /// version's verb (which refused the item, exit 64, and printed the head to a pipe).
+    func testALowercaseGetWithAnItemIsTheMethod() throws {
+        let result = try run(["get", "\(base)/get", "a==1"])
+        XCTAssertEqual(result.status, 0, result.stderr)
+        let args = try XCTUnwrap(try json(result)["args"] as? [String: Any], result.text)
+        XCTAssertEqual(args["a"] as? String, "1")
     }
 
     func testHelpDocumentsExitCodes() throws {

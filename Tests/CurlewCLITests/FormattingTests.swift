@@ -1,4 +1,5 @@
 import Foundation
+import Security
 import Serialization
 import SessionCore
 import XCTest
@@ -80,6 +81,9 @@ final class FormattingTests: XCTestCase {
             }
             """)
         XCTAssertNil(formatter.format(Data("{not json".utf8)))
+        // A UTF-8 byte order mark, which JSONSerialization skips: it glued itself to the first
+        // key, whose closing brace then closed nothing (a trap).
+        XCTAssertEqual(formatter.format(Data([0xEF, 0xBB, 0xBF]) + Data(#"{"a":1}"#.utf8)), "{\n    \"a\": 1\n}")
         XCTAssertEqual(formatter.format(Data("\"only\"".utf8)), "\"only\"")
     }
 
@@ -165,6 +169,10 @@ final class FormattingTests: XCTestCase {
         XCTAssertEqual(ProgressBar.line(written: 900_500_000, expected: 1_000_000_000, startBytes: 900_000_000, elapsed: 1),
                        " 90% [=====================>  ] 900.5 MB of 1.0 GB  500.0 kB/s  ETA 199s")
         XCTAssertEqual(ProgressBar.line(written: 100, expected: -1, startBytes: 5_000, elapsed: 1), "100 B  0 B/s", "restarted from 0")
+        // A server's hostile length and a late first byte: a wait beyond an Int64 trapped.
+        XCTAssertEqual(ProgressBar.line(written: 1, expected: .max, startBytes: 0, elapsed: 2),
+                       "  0% [>                       ] 1 B of 9223372.0 TB  0 B/s  ETA --")
+        XCTAssertTrue(ProgressBar.line(written: .max, expected: -1, startBytes: 0, elapsed: 1e-300).hasSuffix("9223372.0 TB/s"))
     }
 
     func testExitStatuses() {
@@ -198,5 +206,30 @@ final class FormattingTests: XCTestCase {
         let query = try XCTUnwrap(URL(string: "https://example.com:8443/a?b=1&c=2"))
         XCTAssertEqual(PinCommand.renderPins(["AAAA"], format: .curlew, host: "example.com", url: query),
                        "curlew --pin sha256/AAAA 'https://example.com:8443/a?b=1&c=2'\n")
+    }
+
+    /// A certificate's subject is the server's text: OpenSSL's RFC 2253 form escapes the C0
+    /// controls but passes the C1 ones (an 8-bit CSI, U+009B) as UTF-8, which reached the terminal.
+    func testAPinnedServersSubjectCarriesNoControlCharacter() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-c1-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-utf8",
+            "-subj", "/CN=a\u{9B}2Jb", "-days", "1", "-keyout", directory.appendingPathComponent("key.pem").path,
+            "-out", directory.appendingPathComponent("cert.pem").path,
+        ]
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0)
+        let certificate = try Certificate(contentsOf: directory.appendingPathComponent("cert.pem"))
+        XCTAssertTrue(certificate.subjectName.unicodeScalars.contains("\u{9B}"), "the name carries the CSI: \(certificate.subjectName)")
+        let url = try XCTUnwrap(URL(string: "https://example.com"))
+        let text = PinCommand.render([certificate], format: .text, host: "example.com", url: url)
+        XCTAssertFalse(text.unicodeScalars.contains { (0x80...0x9F).contains($0.value) }, text)
+        XCTAssertTrue(text.contains("CN=a?2Jb"), text)
     }
 }

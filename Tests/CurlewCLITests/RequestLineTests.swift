@@ -106,4 +106,30 @@ final class RequestLineTests: XCTestCase {
             XCTAssertEqual($0 as? RequestLineError, .notAnItem("nonsense"))
         }
     }
+
+    /// `get` is the first version's verb only in its own form; with anything else it is `GET`.
+    func testALowercaseGetIsTheOldVerbOnlyInItsOwnForm() {
+        for old in [["get", "u"], ["get", "u", "-H", "X: 1", "--timeout", "3", "--metrics"], ["get", "--header=X: 1", "u"], ["get", "--help"]] {
+            XCTAssertEqual(CurlewCommand.routingLowercaseGet(old), old)
+        }
+        for new in [["get", "u", "a==1"], ["get", "u", "-p", "h"], ["get", "--check-status", "u"], ["get", "u", "X:1"]] {
+            XCTAssertEqual(CurlewCommand.routingLowercaseGet(new), ["GET"] + new.dropFirst())
+        }
+        XCTAssertEqual(CurlewCommand.routingLowercaseGet(["-v", "get", "u"]), ["-v", "get", "u"], "the request command's method")
+    }
+
+    /// An item where the URL goes means the URL was left out: `@backup.zip` was the host
+    /// `backup.zip` (a real top-level domain), and `--auth`'s credential went there.
+    func testAnItemWhereTheURLGoesIsRefused() throws {
+        for arguments in [["PUT", "@backup.zip"], ["@notes.md"], ["POST", "photo@img.zip"], ["a=b"], ["q==1"], ["n:=1"]] {
+            XCTAssertThrowsError(try RequestLine.parse(arguments), "\(arguments)") {
+                XCTAssertEqual($0 as? RequestLineError, .itemWhereURLWas(arguments.last ?? ""))
+            }
+        }
+        // A URL's path or query holds the separator: still the URL.
+        XCTAssertEqual(try RequestLine.parse(["example.com/search?q=a"]).url.absoluteString, "http://example.com/search?q=a")
+        XCTAssertEqual(try RequestLine.parse(["example.com?q=a", "b==c"]).url.absoluteString, "http://example.com?q=a")
+        XCTAssertEqual(try RequestLine.parse(["https://@backup.zip/x"]).url.host, "backup.zip", "a scheme makes it a URL")
+        XCTAssertEqual(try RequestLine.parse(["localhost:8080/x"]).url.absoluteString, "http://localhost:8080/x")
+    }
 }
