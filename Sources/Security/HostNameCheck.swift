@@ -57,3 +57,13 @@ enum HostNameCheck {
         return text.withCString { inet_pton(AF_INET, $0, &v4) == 1 || inet_pton(AF_INET6, $0, &v6) == 1 }
     }
 }
+
+extension Certificate {
+    /// Whether this certificate names `host` (a DNS name or an IP literal), by the same rules
+    /// as the policy's own check (`HostNameCheck`): for a trust decision made outside a
+    /// `SecurityPolicy`, such as a challenge handler's, that must still bind a host.
+    package func names(host: String) -> Bool {
+        if case .success = HostNameCheck.check(self, host: host) { return true }
+        return false
+    }
+}

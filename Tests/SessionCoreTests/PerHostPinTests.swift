@@ -178,6 +178,37 @@ final class PerHostPinTests: XCTestCase {
         XCTAssertEqual(selfSigned.requests.count, 1)
     }
 
+    /// A pin on a CA binds no host: a certificate that CA issued to another host
+    /// (`wrong.example.com`) met `localhost`'s pin on the intermediate once a challenge handler
+    /// trusted it and the host name check was waived with the policy. Under a host's enforced
+    /// pins the name still must match; for a host without pins the handler's word stands.
+    func testAHandlerCannotWaiveTheHostNameOfAPinnedHost() async throws {
+        let certificates = try TLSFixture.certificates()
+        let server = try TLSFixture.server(certificates.wrongHostLeaf)
+        defer { server.shutdown() }
+        let calls = Mutex(0)
+        let handler: @Sendable (SessionTask, URLAuthenticationChallenge) -> AuthChallengeDisposition = { _, _ in
+            calls.withLock { $0 += 1 }
+            return .useCredential(URLCredential(user: "", password: "", persistence: .none))
+        }
+        let pinned = try Self.manager([PinSet(host: "localhost", pins: [try Self.pin(certificates.intermediate)])])
+        pinned.setAuthenticationChallengeHandler(handler)
+        let refused = await pinned.get(try Self.url(server, host: "localhost"))
+        await pinned.waitUntilInvalidatedAfterUse()
+        XCTAssertEqual(TLSFixture.trustFailure(refused)?.reason, .hostMismatch, "\(refused.result)")
+        XCTAssertEqual(server.requests.count, 0, "the request reached another host's certificate")
+        XCTAssertEqual(calls.withLock { $0 }, 1, "asked about the policy's refusal")
+
+        // Report-only pins and pins of another host leave the decision to the handler.
+        for sets in [[PinSet(host: "localhost", pins: [try Self.pin(certificates.intermediate)], reportOnly: true)],
+                     [PinSet(host: "other.test", pins: [try Self.pin(certificates.intermediate)])]] {
+            let manager = try Self.manager(sets)
+            manager.setAuthenticationChallengeHandler(handler)
+            assertAccepted(await manager.get(try Self.url(server, host: "localhost")))
+            await manager.waitUntilInvalidatedAfterUse()
+        }
+    }
+
     /// The handler trusts an impostor's self-signed leaf that comes with the real site's root
     /// attached (a public certificate anyone can send): a pin on that root is not met by it.
     /// The pins judged every certificate the server sent, signed by anyone or not.

@@ -14,6 +14,13 @@ extension TLSHandshakeContext {
     /// `host`:`port`. A failure is reported on the manager's report queue (once: this runs
     /// once per handshake); an enforced one refuses the handshake. `peer` names the server in
     /// the error ("the server", "the HTTPS proxy").
+    /// Whether an unexpired, enforced pin set covers `host`.
+    static func hasEnforcedPins(_ policy: PinningPolicy?, host: String) -> Bool {
+        guard let policy else { return false }
+        let now = Date()
+        return policy.pinSets.contains { !$0.reportOnly && !$0.isExpired(at: now) && $0.matches(host: host) }
+    }
+
     func passesPins(
         _ policy: PinningPolicy?, host: String?, port: Int, chain: [Certificate], store: OpaquePointer, peer: String
     ) -> Bool {

@@ -154,6 +154,16 @@ final class TLSHandshakeContext {
                         reason: .noPinMatched, certificateSubject: trust?.certificates.first?.subjectSummary,
                         detail: "the server presented another certificate than the one the challenge handler trusted"))
             }
+            // Pins never replace trust, and the host name must match (DESIGN): the handler may
+            // vouch for an issuer the policy does not know, not for another host's certificate
+            // under a host's enforced pins. A pin on a CA binds no host: any leaf that CA issued
+            // (an `attacker.example` certificate) met the pin once the handler waived the name.
+            if let host, policy.validatesDomainName, Self.hasEnforcedPins(pinning, host: host), !leaf.names(host: host) {
+                return refuse(
+                    store, TrustEvaluationError(
+                        reason: .hostMismatch, certificateSubject: leaf.subjectSummary,
+                        detail: "\(host) has enforced pins: its certificate must name it, whoever trusted the certificate"))
+            }
             X509_STORE_CTX_set_error(store, X509_V_OK)
             // The handler vouched for the leaf in the policy's place, never for the pins. They
             // judge the leaf and the certificates that verifiably signed it, as the policy's

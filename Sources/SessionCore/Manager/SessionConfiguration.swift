@@ -191,7 +191,8 @@ public struct SessionConfiguration: Sendable {
     /// (also behind an HTTPS proxy) after the manager's `SecurityPolicy` accepted the chain:
     /// pins add to that trust, they never replace it. A refused handshake fails the task with
     /// `SessionError.serverTrustEvaluationFailed` (reason `.noPinMatched`) before any request
-    /// byte is sent, and no challenge handler can overrule it. Kept-alive connections and
+    /// byte is sent, and no challenge handler can overrule it (nor waive the host name of a
+    /// host under enforced pins: a leaf a handler trusts must still name it). Kept-alive connections and
     /// resumed TLS sessions are only used when a handshake of this manager accepted them.
     /// `nil` (the default): no per-host pins.
     public var pinningPolicy: PinningPolicy?
