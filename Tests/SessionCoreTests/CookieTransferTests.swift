@@ -199,6 +199,42 @@ final class CookieTransferTests: XCTestCase {
         await manager.waitUntilInvalidatedAfterUse()
     }
 
+    /// A hop proposed on the same origin that the hook moves to another: what the hook passed
+    /// on as it got it (the first origin's `Authorization`, `Cookie`, `Host`) does not go to
+    /// the new origin, whose request named the first host and got that host's jar cookies; a
+    /// credential the hook set itself goes.
+    func testAHookThatMovesAHopToAnotherOriginDoesNotCarryTheFirstOnesCredentials() async throws {
+        let server = try TestServer { request in
+            switch URL(string: request.uri)?.path {
+            case "/go": return TestResponse(status: 302, headers: [("Location", "/next")])
+            default: return .text("ok")
+            }
+        }
+        defer { server.shutdown() }
+        for setsItsOwn in [false, true] {
+            let (manager, jar) = try managerWithASideCookie(through: server)
+            manager.setTaskWillPerformHTTPRedirectionBlock { _, _, proposed in
+                var moved = proposed
+                moved.url = URL(string: "http://b.example.com/next")
+                if setsItsOwn { moved.setValue("Bearer for-b", forHTTPHeaderField: "Authorization") }
+                return moved
+            }
+            var request = URLRequest(url: try url("http://a.example.com/go"))
+            request.setValue("a.example.com", forHTTPHeaderField: "Host")
+            request.setValue("Bearer for-a", forHTTPHeaderField: "Authorization")
+            request.setValue("secret", forHTTPHeaderField: "Proxy-Authorization")
+            let response = await manager.response(for: request)
+            XCTAssertEqual(response.response?.statusCode, 200, "\(response.result)")
+            let last = try XCTUnwrap(server.requests.last)
+            XCTAssertEqual(last.headerValues("Host"), ["b.example.com"])
+            XCTAssertEqual(last.headerValues("Authorization"), setsItsOwn ? ["Bearer for-b"] : [])
+            XCTAssertEqual(last.headerValues("Proxy-Authorization"), [])
+            XCTAssertEqual(last.headerValues("Cookie"), [], "a.example.com's jar cookie went to b")
+            XCTAssertEqual(jar.cookies.map(\.domain), ["a.example.com"])
+            await manager.waitUntilInvalidatedAfterUse()
+        }
+    }
+
     // MARK: - One jar per manager
 
     func testManagersGivenOneJarShareCookies() async throws {

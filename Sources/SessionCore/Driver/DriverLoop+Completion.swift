@@ -203,8 +203,9 @@ extension DriverLoop {
     /// `request` is what will be sent (the proposed hop, or what the redirection hook
     /// returned). The body goes along when the hop keeps it, unless the hook gave the request
     /// a body of its own.
-    func follow(_ delegate: TaskDelegate, to request: URLRequest, proposed: RedirectPolicy.Hop) {
+    func follow(_ delegate: TaskDelegate, to decision: URLRequest, proposed: RedirectPolicy.Hop) {
         let redirectHead = delegate.responseHead  // `restart` forgets it
+        let request = RedirectPolicy.hookDecision(decision, proposed: proposed.request, previous: delegate.request)
         if let from = delegate.request.url, let to = request.url, !RedirectPolicy.isSameOrigin(from, to) {
             delegate.hasCrossedOrigin = true
         }

@@ -71,6 +71,29 @@ enum RedirectPolicy {
         return Hop(request: next, keepsBody: !becomesGet)
     }
 
+    /// What the redirection hook returned (`decision`) for the `proposed` hop of a redirect
+    /// answered to `previous`, with what the hook did not choose made right when it moved the
+    /// hop to another origin than the proposed one. The credential fields it passed on as it
+    /// got them (the previous origin's `Authorization` of a hop proposed on the same origin)
+    /// never reach a third origin, and a `Host` field it left as it was names the hop's own
+    /// authority: libcurl would otherwise send the old name, and pick and file the jar's
+    /// cookies under it. A credential the hook set itself stays, as on any hop it chose.
+    static func hookDecision(_ decision: URLRequest, proposed: URLRequest, previous: URLRequest) -> URLRequest {
+        guard let to = decision.url, let proposedURL = proposed.url, !isSameOrigin(proposedURL, to) else { return decision }
+        var result = decision
+        for (name, value) in decision.allHTTPHeaderFields ?? [:] {
+            let lowered = name.lowercased()
+            guard value == proposed.value(forHTTPHeaderField: name) else { continue }
+            if lowered == "host" {
+                result.setValue(nil, forHTTPHeaderField: name)
+                result.setValue(authority(of: to), forHTTPHeaderField: "Host")
+            } else if credentialHeaders.contains(lowered), let from = previous.url, !isSameOrigin(from, to) {
+                result.setValue(nil, forHTTPHeaderField: name)
+            }
+        }
+        return result
+    }
+
     /// `adapted` with the credential fields `hop` had: what an adapter added, changed or
     /// removed there is undone. For a retry of a hop a redirect took to another origin, where
     /// adapters written for the first origin (a bearer token, a session cookie) run again:
