@@ -55,6 +55,49 @@ final class LoggingEventMonitorTests: XCTestCase {
         XCTAssertTrue(text.contains("started"), "the engine's own debug messages:\n\(text)")
     }
 
+    /// Errors quote URLs: a retried 503's error names the response's URL, whose password and
+    /// redacted query values went into the retry's line as they were (and a password escape
+    /// that is not UTF-8 escaped the URL redaction too).
+    func testAnErrorsTextCarriesNoSecretOfAURL() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let attempts = Mutex(0)
+        server.route("/flaky") { _ in
+            let attempt = attempts.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            return attempt == 1 ? TestResponse(status: 503, body: Data("busy".utf8)) : .text("ok")
+        }
+        let lines = LogCapture()
+        var logger = Logger(label: "test.curlew") { _ in CapturingLogHandler(capture: lines) }
+        logger.logLevel = .debug
+        let manager = URLSessionManager.raw(.default, eventMonitors: [
+            LoggingEventMonitor(logger: logger, redactedQueryItems: ["api_key"]),
+        ])
+        manager.requestRetrier = RetryPolicy(retryLimit: 2, exponentialBackoffScale: 0.01, jitter: 0)
+        var components = try XCTUnwrap(URLComponents(url: try server.url("/flaky"), resolvingAgainstBaseURL: false))
+        components.percentEncodedUser = "user"
+        components.percentEncodedPassword = "p%E9ss-secret"
+        components.percentEncodedQuery = "api_key=query-secret&page=2"
+        let response = await manager.response(for: URLRequest(url: try XCTUnwrap(components.url)))
+        XCTAssertEqual(response.response?.statusCode, 200, "\(response.result)")
+        manager.invalidateSessionCancelingTasks(false, resetSession: false)
+        await manager.waitUntilInvalidated()
+        try await eventually({ lines.all.contains { $0.message.contains("manager invalidated") } }, "every line written")
+        let text = lines.all.map(\.message).joined(separator: "\n")
+        XCTAssertTrue(text.contains("will retry"), text)
+        for secret in ["p%E9ss-secret", "query-secret"] {
+            XCTAssertFalse(text.contains(secret), "\(secret) leaked into the log:\n\(text)")
+        }
+
+        struct Quoting: Error, CustomStringConvertible {
+            var description: String { "failed for https://u:pw-secret@h.test/x?a=1&API_KEY=k-secret#f and http://h.test/?api_key=v-secret" }
+        }
+        let scrubbed = LoggingEventMonitor(logger: logger, redactedQueryItems: ["api_key"]).scrub(Quoting())
+        XCTAssertEqual(scrubbed, "failed for https://u:***@h.test/x?a=1&API_KEY=***#f and http://h.test/?api_key=***")
+    }
+
     func testWithoutALoggerTheEngineIsSilent() async throws {
         let server = try TestServer()
         defer { server.shutdown() }

@@ -79,7 +79,7 @@ public struct LoggingEventMonitor: EventMonitor {
 
     /// Logs the coming retry at `.debug`.
     public func task(_ task: SessionTask, willRetryAfter delay: TimeInterval, dueTo error: any Error) {
-        debug(task, "will retry after \(delay) s: \(error)")
+        debug(task, "will retry after \(delay) s: \(scrub(error))")
     }
 
     /// Logs the wait for a route at `.info`: the task is stalled, not failing.
@@ -94,7 +94,7 @@ public struct LoggingEventMonitor: EventMonitor {
 
     /// Logs the completion at `.debug`.
     public func task(_ task: SessionTask, didCompleteWithError error: (any Error)?) {
-        debug(task, error.map { "completed with error: \($0)" } ?? "completed")
+        debug(task, error.map { "completed with error: \(scrub($0))" } ?? "completed")
     }
 
     /// Writes the request's `.info` line.
@@ -103,10 +103,10 @@ public struct LoggingEventMonitor: EventMonitor {
         let outcome: String
         switch (response.head, response.error) {
         case (let head?, nil): outcome = "\(head.statusCode)"
-        case (let head?, let error as SessionError): outcome = "\(head.statusCode), failed: \(error)"
+        case (let head?, let error as SessionError): outcome = "\(head.statusCode), failed: \(scrub(error))"
         // A serializer's error may quote the body: only its kind is written.
         case (let head?, let error?): outcome = "\(head.statusCode), not serialized (\(type(of: error)))"
-        case (nil, let error?): outcome = "failed: \(error)"
+        case (nil, let error?): outcome = "failed: \(scrub(error))"
         case (nil, nil): outcome = "no response"
         }
         let metrics = response.metrics
@@ -121,7 +121,7 @@ public struct LoggingEventMonitor: EventMonitor {
 
     /// Logs at `.debug`.
     public func managerDidInvalidate(_ manager: URLSessionManager, error: (any Error)?) {
-        logger.debug("manager invalidated\(error.map { ": \($0)" } ?? "")")
+        logger.debug("manager invalidated\(error.map { ": \(scrub($0))" } ?? "")")
     }
 
     // MARK: - Redaction
@@ -130,7 +130,8 @@ public struct LoggingEventMonitor: EventMonitor {
     func redact(_ url: URL?) -> String {
         guard let url else { return "-" }
         guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return "***" }
-        if components.password != nil { components.password = "***" }
+        // The encoded form: `password` is nil for an escape that is not UTF-8 (`p%E9ss`).
+        if components.percentEncodedPassword != nil { components.percentEncodedPassword = "***" }
         if !redactedQueryItems.isEmpty, let items = components.percentEncodedQueryItems {
             components.percentEncodedQueryItems = items.map { item in
                 let name = (item.name.removingPercentEncoding ?? item.name).lowercased()
@@ -139,6 +140,44 @@ public struct LoggingEventMonitor: EventMonitor {
             }
         }
         return components.string ?? "***"
+    }
+
+    /// An error's text with the secrets of any URL in it written `***`: the password of a
+    /// `scheme://user:password@` and the values of the redacted query items. Errors quote
+    /// URLs (a status refused by the validation names the response's URL, an interceptor's
+    /// error may name anything): logged as they were, a retry's line gave the password away.
+    func scrub(_ error: any Error) -> String {
+        var text = Substring("\(error)")
+        var result = ""
+        // Passwords: between the `:` and the last `@` of an authority that follows a `://`.
+        while let scheme = text.range(of: "://") {
+            result += text[..<scheme.upperBound]
+            text = text[scheme.upperBound...]
+            let authorityEnd = text.firstIndex { "/?# \n\t\"'<>".contains($0) } ?? text.endIndex
+            let authority = text[..<authorityEnd]
+            if let at = authority.lastIndex(of: "@"), let colon = authority[..<at].firstIndex(of: ":") {
+                result += text[...colon] + "***"
+                text = text[at...]
+            }
+        }
+        result += text
+        guard !redactedQueryItems.isEmpty else { return result }
+        // Query values: `name=value` after a `?` or `&`, up to the next `&`, `#` or space.
+        var scrubbed = ""
+        var rest = Substring(result)
+        while let separator = rest.firstIndex(where: { $0 == "?" || $0 == "&" }) {
+            scrubbed += rest[...separator]
+            rest = rest[rest.index(after: separator)...]
+            guard let equals = rest.firstIndex(of: "="),
+                !rest[..<equals].contains(where: { "?&# \n".contains($0) })
+            else { continue }
+            let name = String(rest[..<equals])
+            guard redactedQueryItems.contains((name.removingPercentEncoding ?? name).lowercased()) else { continue }
+            let valueEnd = rest[equals...].firstIndex { "&# \n\t\"'<>".contains($0) } ?? rest.endIndex
+            scrubbed += rest[...equals] + "***"
+            rest = rest[valueEnd...]
+        }
+        return scrubbed + rest
     }
 
     /// Header fields as `[Name: value, …]`, sorted by name, secrets written `***`.
