@@ -231,6 +231,16 @@ final class CookieJarTests: XCTestCase {
         assertThrows({ if case .fileNotReadable = $0 { return true } else { return false } }) {
             try jar.load(from: directory)
         }
+        // A FIFO planted where the file goes: refused at once (the open waited for a writer
+        // for good), whether loaded or merged into by a save.
+        let fifo = directory.appendingPathComponent("planted.txt")
+        XCTAssertEqual(mkfifo(fifo.path, 0o600), 0)
+        assertThrows({ if case .fileNotReadable = $0 { return true } else { return false } }) {
+            try jar.load(from: fifo)
+        }
+        assertThrows({ if case .fileNotReadable = $0 { return true } else { return false } }) {
+            try jar.save(to: fifo, mergingChangesSince: [])
+        }
         let malformed: [(String, Int)] = [
             ("example.com\tFALSE\t/\tFALSE\t0\tgood\t1\nexample.com\tFALSE\t/\n", 2),
             ("# comment\n\nexample.com\tMAYBE\t/\tFALSE\t0\tn\tv\n", 3),

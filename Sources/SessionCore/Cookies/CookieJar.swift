@@ -223,9 +223,21 @@ public final class CookieJar: Sendable {
             throw .fileNotReadable(path: path, reason: "no such file")
         }
         guard !isDirectory.boolValue else { throw .fileNotReadable(path: path, reason: "it is a directory") }
+        // Without waiting: a FIFO planted at the path (a shared `--session` directory) blocked
+        // the open for good, and `save(to:mergingChangesSince:)` reads the file first. Only a
+        // regular file is read; a device or a FIFO is refused.
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        guard descriptor >= 0 else {
+            throw .fileNotReadable(path: path, reason: String(cString: strerror(errno)))
+        }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
+            close(descriptor)
+            throw .fileNotReadable(path: path, reason: "not a regular file")
+        }
         do {
-            let handle = try FileHandle(forReadingFrom: file)
-            defer { try? handle.close() }
+            let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: false)
+            defer { close(descriptor) }
             // Bounded: a device such as /dev/zero never ends.
             let data = try handle.read(upToCount: maximumFileSize + 1) ?? Data()
             guard data.count <= maximumFileSize else {
