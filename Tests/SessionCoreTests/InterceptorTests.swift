@@ -359,6 +359,31 @@ final class InterceptorTests: XCTestCase {
         await redirect.closeRefresher()
     }
 
+    /// A → B → A: back on the first origin the hop still carries no credential (it stays
+    /// behind once a redirect crossed origins), so the interceptor's retry sent the same
+    /// unauthenticated request again and again, until `excessiveRefresh` replaced the 401.
+    func testARefusalAfterARedirectBackToTheFirstOriginIsNotTheInterceptors() async throws {
+        let finalURL = try server.url("/final")
+        let redirect = try StorageRedirect(from: server) { _ in
+            TestResponse(status: 302, headers: [("Location", finalURL.absoluteString)])
+        }
+        defer { redirect.shutdown() }
+        server.route("/final") { _ in TestResponse(status: 401, headers: [("WWW-Authenticate", "Bearer")]) }
+        let interceptor = AuthenticationInterceptor(
+            authenticator: redirect.authenticator, credential: TestToken(token: "t0", requiresRefresh: false))
+        manager.interceptor = interceptor
+
+        let response = await manager.response(for: URLRequest(url: try server.url("/download")))
+        XCTAssertNil(response.error, "\(String(describing: response.error))")
+        XCTAssertEqual(response.response?.statusCode, 401)
+        let finals = server.requests.filter { $0.uri == "/final" }
+        XCTAssertEqual(finals.count, 1, "the refusal was retried")
+        XCTAssertEqual(finals.first?.headerValues("Authorization"), [], "the credential came back with the hop")
+        XCTAssertEqual(redirect.tokens.tokenRequests, 0)
+        XCTAssertEqual(interceptor.refreshCount, 0)
+        await redirect.closeRefresher()
+    }
+
     func testRetryDecisionsCompare() {
         XCTAssertEqual(RetryDecision.retry, .retry)
         XCTAssertEqual(RetryDecision.retryAfter(1), .retryAfter(1))

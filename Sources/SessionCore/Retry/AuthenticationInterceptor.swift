@@ -118,12 +118,11 @@ public final class AuthenticationInterceptor<AuthenticatorType: Authenticator>: 
         guard let request = task.currentRequest,
             authenticator.didRequest(request, failWith: response, error: error)
         else { return .doNotRetry }
-        // Only refusals from the origin the credential is for: a redirect to another origin
-        // left it behind (as it leaves every credential), so that origin's 401 is not about
-        // it, and neither a refresh nor a retry would change what it is sent.
-        if let first = task.originalRequest?.url, let url = request.url, !RedirectPolicy.isSameOrigin(first, url) {
-            return .doNotRetry
-        }
+        // Only refusals of requests that carried the credential: a redirect to another origin
+        // left it behind (as it leaves every credential) for every later hop, one back on the
+        // first origin too (A → B → A), so such a 401 is not about it, and neither a refresh
+        // nor a retry would change what is sent (it was retried until `excessiveRefresh`).
+        if task.hasCrossedOrigin.load(ordering: .relaxed) { return .doNotRetry }
         // A refusal per refresh allowed, and one more for a request that raced a refresh: a
         // task is never retried for ever, whatever the authenticator answers.
         guard attempt <= refreshWindow.maximumRefreshes else {

@@ -105,6 +105,11 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     /// Set when a control is bound to the task (`TaskStateBinding`): its notifications are
     /// posted even where the configuration turned them off (`postsTaskNotifications`).
     let isFollowedByBinding = Atomic<Bool>(false)
+    /// Set by the driver once a redirect took the task to another origin: from then on no
+    /// hop carries the configuration's or the adapters' credentials, even one back on the
+    /// first origin. Read by `AuthenticationInterceptor`, whose refresh cannot cure a refusal
+    /// of a request it was not allowed to authenticate.
+    let hasCrossedOrigin = Atomic<Bool>(false)
     let engine: SessionEngine
     let protected: Mutex<MutableState>
     /// The two `Progress` objects, made on first use: most tasks never need them, and each

@@ -107,7 +107,11 @@ final class TaskDelegate {
         willSet { if newValue !== connectivityWait { connectivityWait?.cancel() } }
     }
     /// Set once a redirect crossed origins: credentials from the configuration stay behind.
-    var hasCrossedOrigin = false
+    /// The task's own flag, which its interceptor reads too.
+    var hasCrossedOrigin: Bool {
+        get { task.hasCrossedOrigin.load(ordering: .relaxed) }
+        set { task.hasCrossedOrigin.store(newValue, ordering: .relaxed) }
+    }
     /// Set once the request was sent again because the kept-alive connection it went out on
     /// was lost before any answer (`DriverLoop.lostReusedConnection`): at most once per task.
     var resentAfterLostReusedConnection = false
