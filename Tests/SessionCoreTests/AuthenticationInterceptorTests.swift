@@ -318,6 +318,29 @@ final class AuthenticationInterceptorTests: XCTestCase {
         XCTAssertEqual(tokens.resourceAuthorizations, ["Bearer bob"])
     }
 
+    /// The interceptor's limit counts its own retries: six 503s a `RetryPolicy` retried used
+    /// it up (`attempt` counts every retry), and the 401 after them ended with
+    /// `excessiveRefresh` though no refresh had run.
+    func testRetriesForOtherReasonsDoNotSpendTheRefreshLimit() async throws {
+        let busy = Mutex(0)
+        let tokens: TokenServer = self.tokens
+        tokens.server.route("/busy-resource") { request in
+            let attempt = busy.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            guard attempt > 6 else { return TestResponse(status: 503) }
+            return tokens.state.withLock { request.header("Authorization") == "Bearer \($0.current)" } ? .text("ok") : TestResponse(status: 401)
+        }
+        let interceptor = try interceptor(TestToken(token: "t0", requiresRefresh: false))
+        manager.requestRetrier = RetryPolicy(retryLimit: 10, exponentialBackoffScale: 0.001, jitter: 0)
+        tokens.revoke()
+        let response = await manager.response(for: URLRequest(url: try tokens.server.url("/busy-resource")))
+        XCTAssertEqual(response.response?.statusCode, 200, "\(response.result)")
+        XCTAssertEqual(interceptor.refreshCount, 1)
+        XCTAssertEqual(busy.withLock { $0 }, 8, "six 503s, the 401, the 200")
+    }
+
     func testAServerThatAlwaysRefusesEndsWithTheBoundedError() async throws {
         tokens.state.withLock { $0.alwaysRefuses = true }
         let interceptor = try interceptor(

@@ -124,8 +124,9 @@ public final class AuthenticationInterceptor<AuthenticatorType: Authenticator>: 
         // nor a retry would change what is sent (it was retried until `excessiveRefresh`).
         if task.hasCrossedOrigin.load(ordering: .relaxed) { return .doNotRetry }
         // A refusal per refresh allowed, and one more for a request that raced a refresh: a
-        // task is never retried for ever, whatever the authenticator answers.
-        guard attempt <= refreshWindow.maximumRefreshes else {
+        // task is never retried for ever, whatever the authenticator answers. Counted per task
+        // and only for refusals: `attempt` counts every retry, a `RetryPolicy`'s 503s too.
+        guard task.authenticationRetries.add(1, ordering: .relaxed).newValue <= refreshWindow.maximumRefreshes + 1 else {
             return .doNotRetryWithError(excessiveRefresh)
         }
         let authenticator = self.authenticator

@@ -110,6 +110,10 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
     /// first origin. Read by `AuthenticationInterceptor`, whose refresh cannot cure a refusal
     /// of a request it was not allowed to authenticate.
     let hasCrossedOrigin = Atomic<Bool>(false)
+    /// How many of this task's attempts `AuthenticationInterceptor` retried for a refusal:
+    /// its limit counts these, not the attempts other retriers asked for (six 503s retried by
+    /// a `RetryPolicy` left no room for the one refresh a 401 then needed).
+    let authenticationRetries = Atomic<Int>(0)
     let engine: SessionEngine
     let protected: Mutex<MutableState>
     /// The two `Progress` objects, made on first use: most tasks never need them, and each
