@@ -56,6 +56,58 @@ final class RetryTests: XCTestCase {
         XCTAssertEqual(calls.withLock { $0 }, 1)
     }
 
+    /// A retry that fails before any answer leaves the task without the earlier attempt's
+    /// response: it kept the 503 (and its 4 body bytes) beside the retry's error, while its
+    /// `DataResponse` had no response.
+    func testARetryThatGetsNoAnswerLeavesNoEarlierResponseOnTheTask() async throws {
+        server.routeAnsweringFirst("/gone", with: TestResponse(status: 503, body: Data("busy".utf8)), thenWith: .fault(.resetImmediately))
+        manager.requestRetrier = RetryPolicy(retryLimit: 1, exponentialBackoffScale: 0.01, jitter: 0)
+        let finished = Mutex<DataResponse?>(nil)
+        let task = manager.dataTask(with: URLRequest(url: try server.url("/gone"))) { response in finished.withLock { $0 = response } }
+        let done = expectation(forNotification: .taskDidComplete, object: task)
+        task.resume()
+        await fulfillment(of: [done], timeout: 30)
+        let response = try XCTUnwrap(finished.withLock { $0 })
+        XCTAssertNotNil(response.error, "\(response.result)")
+        XCTAssertNil(response.response)
+        XCTAssertNil(task.response, "the first attempt's 503 stayed on the task")
+        XCTAssertEqual(task.countOfBytesReceived, 0)
+        XCTAssertEqual(response.metrics?.transactionMetrics.count, 2, "metrics list every attempt")
+    }
+
+    /// The resource timeout ends a retry in mid-exchange: its metrics list that attempt too (the
+    /// 503 alone was listed, beside `.timedOut`). A cancel the same.
+    func testAnAttemptCutShortIsInTheMetrics() async throws {
+        for cancels in [false, true] {
+            server.routeAnsweringFirst("/stall\(cancels)", with: TestResponse(status: 503), thenWith: .fault(.acceptAndNeverRespond))
+            var configuration = SessionConfiguration.default
+            configuration.timeoutIntervalForResource = cancels ? 60 : 1
+            let manager = URLSessionManager.raw(configuration)
+            manager.requestRetrier = RetryPolicy(retryLimit: 1, exponentialBackoffScale: 0.01, jitter: 0)
+            let finished = Mutex<DataResponse?>(nil)
+            let task = manager.dataTask(with: URLRequest(url: try server.url("/stall\(cancels)"))) { response in
+                finished.withLock { $0 = response }
+            }
+            let done = expectation(forNotification: .taskDidComplete, object: task)
+            let before = server.requests.count
+            task.resume()
+            if cancels {
+                XCTAssertTrue(server.waitForRequests(count: before + 2), "the retry reached the server")
+                task.cancel()
+            }
+            await fulfillment(of: [done], timeout: 30)
+            let response = try XCTUnwrap(finished.withLock { $0 })
+            switch response.error as? SessionError {
+            case .cancelled? where cancels, .timedOut? where !cancels: break
+            default: XCTFail("cancels: \(cancels): \(response.result)")
+            }
+            let transactions = try XCTUnwrap(response.metrics?.transactionMetrics)
+            XCTAssertEqual(transactions.map(\.statusCode), [503, 0], "cancels: \(cancels)")
+            manager.invalidateSessionCancelingTasks(true, resetSession: false)
+            await manager.waitUntilInvalidated()
+        }
+    }
+
     func testTheLimitIsKeptAndTheLastFailureDelivered() async throws {
         flaky("/down", failures: 10)
         manager.requestRetrier = quick  // 2 retries

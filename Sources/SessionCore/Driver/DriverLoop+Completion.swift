@@ -245,11 +245,17 @@ extension DriverLoop {
             finish(delegate, outcome: outcome(of: delegate, error: delegate.bodyReader?.rewindFailure ?? error))
             return
         }
+        delegate.task.forgetEarlierAttemptsResponse(keepingByteCounts: delegate.download != nil)
         delegate.easy.reset()
         attach(delegate)
     }
 
+    /// The task's outcome, always handed to `finish`. An exchange still in curl (a cancel, the
+    /// resource timeout, a hook that cancelled) is recorded in the metrics first: they list
+    /// every attempt, and the one cut short was missing (a 503 then a timed-out retry listed
+    /// the 503 alone, beside `.timedOut`).
     func outcome(of delegate: TaskDelegate, error: SessionError?) -> TransferOutcome {
+        if delegate.state.isAttached { delegate.collectMetrics() }
         // A held-back response that is the answer after all (a redirect the hook refused, a
         // 401 nobody answered) whose body outgrew what was kept for it: a failure, not a
         // body cut short without a word (a download's file, a data task's data).

@@ -102,6 +102,20 @@ extension SessionTask {
         scheduleProgressUpdate()
     }
 
+    /// Another attempt is about to be sent: the response an earlier one delivered (a 503 a
+    /// retrier retried) is not this task's any more. Kept, it stood beside a retry that failed
+    /// before any answer (`response` 503, the error the retry's), while the task's
+    /// `DataResponse` had no response. A download keeps its byte counts: the file keeps its
+    /// bytes, and the next head counts from them.
+    func forgetEarlierAttemptsResponse(keepingByteCounts: Bool) {
+        protected.withLock { state in
+            state.head = nil
+            guard !keepingByteCounts else { return }
+            state.bytesReceived = 0
+            state.bytesExpectedToReceive = -1
+        }
+    }
+
     func didReceiveBodyBytes(_ total: Int64) {
         protected.withLock { $0.bytesReceived = total }
         scheduleProgressUpdate()
