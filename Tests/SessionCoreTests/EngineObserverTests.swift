@@ -164,7 +164,7 @@ final class EngineObserverTests: XCTestCase {
         XCTAssertTrue(journal.allOnCompletionQueue)
         task.cancel()
         try await eventually({ journal.lines.last == "note taskDidComplete" }, "the task completes")
-        XCTAssertEqual(journal.lines, ["note taskDidResume", "metrics 0", "complete error", "note taskDidComplete"])
+        XCTAssertEqual(journal.lines, ["note taskDidResume", "metrics 1", "complete error", "note taskDidComplete"])
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
     }
 
@@ -240,7 +240,7 @@ final class EngineObserverTests: XCTestCase {
             try await eventually({ journal.lines.last == "note taskDidComplete" }, "\(label): the task completes")
             XCTAssertEqual(
                 journal.lines,
-                ["note taskDidResume", "note taskDidSuspend", "note taskDidResume", "metrics 0", "complete error",
+                ["note taskDidResume", "note taskDidSuspend", "note taskDidResume", "metrics 1", "complete error",
                  "note taskDidComplete"], label)
             XCTAssertTrue(journal.allOnCompletionQueue, label)
             manager.invalidateSessionCancelingTasks(true, resetSession: false)

@@ -132,7 +132,7 @@ final class EventMonitorTests: XCTestCase {
         try await waitForProduce(task, monitor)
         XCTAssertEqual(
             monitor.lines(for: task),
-            ["create", "resume", "send GET /slow", "receive 200", "cancel", "metrics 0", "complete cancelled",
+            ["create", "resume", "send GET /slow", "receive 200", "cancel", "metrics 1", "complete cancelled",
              "produce cancelled"])
         assertPlacedRight(monitor)
     }
@@ -149,7 +149,7 @@ final class EventMonitorTests: XCTestCase {
         try await run(hooked, monitor)
         XCTAssertEqual(
             monitor.lines(for: hooked),
-            ["create", "resume", "send GET /ok", "receive 200", "cancel", "metrics 0", "complete cancelled", "produce cancelled"])
+            ["create", "resume", "send GET /ok", "receive 200", "cancel", "metrics 1", "complete cancelled", "produce cancelled"])
         assertPlacedRight(monitor)
 
         // The handler decides before the 401 is the task's response (reported at the end).
@@ -430,9 +430,9 @@ final class EventMonitorTests: XCTestCase {
         try await eventually({ released.allSatisfy { $0.task == nil } }, "no task kept alive once its events were delivered")
     }
 
-    /// A monitor on a concurrent queue: deliveries may run side by side, each with the list of
-    /// events it took, and still every event of every task arrives exactly once and no task
-    /// is kept alive (the order of one task's events is only kept within a delivery).
+    /// A monitor on a concurrent queue gets every event of every task exactly once, in the order
+    /// they happened, and no task is kept alive. Deliveries ran side by side on such a queue,
+    /// and one task's events came out of order (the order was kept only within a delivery).
     func testAMonitorOnAConcurrentQueueGetsEveryEventOnce() async throws {
         // A slow monitor (1 ms per event), so that deliveries overlap (two at once, counted
         // while writing this test); sharing a list between a delivery and new events crashed it.
@@ -444,10 +444,45 @@ final class EventMonitorTests: XCTestCase {
         let entries = monitor.allEntries
         for identifier in identifiers {
             let lines = entries.filter { $0.task == identifier }.map { $0.line.hasPrefix("head 200 ") ? "head 200" : $0.line }
-            XCTAssertEqual(
-                lines.sorted(), ["create", "resume", "send GET /ok", "head 200", "metrics 1", "complete ok", "produce ok"].sorted())
+            XCTAssertEqual(lines, ["create", "resume", "send GET /ok", "head 200", "metrics 1", "complete ok", "produce ok"])
         }
         try await eventually({ released.allSatisfy { $0.task == nil } }, "no task kept alive once its events were delivered")
+    }
+
+    /// The same through a composite: it forwards each event as a block of its own, and on a
+    /// concurrent queue those ran side by side, out of order.
+    func testACompositesMonitorOnAConcurrentQueueGetsEventsInOrder() async throws {
+        let child = RecordingMonitor(label: "test.composite.concurrent", foundationResponses: false, concurrent: true)
+        let manager = manager([CompositeEventMonitor(monitors: [SlowToStartMonitor(child)])])
+        let count = 50
+        let (identifiers, _) = try await runAtOnce(count, on: manager)
+        try await eventually({ child.allEntries.filter { $0.line.hasPrefix("produce") }.count == count }, "every task produced")
+        let entries = child.allEntries
+        for identifier in identifiers {
+            let lines = entries.filter { $0.task == identifier }.map { $0.line.hasPrefix("head 200 ") ? "head 200" : $0.line }
+            XCTAssertEqual(lines, ["create", "resume", "send GET /ok", "head 200", "metrics 1", "complete ok", "produce ok"])
+        }
+    }
+
+    /// A task resumed while a reset waited is completed when the manager is invalidated for
+    /// good instead: the invalidation is still the last event. It was emitted at once, and the
+    /// task's completion, queued for the completion queue, was heard after it.
+    func testTheInvalidationComesAfterTheCompletionsOfTasksAResetHeld() async throws {
+        server.route("/slowly", response: .stream([.init(Data("a".utf8)), .init(Data("b".utf8), delay: .milliseconds(300))]))
+        let monitor = RecordingMonitor()
+        let manager = manager([monitor])
+        let old = manager.dataTask(with: URLRequest(url: try server.url("/slowly")), completionHandler: { _ in })
+        old.resume()
+        manager.invalidateSessionCancelingTasks(false, resetSession: true)  // waits for `old`
+        let parked = manager.dataTask(with: URLRequest(url: try server.url("/ok")), completionHandler: { _ in })
+        parked.resume()
+        // Waiting for the invalidation ends the manager for good: the parked task is refused.
+        await manager.waitUntilInvalidated()
+        try await eventually({ monitor.allEntries.contains { $0.line == "invalidate" } }, "managerDidInvalidate")
+        try await waitForProduce(parked, monitor)
+        XCTAssertEqual(parked.error as? SessionError, .sessionInvalidated)
+        XCTAssertEqual(monitor.allEntries.last?.line, "invalidate", "\(monitor.allEntries.map(\.line))")
+        withExtendedLifetime(old) {}
     }
 
     /// A manager released right after `waitUntilInvalidated()` still has its
@@ -522,4 +557,33 @@ final class BlockingMonitor: EventMonitor {
 final class WeakTask {
     weak var task: SessionTask?
     init(_ task: SessionTask) { self.task = task }
+}
+
+/// Forwards a task's events to `recorder` after a pause of 2 ms before every other event, on
+/// the recorder's concurrent queue: two events forwarded as blocks of their own then run side
+/// by side, and the second is recorded first unless something keeps them in order.
+final class SlowToStartMonitor: EventMonitor, Sendable {
+    let recorder: RecordingMonitor
+    private let count = Mutex(0)
+
+    init(_ recorder: RecordingMonitor) { self.recorder = recorder }
+
+    var queue: DispatchQueue { recorder.queue }
+    var receivesFoundationResponses: Bool { false }
+
+    private func pause() {
+        let slow = count.withLock { value -> Bool in
+            value += 1
+            return value % 2 == 1
+        }
+        if slow { usleep(2_000) }
+    }
+
+    func taskDidCreate(_ task: SessionTask) { pause(); recorder.taskDidCreate(task) }
+    func taskDidResume(_ task: SessionTask) { pause(); recorder.taskDidResume(task) }
+    func task(_ task: SessionTask, willSend request: URLRequest) { pause(); recorder.task(task, willSend: request) }
+    func task(_ task: SessionTask, didReceiveHead head: HTTPResponseHead) { pause(); recorder.task(task, didReceiveHead: head) }
+    func task(_ task: SessionTask, didFinishCollecting metrics: TaskMetrics) { pause(); recorder.task(task, didFinishCollecting: metrics) }
+    func task(_ task: SessionTask, didCompleteWithError error: (any Error)?) { pause(); recorder.task(task, didCompleteWithError: error) }
+    func task(_ task: SessionTask, didProduce response: DataResponse) { pause(); recorder.task(task, didProduce: response) }
 }

@@ -123,9 +123,13 @@ extension SessionEngine {
                 complete(task, outcome: TransferOutcome(error: .sessionInvalidated, request: task.currentRequest))
             }
         }
-        monitorHub?.emitInvalidated()
         debugLog?.debug("driver stopped\(resets ? ", the session starts again" : "")")
+        let hub = monitorHub
         queue.async {
+            // From the completion queue, after the completions queued above (the parked starts
+            // a reset refused), whose events are emitted there: told at once, the monitors
+            // heard of the invalidation before those tasks' completions.
+            hub?.emitInvalidated()
             hook?(nil)
             for waiter in waiters { waiter() }
         }

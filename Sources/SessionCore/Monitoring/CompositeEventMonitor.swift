@@ -21,7 +21,9 @@ public struct CompositeEventMonitor: EventMonitor {
     public init(monitors: [any EventMonitor]) {
         self.monitors = monitors
         queue = DispatchQueue(label: "Curlew.CompositeEventMonitor")
-        targets = monitors.map { ($0, $0.queue, $0.receivesFoundationResponses) }
+        // Each event is a block of its own: on a concurrent queue, blocks in a row ran side by
+        // side, out of order. A serial queue per monitor, run on its queue, keeps the order.
+        targets = monitors.map { ($0, MonitorHub.serialDelivery(to: $0.queue), $0.receivesFoundationResponses) }
         receivesFoundationResponses = targets.contains { $0.foundation }
     }
 

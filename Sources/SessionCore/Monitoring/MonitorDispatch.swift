@@ -77,7 +77,7 @@ final class MonitorHub: Sendable {
 
         init(_ monitor: any EventMonitor) {
             self.monitor = monitor
-            queue = monitor.queue
+            queue = MonitorHub.serialDelivery(to: monitor.queue)
             receivesFoundationResponses = monitor.receivesFoundationResponses
         }
     }
@@ -124,6 +124,15 @@ final class MonitorHub: Sendable {
     /// does not make the event disappear.
     func emitInvalidated() {
         emit(.invalidated(owner.withLock { $0.manager }))
+    }
+
+    /// A serial queue whose blocks run on `queue`: the monitor's events in the order they
+    /// happened whatever its queue is. On a concurrent one, a delivery that began while the
+    /// last still ran (a monitor slower than the window) ran beside it, and one task's events
+    /// arrived out of order. Blocks still run on the monitor's queue, whose specifics
+    /// (`getSpecific`, `dispatchPrecondition`) they see.
+    static func serialDelivery(to queue: DispatchQueue) -> DispatchQueue {
+        DispatchQueue(label: "Curlew.EventMonitor.delivery", target: queue)
     }
 
     /// Queues `event` for every monitor; returns at once.

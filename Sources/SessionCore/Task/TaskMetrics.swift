@@ -41,7 +41,9 @@ public struct TransactionMetrics: Sendable, Hashable {
 
 /// Metrics for a whole task: every exchange of its redirect chain, and the task's interval.
 public struct TaskMetrics: Sendable, Hashable {
-    /// One entry per request sent, in order; the last is the final response.
+    /// One entry per request sent, in order, retries and challenge rounds included; the last
+    /// is the final response, or the exchange a cancel or the resource timeout cut short
+    /// (its `statusCode` 0 when no head had arrived).
     public var transactionMetrics: [TransactionMetrics]
     /// When the task was resumed.
     public var taskStart: Date
