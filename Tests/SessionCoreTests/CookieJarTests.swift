@@ -157,6 +157,23 @@ final class CookieJarTests: XCTestCase {
         // Max-Age=0 removes.
         try jar.add(setCookie: "id=; Max-Age=0; Path=/shop", for: page)
         XCTAssertNil(jar.cookies.first { $0.name == "id" })
+
+        // Max-Age's leading digits, and a quoted path, as libcurl's engine reads the same
+        // header (it deleted the cookie, and filed it under the default path).
+        for (maxAge, seconds) in [("3600abc", 3600.0), ("1.5", 1.0), ("\"120\"", 120.0)] {
+            let cookie = try jar.add(setCookie: "m=1; Max-Age=\(maxAge)", for: page)
+            XCTAssertEqual(try XCTUnwrap(cookie.expires, maxAge).timeIntervalSinceNow, seconds, accuracy: 60, maxAge)
+        }
+        for junk in ["-1", "abc", ""] {
+            try jar.add(setCookie: "m=1; Max-Age=\(junk)", for: page)
+            XCTAssertNil(jar.cookies.first { $0.name == "m" }, "Max-Age=\(junk) expires it")
+        }
+        XCTAssertEqual(try jar.add(setCookie: "q=1; Path=\"/shop/cart\"", for: page).path, "/shop/cart")
+        // A far-future Max-Age comes back from libcurl as its largest time: describing the
+        // cookie trapped on the conversion to an Int64.
+        try jar.add(setCookie: "far=1; Max-Age=99999999999999999999", for: page)
+        let far = try XCTUnwrap(jar.cookies.first { $0.name == "far" })
+        XCTAssertTrue(String(describing: far).hasSuffix("expires=\(Int64.max)"), String(describing: far))
     }
 
     func testSaveAndLoadRoundTripInNetscapeFormat() throws {

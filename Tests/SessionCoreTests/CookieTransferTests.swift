@@ -330,6 +330,22 @@ final class CookieTransferTests: XCTestCase {
         await manager.waitUntilInvalidatedAfterUse()
     }
 
+    /// With the caller's own `Cookie` header the response's cookies are stored by Curlew, one
+    /// store into the jar each on the driver thread: as libcurl's engine, at most the first 50
+    /// of a response (all of 5,000 were stored).
+    func testAResponsesCookiesStoredBesideTheCallersHeaderAreBounded() async throws {
+        let server = try server { _, path in path == "/many" ? (0..<5_000).map { "c\($0)=1" } : [] }
+        defer { server.shutdown() }
+        for callersHeader in [true, false] {
+            let manager = URLSessionManager.raw()
+            let jar = try XCTUnwrap(manager.cookieJar)
+            let response = await manager.get(try server.url("/many"), headers: callersHeader ? ["Cookie": "mine=1"] : [:])
+            XCTAssertEqual(response.response?.statusCode, 200, "\(response.result)")
+            XCTAssertEqual(Set(jar.cookies.map(\.name)), Set((0..<50).map { "c\($0)" }), "caller's header: \(callersHeader)")
+            await manager.waitUntilInvalidatedAfterUse()
+        }
+    }
+
     func testInvalidatingWithResetSessionEmptiesTheJar() async throws {
         let manager = URLSessionManager.raw()
         let jar = try XCTUnwrap(manager.cookieJar)

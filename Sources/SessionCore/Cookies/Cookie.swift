@@ -68,7 +68,9 @@ extension Cookie: CustomStringConvertible {
         var parts = ["\(name)=\(value)", "domain=\(includesSubdomains ? "." : "")\(domain)", "path=\(path)"]
         if isSecure { parts.append("secure") }
         if isHTTPOnly { parts.append("httponly") }
-        if let expires { parts.append("expires=\(Int64(expires.timeIntervalSince1970.rounded(.down)))") }
+        // Clamped as the jar stores it: a server's `Max-Age=99999999999999999999` comes back
+        // from libcurl as its largest time, a Double just past Int64.max (a trap here).
+        if let expires { parts.append("expires=\((try? NetscapeCookieFormat.expirySeconds(expires)) ?? 0)") }
         return parts.joined(separator: "; ")
     }
 }

@@ -91,7 +91,12 @@ enum SetCookieParser {
                 let bare = argument.hasPrefix(".") ? String(argument.dropFirst()) : argument
                 domain = bare.lowercased()
             case "path":
-                path = argument.hasPrefix("/") ? argument : nil  // RFC 6265 §5.2.4: else the default path
+                // Quotes around it go, as libcurl's `sanitize_cookie_path` drops them: kept, a
+                // quoted path fell back to the default path.
+                var bare = Substring(argument)
+                if bare.first == "\"" { bare = bare.dropFirst() }
+                if bare.last == "\"" { bare = bare.dropLast() }
+                path = bare.hasPrefix("/") ? String(bare) : nil  // RFC 6265 §5.2.4: else the default path
             case "secure": isSecure = true
             case "httponly": isHTTPOnly = true
             case "max-age": maxAge = argument
@@ -100,16 +105,19 @@ enum SetCookieParser {
             }
         }
 
-        /// Max-Age wins over Expires. Max-Age 0, negative or not a number expires the cookie
-        /// (libcurl's reading); an Expires date curl cannot parse leaves a session cookie.
+        /// Max-Age wins over Expires. Max-Age 0, negative or not starting with a digit expires
+        /// the cookie; its leading digits are its value (`3600abc` is 3600, `1.5` is 1), as
+        /// libcurl reads it (`curlx_strtoofft`), which stores the same header of a response
+        /// whose request used its engine: the two paths store the same cookie. An Expires date
+        /// curl cannot parse leaves a session cookie.
         func expiry(now: Date) -> Date? {
             if let maxAge {
-                let digits = maxAge.hasPrefix("\"") ? String(maxAge.dropFirst().prefix { $0 != "\"" }) : maxAge
-                guard let seconds = Int64(digits) else {
-                    // An overflowing run of digits means "far future"; anything else expires it.
-                    let isHuge = !digits.isEmpty && digits.allSatisfy(\.isASCII) && digits.allSatisfy(\.isNumber)
-                    return isHuge ? Date(timeIntervalSince1970: 9.0e18) : Date(timeIntervalSince1970: 1)
-                }
+                var text = Substring(maxAge)
+                if text.first == "\"" { text = text.dropFirst() }
+                let digits = text.prefix { $0.isASCII && $0.isNumber }
+                guard !digits.isEmpty else { return Date(timeIntervalSince1970: 1) }
+                // An overflowing run of digits means "far future".
+                guard let seconds = Int64(digits) else { return Date(timeIntervalSince1970: 9.0e18) }
                 guard seconds > 0 else { return Date(timeIntervalSince1970: 1) }
                 return now.addingTimeInterval(TimeInterval(seconds))
             }

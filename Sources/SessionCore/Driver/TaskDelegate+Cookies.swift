@@ -68,10 +68,14 @@ extension TaskDelegate {
     /// Stores the `Set-Cookie` headers of a response whose request carried the caller's own
     /// `Cookie` header (libcurl's engine was off for it, so it stored nothing). Refused
     /// cookies (a public suffix, a foreign domain, `Secure` over http) are dropped, as
-    /// libcurl drops them.
+    /// libcurl drops them. At most the first 50 of a response, libcurl's own bound
+    /// (`MAX_SET_COOKIE_AMOUNT`): each is a store into the jar on this thread, and a head of
+    /// 256 KiB holds some 11,000 of them.
+    static let maximumStoredSetCookies = 50
+
     func storeCookies(from head: HTTPResponseHead) {
         guard exchangeCookieUse == .storeOnly, let jar = engine.configuration.cookieJar else { return }
-        for header in head.values(forHTTPHeaderField: "Set-Cookie") {
+        for header in head.values(forHTTPHeaderField: "Set-Cookie").prefix(Self.maximumStoredSetCookies) {
             _ = try? jar.add(setCookie: header, for: prepared.url)
         }
     }
