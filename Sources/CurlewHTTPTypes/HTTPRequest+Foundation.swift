@@ -31,7 +31,14 @@ extension HTTPRequest {
         if let query = components.percentEncodedQuery { path += "?" + query }
         var fields = HTTPFields()
         for (name, value) in (urlRequest.allHTTPHeaderFields ?? [:]).sorted(by: { $0.key < $1.key }) {
-            guard let fieldName = HTTPField.Name(name) else { continue }  // not a token: never sendable
+            // Refused, not skipped or changed: a skipped `X Api Key` was a credential lost
+            // without a word, and `HTTPField` quietly rewrites a value with a CR or LF.
+            guard let fieldName = HTTPField.Name(name), HTTPField.isValidValue(value) else { throw .invalidHeaderField(name) }
+            // The authority is `:authority`; a `Host` field beside it names the same, or conflicts.
+            if fieldName.canonicalName == "host" {
+                guard value.lowercased() == authority.lowercased() else { throw .conflictingHostField(value) }
+                continue
+            }
             fields.append(HTTPField(name: fieldName, value: value))
         }
         if let user = components.percentEncodedUser, !user.isEmpty || components.percentEncodedPassword != nil,
@@ -103,10 +110,20 @@ extension URLRequest {
         guard let url = URL(string: text), url.host != nil else { throw .invalidURL(text) }
         self.init(url: url)
         httpMethod = request.method.rawValue
-        for name in Self.orderedNames(request.headerFields) {
+        try Self.checkHostField(request.headerFields, authority: authority)
+        for name in Self.orderedNames(request.headerFields) where name.canonicalName != "host" {
             let values = request.headerFields[values: name]
             let separator = name == .cookie ? "; " : ", "
             setValue(values.joined(separator: separator), forHTTPHeaderField: name.rawName)
+        }
+    }
+
+    /// A `Host` field beside the authority must name it (it is then the same field, and not
+    /// sent twice); one naming another host is refused: libcurl sends a caller's `Host`, and
+    /// picks and files the jar's cookies under its name.
+    package static func checkHostField(_ fields: HTTPFields, authority: String) throws(HTTPTypesConversionError) {
+        for field in fields where field.name.canonicalName == "host" && field.value.lowercased() != authority.lowercased() {
+            throw .conflictingHostField(field.value)
         }
     }
 

@@ -14,6 +14,14 @@ public enum HTTPTypesConversionError: Error, Sendable, Equatable, CustomStringCo
     case invalidMethod(String)
     /// The URL made from the pseudo-header fields is not valid.
     case invalidURL(String)
+    /// A header field's name is not an RFC 9110 token, or its value holds a character a field
+    /// cannot carry (CR, LF, NUL): it cannot be sent as it is, and is not dropped or changed
+    /// without a word.
+    case invalidHeaderField(String)
+    /// A `Host` field names another host than the request's authority (`:authority`, or the
+    /// URL's host and port). RFC 9113 §8.3.1 forbids the pair; libcurl would send the field
+    /// and pick the cookie jar's cookies by it.
+    case conflictingHostField(String)
 
     /// A sentence for people.
     public var description: String {
@@ -23,6 +31,8 @@ public enum HTTPTypesConversionError: Error, Sendable, Equatable, CustomStringCo
         case .unsupportedTarget(let target): return "The request target '\(target)' cannot be sent."
         case .invalidMethod(let method): return "'\(method)' is not a valid HTTP method."
         case .invalidURL(let url): return "'\(url)' is not a valid URL."
+        case .invalidHeaderField(let name): return "The header field '\(name)' cannot be sent as it is."
+        case .conflictingHostField(let host): return "The Host field '\(host)' names another host than the request's authority."
         }
     }
 

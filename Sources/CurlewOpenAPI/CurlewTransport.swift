@@ -138,14 +138,19 @@ public struct CurlewTransport: ClientTransport {
         // what the setters take (they stop the process on an invalid character).
         guard let parsed = URLComponents(string: "http://h" + (path.hasPrefix("/") ? path : "/" + path) + (query.map { "?" + $0 } ?? ""))
         else { throw HTTPTypesConversionError.invalidURL(target) }
-        let encodedPath = path.hasPrefix("/") ? parsed.percentEncodedPath : String(parsed.percentEncodedPath.dropFirst())
+        // A relative path (`pets`, from a middleware) is a segment below the base's path:
+        // glued on, it made `/apipets`, and with a base without a path no URL at all.
+        let encodedPath = path.isEmpty ? "" : parsed.percentEncodedPath
         components.percentEncodedPath = basePath + encodedPath
         components.percentEncodedQuery = parsed.percentEncodedQuery
         guard let url = components.url else { throw HTTPTypesConversionError.invalidURL(components.description) }
         var urlRequest = URLRequest(url: url)
         urlRequest.httpMethod = request.method.rawValue
+        // The host is the base URL's: a middleware's `Host` field must name it.
+        let authority = components.percentEncodedHost.map { host in components.port.map { "\(host):\($0)" } ?? host } ?? ""
+        try URLRequest.checkHostField(request.headerFields, authority: authority)
         var seen = Set<HTTPField.Name>()
-        for field in request.headerFields where seen.insert(field.name).inserted {
+        for field in request.headerFields where field.name.canonicalName != "host" && seen.insert(field.name).inserted {
             let separator = field.name == .cookie ? "; " : ", "
             urlRequest.setValue(
                 request.headerFields[values: field.name].joined(separator: separator),

@@ -391,14 +391,19 @@ final class CurlewTransportTests: XCTestCase {
         defer { server.shutdown() }
         let transport = CurlewTransport(manager: manager)
         let baseURL = try server.url("/api")
-        for path in ["/notes/..", "/notes/./x", "//objects", "//x/y?q=1", "/a b?q=c d"] {
+        for path in ["/notes/..", "/notes/./x", "//objects", "//x/y?q=1", "/a b?q=c d", "pets?q=1"] {
             _ = try await transport.send(
                 HTTPRequest(method: .delete, scheme: nil, authority: nil, path: path), body: nil, baseURL: baseURL,
                 operationID: "remove")
         }
         // A character a URL cannot hold as it is goes percent-encoded (it stopped the process).
         XCTAssertEqual(
-            server.requests.map(\.uri), ["/api/notes/..", "/api/notes/./x", "/api//objects", "/api//x/y?q=1", "/api/a%20b?q=c%20d"])
+            server.requests.map(\.uri), ["/api/notes/..", "/api/notes/./x", "/api//objects", "/api//x/y?q=1", "/api/a%20b?q=c%20d", "/api/pets?q=1"])
+        // A relative path is a segment below the base's path, with or without one (it made
+        // `/apipets`, and no URL at all for a base without a path).
+        let noPath = try CurlewTransport.urlRequest(
+            for: HTTPRequest(method: .get, scheme: nil, authority: nil, path: "pets"), baseURL: try XCTUnwrap(URL(string: "http://h.test")))
+        XCTAssertEqual(noPath.url?.absoluteString, "http://h.test/pets")
     }
 
     /// A response framed by chunks with a `Content-Length` alongside (which libcurl ignores, as
@@ -606,6 +611,35 @@ final class CurlewTransportTests: XCTestCase {
             }
         }
         XCTAssertNoThrow(try URLRequest(HTTPRequest(method: .get, scheme: "https", authority: "[::1]:8443", path: "/")))
+
+        // A field that cannot be sent as it is is refused, not dropped or rewritten (a skipped
+        // `X Api Key` was a credential lost without a word).
+        // (Foundation itself drops a value with CR, LF or NUL; DEL it keeps, and `HTTPField` rewrote it.)
+        for (name, value) in [("X Api Key", "k"), ("X-Del", "a\u{7f}b")] {
+            var unsendable = URLRequest(url: URL(string: "https://example.com/")!)
+            unsendable.setValue(value, forHTTPHeaderField: name)
+            XCTAssertThrowsError(try HTTPRequest(unsendable), name) {
+                XCTAssertEqual($0 as? HTTPTypesConversionError, .invalidHeaderField(name))
+            }
+        }
+        // `Host` is the authority: the same name is one field, another host is refused both
+        // ways and in the transport (libcurl would send it and pick that host's cookies).
+        let hostName = try XCTUnwrap(HTTPField.Name("Host"))
+        var hosted = URLRequest(url: URL(string: "https://example.com/")!)
+        hosted.setValue("EXAMPLE.com", forHTTPHeaderField: "Host")
+        XCTAssertNil(try HTTPRequest(hosted).headerFields[hostName])
+        hosted.setValue("victim.test", forHTTPHeaderField: "Host")
+        XCTAssertThrowsError(try HTTPRequest(hosted)) { XCTAssertEqual($0 as? HTTPTypesConversionError, .conflictingHostField("victim.test")) }
+        var withHost = HTTPRequest(method: .get, scheme: "https", authority: "example.com", path: "/")
+        withHost.headerFields[hostName] = "example.com"
+        XCTAssertNil(try URLRequest(withHost).value(forHTTPHeaderField: "Host"))
+        withHost.headerFields[hostName] = "victim.test"
+        XCTAssertThrowsError(try URLRequest(withHost)) { XCTAssertEqual($0 as? HTTPTypesConversionError, .conflictingHostField("victim.test")) }
+        XCTAssertThrowsError(try CurlewTransport.urlRequest(for: withHost, baseURL: URL(string: "http://h.test:8080/api")!)) {
+            XCTAssertEqual($0 as? HTTPTypesConversionError, .conflictingHostField("victim.test"))
+        }
+        withHost.headerFields[hostName] = "h.test:8080"
+        XCTAssertNil(try CurlewTransport.urlRequest(for: withHost, baseURL: URL(string: "http://h.test:8080/api")!).value(forHTTPHeaderField: "Host"))
 
         var urlRequest = URLRequest(url: URL(string: "https://[::1]:8443/a%20b?q=1")!)
         urlRequest.httpMethod = "PATCH"
