@@ -152,13 +152,22 @@ extension SecurityPolicy {
             detail: "no key of the chain is pinned; chain keys: \(seen)"))
     }
 
+    /// How many sent certificates after the leaf a signature-linked path is built from: more
+    /// than any real chain (leaf, a few intermediates, perhaps a cross-signed root).
+    package static let linkedPathCandidates = 16
+
     /// The leaf, then each sent certificate whose key verifiably signed the previous one.
     /// Used only when no chain verified (invalid certificates allowed): a certificate that
     /// the server merely attached, without having been issued by it, is not part of it.
+    ///
+    /// Only the first ``linkedPathCandidates`` certificates after the leaf are considered: a
+    /// server may send hundreds (OpenSSL bounds the list's bytes, not its count) sharing one
+    /// issuer name, each step then verified a signature against all that were left, some
+    /// n²/2 of them in the handshake, on the thread that drives every transfer.
     package static func signatureLinkedPath(_ sent: [Certificate]) -> [Certificate] {
         guard var current = sent.first else { return [] }
         var path = [current]
-        var remaining = Array(sent.dropFirst())
+        var remaining = Array(sent.dropFirst().prefix(linkedPathCandidates))
         while let index = remaining.firstIndex(where: { current.handle.isSigned(by: $0.handle) }) {
             current = remaining.remove(at: index)
             path.append(current)

@@ -26,6 +26,21 @@ final class CertificateTests: XCTestCase {
         XCTAssertEqual(Set([fromDER, fromPEM]).count, 1)
     }
 
+    /// A signature-linked path (a chain that did not verify: invalid certificates allowed, a
+    /// handler's trust) is built from the first 16 certificates after the leaf: each step
+    /// verified signatures against all the rest, quadratic in a hostile list of hundreds.
+    func testASignatureLinkedPathLooksAtTheFirstSixteenSentCertificates() throws {
+        let set = try SecurityTestHelpers.generated()
+        let leaf = try Certificate(contentsOf: set.leaf.certificatePEM)
+        let intermediate = try Certificate(contentsOf: set.intermediate.certificatePEM)
+        let filler = try Certificate(contentsOf: set.selfSigned.certificatePEM)
+        XCTAssertEqual(SecurityPolicy.linkedPathCandidates, 16)
+        let within = [leaf] + Array(repeating: filler, count: 15) + [intermediate]
+        XCTAssertEqual(SecurityPolicy.signatureLinkedPath(within), [leaf, intermediate])
+        let beyond = [leaf] + Array(repeating: filler, count: 16) + [intermediate]
+        XCTAssertEqual(SecurityPolicy.signatureLinkedPath(beyond), [leaf])
+    }
+
     func testDifferentCertificatesAreNotEqual() throws {
         let set = try SecurityTestHelpers.generated()
         let leaf = try Certificate(contentsOf: set.leaf.certificatePEM)
