@@ -280,8 +280,8 @@ final class InterceptorTests: XCTestCase {
         XCTAssertNil(task.error)
         XCTAssertEqual(task.response?.statusCode, 200, "the task's own retrier retried its 503")
         XCTAssertEqual(retries.calls.withLock { $0 }, 1)
-        XCTAssertEqual(server.requests.map { $0.header("X-Chain") }, ["manager,task", "manager,task,manager,task"],
-                       "each attempt adapts the request sent before it: the manager's adapter, then the task's")
+        XCTAssertEqual(server.requests.map { $0.header("X-Chain") }, ["manager,task", "manager,task"],
+                       "each attempt adapts the caller's request: the manager's adapter, then the task's")
 
         let other = await manager.response(for: URLRequest(url: try server.url("/echo")))
         XCTAssertEqual(text(other), "manager", "another task has only the manager's")
@@ -382,6 +382,24 @@ final class InterceptorTests: XCTestCase {
         XCTAssertEqual(redirect.tokens.tokenRequests, 0)
         XCTAssertEqual(interceptor.refreshCount, 0)
         await redirect.closeRefresher()
+    }
+
+    /// Each retry adapts the caller's request anew: adapting the last attempt's adapted request
+    /// piled the adapters' additions up (`a`, then `a,a`, then `a,a,a`).
+    func testARetryAdaptsTheCallersRequestAgainNotTheAdaptedOne() async throws {
+        let attempts = Mutex(0)
+        server.route("/busy-echo") { request in
+            let attempt = attempts.withLock { count -> Int in
+                count += 1
+                return count
+            }
+            return attempt <= 2 ? TestResponse(status: 503) : .text(request.header("X-Chain") ?? "-")
+        }
+        manager.requestAdapter = ChainMark(mark: "a")
+        manager.requestRetrier = RetryPolicy(exponentialBackoffScale: 0.01, jitter: 0)
+        let response = await manager.response(for: URLRequest(url: try server.url("/busy-echo")))
+        XCTAssertEqual(text(response), "a")
+        XCTAssertEqual(server.requests.filter { $0.path == "/busy-echo" }.map { $0.header("X-Chain") ?? "-" }, ["a", "a", "a"])
     }
 
     func testRetryDecisionsCompare() {

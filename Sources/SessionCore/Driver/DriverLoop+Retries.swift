@@ -64,7 +64,11 @@ extension DriverLoop {
         let task = delegate.task
         let head = delegate.responseHead
         let attempt = delegate.state.retryCount
-        let current = delegate.request
+        // The hop's request before adapters, adapted anew for each attempt (as Alamofire
+        // adapts its request again): adapted again, an adapted request gathered what each
+        // adapter appended (`X-Client: 1,1,1`, a second `access_token` in the query, which a
+        // server reads as the stale first one).
+        let current = delegate.redirectHop ?? delegate.task.unadaptedRequest ?? delegate.request
         // After a redirect to another origin, the configuration's credentials stay behind on
         // retries too (the adapted request is prepared as the redirect's was), and so do any
         // the adapters add.

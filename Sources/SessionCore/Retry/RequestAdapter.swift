@@ -16,7 +16,9 @@ import FoundationNetworking
 /// driver thread and never while the transfer holds a connection slot: once when the task
 /// starts (`attempt` 0, on `resume()`; the task's `originalRequest` and `currentRequest` then
 /// become the adapted request), and before each retry a ``RequestRetrier`` asked for
-/// (`attempt` 1, 2, ...). Adaptations of different tasks may run at the same time.
+/// (`attempt` 1, 2, ...). A retry's `request` is the one the first attempt adapted (the
+/// caller's, or a redirect's hop as proposed), not what the last attempt sent, so an adapter
+/// that appends adds once per attempt. Adaptations of different tasks may run at the same time.
 ///
 /// An error thrown here fails the task without sending it: the task's `error` (and its
 /// response's result) is the thrown error itself; event monitors see it wrapped as

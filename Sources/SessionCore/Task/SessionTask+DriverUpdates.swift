@@ -62,11 +62,15 @@ extension SessionTask {
             // The clock's earliest start: a park for a reset may have started it before.
             let start = [prepared.adaptationStart, adapted.started].compactMap { $0 }.min()
             state.prepared = adapted.prepared.with(body: prepared.body, adaptationStart: start)
+            state.unadaptedRequest = state.originalRequest
             state.originalRequest = adapted.request
             state.currentRequest = adapted.request
             return true
         }
     }
+
+    /// The first hop's request before any adapter (see `MutableState.unadaptedRequest`).
+    var unadaptedRequest: URLRequest? { protected.withLock { $0.unadaptedRequest } }
 
     func takePrepared() -> PreparedRequest? {
         protected.withLock { state in

@@ -42,6 +42,9 @@ public class SessionTask: @unchecked Sendable, Hashable, CustomStringConvertible
         /// The caller's request, replaced by the adapted one when the first attempt's request
         /// was adapted (`SessionEngine.adaptThenStart`).
         var originalRequest: URLRequest?
+        /// The caller's request as it was before the first adaptation replaced
+        /// `originalRequest`: what a retry's adapters adapt again (nil when none ran).
+        var unadaptedRequest: URLRequest?
         /// The task's own interceptor (`interceptor`).
         var interceptor: (any RequestInterceptor)?
         var head: HTTPResponseHead?

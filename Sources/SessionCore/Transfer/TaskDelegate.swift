@@ -21,6 +21,9 @@ final class TaskDelegate {
     /// `body` (see DriverLoop.delegates): without the dynamic check, which each read as an
     /// argument paid (~180 instructions, twice per request).
     @exclusivity(unchecked) var request: URLRequest
+    /// The request a redirect's hop sent before any adapter ran for it (the proposed hop, or
+    /// the redirection hook's); nil on the first hop. What a retry adapts again.
+    var redirectHop: URLRequest?
     var prepared: PreparedRequest
     var bodyReader: BodyReader?
     /// This exchange's `http://` URL may be sent as `https://` by libcurl's HSTS engine: the
@@ -305,6 +308,7 @@ final class TaskDelegate {
             bodyReader = try BodyReader(nextPrepared.body, wake: Self.bodyWake(task: task, engine: engine))
         }
         request = next
+        redirectHop = next
         prepared = nextPrepared
         resetResponseState()
         state.redirectFollowed(now: Self.uptime)
