@@ -90,9 +90,11 @@ struct RequestBuilder {
         } else if hasFileField || (mode == .form && hasFields) {
             built = BuiltRequest(request: try formRequest(method: method, urlString: urlString, multipart: hasFileField))
         } else if hasFields {
-            var serializer = JSONRequestSerializer(writingOptions: [.sortedKeys, .withoutEscapingSlashes])
-            serializer.httpMethodsEncodingParametersInURI = []
-            var request = try serializer.request(method: method, urlString: urlString, parameters: try jsonObject())
+            // Written as text, not through the JSON serializer: a `:=` value's numbers go as
+            // typed (`JSONBodyText`).
+            var request = try HTTPRequestSerializer().request(method: method, urlString: urlString, parameters: nil)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.httpBody = Data(try jsonBodyText().utf8)
             request.setValue(Self.jsonAccept, forHTTPHeaderField: "Accept")
             built = BuiltRequest(request: request)
         } else {
@@ -168,31 +170,24 @@ struct RequestBuilder {
         return url
     }
 
-    /// The data fields as a JSON object; a name given twice becomes an array.
-    func jsonObject() throws -> JSONValue {
-        var members: [String: JSONValue] = [:]
+    /// The data fields as the text of a JSON object; a name given twice becomes an array.
+    func jsonBodyText() throws -> String {
+        var body = JSONBodyText()
         for item in line.items {
-            let name: String
-            let value: JSONValue
             switch item {
             case .field(let key, let text):
-                (name, value) = (key, .string(text))
+                try body.add(key, string: text)
             case .fieldFromFile(let key, let path):
-                (name, value) = (key, .string(try readText(path, item: "\(key)=@\(path)")))
+                try body.add(key, string: try readText(path, item: "\(key)=@\(path)"))
             case .jsonField(let key, let json):
-                (name, value) = (key, try parseJSON(json, item: "\(key):=\(json)"))
+                body.add(key, jsonText: try validatedJSON(json, item: "\(key):=\(json)"))
             case .jsonFieldFromFile(let key, let path):
-                (name, value) = (key, try parseJSON(try readText(path, item: "\(key):=@\(path)"), item: "\(key):=@\(path)"))
+                body.add(key, jsonText: try validatedJSON(try readText(path, item: "\(key):=@\(path)"), item: "\(key):=@\(path)"))
             default:
                 continue
             }
-            if let existing = members[name] {
-                members[name] = .array((existing.arrayValue ?? [existing]) + [value])
-            } else {
-                members[name] = value
-            }
         }
-        return .object(members)
+        return try body.text()
     }
 
     private func formRequest(method: String, urlString: String, multipart: Bool) throws -> URLRequest {
@@ -259,13 +254,14 @@ struct RequestBuilder {
         return text
     }
 
-    private func parseJSON(_ text: String, item: String) throws -> JSONValue {
-        do {
-            let object = try JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])
-            return try JSONValue(jsonObject: object)
-        } catch {
+    /// `text`, trimmed, once `JSONSerialization` accepts it as one JSON value.
+    private func validatedJSON(_ text: String, item: String) throws -> String {
+        // A file's byte order mark, which JSONSerialization skips, is no part of the body.
+        let text = text.hasPrefix("\u{FEFF}") ? String(text.dropFirst()) : text
+        guard (try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])) != nil else {
             throw BuildError("'\(item)': not valid JSON")
         }
+        return text.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 }
 

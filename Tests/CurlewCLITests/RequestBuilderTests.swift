@@ -42,6 +42,18 @@ final class RequestBuilderTests: XCTestCase {
         XCTAssertEqual(object["tags"] as? [String], ["a", "b"], "a name given twice becomes an array")
     }
 
+    /// A `:=` value goes as typed: parsed and encoded again, numbers passed through a Double
+    /// (`12345678901234567890` went as `1.2345678901234567e+19`, `1.0` as `1`).
+    func testRawJSONValuesAreSentAsTyped() throws {
+        let built = try build([
+            "example.com/post", "id:=12345678901234567890", "v:=1.0", "amt:=123456789012345678.25", "path=a/b",
+            "tags:=[\"a\"]", "tags=b", "e:= [ ] ", "e=z", "x=1", "x:=2",
+        ])
+        XCTAssertEqual(
+            String(decoding: try XCTUnwrap(built.request.httpBody), as: UTF8.self),
+            #"{"amt":123456789012345678.25,"e":["z"],"id":12345678901234567890,"path":"a/b","tags":["a","b"],"v":1.0,"x":["1",2]}"#)
+    }
+
     /// `--json` asks for JSON with a body from `@file` or `@-` too (it set `Accept` only for
     /// data items and no body); `--auth` wins over an `Authorization` a session kept (the
     /// session's was sent, `--auth` silently ignored), an item typed here over both.
