@@ -72,7 +72,7 @@ struct SessionStore {
             throw ToolFailure(.error, "--session: neither XDG_CONFIG_HOME nor HOME is set")
         }
         var directory = config
-        try checkDirectory(directory, create: true)
+        try checkDirectory(directory, create: true, isUsersOwnSetting: true)
         for component in ["curlew", "sessions"] {
             directory.appendPathComponent(component)
             try checkDirectory(directory, create: true)
@@ -82,16 +82,23 @@ struct SessionStore {
 
     /// Refuses a directory that is a link, someone else's, or writable by others; creates
     /// it 0700 when missing and `create` is true.
-    private static func checkDirectory(_ directory: URL, create: Bool) throws {
+    ///
+    /// `isUsersOwnSetting`: the configuration directory itself, which the user made (or their
+    /// system did), not curlew. A link there is followed (dotfiles kept elsewhere and linked),
+    /// and group write is allowed when the group is the user's private group (umask 002 makes
+    /// `~/.config` 0775 on systems with such groups), as OpenSSH allows it for `~/.ssh`;
+    /// `curlew/` and `sessions/` below it, which curlew makes 0700, get the strict rules.
+    private static func checkDirectory(_ directory: URL, create: Bool, isUsersOwnSetting: Bool = false) throws {
         var info = stat()
-        if lstat(directory.path, &info) != 0 {
+        let inspect: (String, UnsafeMutablePointer<stat>) -> Int32 = isUsersOwnSetting ? { stat($0, $1) } : { lstat($0, $1) }
+        if inspect(directory.path, &info) != 0 {
             guard errno == ENOENT, create else {
                 throw ToolFailure(.error, "--session: \(directory.path): \(String(cString: strerror(errno)))")
             }
             guard mkdir(directory.path, 0o700) == 0 || errno == EEXIST else {
                 throw ToolFailure(.error, "--session: cannot create \(directory.path): \(String(cString: strerror(errno)))")
             }
-            guard lstat(directory.path, &info) == 0 else {
+            guard inspect(directory.path, &info) == 0 else {
                 throw ToolFailure(.error, "--session: \(directory.path): \(String(cString: strerror(errno)))")
             }
         }
@@ -101,9 +108,25 @@ struct SessionStore {
         guard info.st_uid == getuid() || info.st_uid == 0 else {
             throw ToolFailure(.error, "--session: \(directory.path) belongs to another user")
         }
-        guard info.st_mode & 0o022 == 0 || info.st_mode & S_ISVTX != 0 else {
+        let othersMayWrite = info.st_mode & 0o002 != 0
+            || (info.st_mode & 0o020 != 0 && !(isUsersOwnSetting && isPrivateGroup(info.st_gid)))
+        guard !othersMayWrite || info.st_mode & S_ISVTX != 0 else {
             throw ToolFailure(.error, "--session: \(directory.path) may be written by others")
         }
+    }
+
+    /// Whether `gid` is this user's private group: their primary group, named as they are,
+    /// with no other member.
+    static func isPrivateGroup(_ gid: gid_t) -> Bool {
+        guard let user = getpwuid(getuid()), user.pointee.pw_gid == gid, let name = user.pointee.pw_name,
+            let group = getgrgid(gid), let groupName = group.pointee.gr_name, strcmp(name, groupName) == 0
+        else { return false }
+        var member = group.pointee.gr_mem
+        while let entry = member?.pointee {
+            if strcmp(entry, name) != 0 { return false }
+            member = member?.advanced(by: 1)
+        }
+        return true
     }
 
     /// Refuses an existing file that is not this user's own regular file, private to them.

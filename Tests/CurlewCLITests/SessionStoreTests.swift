@@ -186,6 +186,46 @@ final class SessionStoreTests: XCTestCase {
         }
     }
 
+    /// The configuration directory is the user's own setting: a link there is followed (dotfiles
+    /// linked from elsewhere), and group write by the user's private group allowed (umask 002:
+    /// `~/.config` 0775); both refused every `--session`. Another group's write, anyone's
+    /// write, and the directories curlew makes stay refused.
+    func testTheConfigurationDirectoryMayBeALinkOrWritableByThePrivateGroup() throws {
+        let real = root.appendingPathComponent("dotfiles-config")
+        try FileManager.default.createDirectory(at: real, withIntermediateDirectories: true)
+        chmod(real.path, 0o700)
+        let linked = root.appendingPathComponent("config-link")
+        try FileManager.default.createSymbolicLink(atPath: linked.path, withDestinationPath: real.path)
+        XCTAssertNoThrow(try SessionStore(name: "a", environment: ["XDG_CONFIG_HOME": linked.path]))
+
+        let shared = root.appendingPathComponent("umask-002")
+        try FileManager.default.createDirectory(at: shared, withIntermediateDirectories: true)
+        chmod(shared.path, 0o775)
+        guard SessionStore.isPrivateGroup(getgid()) else { throw XCTSkip("this user's group is not a private group") }
+        XCTAssertEqual(chown(shared.path, getuid(), getgid()), 0)
+        XCTAssertNoThrow(try SessionStore(name: "b", environment: ["XDG_CONFIG_HOME": shared.path]))
+        XCTAssertEqual(try mode(shared.appendingPathComponent("curlew").path), 0o700)
+
+        // Writable by a group that is not the user's private one, or by anyone: refused.
+        let other = root.appendingPathComponent("other-group")
+        try FileManager.default.createDirectory(at: other, withIntermediateDirectories: true)
+        chmod(other.path, 0o770)
+        if chown(other.path, getuid(), getgid() == 1 ? 2 : 1) == 0 {
+            XCTAssertThrowsError(try SessionStore(name: "c", environment: ["XDG_CONFIG_HOME": other.path])) {
+                XCTAssertTrue("\($0)".contains("may be written by others"), "\($0)")
+            }
+        }
+        chmod(shared.path, 0o777)
+        XCTAssertThrowsError(try SessionStore(name: "d", environment: ["XDG_CONFIG_HOME": shared.path])) {
+            XCTAssertTrue("\($0)".contains("may be written by others"), "\($0)")
+        }
+        chmod(shared.path, 0o775)
+        chmod(shared.appendingPathComponent("curlew").path, 0o775)
+        XCTAssertThrowsError(try SessionStore(name: "e", environment: ["XDG_CONFIG_HOME": shared.path])) {
+            XCTAssertTrue("\($0)".contains("may be written by others"), "\($0)")
+        }
+    }
+
     func testALinkedSessionsDirectoryIsRefused() throws {
         let real = root.appendingPathComponent("real")
         try FileManager.default.createDirectory(at: real, withIntermediateDirectories: true)
