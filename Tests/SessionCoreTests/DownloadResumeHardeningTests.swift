@@ -135,6 +135,37 @@ final class DownloadResumeHardeningTests: XCTestCase {
         XCTAssertEqual(fileRequests.map { $0.header("Cookie") }, [nil, nil], "the jar's cookie went with the resumed request")
     }
 
+    /// Resume data holds the caller's request, not the adapted one: the adapter's bearer
+    /// token went into a file the caller writes to disk, and the resumed request, adapted again,
+    /// carried the adapter's query item twice.
+    func testResumeDataHoldsTheRequestBeforeTheAdapters() async throws {
+        struct Signing: RequestAdapter {
+            func adapt(_ request: URLRequest, attempt: Int) -> URLRequest {
+                var request = request
+                request.setValue("Bearer adapter-token", forHTTPHeaderField: "Authorization")
+                if let url = request.url, var components = URLComponents(url: url, resolvingAgainstBaseURL: false) {
+                    components.queryItems = (components.queryItems ?? []) + [URLQueryItem(name: "sig", value: "s")]
+                    request.url = components.url
+                }
+                return request
+            }
+        }
+        manager.requestAdapter = Signing()
+        _ = RangeFileRoute(server: server, path: "/file", body: patternedData(count: 300_000), delay: .milliseconds(10))
+        let data = try await cancelForResumeData(URLRequest(url: try server.url("/file")), after: 30_000)
+        let text = String(decoding: data, as: UTF8.self)
+        XCTAssertFalse(text.contains("adapter-token"), text)
+        XCTAssertFalse(text.contains("sig="), text)
+        let destination = destinations.appendingPathComponent("signed")
+        let (_, response) = await download { done in
+            manager.downloadTask(withResumeData: data, destination: { _, _ in destination }, completionHandler: done)
+        }
+        XCTAssertNil(response.error)
+        let fileRequests = server.requests.filter { $0.path == "/file" }
+        XCTAssertEqual(fileRequests.map(\.uri), ["/file?sig=s", "/file?sig=s"], "adapted once each")
+        XCTAssertEqual(fileRequests.map { $0.header("Authorization") }, ["Bearer adapter-token", "Bearer adapter-token"])
+    }
+
     // MARK: - Resume meets the retrier
 
     /// A resumed download answered 503 goes through the retrier like any attempt; the retry's

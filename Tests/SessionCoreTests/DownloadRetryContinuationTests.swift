@@ -200,6 +200,8 @@ final class DownloadRetryContinuationTests: XCTestCase {
         XCTAssertNil(response.error)
         XCTAssertEqual(response.response?.statusCode, 200)
         XCTAssertEqual(route.rangeRequests.map(\.range), [nil, "bytes=80000-", nil], "asked again without the range")
+        // A range asks for the bytes as they are: without the field any coding is acceptable.
+        XCTAssertEqual(server.requests.filter { $0.header("Range") != nil }.map { $0.header("Accept-Encoding") }, ["identity"])
         XCTAssertEqual(try Data(contentsOf: destination), new, "the decoded body, not the gzip bytes")
         XCTAssertEqual(leftovers, [])
     }

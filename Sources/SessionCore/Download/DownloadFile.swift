@@ -127,9 +127,10 @@ final class DownloadFile {
     var asksForRange: Bool { isFromResumeData && (rangeStart > 0 || origin > 0 || rangeLast != nil) }
 
     /// The request's header lines with the range fields added when the engine asks for a
-    /// range (any the caller set are replaced). A resumed part is asked for as is, without
-    /// `Accept-Encoding`: a range of a content-coded representation would be a range of other
-    /// bytes. The rest of the partial bytes' range goes with `If-Range`; a byte range asked for
+    /// range (any the caller set are replaced). A resumed part is asked for as is,
+    /// `Accept-Encoding: identity`: a range of a content-coded representation would be a range
+    /// of other bytes. (Without the field any coding is acceptable, RFC 9110 §12.5.3: a server
+    /// that compresses by default answered every resume gzipped, and each was started over.) The rest of the partial bytes' range goes with `If-Range`; a byte range asked for
     /// again from its start (the earlier bytes could not be continued) goes without.
     func headerLines(adding lines: [String]) -> [String] {
         guard asksForRange else { return lines }
@@ -137,6 +138,7 @@ final class DownloadFile {
             let lower = line.prefix(16).lowercased()
             return !lower.hasPrefix("range:") && !lower.hasPrefix("if-range:") && !lower.hasPrefix("accept-encoding:")
         }
+        result.append("Accept-Encoding: identity")
         let last = rangeLast.map { String($0) } ?? ""
         if rangeStart > 0, let validator {
             // No overflow: `DownloadResumeData` checks that its first position plus its length

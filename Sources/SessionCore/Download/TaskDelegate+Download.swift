@@ -5,9 +5,12 @@ import FoundationNetworking
 #endif
 
 extension ResumePoint {
-    /// The resume data for `task`'s request (operation queue).
+    /// The resume data for `task`'s request (operation queue): the caller's request as it was
+    /// before the adapters, which adapt the resumed task's request again. Made from the adapted
+    /// one, it carried the adapters' token into a file the caller writes to disk, and the
+    /// resumed request was adapted twice (a query item given twice).
     func resumeData(for task: SessionTask) -> DownloadResumeData? {
-        guard let request = task.originalRequest, let url = request.url else { return nil }
+        guard let request = task.unadaptedRequest ?? task.originalRequest, let url = request.url else { return nil }
         var data = DownloadResumeData(
             url: url, headers: DownloadResumeData.resumedHeaders(of: request), timeoutInterval: request.timeoutInterval, partialFileURL: fileURL,
             bytesReceived: bytesReceived, entityTag: entityTag, lastModified: lastModified,
