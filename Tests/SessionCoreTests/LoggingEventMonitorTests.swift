@@ -98,6 +98,41 @@ final class LoggingEventMonitorTests: XCTestCase {
         XCTAssertEqual(scrubbed, "failed for https://u:***@h.test/x?a=1&API_KEY=***#f and http://h.test/?api_key=***")
     }
 
+    /// The engine's own messages name a connection slot's origin: with the URL's password in
+    /// it, written as it was.
+    func testTheEnginesOwnMessagesCarryNoPassword() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        let gate = DispatchSemaphore(value: 0)
+        server.route("/held") { _ in
+            _ = gate.wait(timeout: .now() + 30)
+            return .text("ok")
+        }
+        let lines = LogCapture()
+        var logger = Logger(label: "test.curlew") { _ in CapturingLogHandler(capture: lines) }
+        logger.logLevel = .debug
+        var configuration = SessionConfiguration.default
+        configuration.logger = logger
+        configuration.httpMaximumConnectionsPerHost = 1
+        let manager = URLSessionManager.raw(configuration)
+        var components = try XCTUnwrap(URLComponents(url: try server.url("/held"), resolvingAgainstBaseURL: false))
+        components.user = "user"
+        components.password = "engine-secret"
+        let url = try XCTUnwrap(components.url)
+        async let first = manager.response(for: URLRequest(url: url))
+        try await eventually({ server.requests.count == 1 }, "the first request holds the slot")
+        async let second = manager.response(for: URLRequest(url: url))
+        try await eventually({ lines.all.contains { $0.message.contains("waits for a connection slot") } }, "the wait is logged")
+        gate.signal()
+        gate.signal()
+        _ = await (first, second)
+        let text = lines.all.map(\.message).joined(separator: "\n")
+        XCTAssertFalse(text.contains("engine-secret"), text)
+        XCTAssertTrue(text.contains("user:***@"), text)
+        manager.invalidateSessionCancelingTasks(false, resetSession: false)
+        await manager.waitUntilInvalidated()
+    }
+
     func testWithoutALoggerTheEngineIsSilent() async throws {
         let server = try TestServer()
         defer { server.shutdown() }

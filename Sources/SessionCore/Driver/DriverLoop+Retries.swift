@@ -211,8 +211,9 @@ extension DriverLoop {
             hub.emit(.willRetry(delegate.task, delay, error, delegate.responseHead))
         }
         if let log = engine.debugLog {
-            let reason = error.map { "\($0)" } ?? "status \(delegate.responseHead?.statusCode ?? 0)"
-            log.debug("task #\(delegate.task.taskIdentifier) retries in \(delay) s (attempt \(attempt)) after \(reason)")
+            let identifier = delegate.task.taskIdentifier
+            let status = delegate.responseHead?.statusCode ?? 0
+            log.debug { "task #\(identifier) retries in \(delay) s (attempt \(attempt)) after \(error.map { "\($0)" } ?? "status \(status)")" }
         }
     }
 

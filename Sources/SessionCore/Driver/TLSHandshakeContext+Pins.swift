@@ -10,10 +10,6 @@ import Security
 /// with the manager's tag, and the manager's pins never change, so a kept-alive connection
 /// or a resumed session of this manager was judged by these very pins.
 extension TLSHandshakeContext {
-    /// Judges `chain` (the chain the trust decision accepted, leaf first) by `policy` for
-    /// `host`:`port`. A failure is reported on the manager's report queue (once: this runs
-    /// once per handshake); an enforced one refuses the handshake. `peer` names the server in
-    /// the error ("the server", "the HTTPS proxy").
     /// Whether an unexpired, enforced pin set covers `host`.
     static func hasEnforcedPins(_ policy: PinningPolicy?, host: String) -> Bool {
         guard let policy else { return false }
@@ -21,6 +17,10 @@ extension TLSHandshakeContext {
         return policy.pinSets.contains { !$0.reportOnly && !$0.isExpired(at: now) && $0.matches(host: host) }
     }
 
+    /// Judges `chain` (the chain the trust decision accepted, leaf first) by `policy` for
+    /// `host`:`port`. A failure is reported on the manager's report queue (once: this runs
+    /// once per handshake); an enforced one refuses the handshake. `peer` names the server in
+    /// the error ("the server", "the HTTPS proxy").
     func passesPins(
         _ policy: PinningPolicy?, host: String?, port: Int, chain: [Certificate], store: OpaquePointer, peer: String
     ) -> Bool {

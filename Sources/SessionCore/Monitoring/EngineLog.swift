@@ -18,9 +18,16 @@ final class EngineLog: Sendable {
         queue = DispatchQueue(label: "Curlew.log.\(identifier)")
     }
 
-    /// Writes `message` at `.debug`, in the order of the calls from any one thread.
+    /// Writes `message` at `.debug`, in the order of the calls from any one thread. A URL's
+    /// password in it (an origin named with its userinfo) is written `***`.
     func debug(_ message: String) {
+        debug { message }
+    }
+
+    /// Writes the message `make` builds, on this log's queue: an error's text is made there,
+    /// not on the driver thread.
+    func debug(_ make: @escaping @Sendable () -> String) {
         let logger = self.logger
-        queue.async { logger.debug("\(message)") }
+        queue.async { logger.debug("\(LoggingEventMonitor.scrubbingPasswords(make()))") }
     }
 }

@@ -147,7 +147,12 @@ public struct LoggingEventMonitor: EventMonitor {
     /// URLs (a status refused by the validation names the response's URL, an interceptor's
     /// error may name anything): logged as they were, a retry's line gave the password away.
     func scrub(_ error: any Error) -> String {
-        var text = Substring("\(error)")
+        scrubbingQueryItems(Self.scrubbingPasswords("\(error)"))
+    }
+
+    /// `text` with the password of every `scheme://user:password@` in it written `***`.
+    static func scrubbingPasswords(_ text: String) -> String {
+        var text = Substring(text)
         var result = ""
         // Passwords: between the `:` and the last `@` of an authority that follows a `://`.
         while let scheme = text.range(of: "://") {
@@ -161,10 +166,15 @@ public struct LoggingEventMonitor: EventMonitor {
             }
         }
         result += text
-        guard !redactedQueryItems.isEmpty else { return result }
-        // Query values: `name=value` after a `?` or `&`, up to the next `&`, `#` or space.
+        return result
+    }
+
+    /// `text` with the values of the redacted query items written `***`: `name=value` after a
+    /// `?` or `&`, up to the next `&`, `#` or space.
+    private func scrubbingQueryItems(_ text: String) -> String {
+        guard !redactedQueryItems.isEmpty else { return text }
         var scrubbed = ""
-        var rest = Substring(result)
+        var rest = Substring(text)
         while let separator = rest.firstIndex(where: { $0 == "?" || $0 == "&" }) {
             scrubbed += rest[...separator]
             rest = rest[rest.index(after: separator)...]
