@@ -215,11 +215,14 @@ final class CookieTransferTests: XCTestCase {
             let (manager, jar) = try managerWithASideCookie(through: server)
             manager.setTaskWillPerformHTTPRedirectionBlock { _, _, proposed in
                 var moved = proposed
-                moved.url = URL(string: "http://b.example.com/next")
+                // Only the host changes: the relative Location kept the first URL's user:password.
+                var components = proposed.url.flatMap { URLComponents(url: $0, resolvingAgainstBaseURL: false) }
+                components?.host = "b.example.com"
+                moved.url = components?.url
                 if setsItsOwn { moved.setValue("Bearer for-b", forHTTPHeaderField: "Authorization") }
                 return moved
             }
-            var request = URLRequest(url: try url("http://a.example.com/go"))
+            var request = URLRequest(url: try url("http://ann:url-secret@a.example.com/go"))
             request.setValue("a.example.com", forHTTPHeaderField: "Host")
             request.setValue("Bearer for-a", forHTTPHeaderField: "Authorization")
             request.setValue("secret", forHTTPHeaderField: "Proxy-Authorization")

@@ -81,6 +81,16 @@ enum RedirectPolicy {
     static func hookDecision(_ decision: URLRequest, proposed: URLRequest, previous: URLRequest) -> URLRequest {
         guard let to = decision.url, let proposedURL = proposed.url, !isSameOrigin(proposedURL, to) else { return decision }
         var result = decision
+        // The URL's own credentials too: a relative `Location` keeps the first URL's
+        // `user:password@`, and a hook that changed only the host kept them for libcurl to send.
+        if let from = previous.url, !isSameOrigin(from, to), to.user != nil || to.password != nil,
+            to.user == proposedURL.user, to.password == proposedURL.password,
+            var components = URLComponents(url: to, resolvingAgainstBaseURL: false)
+        {
+            components.user = nil
+            components.password = nil
+            result.url = components.url ?? to
+        }
         for (name, value) in decision.allHTTPHeaderFields ?? [:] {
             let lowered = name.lowercased()
             guard value == proposed.value(forHTTPHeaderField: name) else { continue }
