@@ -464,25 +464,37 @@ final class EventMonitorTests: XCTestCase {
         }
     }
 
-    /// A task resumed while a reset waited is completed when the manager is invalidated for
+    /// Tasks resumed while a reset waited are completed when the manager is invalidated for
     /// good instead: the invalidation is still the last event. It was emitted at once, and the
-    /// task's completion, queued for the completion queue, was heard after it.
+    /// tasks' completions, queued for the completion queue (a download's through the operation
+    /// queue first), were heard after it.
     func testTheInvalidationComesAfterTheCompletionsOfTasksAResetHeld() async throws {
-        server.route("/slowly", response: .stream([.init(Data("a".utf8)), .init(Data("b".utf8), delay: .milliseconds(300))]))
+        let gate = DispatchSemaphore(value: 0)
+        server.route("/held") { _ in
+            _ = gate.wait(timeout: .now() + 30)
+            return .text("ok")
+        }
         let monitor = RecordingMonitor()
         let manager = manager([monitor])
-        let old = manager.dataTask(with: URLRequest(url: try server.url("/slowly")), completionHandler: { _ in })
+        let old = manager.dataTask(with: URLRequest(url: try server.url("/held")), completionHandler: { _ in })
         old.resume()
+        try await eventually({ server.requests.count == 1 }, "the old task holds the reset")
         manager.invalidateSessionCancelingTasks(false, resetSession: true)  // waits for `old`
         let parked = manager.dataTask(with: URLRequest(url: try server.url("/ok")), completionHandler: { _ in })
         parked.resume()
-        // Waiting for the invalidation ends the manager for good: the parked task is refused.
-        await manager.waitUntilInvalidated()
+        let parkedDownload = manager.downloadTask(with: URLRequest(url: try server.url("/ok")), destination: nil) { _ in }
+        parkedDownload.resume()
+        // Waiting for the invalidation ends the manager for good: the parked tasks are refused.
+        let invalidated = expectation(description: "invalidated")
+        manager.engine.invalidate(cancelingTasks: false) { invalidated.fulfill() }
+        gate.signal()
+        await fulfillment(of: [invalidated], timeout: 30)
         try await eventually({ monitor.allEntries.contains { $0.line == "invalidate" } }, "managerDidInvalidate")
         try await waitForProduce(parked, monitor)
+        try await waitForProduce(parkedDownload, monitor)
         XCTAssertEqual(parked.error as? SessionError, .sessionInvalidated)
+        XCTAssertEqual(parkedDownload.error as? SessionError, .sessionInvalidated)
         XCTAssertEqual(monitor.allEntries.last?.line, "invalidate", "\(monitor.allEntries.map(\.line))")
-        withExtendedLifetime(old) {}
     }
 
     /// A manager released right after `waitUntilInvalidated()` still has its

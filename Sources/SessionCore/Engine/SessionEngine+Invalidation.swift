@@ -125,13 +125,16 @@ extension SessionEngine {
         }
         debugLog?.debug("driver stopped\(resets ? ", the session starts again" : "")")
         let hub = monitorHub
-        queue.async {
-            // From the completion queue, after the completions queued above (the parked starts
-            // a reset refused), whose events are emitted there: told at once, the monitors
-            // heard of the invalidation before those tasks' completions.
-            hub?.emitInvalidated()
-            hook?(nil)
-            for waiter in waiters { waiter() }
+        // Through the operation queue, then from the completion queue: after the completions
+        // queued above (the parked starts a reset refused), whose events are emitted there, a
+        // download's or a streamed task's after a hop through the operation queue. Told at
+        // once, the monitors heard of the invalidation before those tasks' completions.
+        operationQueue.async {
+            queue.async {
+                hub?.emitInvalidated()
+                hook?(nil)
+                for waiter in waiters { waiter() }
+            }
         }
     }
 
