@@ -67,7 +67,12 @@ public struct RetryPolicy: RequestRetrier {
         guard attempt >= 0, attempt < retryLimit else { return .doNotRetry }
         let method = (task.originalRequest?.httpMethod ?? "GET").uppercased()
         guard retryableHTTPMethods.contains(method) else { return .doNotRetry }
-        if let error {
+        if case .proxyRefusedTunnel(let status, _)? = error {
+            // The proxy's own status for the tunnel: one the policy retries from an origin (a
+            // 502, 503 or 504: it could not reach the origin just now) is retried the same way,
+            // after the back-off, never as a wait for a route; a 407 or a 403 is not.
+            guard retryableHTTPStatusCodes.contains(status) else { return .doNotRetry }
+        } else if let error {
             guard Self.isRetryable(error) else { return .doNotRetry }
             if waitsForConnectivity, error.isConnectivityFailure { return .retryWhenConnected }
         } else {
