@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import Serialization
 
 /// `curlew`: Curlew's command-line HTTP client. The request is the default command, so
@@ -30,22 +31,57 @@ package struct CurlewCommand: AsyncParsableCommand {
     /// written in any case, but `get` named the old verb, which knows no request items or
     /// other options: `curlew get URL q==1` was refused, `curlew get URL -p h` too, and the
     /// old verb's printing of the head to a pipe broke `curlew get URL | jq`.
+    ///
+    /// Rewritten as `GET`, the old verb's `-H 'Name: value'` becomes the item `Name:value`
+    /// (the request command takes headers as items); its `--metrics`, which the request
+    /// command has not, keeps the old verb, which then says what it cannot take.
     static func routingLowercaseGet(_ arguments: [String]) -> [String] {
         guard arguments.first == "get" else { return arguments }
         var positionals = 0
+        var isOldForm = true
+        var hasMetrics = false
+        var rewritten = ["GET"]
         var index = 1
         while index < arguments.count {
             let argument = arguments[index]
             switch argument {
-            case "-H", "--header", "--timeout": index += 2
-            case "--metrics", "-h", "--help": index += 1
-            case _ where argument.hasPrefix("--header=") || argument.hasPrefix("--timeout="): index += 1
-            case _ where argument.hasPrefix("-") && argument.count > 1: return ["GET"] + arguments.dropFirst()
+            case "-H", "--header":
+                if index + 1 < arguments.count { rewritten.append(headerItem(arguments[index + 1])) }
+                index += 2
+            case "--timeout":
+                rewritten += arguments[index..<min(index + 2, arguments.count)]
+                index += 2
+            case "--metrics":
+                hasMetrics = true
+                index += 1
+            case "-h", "--help":
+                rewritten.append(argument)
+                index += 1
+            case _ where argument.hasPrefix("--header="):
+                rewritten.append(headerItem(String(argument.dropFirst("--header=".count))))
+                index += 1
+            case _ where argument.hasPrefix("--timeout="):
+                rewritten.append(argument)
+                index += 1
+            case _ where argument.hasPrefix("-") && argument.count > 1:
+                isOldForm = false
+                rewritten.append(argument)
+                index += 1
             default:
                 positionals += 1
+                rewritten.append(argument)
                 index += 1
             }
         }
-        return positionals > 1 ? ["GET"] + arguments.dropFirst() : arguments
+        if positionals > 1 { isOldForm = false }
+        return isOldForm || hasMetrics ? arguments : rewritten
+    }
+
+    /// The old verb's `Name: value` as the request command's item `Name:value`.
+    private static func headerItem(_ header: String) -> String {
+        guard let colon = header.firstIndex(of: ":") else { return header }
+        let name = header[..<colon].trimmingCharacters(in: .whitespaces)
+        let value = header[header.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        return name + ":" + value
     }
 }

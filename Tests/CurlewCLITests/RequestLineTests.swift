@@ -116,6 +116,11 @@ final class RequestLineTests: XCTestCase {
             XCTAssertEqual(CurlewCommand.routingLowercaseGet(new), ["GET"] + new.dropFirst())
         }
         XCTAssertEqual(CurlewCommand.routingLowercaseGet(["-v", "get", "u"]), ["-v", "get", "u"], "the request command's method")
+        // The old verb's header option becomes an item of the request command; --metrics,
+        // which it has not, leaves the old verb to say what it cannot take.
+        XCTAssertEqual(CurlewCommand.routingLowercaseGet(["get", "u", "-H", "X: 1", "--header=Y :2", "q==1", "--timeout", "3"]),
+                       ["GET", "u", "X:1", "Y:2", "q==1", "--timeout", "3"])
+        XCTAssertEqual(CurlewCommand.routingLowercaseGet(["get", "u", "--metrics", "q==1"]), ["get", "u", "--metrics", "q==1"])
     }
 
     /// An item where the URL goes means the URL was left out: `@backup.zip` was the host
