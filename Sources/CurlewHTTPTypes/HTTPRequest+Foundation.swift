@@ -33,10 +33,13 @@ extension HTTPRequest {
         for (name, value) in (urlRequest.allHTTPHeaderFields ?? [:]).sorted(by: { $0.key < $1.key }) {
             // Refused, not skipped or changed: a skipped `X Api Key` was a credential lost
             // without a word, and `HTTPField` quietly rewrites a value with a CR or LF.
+            // Spaces and tabs around a value are no part of it (RFC 9110 §5.5; `HTTPField`
+            // trims them too); what is left must be a field value.
+            let value = value.trimmingCharacters(in: Self.fieldWhitespace)
             guard let fieldName = HTTPField.Name(name), HTTPField.isValidValue(value) else { throw .invalidHeaderField(name) }
             // The authority is `:authority`; a `Host` field beside it names the same, or conflicts.
             if fieldName.canonicalName == "host" {
-                guard value.lowercased() == authority.lowercased() else { throw .conflictingHostField(value) }
+                guard URLRequest.namesSameAuthority(value, authority, scheme: scheme) else { throw .conflictingHostField(value) }
                 continue
             }
             fields.append(HTTPField(name: fieldName, value: value))
@@ -54,6 +57,9 @@ extension HTTPRequest {
 }
 
 extension HTTPRequest {
+    /// Space and horizontal tab, which may surround a field value (RFC 9110 §5.5).
+    static let fieldWhitespace = CharacterSet(charactersIn: " \t")
+
     /// The bytes `text` stands for, each `%XX` decoded; a `%` not followed by two hex digits
     /// stays as it is.
     static func percentDecoded(_ text: String) -> [UInt8] {
@@ -110,7 +116,7 @@ extension URLRequest {
         guard let url = URL(string: text), url.host != nil else { throw .invalidURL(text) }
         self.init(url: url)
         httpMethod = request.method.rawValue
-        try Self.checkHostField(request.headerFields, authority: authority)
+        try Self.checkHostField(request.headerFields, authority: authority, scheme: scheme)
         for name in Self.orderedNames(request.headerFields) where name.canonicalName != "host" {
             let values = request.headerFields[values: name]
             let separator = name == .cookie ? "; " : ", "
@@ -121,10 +127,31 @@ extension URLRequest {
     /// A `Host` field beside the authority must name it (it is then the same field, and not
     /// sent twice); one naming another host is refused: libcurl sends a caller's `Host`, and
     /// picks and files the jar's cookies under its name.
-    package static func checkHostField(_ fields: HTTPFields, authority: String) throws(HTTPTypesConversionError) {
-        for field in fields where field.name.canonicalName == "host" && field.value.lowercased() != authority.lowercased() {
+    package static func checkHostField(_ fields: HTTPFields, authority: String, scheme: String?) throws(HTTPTypesConversionError) {
+        for field in fields where field.name.canonicalName == "host" && !namesSameAuthority(field.value, authority, scheme: scheme) {
             throw .conflictingHostField(field.value)
         }
+    }
+
+    /// Whether two authorities name the same host and port: compared without case, IPv6
+    /// brackets, a host's trailing dot, or the scheme's default port (`h:443` is `h` for https).
+    package static func namesSameAuthority(_ first: String, _ second: String, scheme: String?) -> Bool {
+        func normalized(_ authority: String) -> (host: String, port: String) {
+            var text = Substring(authority.lowercased())
+            var port = ""
+            if text.hasPrefix("["), let close = text.firstIndex(of: "]") {
+                let rest = text[text.index(after: close)...]
+                if rest.hasPrefix(":") { port = String(rest.dropFirst()) }
+                text = text[text.index(after: text.startIndex)..<close]
+            } else if let colon = text.lastIndex(of: ":"), !text[..<colon].contains(":") {
+                port = String(text[text.index(after: colon)...])
+                text = text[..<colon]
+            }
+            if text.hasSuffix(".") { text = text.dropLast() }
+            let defaultPort = scheme?.lowercased() == "https" ? "443" : "80"
+            return (String(text), port == defaultPort ? "" : port)
+        }
+        return normalized(first) == normalized(second)
     }
 
     /// Each field name once, in the order of its first appearance.

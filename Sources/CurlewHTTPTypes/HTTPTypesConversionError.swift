@@ -14,12 +14,12 @@ public enum HTTPTypesConversionError: Error, Sendable, Equatable, CustomStringCo
     case invalidMethod(String)
     /// The URL made from the pseudo-header fields is not valid.
     case invalidURL(String)
-    /// A header field's name is not an RFC 9110 token, or its value holds a character a field
-    /// cannot carry (CR, LF, NUL): it cannot be sent as it is, and is not dropped or changed
-    /// without a word.
+    /// A header field's name is not an RFC 9110 token, or its value (spaces and tabs around it
+    /// aside) holds a character a field cannot carry (a control character such as CR, LF,
+    /// NUL or DEL): it cannot be sent as it is, and is not dropped or changed without a word.
     case invalidHeaderField(String)
     /// A `Host` field names another host than the request's authority (`:authority`, or the
-    /// URL's host and port). RFC 9113 §8.3.1 forbids the pair; libcurl would send the field
+    /// URL's host and port), compared without case, brackets, a trailing dot or the default port. RFC 9113 §8.3.1 forbids the pair; libcurl would send the field
     /// and pick the cookie jar's cookies by it.
     case conflictingHostField(String)
 

@@ -148,7 +148,7 @@ public struct CurlewTransport: ClientTransport {
         urlRequest.httpMethod = request.method.rawValue
         // The host is the base URL's: a middleware's `Host` field must name it.
         let authority = components.percentEncodedHost.map { host in components.port.map { "\(host):\($0)" } ?? host } ?? ""
-        try URLRequest.checkHostField(request.headerFields, authority: authority)
+        try URLRequest.checkHostField(request.headerFields, authority: authority, scheme: components.scheme)
         var seen = Set<HTTPField.Name>()
         for field in request.headerFields where field.name.canonicalName != "host" && seen.insert(field.name).inserted {
             let separator = field.name == .cookie ? "; " : ", "

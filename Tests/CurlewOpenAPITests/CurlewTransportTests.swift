@@ -626,8 +626,16 @@ final class CurlewTransportTests: XCTestCase {
         // ways and in the transport (libcurl would send it and pick that host's cookies).
         let hostName = try XCTUnwrap(HTTPField.Name("Host"))
         var hosted = URLRequest(url: URL(string: "https://example.com/")!)
-        hosted.setValue("EXAMPLE.com", forHTTPHeaderField: "Host")
-        XCTAssertNil(try HTTPRequest(hosted).headerFields[hostName])
+        for same in ["EXAMPLE.com", "example.com.", "example.com:443"] {
+            hosted.setValue(same, forHTTPHeaderField: "Host")
+            XCTAssertNil(try HTTPRequest(hosted).headerFields[hostName], same)
+        }
+        // Spaces around a value are no part of it (they were trimmed before, and still are).
+        var spaced = URLRequest(url: URL(string: "https://example.com/")!)
+        spaced.setValue("Bearer x ", forHTTPHeaderField: "Authorization")
+        XCTAssertEqual(try HTTPRequest(spaced).headerFields[.authorization], "Bearer x")
+        XCTAssertTrue(URLRequest.namesSameAuthority("[::1]:8080", "[::1]:8080", scheme: "http"))
+        XCTAssertFalse(URLRequest.namesSameAuthority("h:8080", "h", scheme: "http"))
         hosted.setValue("victim.test", forHTTPHeaderField: "Host")
         XCTAssertThrowsError(try HTTPRequest(hosted)) { XCTAssertEqual($0 as? HTTPTypesConversionError, .conflictingHostField("victim.test")) }
         var withHost = HTTPRequest(method: .get, scheme: "https", authority: "example.com", path: "/")
