@@ -172,7 +172,8 @@ public final class CookieJar: Sendable {
     /// sent them) is read as Latin-1 and stored byte for byte.
     ///
     /// - Throws: ``CookieJarError/fileNotReadable(path:reason:)`` (missing, unreadable, a
-    ///   directory, over ``maximumFileSize``), ``CookieJarError/malformedFile(path:line:reason:)``,
+    ///   directory, not a regular file — a FIFO, a device, `/dev/stdin` —, over
+    ///   ``maximumFileSize``), ``CookieJarError/malformedFile(path:line:reason:)``,
     ///   ``CookieJarError/unavailable(_:)``.
     public func load(from file: URL) throws(CookieJarError) {
         let path = file.path
@@ -238,7 +239,7 @@ public final class CookieJar: Sendable {
         do {
             let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: false)
             defer { close(descriptor) }
-            // Bounded: a device such as /dev/zero never ends.
+            // Bounded: the file may grow while it is read.
             let data = try handle.read(upToCount: maximumFileSize + 1) ?? Data()
             guard data.count <= maximumFileSize else {
                 throw CookieJarError.fileNotReadable(path: path, reason: "larger than \(maximumFileSize) bytes")
