@@ -166,6 +166,28 @@ final class DownloadResumeHardeningTests: XCTestCase {
         XCTAssertEqual(fileRequests.map { $0.header("Authorization") }, ["Bearer adapter-token", "Bearer adapter-token"])
     }
 
+    /// A plain `cancel()` of a download made from resume data keeps the partial file: the
+    /// caller's saved resume data names it, and still continues it. It was removed.
+    func testCancellingAResumedDownloadKeepsThePartialFile() async throws {
+        let body = patternedData(count: 300_000)
+        let route = RangeFileRoute(server: server, path: "/file", body: body, delay: .milliseconds(10))
+        let data = try await cancelForResumeData(URLRequest(url: try server.url("/file")), after: 30_000)
+        let partial = try DownloadResumeData(encoded: data).partialFileURL
+        route.state.withLock { $0.faults = [.stallAfter(0)] }
+        let task = manager.downloadTask(withResumeData: data, destination: nil) { _ in }
+        task.resume()
+        try await eventually({ route.rangeRequests.count == 2 }, "the resumed request arrives")
+        task.cancel()
+        try await eventually({ task.state == .completed }, "the task completes")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: partial.path), "the saved resume data's file went")
+        let destination = destinations.appendingPathComponent("after-cancel")
+        let (_, response) = await download { done in
+            manager.downloadTask(withResumeData: data, destination: { _, _ in destination }, completionHandler: done)
+        }
+        XCTAssertNil(response.error)
+        XCTAssertEqual(try Data(contentsOf: destination), body)
+    }
+
     // MARK: - Resume meets the retrier
 
     /// A resumed download answered 503 goes through the retrier like any attempt; the retry's

@@ -66,7 +66,9 @@ extension TaskDelegate {
     private func resumePoint(after error: SessionError) -> ResumePoint? {
         guard let download, let downloadTask = task as? DownloadTask else { return nil }
         switch error {
-        case .cancelled: guard downloadTask.wantsResumeData else { return nil }
+        // A plain cancel of a download made from resume data keeps the bytes too: the caller's
+        // saved resume data names them (they went, and that data with them).
+        case .cancelled: guard downloadTask.wantsResumeData || download.isFromResumeData else { return nil }
         case .networkLost, .timedOut, .cannotConnect, .dnsFailure: break
         // A new download's file goes (a full disk gets its space back); bytes an earlier
         // task left for this one to continue never do.
