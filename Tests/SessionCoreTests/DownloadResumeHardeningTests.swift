@@ -188,6 +188,26 @@ final class DownloadResumeHardeningTests: XCTestCase {
         XCTAssertEqual(try Data(contentsOf: destination), body)
     }
 
+    /// An error status refusing a resumed download decides the task at its head: a body that
+    /// never ends is cut there, not read until a timeout (the body of an answer that is not
+    /// the task's went chunk by chunk to nowhere, and the idle clock never ran out).
+    func testARefusingAnswerWithAnEndlessBodyIsCutAtItsHead() async throws {
+        _ = RangeFileRoute(server: server, path: "/file", body: patternedData(count: 300_000), delay: .milliseconds(10))
+        let data = try await cancelForResumeData(URLRequest(url: try server.url("/file")), after: 30_000)
+        let partial = try DownloadResumeData(encoded: data).partialFileURL
+        let kept = try Data(contentsOf: partial)
+        server.route("/file", response: .stream(
+            [.init(Data("busy".utf8)), .init(Data("still busy".utf8), delay: .seconds(120))], status: 503, framing: .chunked))
+        let (_, response) = await download { done in
+            manager.downloadTask(withResumeData: data, destination: nil, completionHandler: done)
+        }
+        guard case .resumeFailed(statusCode: 503, resumeData: let carried)? = response.error as? SessionError else {
+            return XCTFail("expected resumeFailed(503), got \(String(describing: response.error))")
+        }
+        XCTAssertNotNil(carried)
+        XCTAssertEqual(try Data(contentsOf: partial), kept, "the partial bytes are intact")
+    }
+
     // MARK: - Resume meets the retrier
 
     /// A resumed download answered 503 goes through the retrier like any attempt; the retry's

@@ -59,7 +59,7 @@ extension TaskDelegate {
     func error(for code: CURLcode) -> SessionError? {
         if let failure { return failure }
         // A resumed download's refused answer, cut short on purpose at its head.
-        if code == CURLE_WRITE_ERROR, download?.needsFullRestart == true { return nil }
+        if code == CURLE_WRITE_ERROR, download?.dropsBody == true { return nil }
         // A 417 to the caller's expectation, cut at its head on purpose (`refusesExpectation`).
         if code == CURLE_WRITE_ERROR, refusedExpectation { return nil }
         // An HTTP/2 answer that ended whole before the body, which is not sent (`didProgress`).

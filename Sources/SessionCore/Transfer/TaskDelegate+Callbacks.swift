@@ -80,12 +80,13 @@ extension TaskDelegate {
                 let announced = announcedLength(expected)
                 if let download {
                     planDownload(download, for: response)
-                    // This answer is not the task's (a refused or changed range). A short body
-                    // (a 416's) is read and dropped, keeping the connection; a long or unknown
-                    // one (a changed file's whole 200) is cut here rather than read to its end
-                    // (`error(for:)` reads this abort as no error). Either way the request goes
-                    // again without the range.
-                    if download.needsFullRestart { return expected >= 0 && expected <= Self.droppedBodyLimit }
+                    // This answer is not the task's (a refused or changed range, or an error
+                    // status refusing a resumed download). A short body (a 416's) is read and
+                    // dropped, keeping the connection; a long or unknown one (a changed file's
+                    // whole 200, a 503 whose body never ends) is cut here rather than read to its
+                    // end (`error(for:)` reads this abort as no error). The request goes again
+                    // without the range, or the task fails with the status.
+                    if download.dropsBody { return expected >= 0 && expected <= Self.droppedBodyLimit }
                     reportDownloadResumed(download, expectedLength: announced)
                 }
                 // A body announced past what may be kept in memory is refused before it is
