@@ -169,6 +169,22 @@ final class CookieJarTests: XCTestCase {
             XCTAssertNil(jar.cookies.first { $0.name == "m" }, "Max-Age=\(junk) expires it")
         }
         XCTAssertEqual(try jar.add(setCookie: "q=1; Path=\"/shop/cart\"", for: page).path, "/shop/cart")
+        // Strict Secure: plain http may not overlay a Secure cookie of the same name whose
+        // domain and path match, as libcurl's own engine refuses it; https may, and another
+        // name, or a path outside the Secure one's, may.
+        try jar.add(setCookie: "sid=good; Secure; Domain=example.com; Path=/", for: try url("https://www.example.com/"))
+        assertThrows({ if case .rejected = $0 { return true } else { return false } }) {
+            try jar.add(setCookie: "sid=evil; Path=/", for: try url("http://www.example.com/"))
+        }
+        assertThrows({ if case .rejected = $0 { return true } else { return false } }) {
+            try jar.add(setCookie: "sid=evil; Domain=example.com; Path=/shop", for: try url("http://shop.example.com/"))
+        }
+        XCTAssertEqual(jar.cookies.filter { $0.name == "sid" }.map(\.value), ["good"])
+        XCTAssertNoThrow(try jar.add(setCookie: "other=1; Path=/", for: try url("http://www.example.com/")))
+        XCTAssertNoThrow(try jar.add(setCookie: "sid=fine; Path=/", for: try url("http://unrelated.test/")))
+        try jar.add(setCookie: "sid=new; Secure; Domain=example.com; Path=/", for: try url("https://www.example.com/"))
+        XCTAssertEqual(jar.cookies.filter { $0.name == "sid" && $0.domain == "example.com" }.map(\.value), ["new"])
+
         // A far-future Max-Age comes back from libcurl as its largest time: describing the
         // cookie trapped on the conversion to an Int64.
         try jar.add(setCookie: "far=1; Max-Age=99999999999999999999", for: page)

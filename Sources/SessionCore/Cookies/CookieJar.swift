@@ -105,7 +105,9 @@ public final class CookieJar: Sendable {
     /// Stores the cookie a `Set-Cookie` response header from `url` sets, with the checks
     /// libcurl applies to responses: the `Domain` must contain the URL's host and must not be
     /// a public suffix; `Secure` needs an `https` URL (or localhost); without `Domain` the
-    /// cookie is host-only; without `Path` it takes the URL's directory (RFC 6265 §5.1.4).
+    /// cookie is host-only; without `Path` it takes the URL's directory (RFC 6265 §5.1.4); and
+    /// from an origin that is not secure, a cookie that is not `Secure` may not replace a
+    /// `Secure` one of the same name, domain and path (RFC 6265bis "Strict Secure", as libcurl).
     ///
     /// - Parameters:
     ///   - header: The header's value, e.g. `"id=42; Max-Age=3600; Path=/"`; a leading
@@ -117,6 +119,11 @@ public final class CookieJar: Sendable {
     @discardableResult
     public func add(setCookie header: String, for url: URL) throws(CookieJarError) -> Cookie {
         let cookie = try SetCookieParser.cookie(from: header, for: url)
+        if !cookie.isSecure, !SetCookieParser.isSecureContext(url),
+            SetCookieParser.overlaysSecureCookie(cookie, in: try withStore { storedCookies($0, now: Date()) })
+        {
+            throw .rejected("'\(cookie.name)' would overlay a Secure cookie of that name, from '\(url.absoluteString)', which is not a secure origin")
+        }
         try add(cookie)
         return cookie
     }

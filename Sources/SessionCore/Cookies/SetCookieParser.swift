@@ -12,6 +12,36 @@ import Glibc
 /// would store a cookie without a `Domain` for every host). So a `Set-Cookie` line a caller
 /// hands to the jar is parsed here and stored as a Netscape line with explicit fields.
 enum SetCookieParser {
+    /// Whether a response from `host` over `scheme` may set or overlay a `Secure` cookie:
+    /// https, or a loopback name libcurl also counts as secure.
+    static func isSecureContext(scheme: String, host: String) -> Bool {
+        scheme == "https" || host == "localhost" || host == "127.0.0.1" || host == "::1"
+    }
+
+    /// Whether `url` is such an origin (see `isSecureContext(scheme:host:)`).
+    static func isSecureContext(_ url: URL) -> Bool {
+        guard let scheme = url.scheme?.lowercased(), var host = url.host?.lowercased() else { return false }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        return isSecureContext(scheme: scheme, host: host)
+    }
+
+    /// RFC 6265bis §5.7 ("Strict Secure"): a cookie that is not `Secure`, from an origin that is
+    /// not secure, may not overlay a `Secure` one of the same name whose domain matches its own
+    /// (either way) and whose path its path is under. libcurl's engine refuses it so; a cookie
+    /// stored beside a caller's `Cookie` header, or through `add(setCookie:for:)`, did not: a
+    /// plain-http answer replaced the session cookie https requests then sent.
+    static func overlaysSecureCookie(_ cookie: Cookie, in stored: [Cookie]) -> Bool {
+        func domainMatches(_ domain: String, _ other: String) -> Bool { domain == other || domain.hasSuffix("." + other) }
+        func pathMatches(_ path: String, _ cookiePath: String) -> Bool {
+            path == cookiePath || (path.hasPrefix(cookiePath) && (cookiePath.hasSuffix("/") || path.dropFirst(cookiePath.count).first == "/"))
+        }
+        return stored.contains { existing in
+            existing.isSecure && existing.name == cookie.name
+                && (domainMatches(cookie.domain, existing.domain) || domainMatches(existing.domain, cookie.domain))
+                && pathMatches(cookie.path, existing.path)
+        }
+    }
+
     static func cookie(from header: String, for url: URL, now: Date = Date()) throws(CookieJarError) -> Cookie {
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             throw .invalidURL("'\(url.absoluteString)' is not an http or https URL")
@@ -44,8 +74,7 @@ enum SetCookieParser {
             attributes.apply(key: key, argument: argument)
         }
 
-        let isSecureContext = scheme == "https" || host == "localhost" || host == "127.0.0.1" || host == "::1"
-        if attributes.isSecure && !isSecureContext {
+        if attributes.isSecure && !isSecureContext(scheme: scheme, host: host) {
             throw .rejected("'\(name)' is Secure but '\(url.absoluteString)' is not a secure origin")
         }
         var domain = host
