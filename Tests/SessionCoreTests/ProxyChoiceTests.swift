@@ -123,6 +123,13 @@ final class ProxyChoiceTests: XCTestCase {
             routes(.url("socks5h://[fd00::1]:1080")).targets(for: URL(string: "http://localhost:1/"), mayBecomeHTTPS: false, environment: none),
             [.ipv6("fd00::1")])
         XCTAssertEqual(routes(.url("proxy.test:3128")).targets(for: url, mayBecomeHTTPS: false, environment: none), [.defaultRoute])
+        // A name that resolved: the address libcurl tried counts beside the default route (a LAN
+        // without one waited for it until the resource timeout, with the host's route there).
+        XCTAssertEqual(ConnectivityWait.Routes.adding(tried: "198.18.0.1", to: [.defaultRoute]), [.defaultRoute, .ipv4("198.18.0.1")])
+        XCTAssertEqual(ConnectivityWait.Routes.adding(tried: "fd00::1", to: [.defaultRoute]), [.defaultRoute, .ipv6("fd00::1")])
+        XCTAssertEqual(ConnectivityWait.Routes.adding(tried: "", to: [.defaultRoute]), [.defaultRoute], "it did not resolve")
+        XCTAssertEqual(ConnectivityWait.Routes.adding(tried: "10.1.2.3", to: [.ipv4("10.1.2.3")]), [.ipv4("10.1.2.3")])
+        XCTAssertEqual(ConnectivityWait.Routes.adding(tried: "10.9.9.9", to: [.ipv4("10.1.2.3")]), [.ipv4("10.1.2.3")], "no name")
         XCTAssertEqual(routes(.url("localhost:3128")).targets(for: url, mayBecomeHTTPS: false, environment: none), [.ipv4("127.0.0.1")])
         // A proxy libcurl refuses without connecting (an unsupported scheme, or one curl's
         // legacy rule guesses from the host name): nothing to wait for.

@@ -73,6 +73,20 @@ extension ConnectivityWait {
             return [Target(host: host)]
         }
 
+        /// `targets` with the address libcurl last tried to connect to (`CURLINFO_PRIMARY_IP`)
+        /// beside the default route a host name stands for: the name resolved, so whether a
+        /// route leads to that address is known. Judged by the default route alone, a refusal
+        /// on a network without one (a LAN whose only way out is its proxy, an internal
+        /// container network) waited for a default route that never comes, until the resource
+        /// timeout, though the route to the host was there. The wait goes on only while every
+        /// target is missing.
+        static func adding(tried: String?, to targets: [Target]) -> [Target] {
+            guard targets.contains(.defaultRoute), let tried, !tried.isEmpty else { return targets }
+            let address = Target(host: tried)
+            guard address != .defaultRoute, !targets.contains(address) else { return targets }
+            return targets + [address]
+        }
+
         private static func applies(_ override: HostOverride, to host: String, port: Int, connect: Bool) -> Bool {
             switch override.kind {
             case .connect: guard connect else { return false }

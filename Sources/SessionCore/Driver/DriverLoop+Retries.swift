@@ -153,7 +153,8 @@ extension DriverLoop {
             url = sentURL
             mayBecomeHTTPS = false
         }
-        return routes.targets(for: url, mayBecomeHTTPS: mayBecomeHTTPS)
+        return ConnectivityWait.Routes.adding(
+            tried: delegate.easy.info(string: CURLINFO_PRIMARY_IP), to: routes.targets(for: url, mayBecomeHTTPS: mayBecomeHTTPS))
     }
 
     /// Detaches the transfer while `ConnectivityWait` finds out whether a route is missing
