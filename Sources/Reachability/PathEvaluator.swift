@@ -12,8 +12,13 @@ final class PathEvaluator {
 
     /// errno values with which RTM_GETROUTE says "no usable route": no route at all, an
     /// `unreachable` route (EHOSTUNREACH), a `prohibit` route (EACCES), a `throw` route or
-    /// an address the family cannot route.
-    static let noRouteErrors: Set<Int32> = [ENETUNREACH, EHOSTUNREACH, EACCES, EPERM, EINVAL, ENODEV, ESRCH]
+    /// an address the family cannot route; and a family the kernel does not route at all
+    /// (booted with `ipv6.disable=1`, the IPv6 lookup answers EOPNOTSUPP: taken for a broken
+    /// socket, it threw away every evaluation, and no status was ever published while IPv4
+    /// was down).
+    static let noRouteErrors: Set<Int32> = [
+        ENETUNREACH, EHOSTUNREACH, EACCES, EPERM, EINVAL, ENODEV, ESRCH, EOPNOTSUPP, EAFNOSUPPORT, EPROTONOSUPPORT,
+    ]
 
     init(client: RtnetlinkClient, classifier: InterfaceClassifier) {
         self.client = client

@@ -184,4 +184,15 @@ final class NetlinkMessageParserTests: XCTestCase {
         XCTAssertNil(IPAddress(family: 99, bytes: [1, 2, 3, 4]))
         XCTAssertEqual(IPAddress(family: 2, bytes: [0, 0, 0, 0])?.isUnspecified, true)
     }
+
+    /// A kernel that does not route a family (booted with `ipv6.disable=1`: EOPNOTSUPP for an
+    /// IPv6 lookup) has no route to it: taken for a broken socket, the error threw the whole
+    /// evaluation away, and no status was published while IPv4 was down. (A namespace cannot
+    /// take IPv6 away from its kernel: this checks the classification the evaluator applies.)
+    func testAFamilyTheKernelDoesNotRouteMeansNoRoute() {
+        for code in [EOPNOTSUPP, EAFNOSUPPORT, ENETUNREACH] {
+            XCTAssertTrue(PathEvaluator.noRouteErrors.contains(code), "errno \(code)")
+        }
+        XCTAssertFalse(PathEvaluator.noRouteErrors.contains(ENOBUFS), "an overrun is a resynchronisation, not a verdict")
+    }
 }
