@@ -228,6 +228,31 @@ final class BodyStreamTests: XCTestCase {
         XCTAssertGreaterThan(sizes.first ?? 0, payload.count)
     }
 
+    /// The body's framing is libcurl's: a caller's `Transfer-Encoding` went out beside the
+    /// `Content-Length` libcurl writes (`gzip` with a length: the pair RFC 9112 §6.2 forbids,
+    /// which a server and a proxy may read two ways), and `chunked` on a bodiless GET left the
+    /// server waiting for chunks.
+    func testACallersTransferEncodingIsNotSent() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/framing") { request in .text("\(request.body.count)") }
+        var post = URLRequest(url: try server.url("/framing"))
+        post.httpMethod = "POST"
+        post.httpBody = Data("hello".utf8)
+        post.setValue("gzip", forHTTPHeaderField: "Transfer-Encoding")
+        let posted = await manager.response(for: post)
+        XCTAssertEqual(posted.response?.statusCode, 200, "\(posted.result)")
+        XCTAssertEqual(posted.data.map { String(decoding: $0, as: UTF8.self) }, "5")
+        var get = URLRequest(url: try server.url("/framing"))
+        get.setValue("chunked", forHTTPHeaderField: "Transfer-Encoding")
+        get.timeoutInterval = 5  // a bound: the server waited for chunks until the idle timeout
+        let got = await manager.response(for: get)
+        XCTAssertEqual(got.response?.statusCode, 200, "\(got.result)")
+        let heads = server.requests.filter { $0.path == "/framing" }
+        XCTAssertEqual(heads.map { $0.headerValues("Transfer-Encoding") }, [[], []])
+        XCTAssertEqual(heads.first?.headerValues("Content-Length"), ["5"])
+    }
+
     func testACallerStreamThatFailsFailsTheTask() async throws {
         let server = try TestServer()
         defer { server.shutdown() }

@@ -177,6 +177,13 @@ final class PreparedRequest: Sendable {
                 // curl writes it from the body we give it; a caller-set value that disagreed
                 // with the body would desynchronise the connection.
                 continue
+            case "transfer-encoding":
+                // The body's framing is curl's too: its length, or chunks for a stream of
+                // unknown length. A caller's field went out beside it: `gzip` beside the
+                // `Content-Length` curl writes (the pair RFC 9112 §6.2 forbids, which servers
+                // and proxies read two ways), `chunked` on a bodiless GET (the server waited
+                // for chunks that never came).
+                continue
             case "range": hasRange = true
             case "expect": hasExpect = true
             case "cookie": hasCookie = true
