@@ -253,6 +253,31 @@ final class BodyStreamTests: XCTestCase {
         XCTAssertEqual(heads.first?.headerValues("Content-Length"), ["5"])
     }
 
+    /// A caller's stream longer than its declared `Content-Length`: libcurl sent the length and
+    /// the rest was dropped without a word (the server took ten bytes of a hundred for the
+    /// body). The task fails with the surplus named, as an async sequence's does.
+    func testAStreamLongerThanItsDeclaredLengthFails() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/count") { request in .text("\(request.body.count)") }
+        var request = URLRequest(url: try server.url("/count"))
+        request.httpMethod = "POST"
+        request.httpBodyStream = InputStream(data: Data(repeating: 0x61, count: 100))
+        request.setValue("10", forHTTPHeaderField: "Content-Length")
+        let response = await manager.response(for: request)
+        guard case .bodyStreamFailed(let reason)? = response.error as? SessionError else {
+            return XCTFail("expected bodyStreamFailed, got \(response.result)")
+        }
+        XCTAssertTrue(reason.contains("longer than its declared length"), reason)
+        // The same stream at its own length goes as before.
+        var exact = URLRequest(url: try server.url("/count"))
+        exact.httpMethod = "POST"
+        exact.httpBodyStream = InputStream(data: Data(repeating: 0x61, count: 10))
+        exact.setValue("10", forHTTPHeaderField: "Content-Length")
+        let fine = await manager.response(for: exact)
+        XCTAssertEqual(fine.data.map { String(decoding: $0, as: UTF8.self) }, "10", "\(fine.result)")
+    }
+
     func testACallerStreamThatFailsFailsTheTask() async throws {
         let server = try TestServer()
         defer { server.shutdown() }

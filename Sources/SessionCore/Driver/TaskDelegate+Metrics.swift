@@ -70,6 +70,7 @@ extension TaskDelegate {
             // A 206 cut short that libcurl took for a whole body: an error of the exchange,
             // so the retrier sees it and a retry continues the bytes.
             if state.deliversResponse, let shortfall = download?.shortfall { return shortfall }
+            if let surplus = bodyReader?.surplusFailure { return surplus }
             return decodedBodyExceedsLimitAtEnd()
         }
         if code == CURLE_SEND_FAIL_REWIND { return bodyNotResendable() }

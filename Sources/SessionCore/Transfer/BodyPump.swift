@@ -91,6 +91,10 @@ final class BodyPump: @unchecked Sendable {
         return result
     }
 
+    /// Whether bytes read from the stream wait in the buffer (driver thread: after the body's
+    /// declared length was sent, they are a surplus the request went without).
+    var holdsUnsentBytes: Bool { state.withLock { $0.chunks.byteCount > 0 } }
+
     /// Stops reading and drops what is buffered; the stream is closed on the pump queue.
     func cancel() {
         state.withLock { state in

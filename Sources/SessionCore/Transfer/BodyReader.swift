@@ -103,6 +103,16 @@ final class BodyReader {
         }
     }
 
+    /// A caller's stream that held more than its declared length (its `Content-Length`): libcurl
+    /// sent that length and read no further, and the rest was dropped without a word while the
+    /// server took the cut body for whole. Known only for what the pump had read ahead when
+    /// the length was sent (a surplus the stream yields later is not waited for), as an async
+    /// sequence's surplus is (`AsyncBodyFeed.finishTransfer`).
+    var surplusFailure: SessionError? {
+        guard case .pumped(let pump, _) = source, let length, bytesRead == length, pump.holdsUnsentBytes else { return nil }
+        return .bodyStreamFailed("the body stream is longer than its declared length (\(length) bytes); the surplus was not sent")
+    }
+
     /// Copies up to `buffer.count` bytes; `.bytes(0)` means the body is complete.
     func read(into buffer: UnsafeMutableRawBufferPointer) -> ReadOutcome {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return .bytes(0) }
