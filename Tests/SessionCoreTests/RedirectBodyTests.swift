@@ -141,4 +141,30 @@ final class RedirectBodyTests: XCTestCase {
         }
         XCTAssertFalse(server.requests.contains { $0.path == "/target" }, "a request went out without its body")
     }
+
+    /// A redirection hook that keeps a 303's POST with the original request (AFNetworking's
+    /// recipe) hands the hop the very stream the first request read: a second reader read what
+    /// was left beside the first one's pump, and the server took nothing for the body. It fails
+    /// clearly instead, and nothing goes out without its body.
+    func testAHookThatKeepsAPostOnA303CannotReuseASpentStream() async throws {
+        let server = try TestServer()
+        defer { server.shutdown() }
+        server.route("/moved", response: .redirect(to: "/target", status: 303))
+        server.route("/target") { request in .text("got \(request.body.count)") }
+        manager.setTaskWillPerformHTTPRedirectionBlock { task, _, proposed in
+            var kept = task.originalRequest ?? proposed
+            kept.url = proposed.url
+            return kept
+        }
+        var request = URLRequest(url: try server.url("/moved"))
+        request.httpMethod = "POST"
+        request.httpBodyStream = InputStream(data: body)
+        let response: DataResponse = await withCheckedContinuation { continuation in
+            manager.uploadTask(withStreamedRequest: request) { continuation.resume(returning: $0) }.resume()
+        }
+        guard case .bodyStreamFailed? = response.error as? SessionError else {
+            return XCTFail("expected bodyStreamFailed, got \(String(describing: response.error)) \(String(describing: response.response?.statusCode))")
+        }
+        XCTAssertFalse(server.requests.contains { $0.path == "/target" }, "a request went out without its body")
+    }
 }

@@ -94,6 +94,18 @@ final class BodyReader {
         return .pumped(BodyPump(stream: stream, wake: wake), stream: stream)
     }
 
+    /// Whether this reader reads the caller's `stream` itself (through a pump).
+    func reads(_ stream: InputStream) -> Bool {
+        if case .pumped(_, let own) = source { return own === stream }
+        return false
+    }
+
+    /// Stops an async sequence's producer: the body is no longer sent (a 303 made the request
+    /// a GET). It went on iterating the caller's sequence until the task ended.
+    func stopProducing() {
+        if case .feed(let feed) = source { feed.cancel() }
+    }
+
     deinit {
         switch source {
         case .file(let descriptor, _): close(descriptor)

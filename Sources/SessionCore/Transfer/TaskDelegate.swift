@@ -305,6 +305,19 @@ final class TaskDelegate {
                 }
             }
         case .fromRequest:
+            // The hop's request may carry the very stream the last one read (a redirection
+            // hook that keeps a 303's POST with the original request's body): a second reader
+            // over it read what was left beside the first one's pump, and the server took the
+            // tail (or nothing) for the body. It goes again only when it can start over.
+            if case .stream(let stream, _) = nextPrepared.body, let reader = bodyReader, reader.reads(stream) {
+                guard reader.rewind() else {
+                    throw reader.rewindFailure
+                        ?? .bodyStreamFailed("the redirect's request carries the body stream the first request read, which can be read only once")
+                }
+                break
+            }
+            // A body that stays behind (a 303's GET) stops its producer now, not at the end.
+            bodyReader?.stopProducing()
             bodyReader = try BodyReader(nextPrepared.body, wake: Self.bodyWake(task: task, engine: engine))
         }
         request = next
