@@ -28,6 +28,8 @@ import XCTest
 /// - `/early413`: a request body's first DATA, then (0.1 s later) 413 "early" with END_STREAM,
 ///   before the rest of the body (RFC 9113 §8.1: a complete answer to an incomplete request).
 /// - `/early200`: the same with a 200 (the server needs no more of the body).
+/// - `/early200rst`: the same 200, then (0.05 s later) RST_STREAM(NO_ERROR), which RFC 9113
+///   §8.1 says a client must not take to discard the answer.
 /// Any other path is a 404.
 final class FaultHTTP2Peer {
     /// Why the peer cannot run here (the test is skipped).
@@ -120,7 +122,7 @@ final class FaultHTTP2Peer {
                     letters = string.ascii_letters + string.digits
                     extra = [("x-big-%d" % i, "".join(random.choice(letters) for _ in range(1000))) for i in range(40)]
                     self.respond(stream, b"hello", extra=extra)
-                elif path in ("/window", "/early413", "/early200"):
+                elif path in ("/window", "/early413", "/early200", "/early200rst"):
                     pass
                 elif path == "/slowframes":
                     self.conn.send_headers(stream, [(":status", "200"), ("content-length", "1000")])
@@ -176,6 +178,10 @@ final class FaultHTTP2Peer {
                         if path == "/early200" and event.stream_id not in self.answered:
                             self.answered.add(event.stream_id)
                             self.later(0.1, lambda stream=event.stream_id: self.respond(stream, b"early"))
+                        if path == "/early200rst" and event.stream_id not in self.answered:
+                            self.answered.add(event.stream_id)
+                            self.later(0.1, lambda stream=event.stream_id: self.respond(stream, b"early"))
+                            self.later(0.15, lambda stream=event.stream_id: self.conn.reset_stream(stream, 0))
 
             def serve(self):
                 try:

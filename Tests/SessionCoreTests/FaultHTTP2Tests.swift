@@ -244,6 +244,32 @@ final class FaultHTTP2Tests: XCTestCase {
         }
     }
 
+    /// An early complete answer followed by RST_STREAM(NO_ERROR) while a `Data` or file body
+    /// is still being sent (RFC 9113 §8.1: the client must not discard the answer). libcurl
+    /// 7.88 failed the next send ("stream was not closed cleanly"), and the answer was lost.
+    func testAnEarlyAnswerEndedByAResetWhileAWholeBodyIsSentIsKept() async throws {
+        let body = Data(repeating: 0x62, count: 8 << 20)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("curlew-early-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = folder.appendingPathComponent("body.bin")
+        try body.write(to: file)
+        for fromFile in [false, true] {
+            let manager = try manager()
+            var request = URLRequest(url: try peer.url("/early200rst"))
+            request.httpMethod = "PUT"
+            let response: DataResponse = await withCheckedContinuation { continuation in
+                let task = fromFile
+                    ? manager.uploadTask(with: request, fromFile: file) { continuation.resume(returning: $0) }
+                    : manager.uploadTask(with: request, from: body) { continuation.resume(returning: $0) }
+                task.resume()
+            }
+            XCTAssertNil(response.error, "from a file: \(fromFile): \(response.result)")
+            XCTAssertEqual(response.response?.statusCode, 200, "from a file: \(fromFile)")
+            XCTAssertEqual(response.data, Data("early".utf8), "from a file: \(fromFile)")
+        }
+    }
+
     /// The same 200 while the response hook is still deciding: libcurl counted the body it
     /// holds paused for the hook, and ending the upload then would have freed it (the task
     /// completing with 200 and no body). The hook's answer hands it over first.

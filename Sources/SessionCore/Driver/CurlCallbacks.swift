@@ -79,10 +79,10 @@ enum CurlCallbacks {
 
     static let progress: curl_xferinfo_callback = { userdata, downloadTotal, downloaded, uploadTotal, uploaded in
         guard let delegate = CurlCallbacks.delegate(userdata) else { return 1 }
-        delegate.didProgress(
+        let continues = delegate.didProgress(
             uploaded: Int64(uploaded), uploadTotal: Int64(uploadTotal),
             downloaded: Int64(downloaded), downloadTotal: Int64(downloadTotal))
-        return 0
+        return continues ? 0 : 1
     }
 
     // The connection callbacks: the transfer has left libcurl's queue for a connection (it

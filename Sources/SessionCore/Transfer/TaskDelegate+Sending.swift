@@ -44,7 +44,8 @@ extension TaskDelegate {
         return false
     }
 
-    func didProgress(uploaded: Int64, uploadTotal: Int64, downloaded: Int64, downloadTotal: Int64) {
+    /// False ends the exchange (`CURLE_ABORTED_BY_CALLBACK`; `answeredWhole` makes that no error).
+    func didProgress(uploaded: Int64, uploadTotal: Int64, downloaded: Int64, downloadTotal: Int64) -> Bool {
         // An answer after which the connection closes (or an error status, which makes libcurl
         // stop the sending and close), while the producer is behind. When it ends, libcurl
         // stops the sending but keeps the read callback's send pause, and then no longer
@@ -84,6 +85,17 @@ extension TaskDelegate {
         } else if answeredWholeWaits, !state.holdsReceiving, !lastWritePaused {
             answeredWholeWaits = false
             queueSendPauseLift()
+        } else if !state.awaitsBodyProducer, state.hasAnswerHead, !answeredWhole, head.statusCode < 300,
+            head.httpVersion == "HTTP/2", let length = head.expectedContentLength, length > 0, downloaded >= length,
+            uploadTotal > 0, uploaded < uploadTotal, !state.holdsReceiving, !lastWritePaused
+        {
+            // The same answer while a whole body (`Data`, a file) is still being sent: nothing
+            // pauses, and after the server's RST_STREAM(NO_ERROR), which RFC 9113 §8.1 says must
+            // not cost the answer, the stream's window never opens again: libcurl 7.88 waited to
+            // send the rest until the idle timeout, and the answer was lost. The exchange ends
+            // here with the answer it has.
+            answeredWhole = true
+            return false
         }
         // Bytes curl handed to the socket: an upload the server stopped reading stops here.
         if uploaded != lastUploadedCount || downloaded != lastDownloadedCount {
@@ -93,7 +105,7 @@ extension TaskDelegate {
             state.observeCounts(uploaded: uploaded, downloaded: downloaded, now: passClock.now)
         }
         // Installed for a capped download too (`configure`): a request without a body sends nothing.
-        guard let bodyReader else { return }
+        guard let bodyReader else { return true }
         if let length = bodyReader.length {
             task.didSend(bytes: uploaded, expected: length)
         } else {
@@ -102,5 +114,6 @@ extension TaskDelegate {
             // an unknown total (-1), as URLSession does: at most what the body gave curl.
             task.didSend(bytes: min(uploaded, bodyReader.bytesRead), expected: -1)
         }
+        return true
     }
 }
