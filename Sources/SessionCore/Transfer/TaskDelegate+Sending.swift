@@ -9,8 +9,10 @@ import FoundationNetworking
 /// the read and seek callbacks, and the progress callback, which watches an upload whose
 /// answer came before its body was sent.
 extension TaskDelegate {
-    /// What the read callback gives curl: bytes, a pause until the body's stream has data
-    /// (the idle clock keeps running: a stream that never delivers times out), or a failure.
+    /// What the read callback gives curl: bytes, a pause until the body's stream has data, or a
+    /// failure. A pause holds the idle clock until the response head (the body's producer sets
+    /// the pace, `TransferClock.Hold.bodyProducer`): a producer that never delivers, before any
+    /// answer, is ended by the resource timeout only.
     func readBody(into buffer: UnsafeMutableRawBufferPointer) -> BodyReader.ReadOutcome {
         guard let reader = bodyReader else { return .bytes(0) }
         let outcome = reader.read(into: buffer)
