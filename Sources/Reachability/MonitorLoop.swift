@@ -131,8 +131,10 @@ final class MonitorLoop {
     }
 
     private func routingChanged() {
-        // Routes decide which addresses a name resolves to (split DNS, VPN resolvers).
-        if resolved != nil { startResolution() }
+        // Routes decide which addresses a name resolves to (split DNS, VPN resolvers). A change
+        // during the first resolution asks for another one too: that resolution may have
+        // asked before the route existed (the network coming up), and its empty answer stood.
+        if resolved != nil || resolving { startResolution() }
         schedule()
     }
 

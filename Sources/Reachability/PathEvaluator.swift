@@ -35,6 +35,14 @@ final class PathEvaluator {
     /// Applies one event to the link table; returns whether it may change routing
     /// (routes, addresses, rules), which is when a domain is worth resolving again.
     func apply(_ message: NetlinkMessage) throws -> Bool {
+        // A bridge port's notifications (`ifi_family` AF_BRIDGE, an RTM_DELLINK among them when
+        // a port leaves its bridge) are about the port's bridge role, not the device: taken for
+        // the device, they dropped it from the table or replaced it without its kind.
+        if message.type == Netlink.newLink || message.type == Netlink.deleteLink,
+            let family = message.payload.first, family != UInt8(AF_UNSPEC)
+        {
+            return false
+        }
         switch message.type {
         case Netlink.newLink:
             let link = try NetlinkMessageParser.link(from: message)

@@ -1,4 +1,5 @@
 import XCTest
+import Glibc
 @testable import Reachability
 
 /// The parser on crafted bytes: valid messages decode; truncated, oversized and zero
@@ -194,5 +195,26 @@ final class NetlinkMessageParserTests: XCTestCase {
             XCTAssertTrue(PathEvaluator.noRouteErrors.contains(code), "errno \(code)")
         }
         XCTAssertFalse(PathEvaluator.noRouteErrors.contains(ENOBUFS), "an overrun is a resynchronisation, not a verdict")
+    }
+
+    /// A bridge port's link notifications (`ifi_family` AF_BRIDGE) leave the device's entry
+    /// alone: the RTM_DELLINK a port leaving its bridge sends dropped the device from the table.
+    func testABridgePortsLinkMessagesLeaveTheDeviceAlone() throws {
+        let socket = try NetlinkSocket.open(groups: 0, receiveBufferSize: nil, receiveTimeout: 1)
+        let evaluator = PathEvaluator(client: RtnetlinkClient(socket: socket), classifier: InterfaceClassifier(sysfsRoot: "/nonexistent"))
+        func linkMessage(_ type: UInt16, family: UInt8) -> NetlinkMessage {
+            var payload: [UInt8] = [family, 0]
+            payload.appendHostOrder(UInt16(1))  // ARPHRD_ETHER
+            payload.appendHostOrder(Int32(4242))
+            payload.appendHostOrder(UInt32(IFF_UP | IFF_RUNNING))
+            payload.appendHostOrder(UInt32(0))
+            return NetlinkMessage(type: type, flags: 0, sequence: 0, portID: 0, payload: payload)
+        }
+        _ = try evaluator.apply(linkMessage(Netlink.newLink, family: UInt8(AF_UNSPEC)))
+        XCTAssertNotNil(evaluator.links[4242])
+        _ = try evaluator.apply(linkMessage(Netlink.deleteLink, family: UInt8(AF_BRIDGE)))
+        XCTAssertNotNil(evaluator.links[4242], "a bridge port's notification removed the device")
+        _ = try evaluator.apply(linkMessage(Netlink.deleteLink, family: UInt8(AF_UNSPEC)))
+        XCTAssertNil(evaluator.links[4242])
     }
 }
