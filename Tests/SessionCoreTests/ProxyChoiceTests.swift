@@ -126,6 +126,12 @@ final class ProxyChoiceTests: XCTestCase {
         // A name that resolved: the address libcurl tried counts beside the default route (a LAN
         // without one waited for it until the resource timeout, with the host's route there).
         XCTAssertEqual(ConnectivityWait.Routes.adding(tried: "198.18.0.1", to: [.defaultRoute]), [.defaultRoute, .ipv4("198.18.0.1")])
+        // The IPv4 forms libcurl reads as an address are addresses, not names.
+        for short in ["127.1", "0x7f.0.0.1", "2130706433"] {
+            XCTAssertEqual(ConnectivityWait.Target(host: short), .ipv4("127.0.0.1"), short)
+        }
+        XCTAssertEqual(ConnectivityWait.Target(host: "cafe"), .defaultRoute, "a name of hex letters stays a name")
+        XCTAssertEqual(ConnectivityWait.Target(host: "example.com"), .defaultRoute)
         XCTAssertEqual(ConnectivityWait.Routes.adding(tried: "fd00::1", to: [.defaultRoute]), [.defaultRoute, .ipv6("fd00::1")])
         XCTAssertEqual(ConnectivityWait.Routes.adding(tried: "", to: [.defaultRoute]), [.defaultRoute], "it did not resolve")
         XCTAssertEqual(ConnectivityWait.Routes.adding(tried: "10.1.2.3", to: [.ipv4("10.1.2.3")]), [.ipv4("10.1.2.3")])

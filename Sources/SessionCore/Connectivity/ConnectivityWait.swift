@@ -30,11 +30,26 @@ final class ConnectivityWait: Sendable {
             var v6 = in6_addr()
             if inet_pton(AF_INET, host, &v4) == 1 {
                 self = .ipv4(host)
+            } else if !host.isEmpty, host.allSatisfy({ $0.isHexDigit || $0 == "." || $0 == "x" || $0 == "X" }),
+                inet_aton(host, &v4) != 0, let text = Self.dotted(v4)
+            {
+                // The short and numeric IPv4 forms libcurl's URL parser reads as an address
+                // (`127.1`, `0x7f.0.0.1`, `2130706433`): taken for a name, a refused loopback
+                // request waited for a default route.
+                self = .ipv4(text)
             } else if inet_pton(AF_INET6, host, &v6) == 1 {
                 self = .ipv6(host)
             } else {
                 self = .defaultRoute
             }
+        }
+
+        /// `address` as dotted decimal.
+        private static func dotted(_ address: in_addr) -> String? {
+            var address = address
+            var buffer = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+            guard inet_ntop(AF_INET, &address, &buffer, socklen_t(buffer.count)) != nil else { return nil }
+            return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         }
 
         /// A reachability manager for this target (not started).
