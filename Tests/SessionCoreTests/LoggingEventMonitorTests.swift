@@ -61,14 +61,7 @@ final class LoggingEventMonitorTests: XCTestCase {
     func testAnErrorsTextCarriesNoSecretOfAURL() async throws {
         let server = try TestServer()
         defer { server.shutdown() }
-        let attempts = Mutex(0)
-        server.route("/flaky") { _ in
-            let attempt = attempts.withLock { count -> Int in
-                count += 1
-                return count
-            }
-            return attempt == 1 ? TestResponse(status: 503, body: Data("busy".utf8)) : .text("ok")
-        }
+        server.routeAnsweringFirst("/flaky", with: TestResponse(status: 503, body: Data("busy".utf8)), thenWith: .text("ok"))
         let lines = LogCapture()
         var logger = Logger(label: "test.curlew") { _ in CapturingLogHandler(capture: lines) }
         logger.logLevel = .debug
