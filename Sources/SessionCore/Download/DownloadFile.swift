@@ -130,8 +130,9 @@ final class DownloadFile {
     /// range (any the caller set are replaced). A resumed part is asked for as is,
     /// `Accept-Encoding: identity`: a range of a content-coded representation would be a range
     /// of other bytes. (Without the field any coding is acceptable, RFC 9110 §12.5.3: a server
-    /// that compresses by default answered every resume gzipped, and each was started over.) The rest of the partial bytes' range goes with `If-Range`; a byte range asked for
-    /// again from its start (the earlier bytes could not be continued) goes without.
+    /// that compresses by default answered every resume gzipped, and each was started over.)
+    /// The rest of the partial bytes' range goes with `If-Range`; a byte range asked for again
+    /// from its start (the earlier bytes could not be continued) goes without.
     func headerLines(adding lines: [String]) -> [String] {
         guard asksForRange else { return lines }
         var result = lines.filter { line in

@@ -79,7 +79,10 @@ enum RedirectPolicy {
     /// authority: libcurl would otherwise send the old name, and pick and file the jar's
     /// cookies under it. A credential the hook set itself stays, as on any hop it chose.
     static func hookDecision(_ decision: URLRequest, proposed: URLRequest, previous: URLRequest) -> URLRequest {
-        guard let to = decision.url, let proposedURL = proposed.url, !isSameOrigin(proposedURL, to) else { return decision }
+        // The usual hop (no hook, or one that kept the proposed URL) is left at a string
+        // comparison: no host is parsed out on the driver thread for it.
+        guard let to = decision.url, let proposedURL = proposed.url, to != proposedURL, !isSameOrigin(proposedURL, to)
+        else { return decision }
         var result = decision
         // The URL's own credentials too: a relative `Location` keeps the first URL's
         // `user:password@`, and a hook that changed only the host kept them for libcurl to send.
